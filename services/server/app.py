@@ -1,0 +1,78 @@
+"""The all-in-one server: the composition root wiring every core in-process and
+serving all services on one port, with health checking, reflection and tracing."""
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Optional
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import server_interceptor
+from opentelemetry.sdk.trace import TracerProvider
+
+from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
+from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.servicer import StorageServicer
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.servicer import TransactionServicer
+from morphz.shared.telemetry import tracer_provider as make_tracer_provider
+
+DEFAULT_LISTEN = "127.0.0.1:7070"
+MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
+_log = logging.getLogger("morphz.server")
+
+
+@dataclass
+class ServerConfig:
+    data_dir: str
+    listen: str = DEFAULT_LISTEN
+    max_workers: int = 16
+    max_concurrent_rpcs: int = 256
+    map_size: int = 8 << 30
+    sync: bool = True
+
+
+class AllInOne:
+    """Owns the store, the cores and the gRPC server; `port` is the bound port."""
+
+    def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
+        self.store = LmdbStore(config.data_dir, map_size=config.map_size, sync=config.sync)
+        self.transactions = TransactionCore(self.store)
+        self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.max_workers),
+            interceptors=[server_interceptor(tracer_provider=self.tracer)],
+            maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                     ("grpc.so_reuseport", 0)])
+        transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
+            TransactionServicer(self.transactions), self.server)
+        storage_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(self.store),
+                                                              self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
+                 storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
+        for name in names + [""]:
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        reflection.enable_server_reflection(names + [health.SERVICE_NAME,
+                                                     reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(config.listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {config.listen}")
+
+    def start(self) -> "AllInOne":
+        self.server.start()
+        return self
+
+    def stop(self, grace: float = 5.0) -> None:
+        for name in list(self.health._server_status):  # report NOT_SERVING while draining
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.server.stop(grace).wait()
+        self.tracer.shutdown()
+        self.store.close()

@@ -1,0 +1,26 @@
+"""`morphz serve`: run the all-in-one server until SIGINT/SIGTERM."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from morphz.services.server.app import DEFAULT_LISTEN, AllInOne, ServerConfig
+
+
+def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data") -> int:
+    logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = AllInOne(ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen)).start()
+    host = listen.rsplit(":", 1)[0]
+    # One line a supervisor (or a test) can wait for.
+    print(f"morphz: serving on {host}:{app.port} data={os.path.abspath(data_dir)}", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    app.stop()
+    print("morphz: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,95 @@
+"""The storage interface the transaction service writes through.
+
+Storage keeps named tables of opaque records (bytes) under per-context keys. Keys
+are tuples of str and int. Storage enforces only physical rules: one commit is one
+atomic batch, append-only tables are never overwritten, and a commit names the
+context's physical version (`commit_seq`) it was computed from (optimistic control).
+Implementations: LmdbStore (authoritative), MemoryStore (replay/audit), and
+StorageClient (the same interface over gRPC).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+Key = tuple[Union[str, int], ...]
+
+# table -> append-only? Events and the index-intent outbox are never rewritten.
+TABLES: dict[str, bool] = {
+    "meta": False,            # () -> context meta (revision, tick, sequences, window)
+    "events": True,           # (seq,) -> event record
+    "event_ids": True,        # (event id,) -> seq
+    "observations": False,    # (seq,) -> observation state (retired, protected)
+    "frames": False,          # (frame id,) -> frame record
+    "frame_versions": False,  # (frame id, context revision) -> frame record as of then
+    "relations": False,       # (subject, name, object) -> b""
+    "relations_in": False,    # (object, name, subject) -> b""  (reverse index)
+    "order": False,           # () -> frame projection order
+    "checkpoints": False,     # (name,) -> Mind snapshot
+    "sessions": False,        # (session id,) -> session record
+    "pending": False,         # (session id, seq) -> b""  inputs not yet claimed
+    "activations": False,     # (activation id,) -> activation record
+    "retire_due": False,      # (due tick, frame id) -> retire request generation
+    "idempotency": False,     # (request id,) -> payload hash + original reply
+    "outbox": True,           # (position,) -> index intent for the recall service
+}
+
+
+@dataclass(frozen=True)
+class Write:
+    table: str
+    key: Key
+    value: Optional[bytes]  # None deletes
+
+
+class StaleRead(Exception):
+    """Reads of one reader saw different physical versions (remote stores only)."""
+
+
+class StaleCommit(Exception):
+    """The context's physical version moved since the batch was computed."""
+
+    def __init__(self, expected: int, actual: int) -> None:
+        super().__init__(f"expected commit_seq {expected}, store is at {actual}")
+        self.expected = expected
+        self.actual = actual
+
+
+class Reader(abc.ABC):
+    """A consistent read view of one context at `commit_seq`."""
+
+    commit_seq: int
+
+    @abc.abstractmethod
+    def get(self, table: str, key: Key) -> Optional[bytes]: ...
+
+    @abc.abstractmethod
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Store(abc.ABC):
+    @abc.abstractmethod
+    def reader(self, context: str) -> Reader: ...
+
+    @abc.abstractmethod
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
+        """Apply all writes atomically or none; returns the new commit_seq.
+        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL, ...)."""
+
+    @abc.abstractmethod
+    def contexts(self) -> list[str]: ...
+
+    def close(self) -> None:
+        pass

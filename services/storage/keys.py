@@ -1,0 +1,54 @@
+"""Order-preserving byte encoding of tuple keys (and the checks storage applies to them).
+
+A str part is 0x02 + UTF-8 + 0x00, an int part 0x01 + 8 bytes big-endian, so byte
+order equals tuple order and a prefix tuple encodes to a byte prefix.
+"""
+from __future__ import annotations
+
+from morphz.services.storage.api import TABLES, Key
+from morphz.shared.errors import MorphzError
+
+_INT, _STR, _END = b"\x01", b"\x02", b"\x00"
+MAX_KEY_BYTES = 480  # LMDB's default key limit is 511 bytes
+
+
+def check_table(table: str) -> None:
+    if table not in TABLES:
+        raise MorphzError("STORAGE_TABLE_UNKNOWN", f"unknown table {table!r}", table=table)
+
+
+def encode(key: Key) -> bytes:
+    out = bytearray()
+    for part in key:
+        if isinstance(part, bool) or not isinstance(part, (int, str)):
+            raise MorphzError("STORAGE_KEY_INVALID", f"key part {part!r} is not str or int")
+        if isinstance(part, int):
+            if not 0 <= part < 1 << 64:
+                raise MorphzError("STORAGE_KEY_INVALID", f"key integer {part} out of range")
+            out += _INT + part.to_bytes(8, "big")
+        else:
+            if "\x00" in part:
+                raise MorphzError("STORAGE_KEY_INVALID", "key text contains NUL")
+            out += _STR + part.encode("utf-8", "strict") + _END
+    if len(out) > MAX_KEY_BYTES:
+        raise MorphzError("STORAGE_KEY_INVALID", f"key longer than {MAX_KEY_BYTES} bytes")
+    return bytes(out)
+
+
+def decode(raw: bytes) -> Key:
+    parts: list = []
+    i = 0
+    while i < len(raw):
+        tag = raw[i:i + 1]
+        if tag == _INT:
+            parts.append(int.from_bytes(raw[i + 1:i + 9], "big"))
+            i += 9
+        else:
+            end = raw.index(_END, i + 1)
+            parts.append(raw[i + 1:end].decode("utf-8"))
+            i = end + 1
+    return tuple(parts)
+
+
+def context_prefix(context: str) -> bytes:
+    return encode((context,))

@@ -1,0 +1,83 @@
+"""An in-memory Store with the same semantics as LmdbStore (no durability).
+
+Used to replay event history for audit and projection rebuilds, and run through
+the same storage conformance suite as the LMDB store.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator, Optional
+
+from morphz.services.storage import keys
+from morphz.services.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.errors import MorphzError
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
+        self._versions: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def reader(self, context: str) -> "MemoryReader":
+        return MemoryReader(self, context)
+
+    def contexts(self) -> list[str]:
+        return sorted(self._versions)
+
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
+        with self._lock:
+            current = self._versions.get(context, 0)
+            if current != expect_commit_seq:
+                raise StaleCommit(expect_commit_seq, current)
+            staged: dict[tuple[str, bytes], Optional[bytes]] = {}
+            for w in writes:
+                keys.check_table(w.table)
+                k = keys.encode((context, *w.key))
+                exists = (w.table, k) in staged or k in self._tables[w.table]
+                if TABLES[w.table] and (w.value is None or exists):
+                    raise MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only",
+                                      table=w.table)
+                staged[(w.table, k)] = w.value
+            for (table, k), v in staged.items():
+                if v is None:
+                    self._tables[table].pop(k, None)
+                else:
+                    self._tables[table][k] = v
+            self._versions[context] = current + 1
+            return current + 1
+
+
+class MemoryReader(Reader):
+    """Reads the live dicts; a commit in between makes further reads fail (StaleRead),
+    which gives callers the same snapshot guarantee as an LMDB read transaction."""
+
+    def __init__(self, store: MemoryStore, context: str) -> None:
+        self._store = store
+        self._context = context
+        self.commit_seq = store._versions.get(context, 0)
+
+    def _check(self) -> None:
+        if self._store._versions.get(self._context, 0) != self.commit_seq:
+            raise StaleRead(self._context)
+
+    def get(self, table: str, key: Key) -> Optional[bytes]:
+        keys.check_table(table)
+        self._check()
+        return self._store._tables[table].get(keys.encode((self._context, *key)))
+
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        keys.check_table(table)
+        self._check()
+        pre = keys.encode((self._context, *prefix))
+        rows = sorted((k, v) for k, v in self._store._tables[table].items() if k.startswith(pre))
+        if reverse:
+            rows.reverse()
+        if after is not None:
+            bound = keys.encode((self._context, *after))
+            rows = [(k, v) for k, v in rows if (k < bound if reverse else k > bound)]
+        if limit:
+            rows = rows[:limit]
+        for k, v in rows:
+            yield keys.decode(k)[1:], v

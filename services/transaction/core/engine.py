@@ -1,0 +1,316 @@
+"""TransactionCore: the transaction service's one entry point, free of gRPC and LMDB.
+
+Every write follows the same path: open a reader, build one event, apply it with
+the reducer to a candidate MindState, hand the resulting batch to storage with the
+physical version it was computed from. If another writer got there first, redo it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import asdict
+from datetime import datetime
+from typing import Callable, Optional, Union
+
+from morphz.services.storage.api import StaleCommit, StaleRead, Store
+from morphz.services.storage.memory_store import MemoryStore
+from morphz.services.transaction.core import records as R
+from morphz.services.transaction.core.reducer import activation_view, apply_event
+from morphz.services.transaction.core.state import MindState
+from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, Tx, is_ref, parse_text, ref_seq
+from morphz.shared.errors import MorphzError
+
+MAX_TEXT_BYTES = 32 << 20
+MAX_WINDOW = 1 << 20
+_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}\Z")
+_WRITE_ATTEMPTS = 64
+
+
+def check_name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise MorphzError("CONTEXT_INPUT_INVALID",
+                          f"{what} must be 1-128 printable characters without spaces",
+                          field=what)
+    return value
+
+
+def payload_hash(payload: dict) -> str:
+    raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class TransactionCore:
+    def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
+                 new_id: Callable[[], str] = None) -> None:
+        self._store = store
+        self._clock = clock or (lambda: datetime.now().astimezone())
+        self._new_id = new_id or (lambda: uuid.uuid4().hex)
+
+    # -- the write path ------------------------------------------------------------
+    def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]]) -> dict:
+        """`build` returns the event to apply, or a finished reply (idempotent retry)."""
+        for _ in range(_WRITE_ATTEMPTS):
+            try:
+                with self._store.reader(context) as reader:
+                    m = MindState(reader)
+                    ev = build(m)
+                    if isinstance(ev, dict):
+                        return ev
+                    reply = apply_event(m, ev)
+                    writes = m.writes()
+                    seq = reader.commit_seq
+                self._store.commit(context, seq, writes)
+                return reply
+            except (StaleCommit, StaleRead):
+                continue
+        raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
+                          context=context)
+
+    def _event(self, m: MindState, context: str, kind: str, **fields) -> R.Event:
+        meta = m.meta()
+        seq = meta.next_seq if meta else 0
+        return R.Event(seq=seq, id=self._new_id(), kind=kind, context=context,
+                       time=self._clock().isoformat(timespec="microseconds"), **fields)
+
+    @staticmethod
+    def _meta(m: MindState, context: str) -> R.Meta:
+        meta = m.meta()
+        if meta is None:
+            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                              context=context)
+        return meta
+
+    @staticmethod
+    def _replay(m: MindState, request_id: str, payload: dict) -> Optional[dict]:
+        """The original reply if this request id was already applied with this payload."""
+        if not request_id:
+            return None
+        check_name(request_id, "request_id")
+        rec = m.idempotency(request_id)
+        if rec is None:
+            return None
+        if rec["hash"] != payload_hash(payload):
+            raise MorphzError("IDEMPOTENCY_MISMATCH",
+                              f"request id {request_id} was used with a different payload",
+                              request_id=request_id)
+        return dict(rec["reply"], replayed=True)
+
+    # -- contexts ----------------------------------------------------------------------
+    def create_context(self, context: str, window: int = 0) -> dict:
+        check_name(context, "context")
+        if not 0 <= window <= MAX_WINDOW:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
+                              field="window")
+
+        def build(m: MindState) -> R.Event:
+            if m.meta() is not None:
+                raise MorphzError("CONTEXT_EXISTS", f"context {context} exists", context=context)
+            return self._event(m, context, R.CONTEXT_CREATED, actor="runtime",
+                               data={"window": window or R.DEFAULT_WINDOW})
+        self._write(context, build)
+        return self.status(context)
+
+    def status(self, context: str) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
+            for f in m.frames():
+                by_state[f.state] += 1
+            sessions = [dict(asdict(s), pending=len(m.pending(s.id))) for s in m.sessions()]
+            return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
+                    "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
+                    "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
+                    # No index consumer runs yet, so every intent is still waiting.
+                    "outbox_lag": meta.outbox_head}
+
+    # -- events and activations --------------------------------------------------------------
+    def append_event(self, context: str, session: str, kind: str, text: str, *,
+                     request_id: str = "", actor: str = "", causal_refs: list[str] = ()) -> dict:
+        check_name(context, "context")
+        check_name(session, "session")
+        if kind not in R.INPUT_KINDS:
+            raise MorphzError("EVENT_KIND_INVALID", f"kind must be one of {', '.join(R.INPUT_KINDS)}",
+                              kind=kind[:64])
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"text exceeds {MAX_TEXT_BYTES} bytes",
+                              field="text")
+        refs = list(causal_refs)
+        payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
+
+        def build(m: MindState) -> Union[R.Event, dict]:
+            meta = self._meta(m, context)
+            done = self._replay(m, request_id, payload)
+            if done is not None:
+                return done
+            for r in refs:
+                if not is_ref(r) or ref_seq(r) >= meta.next_seq:
+                    raise MorphzError("EVENT_NOT_FOUND", f"causal ref {r[:40]} does not exist",
+                                      ref=r[:40])
+            return self._event(m, context, kind, session=session, actor=actor or kind,
+                               causal_refs=refs, text=text, request_id=request_id,
+                               data={"payload_hash": payload_hash(payload)} if request_id else {})
+        return {"replayed": False, **self._write(context, build)}
+
+    def activate(self, context: str, session: str) -> dict:
+        check_name(context, "context")
+        check_name(session, "session")
+
+        def build(m: MindState) -> R.Event:
+            meta = self._meta(m, context)
+            return self._event(m, context, R.ACTIVATION, session=session, actor="runtime",
+                               data={"activation_id": f"a{meta.activations + 1}"})
+        return self._write(context, build)
+
+    def deliver(self, context: str, activation: str) -> dict:
+        check_name(context, "context")
+        check_name(activation, "activation")
+
+        def build(m: MindState) -> Union[R.Event, dict]:
+            self._meta(m, context)
+            act = m.activation(activation)
+            if act is None:
+                raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
+                                  activation=activation)
+            if act.delivered:  # delivering twice is a retry, not an error
+                return activation_view(act)
+            return self._event(m, context, R.DELIVERY, session=act.session, actor="runtime",
+                               data={"activation_id": activation})
+        return self._write(context, build)
+
+    # -- transactions ------------------------------------------------------------------------
+    def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
+               request_id: str = "") -> dict:
+        check_name(context, "context")
+        if session:
+            check_name(session, "session")
+        parsed = parse_text(tx) if isinstance(tx, str) else tx
+        payload = {"session": session, "tx": parsed.to_dict()}
+
+        def build(m: MindState) -> Union[R.Event, dict]:
+            meta = self._meta(m, context)
+            done = self._replay(m, request_id, payload)
+            if done is not None:
+                return done
+            self._check_base(parsed, meta.revision)
+            if session and m.session(session) is None:
+                raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
+            return self._event(m, context, R.CONTEXT_TX, session=session, actor="agent",
+                               text=parsed.render(), request_id=request_id,
+                               data={"tx": payload["tx"], "payload_hash": payload_hash(payload)})
+        return {"replayed": False, **self._write(context, build)}
+
+    @staticmethod
+    def _check_base(tx: Tx, latest: int) -> None:
+        if tx.base_version > latest:
+            raise MorphzError("BASE_VERSION_AHEAD", f"base-version {tx.base_version} is ahead "
+                              f"of the latest revision {latest}", base=tx.base_version,
+                              latest=latest)
+        if tx.base_version < latest:
+            exact = [o.op for o in tx.ops if o.op in EXACT_VERSION_OPS]
+            # Semantic rebase is not built yet: any older base is rejected, never merged blind.
+            reason = "EXACT_VERSION_REQUIRED" if exact else "BASE_VERSION_STALE"
+            raise MorphzError(reason, f"base-version {tx.base_version} is older than the latest "
+                              f"revision {latest}; reread and resubmit", base=tx.base_version,
+                              latest=latest, ops=",".join(exact) or None)
+
+    # -- reads ----------------------------------------------------------------------------------
+    def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            if at_revision:
+                if at_revision > meta.revision:
+                    raise MorphzError("REVISION_NOT_FOUND", f"revision {at_revision} is after the "
+                                      f"latest {meta.revision}", revision=at_revision)
+                f = m.frame_at(frame_id, at_revision)
+            else:
+                f = m.frame(frame_id)
+            if f is None:
+                raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist"
+                                  + (f" at revision {at_revision}" if at_revision else ""),
+                                  ref=frame_id[:80])
+            return _frame_view(m, meta, f, at_revision or meta.revision)
+
+    def list_frames(self, context: str) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            frames = {f.id: f for f in m.frames()}
+            ordered = [fid for fid in m.order() if fid in frames]
+            ordered += sorted(set(frames) - set(ordered))
+            return {"revision": meta.revision,
+                    "frames": [_frame_view(m, meta, frames[fid], meta.revision)
+                               for fid in ordered]}
+
+    def get_event(self, context: str, ref_or_id: str) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
+            ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            if ev is None:
+                raise MorphzError("EVENT_NOT_FOUND", f"no event {ref_or_id[:80]}",
+                                  ref=ref_or_id[:80])
+            obs = m.observation(seq)
+            view = asdict(ev)
+            del view["data"]  # runtime internals (payload hashes, ids) stay inside
+            view["ref"] = R.ref(seq)
+            view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
+            view["protected"] = bool(obs and obs.protected)
+            return view
+
+    # -- audit ----------------------------------------------------------------------------------
+    def audit(self, context: str) -> dict:
+        """Replay every event through the reducer into memory and compare each table."""
+        check_name(context, "context")
+        replayed = MemoryStore()
+        with self._store.reader(context) as reader:
+            if MindState(reader).meta() is None:
+                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                                  context=context)
+            count = 0
+            for _, raw in reader.scan("events"):
+                ev = R.loads(R.Event, raw)
+                with replayed.reader(context) as r:
+                    m = MindState(r)
+                    apply_event(m, ev)
+                    seq = r.commit_seq
+                replayed.commit(context, seq, m.writes())
+                count += 1
+            with replayed.reader(context) as expected:
+                checks = [_compare(table, dict(expected.scan(table)), dict(reader.scan(table)))
+                          for table in _AUDITED]
+        return {"context": context, "match": all(c["match"] for c in checks),
+                "events_replayed": count, "projections": checks}
+
+
+def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int) -> dict:
+    view = asdict(f)
+    if f.retire is not None:
+        view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
+    view["as_of_revision"] = as_of
+    # Relations are read from the current Mind (as-of reads give bodies, not edges).
+    edges = sorted(set(m.relations_from(f.id)) | set(m.relations_to(f.id)))
+    view["relations"] = [{"subject": s, "name": n, "object": o} for s, n, o in edges]
+    return view
+
+
+_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order",
+            "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
+            "idempotency", "outbox", "event_ids")
+
+
+def _compare(table: str, expected: dict, actual: dict) -> dict:
+    diffs = []
+    for k in sorted(set(expected) | set(actual), key=repr):
+        if expected.get(k) != actual.get(k):
+            state = "missing" if k not in actual else "unexpected" if k not in expected else "differs"
+            diffs.append(f"{'/'.join(map(str, k)) or '(context)'}: {state}")
+    return {"projection": table, "match": not diffs, "differences": diffs[:20]}

@@ -1,0 +1,138 @@
+"""The records the transaction service keeps in storage, and their JSON form.
+
+Storage treats them as opaque bytes; this module is their only schema.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional, TypeVar
+
+DEFAULT_WINDOW = 8
+
+ACTIVE, RETIRING, RETIRED = "active", "retiring", "retired"
+
+# Input kinds an agent runtime appends; all are external facts that advance the
+# cognitive clock when claimed. `continuation` is the runtime's own follow-up input.
+EXTERNAL_KINDS = ("user-message", "tool-result", "approval", "external")
+INPUT_KINDS = EXTERNAL_KINDS + ("continuation",)
+# Runtime events written by the transaction service itself.
+CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
+    "context-created", "activation", "delivery", "context-tx")
+
+
+def ref(seq: int) -> str:
+    return f"@e{seq}"
+
+
+@dataclass
+class Meta:
+    context: str
+    window: int = DEFAULT_WINDOW
+    revision: int = 0
+    tick: int = 0
+    next_seq: int = 0
+    outbox_head: int = 0
+    activations: int = 0
+
+
+@dataclass
+class RetireRequest:
+    generation: int
+    requested_tick: int
+    due_tick: int
+    reason: str
+    frame_revision: int
+
+
+@dataclass
+class Frame:
+    id: str
+    revision: int
+    body: str  # canonical S-expression text of the body items
+    sources: list[str] = field(default_factory=list)
+    state: str = ACTIVE
+    protected: bool = False
+    retire: Optional[RetireRequest] = None
+    generation: int = 0  # retire requests made so far; a due entry names one
+    changed_at: int = 0  # context revision of the last change
+
+    def size(self) -> int:
+        """Bytes this frame occupies in an encoding (id + body)."""
+        return len(self.id.encode()) + len(self.body.encode())
+
+
+@dataclass
+class Event:
+    seq: int
+    id: str
+    kind: str
+    time: str
+    context: str
+    session: str = ""
+    actor: str = ""
+    causal_refs: list[str] = field(default_factory=list)
+    text: str = ""
+    request_id: str = ""
+    data: dict[str, Any] = field(default_factory=dict)  # runtime events' structured body
+
+
+@dataclass
+class Observation:
+    """Mutable attention state of an input event (the event itself never changes)."""
+    retired: bool = False
+    protected: bool = False
+    reason: str = ""
+
+
+@dataclass
+class Session:
+    id: str
+    state: str = ACTIVE
+    level: str = "full"
+
+
+@dataclass
+class Activation:
+    id: str
+    session: str
+    claimed: list[int]
+    root: Optional[int]
+    tick: int
+    tick_advanced: bool
+    retired_frames: list[str] = field(default_factory=list)
+    delivered: bool = False
+
+
+@dataclass
+class Checkpoint:
+    name: str
+    revision: int
+    frames: list[Frame]
+    relations: list[list[str]]
+    order: list[str]
+
+
+T = TypeVar("T")
+
+
+def dumps(rec: Any) -> bytes:
+    obj = dataclasses.asdict(rec) if dataclasses.is_dataclass(rec) else rec
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(cls: type[T], raw: Optional[bytes]) -> Optional[T]:
+    if raw is None:
+        return None
+    return from_dict(cls, json.loads(raw))
+
+
+def from_dict(cls: type[T], obj: Any) -> T:
+    if cls in (list, dict):
+        return obj
+    if cls is Frame:
+        obj = dict(obj, retire=RetireRequest(**obj["retire"]) if obj.get("retire") else None)
+    elif cls is Checkpoint:
+        obj = dict(obj, frames=[from_dict(Frame, f) for f in obj["frames"]])
+    return cls(**obj)

@@ -1,0 +1,137 @@
+"""The single reducer: every event, live or replayed, changes the Mind only here.
+
+Live requests build an event and apply it to a candidate MindState; audit and
+projection rebuilds apply the stored events in order to an empty store. Both run
+the same code, so a replay that differs from the stored projection is real damage.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from morphz.services.transaction.core import records as R
+from morphz.services.transaction.core.ops import apply_ops
+from morphz.services.transaction.core.state import MindState
+from morphz.services.transaction.core.txlang import Tx
+from morphz.shared.errors import MorphzError
+
+
+def apply_event(m: MindState, ev: R.Event) -> dict:
+    """Apply one event (its seq is the next one); returns the caller's reply."""
+    if ev.kind == R.CONTEXT_CREATED:
+        m.init_meta(R.Meta(ev.context, window=ev.data["window"]))
+    meta = m.meta()
+    if meta is None:
+        raise MorphzError("CONTEXT_NOT_FOUND", f"context {ev.context} does not exist",
+                          context=ev.context)
+    if ev.seq != meta.next_seq:
+        raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
+    meta.next_seq += 1
+    m.add_event(ev)
+    handler = _HANDLERS.get(ev.kind, _apply_input)
+    reply = handler(m, ev)
+    m.add_intent({"op": "index-event", "seq": ev.seq})
+    if ev.request_id:
+        m.put_idempotency(ev.request_id, {"hash": ev.data.get("payload_hash", ""),
+                                           "reply": reply})
+    return reply
+
+
+def _apply_created(m: MindState, ev: R.Event) -> dict:
+    return {"context": ev.context, "window": ev.data["window"]}
+
+
+def _apply_input(m: MindState, ev: R.Event) -> dict:
+    if ev.kind not in R.INPUT_KINDS:
+        raise MorphzError("EVENT_KIND_INVALID", f"unknown event kind {ev.kind!r}", kind=ev.kind)
+    if m.session(ev.session) is None:
+        m.put_session(R.Session(ev.session))
+    m.set_pending(ev.session, ev.seq, True)
+    m.put_observation(ev.seq, R.Observation())
+    return {"ref": R.ref(ev.seq), "seq": ev.seq, "id": ev.id}
+
+
+def _apply_activation(m: MindState, ev: R.Event) -> dict:
+    """Claim the session's pending inputs as one batch; the clock advances once if the
+    batch holds an external fact, then retirements that fell due take effect."""
+    meta = m.meta()
+    sid = ev.session
+    if m.session(sid) is None:
+        raise MorphzError("SESSION_NOT_FOUND", f"no session {sid}", session=sid)
+    claimed = m.pending(sid)
+    kinds = {seq: m.event(seq).kind for seq in claimed}
+    for seq in claimed:
+        m.set_pending(sid, seq, False)
+    advanced = any(k in R.EXTERNAL_KINDS for k in kinds.values())
+    retired: list[str] = []
+    if advanced:
+        meta.tick += 1
+        retired = _mature(m, meta.tick)
+    root = next((s for s in claimed if kinds[s] == "user-message"), None)
+    meta.activations += 1
+    act = R.Activation(ev.data["activation_id"], sid, claimed, root, meta.tick, advanced, retired)
+    m.put_activation(act)
+    return activation_view(act)
+
+
+def activation_view(act: R.Activation) -> dict:
+    return dict(asdict(act), claimed=[R.ref(s) for s in act.claimed],
+                root=R.ref(act.root) if act.root is not None else "")
+
+
+def _mature(m: MindState, tick: int) -> list[str]:
+    """Retire frames whose window ended, if the request is still the one that was
+    made: same generation and same frame revision (CORE-12)."""
+    done = []
+    for due, fid, generation in m.due_until(tick):
+        m.set_due(due, fid, None)
+        f = m.frame(fid)
+        if f is None or f.state != R.RETIRING or f.retire is None:
+            continue
+        if f.retire.generation != generation or f.retire.frame_revision != f.revision:
+            continue
+        f.state = R.RETIRED
+        m.put_frame(f)
+        m.add_intent({"op": "index-frame", "id": fid})
+        done.append(fid)
+    return done
+
+
+def _apply_delivery(m: MindState, ev: R.Event) -> dict:
+    act = m.activation(ev.data["activation_id"])
+    if act is None:
+        raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {ev.data['activation_id']}",
+                          activation=ev.data["activation_id"])
+    act.delivered = True
+    m.put_activation(act)
+    return activation_view(act)
+
+
+def _apply_tx(m: MindState, ev: R.Event) -> dict:
+    meta = m.meta()
+    tx = Tx.from_dict(ev.data["tx"])
+    meta.revision += 1
+    run = apply_ops(m, tx)
+    for fid in sorted(run.changed | set(run.released_now) | set(run.released_later)):
+        if not fid.startswith("@"):
+            m.add_intent({"op": "index-frame", "id": fid})
+    return {
+        "revision": meta.revision,
+        "base_version": tx.base_version,
+        "results": [asdict(r) for r in run.results],
+        "capacity": {
+            "released_now_bytes": sum(run.released_now.values()),
+            "released_after_window_bytes": sum(run.released_later.values()),
+            "released_now": sorted(run.released_now),
+            "released_after_window": sorted(run.released_later),
+        },
+        "cognitive_tick": meta.tick,
+        "event_ref": R.ref(ev.seq),
+    }
+
+
+_HANDLERS = {
+    R.CONTEXT_CREATED: _apply_created,
+    R.ACTIVATION: _apply_activation,
+    R.DELIVERY: _apply_delivery,
+    R.CONTEXT_TX: _apply_tx,
+}

@@ -1,0 +1,194 @@
+"""A candidate Mind: typed reads over a storage Reader plus an overlay of writes.
+
+Every change a transaction, event or activation makes lands in the overlay first;
+`writes()` is the batch handed to storage. Nothing touches storage until then, so a
+rejected request leaves no trace (seed 003, 5.1 steps 4-7).
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from morphz.services.storage.api import Key, Reader, Write
+from morphz.services.transaction.core import records as R
+from morphz.services.storage import keys as keycodec
+
+
+class MindState:
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._overlay: dict[tuple[str, Key], Optional[bytes]] = {}
+        self._meta: Optional[R.Meta] = None
+
+    # -- raw access -------------------------------------------------------------
+    def _get(self, table: str, key: Key) -> Optional[bytes]:
+        if (table, key) in self._overlay:
+            return self._overlay[(table, key)]
+        return self._reader.get(table, key)
+
+    def _put(self, table: str, key: Key, value: Optional[bytes]) -> None:
+        self._overlay[(table, key)] = value
+
+    def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
+        """Rows of table under prefix, overlay applied, in key order."""
+        rows = {k: v for k, v in self._reader.scan(table, prefix)}
+        for (t, k), v in self._overlay.items():
+            if t == table and k[:len(prefix)] == prefix:
+                if v is None:
+                    rows.pop(k, None)
+                else:
+                    rows[k] = v
+        for k in sorted(rows, key=keycodec.encode):
+            yield k, rows[k]
+
+    def writes(self) -> list[Write]:
+        if self._meta is not None:
+            self._put("meta", (), R.dumps(self._meta))
+        return [Write(t, k, v) for (t, k), v in self._overlay.items()]
+
+    # -- meta -------------------------------------------------------------------
+    def meta(self) -> Optional[R.Meta]:
+        if self._meta is None:
+            self._meta = R.loads(R.Meta, self._get("meta", ()))
+        return self._meta
+
+    def init_meta(self, meta: R.Meta) -> None:
+        self._meta = meta
+
+    # -- events and observations -------------------------------------------------
+    def event(self, seq: int) -> Optional[R.Event]:
+        return R.loads(R.Event, self._get("events", (seq,)))
+
+    def event_seq_by_id(self, event_id: str) -> Optional[int]:
+        raw = self._get("event_ids", (event_id,))
+        return int(raw) if raw is not None else None
+
+    def add_event(self, ev: R.Event) -> None:
+        self._put("events", (ev.seq,), R.dumps(ev))
+        self._put("event_ids", (ev.id,), str(ev.seq).encode())
+
+    def events(self) -> Iterator[R.Event]:
+        for _, raw in self._reader.scan("events"):
+            yield R.loads(R.Event, raw)
+
+    def observation(self, seq: int) -> Optional[R.Observation]:
+        return R.loads(R.Observation, self._get("observations", (seq,)))
+
+    def put_observation(self, seq: int, obs: R.Observation) -> None:
+        self._put("observations", (seq,), R.dumps(obs))
+
+    # -- frames -------------------------------------------------------------------
+    def frame(self, frame_id: str) -> Optional[R.Frame]:
+        return R.loads(R.Frame, self._get("frames", (frame_id,)))
+
+    def put_frame(self, f: R.Frame) -> None:
+        """Store a frame and its as-of version at the current context revision."""
+        f.changed_at = self.meta().revision
+        raw = R.dumps(f)
+        self._put("frames", (f.id,), raw)
+        self._put("frame_versions", (f.id, f.changed_at), raw)
+
+    def remove_frame(self, frame_id: str) -> None:
+        self._put("frames", (frame_id,), None)
+
+    def frames(self) -> Iterator[R.Frame]:
+        for _, raw in self._scan("frames"):
+            yield R.loads(R.Frame, raw)
+
+    def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
+        """The frame as it stood at context revision `revision` (committed state only)."""
+        for _, raw in self._reader.scan("frame_versions", (frame_id,), after=(frame_id, revision + 1),
+                                        limit=1, reverse=True):
+            return R.loads(R.Frame, raw)
+        return None
+
+    def last_version(self, frame_id: str) -> Optional[R.Frame]:
+        rows = list(self._scan("frame_versions", (frame_id,)))
+        return R.loads(R.Frame, rows[-1][1]) if rows else None
+
+    # -- relations ------------------------------------------------------------------
+    def has_relation(self, s: str, name: str, o: str) -> bool:
+        return self._get("relations", (s, name, o)) is not None
+
+    def add_relation(self, s: str, name: str, o: str) -> None:
+        self._put("relations", (s, name, o), b"")
+        self._put("relations_in", (o, name, s), b"")
+
+    def remove_relation(self, s: str, name: str, o: str) -> None:
+        self._put("relations", (s, name, o), None)
+        self._put("relations_in", (o, name, s), None)
+
+    def relations_from(self, s: str) -> list[tuple[str, str, str]]:
+        return [k for k, _ in self._scan("relations", (s,))]
+
+    def relations_to(self, o: str) -> list[tuple[str, str, str]]:
+        return [(s, n, o2) for (o2, n, s), _ in self._scan("relations_in", (o,))]
+
+    def relations(self) -> list[tuple[str, str, str]]:
+        return [k for k, _ in self._scan("relations")]
+
+    # -- order and checkpoints ---------------------------------------------------------
+    def order(self) -> list[str]:
+        raw = self._get("order", ())
+        return R.loads(list, raw) if raw else []
+
+    def put_order(self, order: list[str]) -> None:
+        self._put("order", (), R.dumps(order))
+
+    def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
+        return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
+
+    def put_checkpoint(self, cp: R.Checkpoint) -> None:
+        self._put("checkpoints", (cp.name,), R.dumps(cp))
+
+    def remove_checkpoint(self, name: str) -> None:
+        self._put("checkpoints", (name,), None)
+
+    # -- sessions, inputs, activations ---------------------------------------------------
+    def session(self, sid: str) -> Optional[R.Session]:
+        return R.loads(R.Session, self._get("sessions", (sid,)))
+
+    def put_session(self, s: R.Session) -> None:
+        self._put("sessions", (s.id,), R.dumps(s))
+
+    def sessions(self) -> list[R.Session]:
+        return [R.loads(R.Session, raw) for _, raw in self._scan("sessions")]
+
+    def pending(self, sid: str) -> list[int]:
+        return [k[1] for k, _ in self._scan("pending", (sid,))]
+
+    def set_pending(self, sid: str, seq: int, on: bool) -> None:
+        self._put("pending", (sid, seq), b"" if on else None)
+
+    def activation(self, aid: str) -> Optional[R.Activation]:
+        return R.loads(R.Activation, self._get("activations", (aid,)))
+
+    def put_activation(self, a: R.Activation) -> None:
+        self._put("activations", (a.id,), R.dumps(a))
+
+    def activations(self) -> list[R.Activation]:
+        return [R.loads(R.Activation, raw) for _, raw in self._scan("activations")]
+
+    # -- organizing window ----------------------------------------------------------------
+    def set_due(self, due_tick: int, frame_id: str, generation: Optional[int]) -> None:
+        self._put("retire_due", (due_tick, frame_id),
+                  None if generation is None else str(generation).encode())
+
+    def due_until(self, tick: int) -> list[tuple[int, str, int]]:
+        out = []
+        for (due, fid), raw in self._scan("retire_due"):
+            if due > tick:
+                break
+            out.append((due, fid, int(raw)))
+        return out
+
+    # -- idempotency and outbox -------------------------------------------------------------
+    def idempotency(self, request_id: str) -> Optional[dict]:
+        return R.loads(dict, self._get("idempotency", (request_id,)))
+
+    def put_idempotency(self, request_id: str, record: dict) -> None:
+        self._put("idempotency", (request_id,), R.dumps(record))
+
+    def add_intent(self, intent: dict) -> None:
+        meta = self.meta()
+        self._put("outbox", (meta.outbox_head,), R.dumps(intent))
+        meta.outbox_head += 1

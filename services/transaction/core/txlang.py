@@ -1,0 +1,280 @@
+"""The context-tx language: from S-expression text (or the protobuf form, via the
+servicer) to a validated `Tx` of typed operations. Shape checks only; the rules of
+the Mind are in ops.py.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Union
+
+from morphz.shared import sexpr
+from morphz.shared.errors import MorphzError
+
+FRAME_OPS = ("create", "derive", "revise")
+TARGET_OPS = ("retire", "restore", "protect", "unprotect")
+EDGE_OPS = ("relate", "unrelate")
+NAMED_OPS = ("checkpoint", "rollback", "drop-checkpoint")
+SESSION_OPS = ("retire-session", "restore-session")
+ALL_OPS = FRAME_OPS + TARGET_OPS + EDGE_OPS + ("place",) + NAMED_OPS + SESSION_OPS
+# Operations that need the exact latest version: never rebased (seed 001).
+EXACT_VERSION_OPS = ("rollback",) + SESSION_OPS
+# Operations that require the transaction's `reason` (CORE-03).
+REASON_OPS = ("retire", "unprotect", "retire-session")
+
+MAX_ID_CHARS = 200
+_REF = re.compile(r"@e(\d+)\Z")
+
+
+@dataclass
+class FrameOp:
+    op: str
+    frame_id: str
+    body: str  # canonical text of the body items
+    sources: Optional[list[str]] = None  # None: not given (revise keeps the old ones)
+
+
+@dataclass
+class TargetsOp:
+    op: str
+    targets: list[str]
+
+
+@dataclass
+class EdgeOp:
+    op: str
+    subject: str
+    name: str
+    object: str
+
+
+@dataclass
+class PlaceOp:
+    op: str
+    frame_id: str
+    where: str  # before | after | first | last
+    anchor: str = ""
+
+
+@dataclass
+class NamedOp:
+    op: str
+    name: str
+
+
+Op = Union[FrameOp, TargetsOp, EdgeOp, PlaceOp, NamedOp]
+_OP_TYPES = {**{o: FrameOp for o in FRAME_OPS}, **{o: TargetsOp for o in TARGET_OPS},
+             **{o: EdgeOp for o in EDGE_OPS}, "place": PlaceOp,
+             **{o: NamedOp for o in NAMED_OPS + SESSION_OPS}}
+
+
+@dataclass
+class Tx:
+    base_version: int
+    reason: str
+    ops: list[Op] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"base_version": self.base_version, "reason": self.reason,
+                "ops": [asdict(o) for o in self.ops]}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Tx":
+        return Tx(d["base_version"], d["reason"], [_OP_TYPES[o["op"]](**o) for o in d["ops"]])
+
+    def render(self) -> str:
+        """Canonical context-tx text of this transaction."""
+        parts = [f"(base-version {self.base_version})"]
+        if self.reason:
+            parts.append(f"(reason {sexpr.render(self.reason)})")
+        for o in self.ops:
+            parts.append(_render_op(o))
+        return "(context-tx " + " ".join(parts) + ")"
+
+
+def is_ref(target: str) -> bool:
+    return _REF.match(target) is not None
+
+
+def ref_seq(target: str) -> int:
+    m = _REF.match(target)
+    return int(m.group(1))
+
+
+def _bad(message: str, index: Optional[int] = None, **details: object) -> MorphzError:
+    return MorphzError("TX_INVALID", message, op_index=index, **details)
+
+
+def check_frame_id(value: str, index: Optional[int] = None, what: str = "frame id") -> str:
+    if not value or len(value) > MAX_ID_CHARS or value.startswith("@") or \
+            any(c.isspace() or c in '()";\x00' for c in value) or re.fullmatch(r"-?\d+", value):
+        raise _bad(f"invalid {what} {value[:80]!r}", index, ref=value[:80])
+    return value
+
+
+def check_target(value: str, index: Optional[int] = None) -> str:
+    return value if is_ref(value) else check_frame_id(value, index)
+
+
+def check_source(value: str, index: Optional[int] = None) -> str:
+    return check_target(value, index)
+
+
+# -- text form -----------------------------------------------------------------------
+
+def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> Tx:
+    try:
+        form = sexpr.parse_one(text, limits)
+    except sexpr.SexprError as e:
+        raise MorphzError("TX_PARSE_ERROR", e.message, syntax=e.reason, line=e.line,
+                          column=e.column, offset=e.offset) from None
+    if not isinstance(form, list) or not form or form[0] != sexpr.Symbol("context-tx"):
+        raise _bad("a transaction is one (context-tx ...) form")
+    base: Optional[int] = None
+    reason = ""
+    ops: list[Op] = []
+    for item in form[1:]:
+        if not isinstance(item, list) or not item or not isinstance(item[0], sexpr.Symbol):
+            raise _bad(f"expected an operation list, got {_show(item)}", len(ops))
+        head, args = item[0].name, item[1:]
+        if head == "base-version":
+            if len(args) != 1 or not isinstance(args[0], int) or args[0] < 0 or base is not None:
+                raise _bad("(base-version N) takes one non-negative integer, once")
+            base = args[0]
+        elif head == "reason":
+            if len(args) != 1 or not isinstance(args[0], str) or reason:
+                raise _bad('(reason "...") takes one string, once')
+            reason = args[0]
+        elif head in ALL_OPS:
+            ops.append(_parse_op(head, args, len(ops)))
+        else:
+            raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {head!r}", op_index=len(ops),
+                              op=head[:80])
+    if base is None:
+        raise _bad("the transaction must declare (base-version N)")
+    return check_tx(Tx(base, reason, ops))
+
+
+def _show(node: object) -> str:
+    return sexpr.render(node)[:80]
+
+
+def _atom_id(node: object, index: int, what: str = "frame id") -> str:
+    if isinstance(node, sexpr.Symbol):
+        return check_frame_id(node.name, index, what)
+    if isinstance(node, sexpr.Ref) and what == "target":
+        return str(node)
+    raise _bad(f"expected a {what}, got {_show(node)}", index)
+
+
+def _target(node: object, index: int) -> str:
+    if isinstance(node, sexpr.Ref):
+        return str(node)
+    return _atom_id(node, index)
+
+
+def _parse_op(head: str, args: list, index: int) -> Op:
+    if head in FRAME_OPS:
+        if not args:
+            raise _bad(f"({head} ID ...) needs a frame id", index)
+        fid = _atom_id(args[0], index)
+        items = args[1:]
+        sources = None
+        if items and isinstance(items[0], list) and items[0][:1] == [sexpr.Symbol("from")] \
+                and head != "create":
+            sources = [_target(s, index) for s in items[0][1:]]
+            items = items[1:]
+        return FrameOp(head, fid, sexpr.render_items(items), sources)
+    if head in TARGET_OPS:
+        if not args:
+            raise _bad(f"({head} ...) needs at least one frame id or @eN", index)
+        return TargetsOp(head, [_target(a, index) for a in args])
+    if head in EDGE_OPS:
+        if len(args) != 3:
+            raise _bad(f"({head} SUBJECT NAME OBJECT) takes three symbols", index)
+        s, n, o = (_atom_id(a, index, w) for a, w in zip(args, ("frame id", "relation name", "frame id")))
+        return EdgeOp(head, s, n, o)
+    if head == "place":
+        if len(args) != 2:
+            raise _bad("(place F (before G)|(after G)|first|last)", index)
+        fid = _atom_id(args[0], index)
+        where = args[1]
+        if isinstance(where, sexpr.Symbol) and where.name in ("first", "last"):
+            return PlaceOp(head, fid, where.name)
+        if isinstance(where, list) and len(where) == 2 and where[0] in (
+                sexpr.Symbol("before"), sexpr.Symbol("after")):
+            return PlaceOp(head, fid, where[0].name, _atom_id(where[1], index))
+        raise _bad("(place F (before G)|(after G)|first|last)", index)
+    # checkpoint names and session ids
+    if len(args) != 1:
+        raise _bad(f"({head} NAME) takes one name", index)
+    node = args[0]
+    if isinstance(node, str):
+        node = sexpr.Symbol(node)
+    return NamedOp(head, _atom_id(node, index, "session id" if head in SESSION_OPS else "name"))
+
+
+def check_tx(tx: Tx) -> Tx:
+    """Shape rules common to the text and protobuf forms."""
+    if tx.base_version < 0:
+        raise _bad("base-version must be >= 0")
+    if not tx.ops:
+        raise _bad("the transaction has no operations")
+    for i, o in enumerate(tx.ops):
+        if o.op not in _OP_TYPES or not isinstance(o, _OP_TYPES[o.op]):
+            raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {o.op!r}", op_index=i)
+        if isinstance(o, FrameOp):
+            check_frame_id(o.frame_id, i)
+            if o.op == "derive" and not o.sources:
+                raise _bad("derive needs (from SOURCE ...) with at least one source", i,
+                           ref=o.frame_id)
+            for s in o.sources or []:
+                check_source(s, i)
+                if s == o.frame_id:
+                    raise _bad(f"frame {o.frame_id} cannot be its own source", i, ref=s)
+        elif isinstance(o, TargetsOp):
+            if not o.targets:
+                raise _bad(f"{o.op} needs at least one target", i)
+            for t in o.targets:
+                check_target(t, i)
+        elif isinstance(o, EdgeOp):
+            check_frame_id(o.subject, i)
+            check_frame_id(o.name, i, "relation name")
+            check_frame_id(o.object, i)
+        elif isinstance(o, PlaceOp):
+            check_frame_id(o.frame_id, i)
+            if o.where not in ("before", "after", "first", "last"):
+                raise _bad("place needs before, after, first or last", i)
+            if o.where in ("before", "after"):
+                check_frame_id(o.anchor, i)
+        else:
+            check_frame_id(o.name, i, "name")
+        if o.op in REASON_OPS and not tx.reason.strip():
+            raise MorphzError("TX_REASON_REQUIRED",
+                              f"a transaction that does {o.op} must give (reason \"...\")",
+                              op_index=i, op=o.op)
+    return tx
+
+
+def _render_op(o: Op) -> str:
+    if isinstance(o, FrameOp):
+        src = "" if o.sources is None else " (from " + " ".join(o.sources) + ")"
+        body = f" {o.body}" if o.body else ""
+        return f"({o.op} {o.frame_id}{src}{body})"
+    if isinstance(o, TargetsOp):
+        return f"({o.op} {' '.join(o.targets)})"
+    if isinstance(o, EdgeOp):
+        return f"({o.op} {o.subject} {o.name} {o.object})"
+    if isinstance(o, PlaceOp):
+        where = f"({o.where} {o.anchor})" if o.anchor else o.where
+        return f"(place {o.frame_id} {where})"
+    return f"({o.op} {o.name})"
+
+
+def parse_body(text: str, index: Optional[int] = None) -> str:
+    """Canonicalize body text given in the protobuf form."""
+    try:
+        return sexpr.render_items(sexpr.parse_many(text))
+    except sexpr.SexprError as e:
+        raise MorphzError("TX_PARSE_ERROR", f"frame body: {e.message}", syntax=e.reason,
+                          op_index=index, line=e.line, column=e.column) from None

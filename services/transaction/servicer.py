@@ -1,0 +1,68 @@
+"""TransactionService over gRPC: request shape -> TransactionCore -> reply message."""
+from __future__ import annotations
+
+from morphz.api.transaction.v1 import transaction_pb2 as pb
+from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
+from morphz.services.transaction.convert import tx_from_proto
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.protojson import from_plain
+
+
+class TransactionServicer(pb_grpc.TransactionServiceServicer):
+    def __init__(self, core: TransactionCore) -> None:
+        self._core = core
+
+    @rpc_boundary
+    def CreateContext(self, request, context):
+        return from_plain(self._core.create_context(request.context, request.window),
+                          pb.ContextStatus())
+
+    @rpc_boundary
+    def GetStatus(self, request, context):
+        return from_plain(self._core.status(request.context), pb.ContextStatus())
+
+    @rpc_boundary
+    def AppendEvent(self, request, context):
+        reply = self._core.append_event(
+            request.context, request.session, request.kind, request.text,
+            request_id=request.request_id, actor=request.actor,
+            causal_refs=list(request.causal_refs))
+        return from_plain(reply, pb.AppendEventResponse())
+
+    @rpc_boundary
+    def Activate(self, request, context):
+        return from_plain(self._core.activate(request.context, request.session), pb.Activation())
+
+    @rpc_boundary
+    def Deliver(self, request, context):
+        return from_plain(self._core.deliver(request.context, request.activation),
+                          pb.Activation())
+
+    @rpc_boundary
+    def Commit(self, request, context):
+        form = request.WhichOneof("tx")
+        if form is None:
+            raise MorphzError("TX_INVALID", "give the transaction as text or structured")
+        tx = request.text if form == "text" else tx_from_proto(request.structured)
+        receipt = self._core.commit(request.context, tx, session=request.session,
+                                    request_id=request.request_id)
+        return from_plain(receipt, pb.Receipt())
+
+    @rpc_boundary
+    def GetFrame(self, request, context):
+        return from_plain(self._core.get_frame(request.context, request.frame_id,
+                                               request.at_revision), pb.Frame())
+
+    @rpc_boundary
+    def ListFrames(self, request, context):
+        return from_plain(self._core.list_frames(request.context), pb.FrameList())
+
+    @rpc_boundary
+    def GetEvent(self, request, context):
+        return from_plain(self._core.get_event(request.context, request.ref), pb.Event())
+
+    @rpc_boundary
+    def Audit(self, request, context):
+        return from_plain(self._core.audit(request.context), pb.AuditReport())

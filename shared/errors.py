@@ -1,0 +1,95 @@
+"""Domain errors with stable reason codes.
+
+Cores raise MorphzError; the gRPC layer (shared/grpc_errors.py) maps the reason's
+status class to a gRPC code. Clients branch on `reason`, never on `message`.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Status(Enum):
+    """Transport-neutral status classes; one per gRPC code the services use."""
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    ABORTED = "ABORTED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    INTERNAL = "INTERNAL"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+# The error table: every reason code the services raise, with its status class.
+REASONS: dict[str, Status] = {
+    # request shape
+    "CONTEXT_INPUT_INVALID": Status.INVALID_ARGUMENT,
+    "TX_PARSE_ERROR": Status.INVALID_ARGUMENT,
+    "TX_INVALID": Status.INVALID_ARGUMENT,
+    "TX_UNKNOWN_OP": Status.INVALID_ARGUMENT,
+    "TX_REASON_REQUIRED": Status.INVALID_ARGUMENT,
+    "EVENT_KIND_INVALID": Status.INVALID_ARGUMENT,
+    # contexts and references
+    "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
+    "CONTEXT_EXISTS": Status.ALREADY_EXISTS,
+    "FRAME_NOT_FOUND": Status.NOT_FOUND,
+    "EVENT_NOT_FOUND": Status.NOT_FOUND,
+    "SOURCE_NOT_FOUND": Status.NOT_FOUND,
+    "SESSION_NOT_FOUND": Status.NOT_FOUND,
+    "ACTIVATION_NOT_FOUND": Status.NOT_FOUND,
+    "CHECKPOINT_NOT_FOUND": Status.NOT_FOUND,
+    "RELATION_NOT_FOUND": Status.NOT_FOUND,
+    "REVISION_NOT_FOUND": Status.NOT_FOUND,
+    # rules of the Mind
+    "FRAME_EXISTS": Status.ALREADY_EXISTS,
+    "CHECKPOINT_EXISTS": Status.ALREADY_EXISTS,
+    "FRAME_RETIRED": Status.FAILED_PRECONDITION,
+    "FRAME_PROTECTED": Status.FAILED_PRECONDITION,
+    "FRAME_NOT_RETIRED": Status.FAILED_PRECONDITION,
+    "FRAME_NOT_PROTECTED": Status.FAILED_PRECONDITION,
+    "OBSERVATION_PROTECTED": Status.FAILED_PRECONDITION,
+    "OBSERVATION_RETIRED": Status.FAILED_PRECONDITION,
+    "NOT_AN_OBSERVATION": Status.FAILED_PRECONDITION,
+    "ROOT_REQUEST_PROTECTED": Status.FAILED_PRECONDITION,
+    "PLACE_ANCHOR_INVALID": Status.FAILED_PRECONDITION,
+    "ACTIVATION_DELIVERED": Status.FAILED_PRECONDITION,
+    "SESSION_RETIRED": Status.FAILED_PRECONDITION,
+    "SESSION_NOT_RETIRED": Status.FAILED_PRECONDITION,
+    # versions and retries
+    "BASE_VERSION_STALE": Status.ABORTED,
+    "BASE_VERSION_AHEAD": Status.FAILED_PRECONDITION,
+    "EXACT_VERSION_REQUIRED": Status.ABORTED,
+    "IDEMPOTENCY_MISMATCH": Status.ALREADY_EXISTS,
+    "CONCURRENT_UPDATE": Status.ABORTED,
+    # storage
+    "STORAGE_APPEND_ONLY": Status.FAILED_PRECONDITION,
+    "STORAGE_FULL": Status.RESOURCE_EXHAUSTED,
+    "STORAGE_KEY_INVALID": Status.INVALID_ARGUMENT,
+    "STORAGE_TABLE_UNKNOWN": Status.INVALID_ARGUMENT,
+    "PROJECTION_MISMATCH": Status.INTERNAL,
+    "INTERNAL": Status.INTERNAL,
+}
+
+
+class MorphzError(Exception):
+    """A rejection the caller can act on: stable `reason`, human `message`, and
+    `details` naming what was offending (op index, ref, boundary...)."""
+
+    def __init__(self, reason: str, message: str, **details: object) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"unregistered reason code {reason!r}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details = {k: v for k, v in details.items() if v is not None}
+
+    @property
+    def status(self) -> Status:
+        return REASONS[self.reason]
+
+    def to_dict(self) -> dict:
+        return {"code": self.status.value, "reason": self.reason,
+                "message": self.message, "details": self.details}
+
+    def __repr__(self) -> str:
+        return f"MorphzError({self.reason!r}, {self.message!r}, {self.details!r})"

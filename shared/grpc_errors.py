@@ -1,0 +1,104 @@
+"""The error contract on the wire: MorphzError <-> gRPC status + google.rpc.ErrorInfo.
+
+Servers abort with the reason's status code and an ErrorInfo (domain "morphz",
+reason, metadata = details); anything unmapped becomes a sanitized INTERNAL.
+Clients turn the status back into the same MorphzError.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Callable
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from morphz.shared.errors import REASONS, MorphzError, Status
+
+DOMAIN = "morphz"
+_log = logging.getLogger("morphz.rpc")
+
+_CODES = {s: getattr(grpc.StatusCode, s.value) for s in Status}
+_REASON_OF_CODE = {  # for statuses raised by gRPC itself (deadline, unavailable...)
+    grpc.StatusCode.DEADLINE_EXCEEDED: "DEADLINE_EXCEEDED",
+    grpc.StatusCode.UNAVAILABLE: "UNAVAILABLE",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "RESOURCE_EXHAUSTED",
+    grpc.StatusCode.CANCELLED: "CANCELLED",
+    grpc.StatusCode.UNIMPLEMENTED: "UNIMPLEMENTED",
+}
+
+
+def to_status(err: MorphzError) -> status_pb2.Status:
+    info = error_details_pb2.ErrorInfo(
+        reason=err.reason, domain=DOMAIN,
+        metadata={k: v if isinstance(v, str) else json.dumps(v) for k, v in err.details.items()})
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    code = _CODES[err.status]
+    return status_pb2.Status(code=code.value[0], message=err.message, details=[detail])
+
+
+def rpc_boundary(method: Callable) -> Callable:
+    """Wrap a servicer method: MorphzError -> structured status; other errors -> INTERNAL."""
+    @functools.wraps(method)
+    def wrapper(self, request, context: grpc.ServicerContext):
+        try:
+            return method(self, request, context)
+        except MorphzError as err:
+            context.abort_with_status(rpc_status.to_status(to_status(err)))
+        except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
+            _log.exception("unhandled error in %s", method.__qualname__)
+            err = MorphzError("INTERNAL", "internal error; see the server log")
+            context.abort_with_status(rpc_status.to_status(to_status(err)))
+    return wrapper
+
+
+class RemoteError(MorphzError):
+    """A MorphzError received over gRPC (reason may be a transport-level one)."""
+
+    def __init__(self, reason: str, message: str, code: str, details: dict) -> None:
+        Exception.__init__(self, message)
+        self.reason, self.message, self.details, self.code = reason, message, details, code
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "reason": self.reason, "message": self.message,
+                "details": self.details}
+
+
+def from_rpc_error(e: grpc.RpcError) -> MorphzError:
+    status = rpc_status.from_call(e)
+    code = e.code()
+    if status is not None:
+        for d in status.details:
+            if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                d.Unpack(info)
+                details = {k: _maybe_json(v) for k, v in info.metadata.items()}
+                if info.reason in REASONS:
+                    err = MorphzError(info.reason, status.message)
+                    err.details = details
+                    return err
+                return RemoteError(info.reason, status.message, code.name, details)
+    reason = _REASON_OF_CODE.get(code, code.name)
+    return RemoteError(reason, e.details() or code.name, code.name, {})
+
+
+def _maybe_json(v: str):
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
+
+
+def call(fn: Callable, *args, **kwargs):
+    """Invoke a stub method, raising MorphzError instead of grpc.RpcError."""
+    try:
+        return fn(*args, **kwargs)
+    except grpc.RpcError as e:
+        raise from_rpc_error(e) from None
+
+
+_ = code_pb2  # google.rpc.code is the numbering Status.code uses

@@ -1,0 +1,344 @@
+"""S-expression reader/writer for the ``context-tx`` DSL.
+
+Nodes are plain Python values: ``list`` (a parenthesised form), ``str``
+(string literal), ``int`` (integer literal), ``Ref`` (``@e42``) and ``Symbol``
+(any other bare token).  The reader is iterative and linear-time so hostile
+input can only ever produce a ``SexprError``; ``render`` produces canonical,
+single-line text that ``parse_many`` reads back to an equal structure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, TypeAlias
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "REASONS",
+    "Limits",
+    "Node",
+    "Ref",
+    "SexprError",
+    "Symbol",
+    "parse_many",
+    "parse_one",
+    "render",
+    "render_items",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """Reference to a stored entry, written ``@e<seq>``."""
+
+    seq: int
+
+    def __str__(self) -> str:
+        return f"@e{self.seq}"
+
+
+Node: TypeAlias = "Symbol | Ref | str | int | list[Node]"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_bytes: int = 16 * 1024 * 1024  # measured on the UTF-8 encoding
+    max_depth: int = 64
+    max_nodes: int = 200_000
+
+
+DEFAULT_LIMITS = Limits()
+
+REASONS = frozenset({
+    "SEXPR_INVALID_UTF8",
+    "SEXPR_TOO_LARGE",
+    "SEXPR_TOO_DEEP",
+    "SEXPR_TOO_MANY_NODES",
+    "SEXPR_UNBALANCED",
+    "SEXPR_UNTERMINATED_STRING",
+    "SEXPR_BAD_ESCAPE",
+    "SEXPR_INTEGER_RANGE",
+    "SEXPR_EMPTY",
+    "SEXPR_EXPECTED_ONE_FORM",
+    "SEXPR_INVALID_CHARACTER",
+})
+
+
+class SexprError(Exception):
+    """Parse failure; ``offset`` is a character offset, line/column are 1-based."""
+
+    def __init__(self, reason: str, message: str, offset: int = 0, line: int = 1, column: int = 1):
+        super().__init__(f"{reason}: {message} (line {line}, column {column})")
+        self.reason = reason
+        self.message = message
+        self.offset = offset
+        self.line = line
+        self.column = column
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "offset": self.offset,
+            "line": self.line,
+            "column": self.column,
+        }
+
+
+def _error(text: str, reason: str, message: str, offset: int) -> SexprError:
+    # Line/column are only computed on failure, keeping the hot path free of bookkeeping.
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return SexprError(reason, message, offset, line, column)
+
+
+# --- reader -----------------------------------------------------------------
+
+# One match per token: leading whitespace/comments are skipped inside the same
+# match.  Python's \s matches exactly the characters for which str.isspace()
+# is true.  Possessive/atomic constructs (3.11+) rule out backtracking blow-ups,
+# and the alternatives cover every character, so a match never fails.
+_TOKEN = re.compile(
+    r"""
+    (?:\s++|;[^\n]*+)*+
+    (?:
+     (?P<open>\()
+    |(?P<close>\))
+    |(?P<string>"(?>[^"\\]*+(?:\\.[^"\\]*+)*+)")
+    |(?P<unterminated>")
+    |(?P<atom>[^\s()";]++)
+    |(?P<eof>\Z)
+    )
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_ESCAPE = re.compile(r'\\(?:u\{([0-9A-Fa-f]{1,6})\}|(["\\ntr])|.)', re.DOTALL)
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
+_FAST_ESCAPES = (('\\"', '"'), ("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"))
+_INT = re.compile(r"-?([0-9]+)")  # [0-9] is ASCII-only, unlike \d
+_REF = re.compile(r"@e([0-9]+)")
+_BAD_CHAR = re.compile(r"[\x00\ud800-\udfff]")
+_NUMERIC_START = frozenset("-0123456789@")
+_MAX_DIGITS = 18
+
+
+def _decode(text: str | bytes, limits: Limits) -> str:
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        data = bytes(text)
+        if len(data) > limits.max_bytes:
+            raise SexprError("SEXPR_TOO_LARGE", f"input exceeds {limits.max_bytes} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            good = data[: exc.start].decode("utf-8")  # prefix before the bad byte is valid
+            raise _error(good, "SEXPR_INVALID_UTF8", "input is not valid UTF-8", len(good)) from None
+    elif isinstance(text, str):
+        # Every character is 1-4 UTF-8 bytes: only encode when the bounds can't decide.
+        if len(text) > limits.max_bytes or (
+            len(text) * 4 > limits.max_bytes
+            and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes
+        ):
+            raise SexprError("SEXPR_TOO_LARGE", f"input exceeds {limits.max_bytes} bytes")
+    else:
+        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+    bad = _BAD_CHAR.search(text)
+    if bad:
+        what = "NUL character" if bad.group() == "\x00" else "lone surrogate"
+        raise _error(text, "SEXPR_INVALID_CHARACTER", f"{what} not allowed", bad.start())
+    return text
+
+
+def _unescape(text: str, start: int, end: int) -> str:
+    body = text[start:end]
+    if "\\" not in body:
+        return body
+    # Fast path, all C-level str.replace: turning each escaped backslash pair into
+    # a placeholder first (left to right) leaves every remaining backslash as the
+    # start of an escape.  NUL is safe as placeholder: raw NUL never passes _decode.
+    fast = body.replace("\\\\", "\0")
+    for escape, char in _FAST_ESCAPES:
+        fast = fast.replace(escape, char)
+    if "\\" not in fast:
+        return fast.replace("\0", "\\")
+
+    # Slow exact path: \u{...} escapes, or a bad escape whose offset we must report.
+    def replace(m: re.Match[str]) -> str:
+        hex_digits, simple = m.group(1), m.group(2)
+        if simple is not None:
+            return _SIMPLE_ESCAPES[simple]
+        if hex_digits is not None:
+            cp = int(hex_digits, 16)
+            if cp <= 0x10FFFF and not 0xD800 <= cp <= 0xDFFF:
+                return chr(cp)
+        raise _error(text, "SEXPR_BAD_ESCAPE", f"invalid escape {m.group()[:10]!r}", start + m.start())
+
+    return _ESCAPE.sub(replace, body)
+
+
+def _atom(text: str, token: str, pos: int) -> Node:
+    if token[0] not in _NUMERIC_START:
+        return Symbol(token)
+    m = _INT.fullmatch(token) or _REF.fullmatch(token)
+    if m is None:
+        return Symbol(token)
+    if len(m.group(1)) > _MAX_DIGITS:
+        # Also keeps int() clear of CPython's int/str conversion limit.
+        raise _error(text, "SEXPR_INTEGER_RANGE", f"more than {_MAX_DIGITS} digits", pos)
+    return Ref(int(m.group(1))) if token[0] == "@" else int(token)
+
+
+def _parse(text: str, limits: Limits) -> tuple[list[Node], list[int]]:
+    """Return the top-level forms and their start offsets."""
+    top: list[Node] = []
+    starts: list[int] = []
+    stack: list[list[Node]] = [top]  # innermost open list is stack[-1]
+    opens: list[int] = []  # offsets of the unclosed '(' (parallel to stack[1:])
+    nodes = 0
+    pos = 0
+    match = _TOKEN.match
+    while True:
+        m = match(text, pos)
+        kind, pos, end = m.lastgroup, m.start(m.lastindex), m.end()
+        if kind == "close":
+            if not opens:
+                raise _error(text, "SEXPR_UNBALANCED", "unexpected ')'", pos)
+            stack.pop()
+            opens.pop()
+            pos = end
+            continue
+        if kind == "eof":
+            break
+        nodes += 1
+        if nodes > limits.max_nodes:
+            raise _error(text, "SEXPR_TOO_MANY_NODES", f"more than {limits.max_nodes} nodes", pos)
+        if not opens:
+            starts.append(pos)
+        if kind == "open":
+            if len(opens) >= limits.max_depth:
+                raise _error(text, "SEXPR_TOO_DEEP", f"nesting deeper than {limits.max_depth}", pos)
+            child: list[Node] = []
+            stack[-1].append(child)
+            stack.append(child)
+            opens.append(pos)
+        elif kind == "atom":
+            stack[-1].append(_atom(text, text[pos:end], pos))
+        elif kind == "string":
+            stack[-1].append(_unescape(text, pos + 1, end - 1))
+        else:
+            raise _error(text, "SEXPR_UNTERMINATED_STRING", "string is never closed", pos)
+        pos = end
+    if opens:
+        raise _error(text, "SEXPR_UNBALANCED", "'(' is never closed", opens[-1])
+    return top, starts
+
+
+def parse_many(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> list[Node]:
+    """Parse every top-level form in ``text``."""
+    return _parse(_decode(text, limits), limits)[0]
+
+
+def parse_one(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Node:
+    """Parse ``text`` that must hold exactly one top-level form."""
+    decoded = _decode(text, limits)
+    forms, starts = _parse(decoded, limits)
+    if not forms:
+        raise _error(decoded, "SEXPR_EMPTY", "no form found", len(decoded))
+    if len(forms) > 1:
+        raise _error(decoded, "SEXPR_EXPECTED_ONE_FORM", f"expected one form, found {len(forms)}", starts[1])
+    return forms[0]
+
+
+# --- writer -----------------------------------------------------------------
+
+# Escape what the reader needs plus all C0 controls/DEL so output is one line;
+# surrogates are matched only to be rejected (they cannot be read back).
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')
+_ESCAPED = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_SYMBOL_TEXT = re.compile(r'[^\s()";\x00\ud800-\udfff]+')
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    ch = m.group()
+    if "\ud800" <= ch <= "\udfff":
+        raise ValueError("string contains a lone surrogate")
+    return _ESCAPED.get(ch) or f"\\u{{{ord(ch):x}}}"
+
+
+def _render_atom(node: object) -> str:
+    # Reject anything that would not read back as an equal node.
+    if isinstance(node, bool):
+        raise TypeError("bool is not a sexpr node")
+    if isinstance(node, Symbol):
+        name = node.name
+        if (
+            not isinstance(name, str)
+            or not _SYMBOL_TEXT.fullmatch(name)
+            or _INT.fullmatch(name)
+            or _REF.fullmatch(name)
+        ):
+            raise ValueError(f"not valid symbol text: {name!r}")
+        return name
+    if isinstance(node, str):
+        return '"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"'
+    if isinstance(node, Ref):
+        if not isinstance(node.seq, int) or isinstance(node.seq, bool) or not 0 <= node.seq < 10**_MAX_DIGITS:
+            raise ValueError(f"ref seq out of range: {node.seq!r}")
+        return f"@e{node.seq}"
+    if isinstance(node, int):
+        if not -(10**_MAX_DIGITS) < node < 10**_MAX_DIGITS:
+            raise ValueError(f"integer out of range: {node}")
+        return str(node)
+    raise TypeError(f"not a sexpr node: {type(node).__name__}")
+
+
+_END = object()  # iterator-exhausted sentinel
+
+
+def _render_into(nodes: Iterable[object], out: list[str]) -> None:
+    # Explicit stack of [iterator, list id, items emitted] so depth never hits recursion limits.
+    stack: list[list] = [[iter(nodes), None, 0]]
+    open_ids: set[int] = set()  # lists on the current path, to detect cycles
+    while stack:
+        frame = stack[-1]
+        node = next(frame[0], _END)
+        if node is _END:
+            stack.pop()
+            if frame[1] is not None:
+                open_ids.discard(frame[1])
+                out.append(")")
+            continue
+        if frame[2]:
+            out.append(" ")
+        frame[2] += 1
+        if isinstance(node, list):
+            if id(node) in open_ids:
+                raise ValueError("cyclic list cannot be rendered")
+            open_ids.add(id(node))
+            out.append("(")
+            stack.append([iter(node), id(node), 0])
+        else:
+            out.append(_render_atom(node))
+
+
+
+def render(node: Node) -> str:
+    """Canonical single-line text for one node."""
+    out: list[str] = []
+    _render_into((node,), out)
+    return "".join(out)
+
+
+def render_items(nodes: Iterable[Node]) -> str:
+    """Canonical text for a sequence of top-level nodes, separated by one space."""
+    out: list[str] = []
+    _render_into(nodes, out)
+    return "".join(out)
