@@ -8,7 +8,7 @@ import grpc
 
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
-from morphz.services.storage.api import Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.api import Key, Reader, StaleCommit, StaleRead, Store, Write
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
 from morphz.shared.grpc_errors import call
 

@@ -12,8 +12,8 @@ from typing import Iterator, Optional
 
 import lmdb
 
-from morphz.services.storage import keys
-from morphz.services.storage.api import TABLES, Key, Reader, StaleCommit, Store, Write
+from morphz.shared.storage import keys
+from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
 
 _VERSION_DB = b"_version"

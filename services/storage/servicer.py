@@ -4,7 +4,7 @@ from __future__ import annotations
 from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
-from morphz.services.storage.api import Key, StaleCommit, Store, Write
+from morphz.shared.storage.api import Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import rpc_boundary
 

@@ -5,7 +5,7 @@ import json
 
 import grpc
 
-from morphz.services.storage.api import Write
+from morphz.shared.storage.api import Write
 from morphz.services.storage.client import StorageClient
 
 

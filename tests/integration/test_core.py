@@ -4,7 +4,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from morphz.services.storage.api import Write
+from morphz.shared.storage.api import Write
 from morphz.services.storage.client import StorageClient
 
 RELEASE_TX = """(context-tx

@@ -14,11 +14,11 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Callable, Optional, Union
 
-from morphz.services.storage.api import StaleCommit, StaleRead, Store
-from morphz.services.storage.memory_store import MemoryStore
-from morphz.services.transaction.core import records as R
+from morphz.shared.storage.api import StaleCommit, StaleRead, Store
+from morphz.shared.storage.memory_store import MemoryStore
+from morphz.shared.mind import records as R
 from morphz.services.transaction.core.reducer import activation_view, apply_event
-from morphz.services.transaction.core.state import MindState
+from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, Tx, is_ref, parse_text, ref_seq
 from morphz.shared.errors import MorphzError
 

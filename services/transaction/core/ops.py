@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from morphz.services.transaction.core import records as R
-from morphz.services.transaction.core.state import MindState
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import (
     EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, is_ref, ref_seq)
 from morphz.shared.errors import MorphzError

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from morphz.services.transaction.core import records as R
+from morphz.shared.mind import records as R
 from morphz.services.transaction.core.ops import apply_ops
-from morphz.services.transaction.core.state import MindState
+from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import Tx
 from morphz.shared.errors import MorphzError
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-from morphz.services.storage.api import Key, Reader, Write
-from morphz.services.transaction.core import records as R
-from morphz.services.storage import keys as keycodec
+from morphz.shared.storage.api import Key, Reader, Write
+from morphz.shared.mind import records as R
+from morphz.shared.storage import keys as keycodec
 
 
 class MindState:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 from typing import Iterator, Optional
 
-from morphz.services.storage import keys
-from morphz.services.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage import keys
+from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
 from morphz.shared.errors import MorphzError
 
 

@@ -5,7 +5,7 @@ order equals tuple order and a prefix tuple encodes to a byte prefix.
 """
 from __future__ import annotations
 
-from morphz.services.storage.api import TABLES, Key
+from morphz.shared.storage.api import TABLES, Key
 from morphz.shared.errors import MorphzError
 
 _INT, _STR, _END = b"\x01", b"\x02", b"\x00"

@@ -1,0 +1,1 @@
+"""The storage contract every store implements and every service writes through."""
