@@ -19,9 +19,9 @@ from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.servicer import TransactionServicer
+from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
-DEFAULT_LISTEN = "127.0.0.1:7070"
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
 _log = logging.getLogger("morphz.server")
 
@@ -41,8 +41,9 @@ class AllInOne:
 
     def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
         self.store = LmdbStore(config.data_dir, map_size=config.map_size, sync=config.sync)
-        self.transactions = TransactionCore(self.store)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
+        self.transactions = TransactionCore(self.store,
+                                            tracer=self.tracer.get_tracer("morphz.transaction"))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.max_workers),
             interceptors=[server_interceptor(tracer_provider=self.tracer)],

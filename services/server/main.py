@@ -7,7 +7,8 @@ import signal
 import sys
 import threading
 
-from morphz.services.server.app import DEFAULT_LISTEN, AllInOne, ServerConfig
+from morphz.services.server.app import AllInOne, ServerConfig
+from morphz.services.server.defaults import DEFAULT_LISTEN
 
 
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data") -> int:

@@ -10,10 +10,19 @@ from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
 from morphz.services.transaction.core.txlang import Tx
+from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
 
 DEFAULT_TIMEOUT = 30.0
+
+
+def _request(cls, **fields):
+    """Build a request; a value the wire type cannot hold is a structured input error."""
+    try:
+        return cls(**fields)
+    except (ValueError, TypeError) as e:
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"invalid request field: {e}") from None
 
 
 class TransactionClient:
@@ -21,45 +30,43 @@ class TransactionClient:
         self._stub = pb_grpc.TransactionServiceStub(channel)
         self._timeout = timeout
 
-    def _call(self, method: str, request) -> dict:
+    def _call(self, method: str, request_cls, **fields) -> dict:
+        request = _request(request_cls, **fields)
         return to_plain(call(getattr(self._stub, method), request, timeout=self._timeout))
 
     def create_context(self, context: str, window: int = 0) -> dict:
-        return self._call("CreateContext", pb.CreateContextRequest(context=context, window=window))
+        return self._call("CreateContext", pb.CreateContextRequest, context=context, window=window)
 
     def status(self, context: str) -> dict:
-        return self._call("GetStatus", pb.GetStatusRequest(context=context))
+        return self._call("GetStatus", pb.GetStatusRequest, context=context)
 
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=()) -> dict:
-        return self._call("AppendEvent", pb.AppendEventRequest(
-            context=context, session=session, kind=kind, text=text, request_id=request_id,
-            actor=actor, causal_refs=list(causal_refs)))
+        return self._call("AppendEvent", pb.AppendEventRequest, context=context,
+                          session=session, kind=kind, text=text, request_id=request_id,
+                          actor=actor, causal_refs=list(causal_refs))
 
     def activate(self, context: str, session: str) -> dict:
-        return self._call("Activate", pb.ActivateRequest(context=context, session=session))
+        return self._call("Activate", pb.ActivateRequest, context=context, session=session)
 
     def deliver(self, context: str, activation: str) -> dict:
-        return self._call("Deliver", pb.DeliverRequest(context=context, activation=activation))
+        return self._call("Deliver", pb.DeliverRequest, context=context, activation=activation)
 
     def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
                request_id: str = "") -> dict:
-        req = pb.CommitRequest(context=context, session=session, request_id=request_id)
-        if isinstance(tx, str):
-            req.text = tx
-        else:
-            req.structured.CopyFrom(tx_to_proto(tx))
-        return self._call("Commit", req)
+        form = {"text": tx} if isinstance(tx, str) else {"structured": tx_to_proto(tx)}
+        return self._call("Commit", pb.CommitRequest, context=context, session=session,
+                          request_id=request_id, **form)
 
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
-        return self._call("GetFrame", pb.GetFrameRequest(context=context, frame_id=frame_id,
-                                                         at_revision=at_revision))
+        return self._call("GetFrame", pb.GetFrameRequest, context=context, frame_id=frame_id,
+                          at_revision=at_revision)
 
     def list_frames(self, context: str) -> dict:
-        return self._call("ListFrames", pb.ListFramesRequest(context=context))
+        return self._call("ListFrames", pb.ListFramesRequest, context=context)
 
     def get_event(self, context: str, ref_or_id: str) -> dict:
-        return self._call("GetEvent", pb.GetEventRequest(context=context, ref=ref_or_id))
+        return self._call("GetEvent", pb.GetEventRequest, context=context, ref=ref_or_id)
 
     def audit(self, context: str) -> dict:
-        return self._call("Audit", pb.AuditRequest(context=context))
+        return self._call("Audit", pb.AuditRequest, context=context)

@@ -14,6 +14,8 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Callable, Optional, Union
 
+from opentelemetry import trace
+
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store
 from morphz.shared.storage.memory_store import MemoryStore
 from morphz.shared.mind import records as R
@@ -43,8 +45,10 @@ def payload_hash(payload: dict) -> str:
 
 class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
-                 new_id: Callable[[], str] = None) -> None:
+                 new_id: Callable[[], str] = None,
+                 tracer: Optional[trace.Tracer] = None) -> None:
         self._store = store
+        self._tracer = tracer or trace.NoOpTracer()
         self._clock = clock or (lambda: datetime.now().astimezone())
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
 
@@ -53,7 +57,8 @@ class TransactionCore:
         """`build` returns the event to apply, or a finished reply (idempotent retry)."""
         for _ in range(_WRITE_ATTEMPTS):
             try:
-                with self._store.reader(context) as reader:
+                with self._store.reader(context) as reader, \
+                        self._tracer.start_as_current_span("mind.validate_apply"):
                     m = MindState(reader)
                     ev = build(m)
                     if isinstance(ev, dict):
@@ -61,7 +66,9 @@ class TransactionCore:
                     reply = apply_event(m, ev)
                     writes = m.writes()
                     seq = reader.commit_seq
-                self._store.commit(context, seq, writes)
+                with self._tracer.start_as_current_span("storage.commit") as span:
+                    span.set_attribute("morphz.writes", len(writes))
+                    self._store.commit(context, seq, writes)
                 return reply
             except (StaleCommit, StaleRead):
                 continue
@@ -187,7 +194,8 @@ class TransactionCore:
         check_name(context, "context")
         if session:
             check_name(session, "session")
-        parsed = parse_text(tx) if isinstance(tx, str) else tx
+        with self._tracer.start_as_current_span("tx.parse"):
+            parsed = parse_text(tx) if isinstance(tx, str) else tx
         payload = {"session": session, "tx": parsed.to_dict()}
 
         def build(m: MindState) -> Union[R.Event, dict]:
@@ -271,7 +279,7 @@ class TransactionCore:
         """Replay every event through the reducer into memory and compare each table."""
         check_name(context, "context")
         replayed = MemoryStore()
-        with self._store.reader(context) as reader:
+        with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             if MindState(reader).meta() is None:
                 raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
                                   context=context)

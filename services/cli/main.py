@@ -1,0 +1,418 @@
+"""`morphz`: the command-line interface.
+
+`morphz serve` runs the all-in-one server; `morphz context ...` calls the transaction
+service over gRPC, one client call per command. JSON output (`--format=json`) is the
+core's reply dict as is; text output is a readable rendering of the same dict.
+
+Every failure the caller can act on - a MorphzError from the server, a transport
+error (UNAVAILABLE, DEADLINE_EXCEEDED) or a bad local input (missing file, invalid
+UTF-8, bad --server) - prints `{"error": {code, reason, message, details}}` as JSON on
+stdout in both formats and exits 1. argparse usage errors keep exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from types import MappingProxyType
+from typing import Callable, Optional, TextIO
+
+import grpc
+
+from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
+from morphz.shared.errors import MorphzError
+
+DEFAULT_CONTEXT = "context-default"
+DEFAULT_DATA_DIR = "./data"
+EVENT_KINDS = ("user-message", "tool-result", "approval", "external")
+MAX_MESSAGE_BYTES = 64 << 20
+STDIN = "-"
+
+
+def default_server() -> str:
+    """$MORPHZ_SERVER, else the all-in-one server's default address."""
+    return os.environ.get("MORPHZ_SERVER") or DEFAULT_LISTEN
+
+
+# -- local input -----------------------------------------------------------------------
+def input_error(message: str, **details: object) -> MorphzError:
+    """A bad local input, in the same shape as the server's CONTEXT_INPUT_INVALID."""
+    return MorphzError("CONTEXT_INPUT_INVALID", message, **details)
+
+
+def read_text(path: str, what: str = "file") -> str:
+    """The UTF-8 content of `path` (`-` is stdin), or a CONTEXT_INPUT_INVALID error."""
+    try:
+        if path == STDIN:
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                raw = f.read()
+    except OSError as e:
+        raise input_error(f"cannot read {path}: {e.strerror or e}", field=what, path=path,
+                          error=type(e).__name__) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise input_error(f"{'stdin' if path == STDIN else path} is not valid UTF-8 "
+                          f"(byte offset {e.start})", field=what, path=path,
+                          offset=e.start) from None
+
+
+def check_server(server: str) -> str:
+    """HOST:PORT (or an explicit gRPC target such as unix:/path or dns:///host:port)."""
+    if server.startswith("unix:") or "://" in server:
+        return server
+    host, sep, port = server.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise input_error(f"--server must be HOST:PORT, got {server!r}", field="server",
+                          value=server[:200])
+    return server
+
+
+def check_encodable(args: argparse.Namespace) -> None:
+    """Reject arguments that are not valid Unicode (undecodable bytes in argv)."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise input_error(f"--{name.replace('_', '-')} is not valid UTF-8",
+                                      field=name) from None
+
+
+# -- argument types --------------------------------------------------------------------
+def unsigned(bits: int) -> Callable[[str], int]:
+    """An argparse type: an integer that fits the request's uint field."""
+    limit = (1 << bits) - 1
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"must be 0..{limit}, got {value}")
+        return value
+    parse.__name__ = f"uint{bits}"
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+# -- commands: each calls one client method and returns its reply dict ----------------------
+def cmd_create(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.create_context(args.context_name, args.window)
+
+
+def cmd_status(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.status(args.context if args.context_name is None else args.context_name)
+
+
+def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
+    text = args.text if args.text is not None else read_text(args.file)
+    return client.append_event(args.context, args.session, args.kind, text,
+                               request_id=args.request_id, actor=args.actor,
+                               causal_refs=args.causal_refs)
+
+
+def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.activate(args.context, args.session)
+
+
+def cmd_deliver(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.deliver(args.context, args.activation)
+
+
+def cmd_tx(client: TransactionClient, args: argparse.Namespace) -> dict:
+    text = read_text(args.file if args.file is not None else STDIN)
+    return client.commit(args.context, text, session=args.session,
+                         request_id=args.request_id)
+
+
+def cmd_frame(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.get_frame(args.context, args.frame_id, args.at_revision)
+
+
+def cmd_read(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.get_event(args.context, args.ref)
+
+
+def cmd_audit(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.audit(args.context if args.context_name is None else args.context_name)
+
+
+# -- text rendering ------------------------------------------------------------------------
+def _line(out: TextIO, key: str, value: object) -> None:
+    if isinstance(value, bool):
+        value = "yes" if value else "no"
+    elif isinstance(value, list):
+        value = ", ".join(map(str, value)) or "-"
+    elif value is None or value == "":
+        value = "-"
+    print(f"{key}: {value}", file=out)
+
+
+def render_status(r: dict, out: TextIO) -> None:
+    _line(out, "context", r["context"])
+    _line(out, "revision", r["revision"])
+    _line(out, "cognitive_tick", r["cognitive_tick"])
+    _line(out, "window", r["window"])
+    frames = dict(r.get("frames_by_state") or {})
+    order = [k for k in ("active", "retiring", "retired") if k in frames]
+    order += sorted(set(frames) - set(order))
+    _line(out, "frames", " ".join(f"{k}={frames[k]}" for k in order))
+    _line(out, "event_count", r["event_count"])
+    _line(out, "outbox_head", r["outbox_head"])
+    _line(out, "outbox_lag", r["outbox_lag"])
+    _line(out, "sessions", len(r.get("sessions") or []))
+    for s in r.get("sessions") or []:
+        print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}",
+              file=out)
+
+
+def render_event_receipt(r: dict, out: TextIO) -> None:
+    for key in ("ref", "seq", "id", "replayed"):
+        _line(out, key, r[key])
+
+
+def render_activation(r: dict, out: TextIO) -> None:
+    _line(out, "activation", r["id"])
+    _line(out, "session", r["session"])
+    _line(out, "claimed", r["claimed"])
+    _line(out, "root", r["root"])
+    _line(out, "tick", f"{r['tick']}{' (advanced)' if r['tick_advanced'] else ''}")
+    _line(out, "retired_frames", r["retired_frames"])
+    _line(out, "delivered", r["delivered"])
+
+
+def render_receipt(r: dict, out: TextIO) -> None:
+    print(f"revision {r['revision']}", file=out)
+    for res in r["results"]:
+        extra = []
+        if res.get("frame_revision"):
+            extra.append(f"frame revision {res['frame_revision']}")
+        if res.get("due_tick"):
+            extra.append(f"due tick {res['due_tick']}")
+        suffix = f" ({', '.join(extra)})" if extra else ""
+        print(f"#{res['index']} {res['op']} {res['target']} -> {res['outcome']}{suffix}",
+              file=out)
+    _line(out, "base_version", r["base_version"])
+    _line(out, "cognitive_tick", r["cognitive_tick"])
+    _line(out, "event_ref", r["event_ref"])
+    cap = r.get("capacity") or {}
+    if cap:
+        _line(out, "released_now", f"{cap['released_now_bytes']} bytes "
+              f"[{', '.join(cap['released_now'])}]")
+        _line(out, "released_after_window", f"{cap['released_after_window_bytes']} bytes "
+              f"[{', '.join(cap['released_after_window'])}]")
+    if r.get("replayed"):
+        _line(out, "replayed", True)
+
+
+def render_frame(r: dict, out: TextIO) -> None:
+    _line(out, "id", r["id"])
+    _line(out, "revision", r["revision"])
+    _line(out, "state", r["state"])
+    _line(out, "protected", r["protected"])
+    _line(out, "sources", r["sources"])
+    retire = r.get("retire")
+    if retire:
+        _line(out, "retire", f"due tick {retire['due_tick']} "
+              f"({retire['remaining_ticks']} ticks remaining)")
+        _line(out, "retire_reason", retire["reason"])
+    _line(out, "changed_at", r["changed_at"])
+    _line(out, "as_of_revision", r["as_of_revision"])
+    for rel in r.get("relations") or []:  # when the server reports the frame's edges
+        _line(out, "relation", f"{rel['subject']} {rel['name']} {rel['object']}")
+    print(file=out)
+    print(r["body"], file=out)
+
+
+def render_event(r: dict, out: TextIO) -> None:
+    for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
+                "protected", "causal_refs", "request_id", "context"):
+        _line(out, key, r.get(key))
+    print(file=out)
+    print(r.get("text", ""), file=out)
+
+
+def render_audit(r: dict, out: TextIO) -> None:
+    verdict = "match" if r["match"] else "MISMATCH"
+    print(f"audit {r['context']}: {verdict} ({r['events_replayed']} events replayed)",
+          file=out)
+    for p in r["projections"]:
+        print(f"{'ok' if p['match'] else 'MISMATCH'} {p['projection']}", file=out)
+        for d in p["differences"]:
+            print(f"  {d}", file=out)
+
+
+def audit_exit(r: dict) -> int:
+    return 0 if r.get("match") else 1
+
+
+def always_ok(_: dict) -> int:
+    return 0
+
+
+# command name -> (call, text renderer, exit status of a reply)
+Command = tuple[Callable[[TransactionClient, argparse.Namespace], dict],
+                Callable[[dict, TextIO], None], Callable[[dict], int]]
+COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
+    "create": (cmd_create, render_status, always_ok),
+    "status": (cmd_status, render_status, always_ok),
+    "event": (cmd_event, render_event_receipt, always_ok),
+    "activate": (cmd_activate, render_activation, always_ok),
+    "deliver": (cmd_deliver, render_activation, always_ok),
+    "tx": (cmd_tx, render_receipt, always_ok),
+    "frame": (cmd_frame, render_frame, always_ok),
+    "read": (cmd_read, render_event, always_ok),
+    "audit": (cmd_audit, render_audit, audit_exit),
+})
+
+
+# -- the parser ------------------------------------------------------------------------------
+def _global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) -> None:
+    """--format/--server/--timeout/--context; with defaults=None they are SUPPRESSed so a
+    subcommand's copy only overrides the top-level value when actually given."""
+    d = defaults or {}
+    sup = argparse.SUPPRESS
+    parser.add_argument("--format", choices=("json", "text"),
+                        default=d.get("format", sup), help="output format (default: text)")
+    parser.add_argument("--server", metavar="HOST:PORT", default=d.get("server", sup),
+                        help="server address (default: $MORPHZ_SERVER, else the server's "
+                        "default listen address)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds,
+                        default=d.get("timeout", sup),
+                        help=f"deadline for every RPC (default: {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--context", metavar="CONTEXT", default=d.get("context", sup),
+                        help=f"context name (default: {DEFAULT_CONTEXT})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="morphz", description="Morphz: a context store for AI agents.")
+    _global_options(parser, {"format": "text",
+                             "server": None,  # resolved by default_server()
+                             "timeout": DEFAULT_TIMEOUT, "context": DEFAULT_CONTEXT})
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, None)
+
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = top.add_parser("serve", parents=[common], help="run the all-in-one server")
+    serve.add_argument("--listen", metavar="HOST:PORT", default=None,
+                       help="address to listen on (default: the server's default listen "
+                       "address)")
+    serve.add_argument("--data", metavar="DIR", default=DEFAULT_DATA_DIR,
+                       help=f"data directory (default: {DEFAULT_DATA_DIR})")
+
+    context = top.add_parser("context", parents=[common], help="work with a context")
+    sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help_, description=help_)
+
+    p = add("create", "create a context")
+    p.add_argument("context_name", metavar="CONTEXT")
+    p.add_argument("--window", metavar="N", type=unsigned(32), default=0,
+                   help="organizing window in cognitive ticks (0: the default, 8)")
+
+    p = add("status", "show a context's status")
+    p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+
+    p = add("event", "append an input event")
+    p.add_argument("--session", required=True)
+    p.add_argument("--kind", required=True, choices=EVENT_KINDS)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the event text")
+    src.add_argument("--file", metavar="FILE", help="read the event text from FILE (- = stdin)")
+    p.add_argument("--request-id", default="", help="idempotency key")
+    p.add_argument("--actor", default="")
+    p.add_argument("--causal-ref", dest="causal_refs", metavar="@eN", action="extend",
+                   nargs="+", default=[], help="events this one was caused by")
+
+    p = add("activate", "claim a session's pending inputs")
+    p.add_argument("--session", required=True)
+
+    p = add("deliver", "mark an activation delivered")
+    p.add_argument("--activation", required=True)
+
+    p = add("tx", "commit a context-tx transaction")
+    p.add_argument("--session", default="")
+    p.add_argument("--request-id", default="", help="idempotency key")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--file", metavar="FILE", help="read the transaction from FILE (- = stdin)")
+    src.add_argument("stdin", nargs="?", choices=(STDIN,), metavar="-",
+                     help="read the transaction from stdin")
+
+    p = add("frame", "show a cognitive frame")
+    p.add_argument("frame_id", metavar="ID")
+    p.add_argument("--at-revision", metavar="N", type=unsigned(64), default=0,
+                   help="the frame as of context revision N (0: current)")
+
+    p = add("read", "read an event by @eN ref or id")
+    p.add_argument("ref", metavar="REF")
+
+    p = add("audit", "replay events and verify the projections")
+    p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+    return parser
+
+
+# -- running ---------------------------------------------------------------------------------
+def print_json(obj: object, out: TextIO) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2), file=out)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from morphz.services.server.main import serve  # the server stack loads only here
+    listen = DEFAULT_LISTEN if args.listen is None else args.listen
+    try:
+        return serve(listen, args.data)
+    except OSError as e:
+        raise input_error(f"cannot serve on {listen}: {e}", field="listen",
+                          value=listen) from None
+
+
+def run_context(args: argparse.Namespace, out: TextIO) -> int:
+    call, render, exit_status = COMMANDS[args.action]
+    server = default_server() if args.server is None else args.server
+    channel = grpc.insecure_channel(check_server(server), options=[
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+    try:
+        reply = call(TransactionClient(channel, timeout=args.timeout), args)
+    finally:
+        channel.close()
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        render(reply, out)
+    return exit_status(reply)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = sys.stdout
+    try:
+        check_encodable(args)
+        if args.command == "serve":
+            return run_serve(args)
+        return run_context(args, out)
+    except MorphzError as e:
+        print_json({"error": e.to_dict()}, out)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

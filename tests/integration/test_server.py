@@ -1,0 +1,103 @@
+"""The server's operational surface: health, reflection, tracing, limits, process life."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from morphz.services.server.app import AllInOne, ServerConfig
+from morphz.services.transaction.client import TransactionClient
+from morphz.shared.telemetry import tracer_provider
+
+TX_SERVICE = "morphz.api.transaction.v1.TransactionService"
+
+
+def test_health_reports_serving_for_every_service(address):
+    with grpc.insecure_channel(address) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
+        for name in ("", TX_SERVICE, "morphz.api.storage.v1.StorageService"):
+            resp = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_the_services(address):
+    with grpc.insecure_channel(address) as ch:
+        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+        req = reflection_pb2.ServerReflectionRequest(list_services="")
+        resp = next(stub.ServerReflectionInfo(iter([req]), timeout=5))
+        names = {s.name for s in resp.list_services_response.service}
+        assert {TX_SERVICE, "morphz.api.storage.v1.StorageService",
+                "grpc.health.v1.Health"} <= names
+
+
+def test_every_rpc_and_inner_step_is_traced(tmp_path):
+    exporter = InMemorySpanExporter()
+    app = AllInOne(ServerConfig(str(tmp_path), "127.0.0.1:0"),
+                   tracer=tracer_provider("test", SimpleSpanProcessor(exporter))).start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as ch:
+            c = TransactionClient(ch, timeout=10)
+            c.create_context("traced")
+            c.commit("traced", "(context-tx (base-version 0) (create f (x)))")
+        names = [s.name for s in exporter.get_finished_spans()]
+        assert f"/{TX_SERVICE}/CreateContext" in names and f"/{TX_SERVICE}/Commit" in names
+        assert {"tx.parse", "mind.validate_apply", "storage.commit"} <= set(names)
+        spans = exporter.get_finished_spans()
+        rpc = next(s for s in spans if s.name.endswith("/Commit"))
+        inner = {s.name for s in spans if s.parent and s.parent.span_id == rpc.context.span_id}
+        assert {"tx.parse", "mind.validate_apply", "storage.commit"} <= inner
+    finally:
+        app.stop(grace=1)
+
+
+@pytest.mark.parametrize("text", [
+    "(" * 100_000,
+    "(context-tx (base-version 0) (create f \"" + "x" * 1000 + "\\q\"))",
+    b"\xff\xfe(context-tx)".decode("latin-1"),
+    "(context-tx (base-version 99999999999999999999) (create f))",
+    "(context-tx (base-version 0) (explode f))",
+    ")" * 10,
+])
+def test_sec_03_hostile_transactions_get_structured_errors_and_server_keeps_serving(
+        client, ctx, text):
+    from morphz.shared.errors import MorphzError
+    with pytest.raises(MorphzError) as info:
+        client.commit(ctx, text)
+    assert info.value.reason in {"TX_PARSE_ERROR", "TX_INVALID", "TX_UNKNOWN_OP"}
+    assert client.status(ctx)["revision"] == 0
+
+
+def test_sec_03_oversized_event_rejected_with_structured_error(client, ctx):
+    from morphz.shared.errors import MorphzError
+    with pytest.raises(MorphzError) as info:
+        client.append_event(ctx, "s1", "tool-result", "x" * (33 << 20))
+    assert info.value.reason == "CONTEXT_INPUT_INVALID"
+    assert client.status(ctx)["event_count"] == 1
+
+
+def test_morphz_serve_starts_answers_and_stops_on_sigterm(tmp_path):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
+                             "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("morphz: serving on 127.0.0.1:"), line + proc.stderr.read()
+        port = int(line.split()[3].rsplit(":", 1)[1])
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            c = TransactionClient(ch, timeout=10)
+            c.create_context("served")
+            assert c.status("served")["revision"] == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+    assert (tmp_path / "data" / "data.mdb").exists()
