@@ -3,6 +3,7 @@ serving all services on one port, with health checking, reflection and tracing."
 from __future__ import annotations
 
 import logging
+import os
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Optional
@@ -14,6 +15,8 @@ from opentelemetry.instrumentation.grpc import server_interceptor
 from opentelemetry.sdk.trace import TracerProvider
 
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
+from morphz.services.encoding import wiring as encoding_wiring
+from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
@@ -40,7 +43,10 @@ class AllInOne:
     """Owns the store, the cores and the gRPC server; `port` is the bound port."""
 
     def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
-        self.store = LmdbStore(config.data_dir, map_size=config.map_size, sync=config.sync)
+        self.config = config
+        # Authoritative data in <data>/store; derived data (recall index) lives beside it.
+        self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
+                               sync=config.sync)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         self.transactions = TransactionCore(self.store,
                                             tracer=self.tracer.get_tracer("morphz.transaction"))
@@ -59,6 +65,11 @@ class AllInOne:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
                  storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
+        # Recall and encoding wire themselves: each adds its servicer (built from this
+        # app's store, transaction core and tracer) and returns its service names.
+        self._stoppers: list = []
+        names += recall_wiring.register(self)
+        names += encoding_wiring.register(self)
         for name in names + [""]:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         reflection.enable_server_reflection(names + [health.SERVICE_NAME,
@@ -66,6 +77,10 @@ class AllInOne:
         self.port = self.server.add_insecure_port(config.listen)
         if self.port == 0:
             raise OSError(f"cannot listen on {config.listen}")
+
+    def on_stop(self, stopper) -> None:
+        """Run `stopper()` when the server stops (background workers, extra stores)."""
+        self._stoppers.append(stopper)
 
     def start(self) -> "AllInOne":
         self.server.start()
@@ -75,5 +90,7 @@ class AllInOne:
         for name in list(self.health._server_status):  # report NOT_SERVING while draining
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.server.stop(grace).wait()
+        for stopper in reversed(self._stoppers):
+            stopper()
         self.tracer.shutdown()
         self.store.close()

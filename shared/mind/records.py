@@ -13,10 +13,11 @@ DEFAULT_WINDOW = 8
 
 ACTIVE, RETIRING, RETIRED = "active", "retiring", "retired"
 
-# Input kinds an agent runtime appends; all are external facts that advance the
-# cognitive clock when claimed. `continuation` is the runtime's own follow-up input.
+# Input kinds an agent runtime appends. The external facts advance the cognitive
+# clock when claimed; `continuation` (the runtime's own follow-up) and `recall`
+# (results of a recall made for an evaluation) are observations that do not.
 EXTERNAL_KINDS = ("user-message", "tool-result", "approval", "external")
-INPUT_KINDS = EXTERNAL_KINDS + ("continuation",)
+INPUT_KINDS = EXTERNAL_KINDS + ("continuation", "recall")
 # Runtime events written by the transaction service itself.
 CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")

@@ -74,7 +74,13 @@ class MindState:
         return R.loads(R.Observation, self._get("observations", (seq,)))
 
     def put_observation(self, seq: int, obs: R.Observation) -> None:
+        """Store an observation's state and keep the active-inbox index in step."""
         self._put("observations", (seq,), R.dumps(obs))
+        self._put("inbox", (seq,), None if obs.retired else b"")
+
+    def inbox(self) -> list[int]:
+        """Active (not retired) observations in event sequence order."""
+        return [k[0] for k, _ in self._scan("inbox")]
 
     # -- frames -------------------------------------------------------------------
     def frame(self, frame_id: str) -> Optional[R.Frame]:

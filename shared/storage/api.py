@@ -21,6 +21,7 @@ TABLES: dict[str, bool] = {
     "events": True,           # (seq,) -> event record
     "event_ids": True,        # (event id,) -> seq
     "observations": False,    # (seq,) -> observation state (retired, protected)
+    "inbox": False,           # (seq,) -> b""  active observations, for encodings
     "frames": False,          # (frame id,) -> frame record
     "frame_versions": False,  # (frame id, context revision) -> frame record as of then
     "relations": False,       # (subject, name, object) -> b""
@@ -33,6 +34,7 @@ TABLES: dict[str, bool] = {
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply
     "outbox": True,           # (position,) -> index intent for the recall service
+    "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
 }
 
 

@@ -100,4 +100,4 @@ def test_morphz_serve_starts_answers_and_stops_on_sigterm(tmp_path):
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
-    assert (tmp_path / "data" / "data.mdb").exists()
+    assert (tmp_path / "data" / "store" / "data.mdb").exists()

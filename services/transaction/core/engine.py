@@ -16,7 +16,7 @@ from typing import Callable, Optional, Union
 
 from opentelemetry import trace
 
-from morphz.shared.storage.api import StaleCommit, StaleRead, Store
+from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.memory_store import MemoryStore
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core.reducer import activation_view, apply_event
@@ -225,6 +225,37 @@ class TransactionCore:
                               f"revision {latest}; reread and resubmit", base=tx.base_version,
                               latest=latest, ops=",".join(exact) or None)
 
+    # -- encoding snapshots ----------------------------------------------------------------
+    def record_snapshot(self, context: str, snapshot_id: str, record: dict) -> dict:
+        """Store what one evaluation saw, immutably (written once, never changed)."""
+        check_name(context, "context")
+        check_name(snapshot_id, "snapshot id")
+        raw = R.dumps(record)
+        for _ in range(_WRITE_ATTEMPTS):
+            with self._store.reader(context) as reader:
+                self._meta(MindState(reader), context)
+                if reader.get("snapshots", (snapshot_id,)) is not None:
+                    raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
+                                      snapshot=snapshot_id)
+                seq = reader.commit_seq
+            try:
+                self._store.commit(context, seq, [Write("snapshots", (snapshot_id,), raw)])
+                return {"id": snapshot_id, "bytes": len(raw)}
+            except StaleCommit:
+                continue
+        raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
+                          context=context)
+
+    def get_snapshot(self, context: str, snapshot_id: str) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            self._meta(MindState(reader), context)
+            raw = reader.get("snapshots", (snapshot_id,))
+        if raw is None:
+            raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
+                              snapshot=snapshot_id[:80])
+        return R.loads(dict, raw)
+
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
         check_name(context, "context")
@@ -310,7 +341,7 @@ def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int) -> dict:
     return view
 
 
-_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order",
+_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "inbox",
             "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
             "idempotency", "outbox", "event_ids")
 
