@@ -20,6 +20,7 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
+from morphz.services.cli import encoding_cmds, recall_cmds
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.shared.errors import MorphzError
@@ -282,6 +283,12 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
 })
 
 
+# Modules adding `context` subcommands of other services. Each has
+# add_commands(add) -> names it added (add(name, help) returns a subparser) and
+# COMMANDS: name -> (call(channel, args) -> dict, text renderer, exit status of a reply).
+EXTENSIONS = (recall_cmds, encoding_cmds)
+
+
 # -- the parser ------------------------------------------------------------------------------
 def _global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) -> None:
     """--format/--server/--timeout/--context; with defaults=None they are SUPPRESSed so a
@@ -366,6 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("audit", "replay events and verify the projections")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+
+    for ext in EXTENSIONS:
+        for name in ext.add_commands(add):
+            if name in COMMANDS:
+                raise RuntimeError(f"CLI command {name} defined twice")
     return parser
 
 
@@ -385,13 +397,18 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def run_context(args: argparse.Namespace, out: TextIO) -> int:
-    call, render, exit_status = COMMANDS[args.action]
     server = default_server() if args.server is None else args.server
     channel = grpc.insecure_channel(check_server(server), options=[
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
     try:
-        reply = call(TransactionClient(channel, timeout=args.timeout), args)
+        if args.action in COMMANDS:
+            call, render, exit_status = COMMANDS[args.action]
+            reply = call(TransactionClient(channel, timeout=args.timeout), args)
+        else:  # recall/encoding commands: they build their own client on the channel
+            ext = next(e for e in EXTENSIONS if args.action in e.COMMANDS)
+            call, render, exit_status = ext.COMMANDS[args.action]
+            reply = call(channel, args)
     finally:
         channel.close()
     if args.format == "json":
