@@ -117,6 +117,20 @@ def test_core_07_revise_replaces_whole_body(mind):
     assert f["body"] == "(goal ship-v1) (stage packaging)"  # owner was not restated: gone
 
 
+def test_core_07_at_revision_returns_earlier_bodies(mind, expect_rejected):
+    mind.tx("(create release (goal ship-v1) (stage waiting-tests))")            # revision 1
+    mind.tx("(create other (x))")                                                # revision 2
+    mind.tx("(revise release (goal ship-v1) (stage packaging)) (relate other supports release)")
+    mind.tx("(revise release (goal ship-v1) (stage shipped))")                   # revision 4
+    bodies = {rev: mind.frame("release", at_revision=rev) for rev in (1, 2, 3, 4)}
+    assert bodies[1]["body"] == bodies[2]["body"] == "(goal ship-v1) (stage waiting-tests)"
+    assert (bodies[3]["body"], bodies[3]["revision"]) == ("(goal ship-v1) (stage packaging)", 2)
+    assert bodies[4] == {**mind.frame("release"), "relations": []}
+    assert bodies[1]["as_of_revision"] == 1 and bodies[1]["relations"] == []
+    expect_rejected("FRAME_NOT_FOUND", mind.frame, "other", at_revision=1)
+    expect_rejected("REVISION_NOT_FOUND", mind.frame, "release", at_revision=99)
+
+
 def test_core_07_release_example_of_seed_002(mind):
     """derive / revise / relate / retire @e42 in one transaction, as seed 002 prints it."""
     mind.tx("(create release (goal ship-v1) (stage waiting-tests))")

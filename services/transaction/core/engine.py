@@ -273,7 +273,8 @@ class TransactionCore:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist"
                                   + (f" at revision {at_revision}" if at_revision else ""),
                                   ref=frame_id[:80])
-            return _frame_view(m, meta, f, at_revision or meta.revision)
+            return _frame_view(m, meta, f, at_revision or meta.revision,
+                               with_relations=not at_revision)
 
     def list_frames(self, context: str) -> dict:
         check_name(context, "context")
@@ -330,13 +331,15 @@ class TransactionCore:
                 "events_replayed": count, "projections": checks}
 
 
-def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int) -> dict:
+def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
+                with_relations: bool = True) -> dict:
     view = asdict(f)
     if f.retire is not None:
         view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
     view["as_of_revision"] = as_of
-    # Relations are read from the current Mind (as-of reads give bodies, not edges).
-    edges = sorted(set(m.relations_from(f.id)) | set(m.relations_to(f.id)))
+    # Edges are a current-state projection; as-of reads give bodies only, not old edges.
+    edges = sorted(set(m.relations_from(f.id)) | set(m.relations_to(f.id))) \
+        if with_relations else []
     view["relations"] = [{"subject": s, "name": n, "object": o} for s, n, o in edges]
     return view
 
