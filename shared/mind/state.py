@@ -187,6 +187,14 @@ class MindState:
             out.append((due, fid, int(raw)))
         return out
 
+    # -- conflict boundaries ---------------------------------------------------------------
+    def boundary_revision(self, boundary: str) -> int:
+        raw = self._get("boundaries", (boundary,))
+        return int(raw) if raw is not None else 0
+
+    def set_boundary(self, boundary: str, revision: int) -> None:
+        self._put("boundaries", (boundary,), str(revision).encode())
+
     # -- idempotency and outbox -------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:
         return R.loads(dict, self._get("idempotency", (request_id,)))

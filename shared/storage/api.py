@@ -33,6 +33,7 @@ TABLES: dict[str, bool] = {
     "activations": False,     # (activation id,) -> activation record
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply
+    "boundaries": False,      # (boundary,) -> revision that last changed it
     "outbox": True,           # (position,) -> index intent for the recall service
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
 }

@@ -137,15 +137,16 @@ def test_cli_event_from_file_and_stdin_with_causal_refs(address, ctx, tmp_path):
     assert (ev["text"], ev["causal_refs"], ev["actor"]) == ("from stdin", [first["ref"]], "ci")
 
 
-def test_cli_stale_base_version_is_aborted_error_json(address, ctx):
+def test_cli_conflicting_stale_base_is_aborted_error_json(address, ctx):
     tx = "(context-tx (base-version 0) (reason \"r\") (create a (x 1)))"
     run_json("context", "tx", "--context", ctx, "-", address=address, stdin=tx)
-    stale = "(context-tx (base-version 0) (reason \"r\") (create b (x 2)))"
+    stale = "(context-tx (base-version 0) (reason \"r\") (create a (x 2)))"
     for fmt in ("text", "json"):  # error output is JSON in both formats
         proc = run_cli("context", "tx", "--context", ctx, "-", f"--format={fmt}",
                        address=address, stdin=stale)
-        err = assert_error(proc, "ABORTED", "BASE_VERSION_STALE")
-        assert err["details"] == {"base": 0, "latest": 1}
+        err = assert_error(proc, "ABORTED", "TX_CONFLICT")
+        assert err["details"] == {"base": 0, "latest": 1,
+                                  "changed": [{"boundary": "frame:a", "revision": 1}]}
 
 
 def test_cli_unreachable_server_is_error_json():

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.memory_store import MemoryStore
 from morphz.shared.mind import records as R
+from morphz.services.transaction.core.boundaries import footprint
 from morphz.services.transaction.core.reducer import activation_view, apply_event
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, Tx, is_ref, parse_text, ref_seq
@@ -203,27 +204,15 @@ class TransactionCore:
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
-            self._check_base(parsed, meta.revision)
+            rebased = check_base(m, parsed, meta.revision)
             if session and m.session(session) is None:
                 raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
+            data = {"tx": payload["tx"], "payload_hash": payload_hash(payload)}
+            if rebased:
+                data["rebased_from"] = parsed.base_version
             return self._event(m, context, R.CONTEXT_TX, session=session, actor="agent",
-                               text=parsed.render(), request_id=request_id,
-                               data={"tx": payload["tx"], "payload_hash": payload_hash(payload)})
+                               text=parsed.render(), request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
-
-    @staticmethod
-    def _check_base(tx: Tx, latest: int) -> None:
-        if tx.base_version > latest:
-            raise MorphzError("BASE_VERSION_AHEAD", f"base-version {tx.base_version} is ahead "
-                              f"of the latest revision {latest}", base=tx.base_version,
-                              latest=latest)
-        if tx.base_version < latest:
-            exact = [o.op for o in tx.ops if o.op in EXACT_VERSION_OPS]
-            # Semantic rebase is not built yet: any older base is rejected, never merged blind.
-            reason = "EXACT_VERSION_REQUIRED" if exact else "BASE_VERSION_STALE"
-            raise MorphzError(reason, f"base-version {tx.base_version} is older than the latest "
-                              f"revision {latest}; reread and resubmit", base=tx.base_version,
-                              latest=latest, ops=",".join(exact) or None)
 
     # -- encoding snapshots ----------------------------------------------------------------
     def record_snapshot(self, context: str, snapshot_id: str, record: dict) -> dict:
@@ -331,6 +320,30 @@ class TransactionCore:
                 "events_replayed": count, "projections": checks}
 
 
+def check_base(m: MindState, tx: Tx, latest: int) -> bool:
+    """Accept a transaction at `latest`: exactly, or rebased when none of its boundaries
+    changed after its base (True), else reject naming what changed. Never last-writer-wins."""
+    base = tx.base_version
+    if base > latest:
+        raise MorphzError("BASE_VERSION_AHEAD", f"base-version {base} is ahead of the latest "
+                          f"revision {latest}", base=base, latest=latest)
+    if base == latest:
+        return False
+    exact = sorted({o.op for o in tx.ops if o.op in EXACT_VERSION_OPS})
+    if exact:
+        raise MorphzError("EXACT_VERSION_REQUIRED", f"{', '.join(exact)} need(s) the exact "
+                          f"latest revision {latest}, not {base}", base=base, latest=latest,
+                          ops=exact)
+    reads, writes = footprint(tx)
+    changed = [{"boundary": b, "revision": r} for b in sorted(reads | writes)
+               if (r := m.boundary_revision(b)) > base]
+    if changed:
+        raise MorphzError("TX_CONFLICT", f"{len(changed)} boundar{'y' if len(changed) == 1 else 'ies'}"
+                          f" changed since base-version {base}: reread and merge", base=base,
+                          latest=latest, changed=changed)
+    return True
+
+
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
                 with_relations: bool = True) -> dict:
     view = asdict(f)
@@ -344,7 +357,7 @@ def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
     return view
 
 
-_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "inbox",
+_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "inbox", "boundaries",
             "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
             "idempotency", "outbox", "event_ids")
 

@@ -37,6 +37,7 @@ class TxRun:
     released_now: dict[str, int] = field(default_factory=dict)
     released_later: dict[str, int] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)  # frames the successor rule looks at
+    superseded: set[str] = field(default_factory=set)  # retired at once by a successor
     changed: set[str] = field(default_factory=set)  # frames to re-index
 
     def note(self, op: str, target: str, outcome: str, f: Optional[R.Frame] = None) -> None:
@@ -347,6 +348,7 @@ def apply_successor_rule(m: MindState, run: TxRun) -> None:
             if succ is not None and succ.state != R.RETIRED and fid in succ.sources:
                 m.set_due(old.retire.due_tick, fid, None)
                 old.state = R.RETIRED
+                run.superseded.add(fid)
                 m.put_frame(old)
                 size = run.released_later.pop(fid, old.size())
                 run.released_now[fid] = size

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from morphz.shared.mind import records as R
+from morphz.services.transaction.core.boundaries import footprint
 from morphz.services.transaction.core.ops import apply_ops
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import Tx
@@ -111,6 +112,9 @@ def _apply_tx(m: MindState, ev: R.Event) -> dict:
     tx = Tx.from_dict(ev.data["tx"])
     meta.revision += 1
     run = apply_ops(m, tx)
+    _, writes = footprint(tx)
+    for boundary in writes | {f"life:{fid}" for fid in run.superseded}:
+        m.set_boundary(boundary, meta.revision)
     for fid in sorted(run.changed | set(run.released_now) | set(run.released_later)):
         if not fid.startswith("@"):
             m.add_intent({"op": "index-frame", "id": fid})
@@ -126,6 +130,8 @@ def _apply_tx(m: MindState, ev: R.Event) -> dict:
         },
         "cognitive_tick": meta.tick,
         "event_ref": R.ref(ev.seq),
+        "rebased": ev.data.get("rebased_from") is not None,
+        "rebased_from": ev.data.get("rebased_from") or 0,
     }
 
 
