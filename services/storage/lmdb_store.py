@@ -1,74 +1,201 @@
 """The authoritative store: one LMDB environment, one named database per table.
 
 Every table key starts with the context id. A storage-owned `_version` database
-holds each context's physical version (commit_seq); one commit is one LMDB write
-transaction, durable on return (sync on by default).
+holds each context's physical version (commit_seq). Commits are group-committed:
+concurrent submissions are applied by one leader in one LMDB write transaction (one
+fsync), each in its own nested transaction so a rejected batch changes nothing and
+does not disturb its neighbours. Nothing is acknowledged before the fsync.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Iterator, Optional
 
 import lmdb
 
-from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
+from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.storage import keys
+from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, Store, Ticket, Write
 
 _VERSION_DB = b"_version"
+_log = logging.getLogger("morphz.storage")
+
+
+class _Submission(Ticket):
+    def __init__(self, context: str, expect: int, encoded: list) -> None:
+        super().__init__()
+        self.context, self.expect, self.encoded = context, expect, encoded
+        self.done = threading.Event()
+
+
+class _ReaderGate:
+    """Lets the map be resized only while no read transaction is open in this process
+    (LMDB's rule for mdb_env_set_mapsize)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._closed = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._readers += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+
+    def exclusive(self, action) -> None:
+        with self._cond:
+            self._closed = True
+            try:
+                while self._readers:
+                    self._cond.wait()
+                action()
+            finally:
+                self._closed = False
+                self._cond.notify_all()
 
 
 class LmdbStore(Store):
-    def __init__(self, path: str, *, map_size: int = 8 << 30, sync: bool = True) -> None:
+    def __init__(self, path: str, *, map_size: int = 1 << 30, max_map_size: int = 1 << 40,
+                 sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
         self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 2,
                               max_readers=512, sync=sync, metasync=sync, subdir=True)
+        # Reader slots of processes that died (SIGKILL) would pin old pages forever.
+        stale = self._env.reader_check()
+        if stale:
+            _log.warning("cleared %d stale LMDB reader slot(s) left by dead processes", stale)
         self._dbs = {name: self._env.open_db(name.encode()) for name in TABLES}
         self._version = self._env.open_db(_VERSION_DB)
-        # LMDB allows one writer; serialize in-process writers instead of blocking in C.
-        self._write_lock = threading.Lock()
+        self._max_map_size = max(max_map_size, map_size)
+        self._faults = faults
+        self._gate = _ReaderGate()
+        self._queue: list[_Submission] = []
+        self._queue_lock = threading.Lock()
+        self._leader = threading.Lock()  # one group-commit leader at a time
 
     @property
     def path(self) -> str:
         return self._env.path()
 
+    @property
+    def map_size(self) -> int:
+        return self._env.info()["map_size"]
+
     def reader(self, context: str) -> "LmdbReader":
         return LmdbReader(self, context)
 
     def contexts(self) -> list[str]:
-        with self._env.begin(db=self._version) as txn:
-            return [keys.decode(k)[0] for k in txn.cursor().iternext(values=False)]
+        with self.reader("") as r:
+            return [keys.decode(k)[0] for k in r._txn.cursor(db=self._version).iternext(
+                values=False)]
 
     def _commit_seq(self, txn: lmdb.Transaction, context: str) -> int:
         raw = txn.get(keys.context_prefix(context), db=self._version)
         return int.from_bytes(raw, "big") if raw else 0
 
+    # -- writes -----------------------------------------------------------------------
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
+        return self.wait(self.submit(context, expect_commit_seq, writes))
+
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         encoded = []
-        for w in writes:
+        for w in writes:  # bad tables/keys fail here, before anything is queued
             keys.check_table(w.table)
             encoded.append((self._dbs[w.table], TABLES[w.table], w.table,
                             keys.encode((context, *w.key)), w.value))
-        with self._write_lock:
+        sub = _Submission(context, expect_commit_seq, encoded)
+        with self._queue_lock:
+            self._queue.append(sub)
+        return sub
+
+    def wait(self, ticket: Ticket) -> int:
+        sub: _Submission = ticket  # type: ignore[assignment]
+        # Leader/follower: whoever holds the leader lock commits everything queued so
+        # far; a follower whose submission was in that batch finds it done and leaves.
+        while not sub.done.is_set():
+            with self._leader:
+                if sub.done.is_set():
+                    break
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._apply(batch)
+        return sub.get()
+
+    def _apply(self, batch: list[_Submission]) -> None:
+        try:
+            self._faults.hit("before-lmdb-txn")
             try:
-                with self._env.begin(write=True) as txn:
-                    current = self._commit_seq(txn, context)
-                    if current != expect_commit_seq:
-                        raise StaleCommit(expect_commit_seq, current)
-                    for db, append_only, table, key, value in encoded:
-                        if append_only and (value is None or txn.get(key, db=db) is not None):
+                self._write_batch(batch)
+            except lmdb.MapFullError:
+                if not self._grow():
+                    raise
+                for sub in batch:  # the aborted attempt left nothing: try once more
+                    sub.result = sub.error = None
+                self._write_batch(batch)
+        except lmdb.MapFullError:
+            for sub in batch:
+                sub.result, sub.error = None, MorphzError(
+                    "STORAGE_FULL", "the storage map is full and at its maximum size; "
+                    "nothing was written", map_size=self.map_size)
+        except BaseException as e:  # noqa: BLE001 - every waiter must wake up
+            for sub in batch:
+                if sub.error is None:
+                    sub.result, sub.error = None, e
+        finally:
+            for sub in batch:
+                sub.done.set()
+
+    def _write_batch(self, batch: list[_Submission]) -> None:
+        with self._env.begin(write=True) as txn:
+            seqs: dict[str, int] = {}
+            for sub in batch:
+                current = seqs.get(sub.context)
+                if current is None:
+                    current = self._commit_seq(txn, sub.context)
+                if current != sub.expect:
+                    sub.error = StaleCommit(sub.expect, current)
+                    continue
+                child = self._env.begin(write=True, parent=txn)
+                try:
+                    for db, append_only, table, key, value in sub.encoded:
+                        if append_only and (value is None or child.get(key, db=db) is not None):
                             raise MorphzError("STORAGE_APPEND_ONLY",
                                               f"table {table} is append-only", table=table)
                         if value is None:
-                            txn.delete(key, db=db)
+                            child.delete(key, db=db)
                         else:
-                            txn.put(key, value, db=db)
-                    txn.put(keys.context_prefix(context), (current + 1).to_bytes(8, "big"),
-                            db=self._version)
-            except lmdb.MapFullError:
-                raise MorphzError("STORAGE_FULL", "the storage map is full; nothing was written")
-            return current + 1
+                            child.put(key, value, db=db)
+                    child.put(keys.context_prefix(sub.context),
+                              (current + 1).to_bytes(8, "big"), db=self._version)
+                except MorphzError as e:
+                    child.abort()
+                    sub.error = e
+                    continue
+                except BaseException:
+                    child.abort()
+                    raise
+                child.commit()
+                seqs[sub.context] = sub.result = current + 1
+            self._faults.hit("after-puts-before-commit")
+
+    def _grow(self) -> bool:
+        """Double the map (up to max_map_size) once no reader is open; False at the max."""
+        size = self.map_size
+        if size >= self._max_map_size:
+            return False
+        new = min(size * 2, self._max_map_size)
+        self._gate.exclusive(lambda: self._env.set_mapsize(new))
+        _log.warning("storage map grown from %d to %d bytes", size, new)
+        return True
 
     def close(self) -> None:
         self._env.close()
@@ -80,7 +207,12 @@ class LmdbReader(Reader):
     def __init__(self, store: LmdbStore, context: str) -> None:
         self._store = store
         self._context = context
-        self._txn = store._env.begin()
+        store._gate.enter()
+        try:
+            self._txn = store._env.begin()
+        except BaseException:
+            store._gate.leave()
+            raise
         self.commit_seq = store._commit_seq(self._txn, context)
 
     def get(self, table: str, key: Key) -> Optional[bytes]:
@@ -102,14 +234,9 @@ class LmdbReader(Reader):
                     return
             it = cur.iternext()
         else:
-            # Position at the last key <= `after` (exclusive) or at the end of the prefix.
-            if after is not None:
-                bound = keys.encode((self._context, *after))
-                positioned = cur.set_range(bound)
-                ok = cur.prev() if positioned else cur.last()
-            else:
-                positioned = cur.set_range(pre + b"\xff")
-                ok = cur.prev() if positioned else cur.last()
+            # Position at the last key below `after` (exclusive) or the end of the prefix.
+            bound = keys.encode((self._context, *after)) if after is not None else pre + b"\xff"
+            ok = cur.prev() if cur.set_range(bound) else cur.last()
             if not ok:
                 return
             it = cur.iterprev()
@@ -125,3 +252,4 @@ class LmdbReader(Reader):
         if self._txn is not None:
             self._txn.abort()
             self._txn = None
+            self._store._gate.leave()

@@ -36,6 +36,9 @@ class Meta:
     next_seq: int = 0
     outbox_head: int = 0
     activations: int = 0
+    # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
+    order_head: int = 1 << 62
+    order_tail: int = 1 << 62
 
 
 @dataclass
@@ -118,9 +121,25 @@ class Checkpoint:
 T = TypeVar("T")
 
 
+_SCALARS = (str, int, bool, float, type(None))
+
+
+def plain(obj: Any) -> Any:
+    """Dataclasses to dicts, recursively; much cheaper than dataclasses.asdict, which
+    deep-copies every value (this runs for every record of every commit)."""
+    kind = type(obj)
+    if kind in _SCALARS:
+        return obj
+    if kind is list or kind is tuple:
+        return [plain(v) for v in obj]
+    if kind is dict:
+        return {k: plain(v) for k, v in obj.items()}
+    return {k: plain(v) for k, v in vars(obj).items()}
+
+
 def dumps(rec: Any) -> bytes:
-    obj = dataclasses.asdict(rec) if dataclasses.is_dataclass(rec) else rec
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    return json.dumps(plain(rec), ensure_ascii=False, separators=(",", ":"),
+                      sort_keys=True).encode()
 
 
 def loads(cls: type[T], raw: Optional[bytes]) -> Optional[T]:

@@ -133,12 +133,54 @@ class MindState:
         return [k for k, _ in self._scan("relations")]
 
     # -- order and checkpoints ---------------------------------------------------------
+    # Order is kept as ranks with gaps, so appending a frame writes two small rows
+    # instead of rewriting the whole list; `place` takes a midpoint or renumbers.
+    ORDER_GAP = 1 << 20
+
     def order(self) -> list[str]:
-        raw = self._get("order", ())
-        return R.loads(list, raw) if raw else []
+        return [raw.decode() for _, raw in self._scan("order")]
+
+    def _ranked(self) -> list[tuple[int, str]]:
+        return [(k[0], raw.decode()) for k, raw in self._scan("order")]
+
+    def _set_rank(self, frame_id: str, rank: Optional[int]) -> None:
+        old = self._get("order_rank", (frame_id,))
+        if old is not None:
+            self._put("order", (int(old),), None)
+        self._put("order_rank", (frame_id,), None if rank is None else str(rank).encode())
+        if rank is not None:
+            self._put("order", (rank,), frame_id.encode())
+
+    def append_order(self, frame_id: str) -> None:
+        if self._get("order_rank", (frame_id,)) is None:
+            meta = self.meta()
+            meta.order_tail += self.ORDER_GAP
+            self._set_rank(frame_id, meta.order_tail)
+
+    def place(self, frame_id: str, index: int) -> None:
+        """Move frame_id to position `index` of the order without it."""
+        meta = self.meta()
+        rest = [(r, f) for r, f in self._ranked() if f != frame_id]
+        if index == 0:
+            meta.order_head -= self.ORDER_GAP
+            self._set_rank(frame_id, meta.order_head)
+        elif index >= len(rest):
+            meta.order_tail += self.ORDER_GAP
+            self._set_rank(frame_id, meta.order_tail)
+        elif rest[index][0] - rest[index - 1][0] > 1:
+            self._set_rank(frame_id, (rest[index - 1][0] + rest[index][0]) // 2)
+        else:
+            ids = [f for _, f in rest]
+            self.put_order(ids[:index] + [frame_id] + ids[index:])
 
     def put_order(self, order: list[str]) -> None:
-        self._put("order", (), R.dumps(order))
+        """Renumber the whole order (rollback, or a placement with no gap left)."""
+        meta = self.meta()
+        for _, fid in self._ranked():
+            self._set_rank(fid, None)
+        for fid in order:
+            meta.order_tail += self.ORDER_GAP
+            self._set_rank(fid, meta.order_tail)
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
@@ -201,6 +243,9 @@ class MindState:
 
     def put_idempotency(self, request_id: str, record: dict) -> None:
         self._put("idempotency", (request_id,), R.dumps(record))
+
+    def snapshot_exists(self, snapshot_id: str) -> bool:
+        return self._get("snapshots", (snapshot_id,)) is not None
 
     def add_intent(self, intent: dict) -> None:
         meta = self.meta()

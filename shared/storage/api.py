@@ -26,7 +26,8 @@ TABLES: dict[str, bool] = {
     "frame_versions": False,  # (frame id, context revision) -> frame record as of then
     "relations": False,       # (subject, name, object) -> b""
     "relations_in": False,    # (object, name, subject) -> b""  (reverse index)
-    "order": False,           # () -> frame projection order
+    "order": False,           # (rank,) -> frame id: frame projection order
+    "order_rank": False,      # (frame id,) -> rank
     "checkpoints": False,     # (name,) -> Mind snapshot
     "sessions": False,        # (session id,) -> session record
     "pending": False,         # (session id, seq) -> b""  inputs not yet claimed
@@ -82,6 +83,19 @@ class Reader(abc.ABC):
         self.close()
 
 
+class Ticket:
+    """A submitted commit: `wait()` gives the new commit_seq once durable, or raises."""
+
+    def __init__(self) -> None:
+        self.result: Optional[int] = None
+        self.error: Optional[BaseException] = None
+
+    def get(self) -> int:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class Store(abc.ABC):
     @abc.abstractmethod
     def reader(self, context: str) -> Reader: ...
@@ -90,6 +104,20 @@ class Store(abc.ABC):
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
         """Apply all writes atomically or none; returns the new commit_seq.
         Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL, ...)."""
+
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
+        """Queue a commit; commits of one context apply in submission order. Stores that
+        batch concurrent commits (group commit) override this and `wait`; the default
+        commits at once."""
+        ticket = Ticket()
+        try:
+            ticket.result = self.commit(context, expect_commit_seq, writes)
+        except Exception as e:  # noqa: BLE001 - handed to the waiter
+            ticket.error = e
+        return ticket
+
+    def wait(self, ticket: Ticket) -> int:
+        return ticket.get()
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...

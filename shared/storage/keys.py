@@ -5,10 +5,13 @@ order equals tuple order and a prefix tuple encodes to a byte prefix.
 """
 from __future__ import annotations
 
+import struct
+
 from morphz.shared.storage.api import TABLES, Key
 from morphz.shared.errors import MorphzError
 
 _INT, _STR, _END = b"\x01", b"\x02", b"\x00"
+_PACK_INT = struct.Struct(">BQ").pack
 MAX_KEY_BYTES = 480  # LMDB's default key limit is 511 bytes
 
 
@@ -18,21 +21,24 @@ def check_table(table: str) -> None:
 
 
 def encode(key: Key) -> bytes:
-    out = bytearray()
+    # On every read and write: exact type checks (bool is not an int key) and one join.
+    out = []
     for part in key:
-        if isinstance(part, bool) or not isinstance(part, (int, str)):
-            raise MorphzError("STORAGE_KEY_INVALID", f"key part {part!r} is not str or int")
-        if isinstance(part, int):
-            if not 0 <= part < 1 << 64:
-                raise MorphzError("STORAGE_KEY_INVALID", f"key integer {part} out of range")
-            out += _INT + part.to_bytes(8, "big")
-        else:
+        kind = type(part)
+        if kind is str:
             if "\x00" in part:
                 raise MorphzError("STORAGE_KEY_INVALID", "key text contains NUL")
-            out += _STR + part.encode("utf-8", "strict") + _END
-    if len(out) > MAX_KEY_BYTES:
+            out.append(b"\x02" + part.encode("utf-8", "strict") + b"\x00")
+        elif kind is int:
+            if not 0 <= part < 1 << 64:
+                raise MorphzError("STORAGE_KEY_INVALID", f"key integer {part} out of range")
+            out.append(_PACK_INT(1, part))
+        else:
+            raise MorphzError("STORAGE_KEY_INVALID", f"key part {part!r} is not str or int")
+    raw = b"".join(out)
+    if len(raw) > MAX_KEY_BYTES:
         raise MorphzError("STORAGE_KEY_INVALID", f"key longer than {MAX_KEY_BYTES} bytes")
-    return bytes(out)
+    return raw
 
 
 def decode(raw: bytes) -> Key:

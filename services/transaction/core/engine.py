@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import uuid
-from dataclasses import asdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Optional, Union
 
@@ -20,6 +21,8 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.memory_store import MemoryStore
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core.boundaries import footprint
+from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
+from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import activation_view, apply_event
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, Tx, is_ref, parse_text, ref_seq
@@ -39,6 +42,13 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+@dataclass
+class RawWrite:
+    """What a `build` returns to store a record outside the Mind (no event, no revision)."""
+    reply: dict
+    writes: list[Write]
+
+
 def payload_hash(payload: dict) -> str:
     raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -47,29 +57,58 @@ def payload_hash(payload: dict) -> str:
 class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
-                 tracer: Optional[trace.Tracer] = None) -> None:
+                 tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS) -> None:
         self._store = store
         self._tracer = tracer or trace.NoOpTracer()
+        self._faults = faults
+        self._pipelines: dict[str, ContextPipeline] = {}
+        self._pipelines_lock = threading.Lock()
         self._clock = clock or (lambda: datetime.now().astimezone())
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
 
     # -- the write path ------------------------------------------------------------
+    def _pipeline(self, context: str) -> ContextPipeline:
+        with self._pipelines_lock:
+            return self._pipelines.setdefault(context, ContextPipeline())
+
     def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]]) -> dict:
-        """`build` returns the event to apply, or a finished reply (idempotent retry)."""
+        """`build` returns the event to apply, or a finished reply (idempotent retry).
+
+        The event is applied to the durable state plus this context's commits still in
+        flight, submitted in order, and answered only once durable (see pipeline.py)."""
+        pipe = self._pipeline(context)
         for _ in range(_WRITE_ATTEMPTS):
             try:
-                with self._store.reader(context) as reader, \
-                        self._tracer.start_as_current_span("mind.validate_apply"):
-                    m = MindState(reader)
-                    ev = build(m)
-                    if isinstance(ev, dict):
-                        return ev
-                    reply = apply_event(m, ev)
-                    writes = m.writes()
-                    seq = reader.commit_seq
-                with self._tracer.start_as_current_span("storage.commit") as span:
-                    span.set_attribute("morphz.writes", len(writes))
-                    self._store.commit(context, seq, writes)
+                with pipe.lock:
+                    with self._store.reader(context) as durable, \
+                            self._tracer.start_as_current_span("mind.validate_apply"):
+                        reader = LayeredReader(durable, pipe.layers(durable.commit_seq))
+                        m = MindState(reader)
+                        ev = build(m)
+                        if isinstance(ev, dict):  # a replayed reply: answer once durable
+                            ticket = pipe.last_ticket()
+                        else:
+                            if isinstance(ev, RawWrite):  # a record outside the Mind
+                                reply, writes = ev.reply, ev.writes
+                            else:
+                                reply = apply_event(m, ev)
+                                writes = m.writes()
+                            ticket = self._store.submit(context, reader.commit_seq, writes)
+                            pipe.push(reader.commit_seq + 1, writes, ticket)
+                if isinstance(ev, dict):
+                    if ticket is not None:
+                        self._store.wait(ticket)
+                    return ev
+                failed = True
+                try:
+                    with self._tracer.start_as_current_span("storage.commit") as span:
+                        span.set_attribute("morphz.writes", len(writes))
+                        self._store.wait(ticket)
+                    failed = False
+                finally:
+                    with pipe.lock:
+                        pipe.done(ticket, failed)
+                self._faults.hit("after-commit-before-reply")
                 return reply
             except (StaleCommit, StaleRead):
                 continue
@@ -128,7 +167,7 @@ class TransactionCore:
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for f in m.frames():
                 by_state[f.state] += 1
-            sessions = [dict(asdict(s), pending=len(m.pending(s.id))) for s in m.sessions()]
+            sessions = [dict(R.plain(s), pending=len(m.pending(s.id))) for s in m.sessions()]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
                     "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
@@ -220,20 +259,15 @@ class TransactionCore:
         check_name(context, "context")
         check_name(snapshot_id, "snapshot id")
         raw = R.dumps(record)
-        for _ in range(_WRITE_ATTEMPTS):
-            with self._store.reader(context) as reader:
-                self._meta(MindState(reader), context)
-                if reader.get("snapshots", (snapshot_id,)) is not None:
-                    raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
-                                      snapshot=snapshot_id)
-                seq = reader.commit_seq
-            try:
-                self._store.commit(context, seq, [Write("snapshots", (snapshot_id,), raw)])
-                return {"id": snapshot_id, "bytes": len(raw)}
-            except StaleCommit:
-                continue
-        raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
-                          context=context)
+
+        def build(m: MindState) -> RawWrite:
+            self._meta(m, context)
+            if m.snapshot_exists(snapshot_id):
+                raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
+                                  snapshot=snapshot_id)
+            return RawWrite({"id": snapshot_id, "bytes": len(raw)},
+                            [Write("snapshots", (snapshot_id,), raw)])
+        return self._write(context, build)
 
     def get_snapshot(self, context: str, snapshot_id: str) -> dict:
         check_name(context, "context")
@@ -288,7 +322,7 @@ class TransactionCore:
                 raise MorphzError("EVENT_NOT_FOUND", f"no event {ref_or_id[:80]}",
                                   ref=ref_or_id[:80])
             obs = m.observation(seq)
-            view = asdict(ev)
+            view = R.plain(ev)
             del view["data"]  # runtime internals (payload hashes, ids) stay inside
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
@@ -346,7 +380,7 @@ def check_base(m: MindState, tx: Tx, latest: int) -> bool:
 
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
                 with_relations: bool = True) -> dict:
-    view = asdict(f)
+    view = R.plain(f)
     if f.retire is not None:
         view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
     view["as_of_revision"] = as_of
@@ -357,7 +391,7 @@ def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
     return view
 
 
-_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "inbox", "boundaries",
+_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "order_rank", "inbox", "boundaries",
             "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
             "idempotency", "outbox", "event_ids")
 

@@ -88,9 +88,7 @@ def apply_create(m: MindState, run: TxRun, op: FrameOp) -> None:
                        op.frame_id)
     f = R.Frame(op.frame_id, 1, op.body, sources)
     m.put_frame(f)
-    order = m.order()
-    if op.frame_id not in order:
-        m.put_order(order + [op.frame_id])
+    m.append_order(op.frame_id)
     run.touched.add(f.id)
     run.changed.add(f.id)
     run.note(op.op, op.frame_id, "derived" if op.op == "derive" else "created", f)
@@ -250,8 +248,7 @@ def apply_place(m: MindState, run: TxRun, op: PlaceOp) -> None:
             raise run.fail("PLACE_ANCHOR_INVALID",
                            f"{op.anchor} is not another frame in the order", op.anchor)
         pos = order.index(op.anchor) + (1 if op.where == "after" else 0)
-    order.insert(pos, op.frame_id)
-    m.put_order(order)
+    m.place(op.frame_id, pos)
     run.note("place", op.frame_id, f"placed {op.where} {op.anchor}".strip())
 
 

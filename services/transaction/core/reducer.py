@@ -6,7 +6,7 @@ the same code, so a replay that differs from the stored projection is real damag
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+
 
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core.boundaries import footprint
@@ -75,7 +75,7 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
 
 
 def activation_view(act: R.Activation) -> dict:
-    return dict(asdict(act), claimed=[R.ref(s) for s in act.claimed],
+    return dict(R.plain(act), claimed=[R.ref(s) for s in act.claimed],
                 root=R.ref(act.root) if act.root is not None else "")
 
 
@@ -121,7 +121,7 @@ def _apply_tx(m: MindState, ev: R.Event) -> dict:
     return {
         "revision": meta.revision,
         "base_version": tx.base_version,
-        "results": [asdict(r) for r in run.results],
+        "results": [R.plain(r) for r in run.results],
         "capacity": {
             "released_now_bytes": sum(run.released_now.values()),
             "released_after_window_bytes": sum(run.released_later.values()),

@@ -5,7 +5,7 @@ the Mind are in ops.py.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from morphz.shared import sexpr
@@ -77,7 +77,7 @@ class Tx:
 
     def to_dict(self) -> dict:
         return {"base_version": self.base_version, "reason": self.reason,
-                "ops": [asdict(o) for o in self.ops]}
+                "ops": [dict(vars(o)) for o in self.ops]}
 
     @staticmethod
     def from_dict(d: dict) -> "Tx":

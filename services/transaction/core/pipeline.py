@@ -1,0 +1,78 @@
+"""Per-context commit pipeline: compute serially, make durable in groups.
+
+Writes of one context are computed one at a time (under the pipeline's lock), each on
+the durable state plus the writes already submitted but not yet durable, and handed to
+the store in that order. The store may then make many of them durable with a single
+fsync (group commit). Nobody is answered before their own commit is durable, and a
+commit computed on a predecessor that failed fails too (its expected physical version
+cannot match), so it is simply recomputed.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator, Optional
+
+from morphz.shared.storage import keys as keycodec
+from morphz.shared.storage.api import Key, Reader, Ticket, Write
+
+
+class LayeredReader(Reader):
+    """A durable snapshot with not-yet-durable writes laid over it."""
+
+    def __init__(self, base: Reader, layers: list[tuple[int, list[Write]]]) -> None:
+        self._base = base
+        self._over: dict[tuple[str, Key], Optional[bytes]] = {}
+        for _, writes in layers:
+            for w in writes:
+                self._over[(w.table, w.key)] = w.value
+        self.commit_seq = layers[-1][0] if layers else base.commit_seq
+
+    def get(self, table: str, key: Key) -> Optional[bytes]:
+        if (table, key) in self._over:
+            return self._over[(table, key)]
+        return self._base.get(table, key)
+
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        mine = {k: v for (t, k), v in self._over.items() if t == table and k[:len(prefix)] == prefix}
+        if not mine:
+            yield from self._base.scan(table, prefix, after, limit, reverse)
+            return
+        rows = dict(self._base.scan(table, prefix))
+        for k, v in mine.items():
+            if v is None:
+                rows.pop(k, None)
+            else:
+                rows[k] = v
+        ordered = sorted(rows, key=keycodec.encode, reverse=reverse)
+        if after is not None:
+            bound = keycodec.encode(after)
+            ordered = [k for k in ordered
+                       if (keycodec.encode(k) < bound if reverse else keycodec.encode(k) > bound)]
+        for n, k in enumerate(ordered):
+            if limit and n >= limit:
+                return
+            yield k, rows[k]
+
+
+class ContextPipeline:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._pending: list[tuple[int, list[Write], Ticket]] = []  # (commit_seq after, ...)
+
+    def layers(self, durable_seq: int) -> list[tuple[int, list[Write]]]:
+        """Submitted writes the durable snapshot does not show yet, oldest first."""
+        return [(seq, w) for seq, w, _ in self._pending if seq > durable_seq]
+
+    def push(self, seq_after: int, writes: list[Write], ticket: Ticket) -> None:
+        self._pending.append((seq_after, writes, ticket))
+
+    def last_ticket(self) -> Optional[Ticket]:
+        return self._pending[-1][2] if self._pending else None
+
+    def done(self, ticket: Ticket, failed: bool) -> None:
+        """Forget a finished commit; after a failure forget everything built on it."""
+        if failed:
+            self._pending.clear()
+        else:
+            self._pending = [p for p in self._pending if p[2] is not ticket]
