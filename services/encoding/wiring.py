@@ -1,12 +1,19 @@
 """Wires the encoding service into the all-in-one server (services/server/app.py)."""
 from __future__ import annotations
 
+from morphz.api.encoding.v1 import encoding_pb2, encoding_pb2_grpc
+from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.encoding.servicer import EncodingServicer
+
 
 def register(app) -> list[str]:
     """Add the encoding servicer to app.server; return the gRPC service names it serves.
 
-    `app` offers: server (grpc.Server), store (the authoritative Store), transactions
-    (TransactionCore), tracer (TracerProvider), config (ServerConfig: data_dir...),
-    on_stop(callable) for background work to stop with the server.
+    The core reads projections from app.store and persists (activations, snapshots)
+    only through app.transactions, the transaction service's interface.
     """
-    return []
+    core = EncodingCore(app.store, app.transactions,
+                        tracer=app.tracer.get_tracer("morphz.encoding"))
+    app.encoding = core
+    encoding_pb2_grpc.add_EncodingServiceServicer_to_server(EncodingServicer(core), app.server)
+    return [encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"].full_name]

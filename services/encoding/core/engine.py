@@ -1,0 +1,248 @@
+"""EncodingCore: compile, freeze, replay, check, and scoped read/search. Free of gRPC
+and LMDB: it reads projections through a Store's readers and persists only through
+the transaction service's interface (activate, record_snapshot, get_snapshot)."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Callable, Optional
+
+from opentelemetry import trace
+
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Store
+from morphz.services.encoding.core import depcheck, search as searching
+from morphz.services.encoding.core.gather import activation_view, gather
+from morphz.services.encoding.core.material import FULL, PREVIEW
+from morphz.services.encoding.core.options import (
+    MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read, check_name)
+from morphz.services.encoding.core.render import render
+from morphz.services.encoding.core.scope import Scope, causal_scope
+from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
+
+DEFAULT_READ_CHARS, MAX_READ_CHARS = 256 << 10, 4 << 20
+MAX_ERROR_ITEMS = 20
+# What the agent may do, as the optional cognitive-capabilities region shows it.
+CAPABILITIES = {
+    "context-tx": ["create", "derive", "revise", "retire", "restore", "protect", "unprotect",
+                   "relate", "unrelate", "place", "checkpoint", "rollback", "drop-checkpoint",
+                   "retire-session", "restore-session"],
+    "recall": ["search", "read", "frame"],
+}
+
+
+class EncodingCore:
+    def __init__(self, store: Store, transactions, *,
+                 clock: Callable[[], datetime] = None, new_id: Callable[[], str] = None,
+                 tracer: Optional[trace.Tracer] = None,
+                 maintenance_permille: int = MAINTENANCE_PERMILLE) -> None:
+        self._store = store
+        self._tx = transactions  # TransactionCore or TransactionClient: same interface
+        self._clock = clock or (lambda: datetime.now().astimezone())
+        self._new_id = new_id or (lambda: "enc-" + uuid.uuid4().hex[:20])
+        self._tracer = tracer or trace.NoOpTracer()
+        self._maintenance = maintenance_permille
+
+    # -- compile ---------------------------------------------------------------------------
+    def compile(self, context: str, session: str, *, activation: str = "",
+                budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
+                must_read: list[str] = (), scope: Optional[dict] = None,
+                parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
+                bindings: Optional[dict] = None, capabilities: bool = False) -> dict:
+        # Everything the caller sent is checked before the activation claims anything.
+        check_name(context, "context")
+        check_name(session, "session")
+        if activation:
+            check_name(activation, "activation")
+        budget = Budget.make(budget_bytes, budget_tokens, preview_bytes)
+        env = Environment.make(model, evaluation_profile, bindings, capabilities)
+        wanted = check_must_read(list(must_read))
+        requested = Scope.from_dict(scope)
+        with self._tracer.start_as_current_span("encoding.compile") as span:
+            span.set_attribute("morphz.context", context)
+            parent_scope = causal_scope(session)
+            if parent_snapshot:
+                check_name(parent_snapshot, "parent_snapshot")
+                parent = self._tx.get_snapshot(context, parent_snapshot)
+                if parent.get("session") != session:
+                    raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
+                                      "session; it cannot be narrowed for another",
+                                      snapshot=parent_snapshot, session=session)
+                parent_scope = Scope.from_dict(parent.get("scope"))
+            frozen = parent_scope.narrow(requested)
+            self._check_session(context, session)
+            if activation:
+                act_id = activation
+            else:
+                with self._tracer.start_as_current_span("encoding.claim"):
+                    act_id = self._tx.activate(context, session)["id"]
+            with self._store.reader(context) as reader, \
+                    self._tracer.start_as_current_span("encoding.gather"):
+                m = MindState(reader)
+                act = m.activation(act_id)
+                if act is None:
+                    raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
+                                      activation=act_id)
+                if act.session != session:
+                    raise MorphzError("SCOPE_VIOLATION", f"activation {act_id} belongs to "
+                                      f"session {act.session}", activation=act_id)
+                g = gather(m, reader, context=context, session=session, act=act,
+                           scope=frozen, budget=budget, env=env, must_read=wanted,
+                           time=self._clock().isoformat(timespec="seconds"),
+                           capabilities=CAPABILITIES if env.capabilities else {})
+            if g.missing:
+                raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
+                                  f"to this evaluation: {', '.join(sorted(g.missing))}",
+                                  missing=sorted(g.missing), why=g.missing)
+            with self._tracer.start_as_current_span("encoding.render"):
+                r = render(g.material, self._maintenance)
+            self._fit(g.material, r, wanted)
+            snapshot_id = self._new_id()
+            record = freeze(snapshot_id, g.material, r, parent=parent_snapshot,
+                            must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
+                            maintenance_permille=self._maintenance)
+            with self._tracer.start_as_current_span("encoding.freeze"):
+                self._tx.record_snapshot(context, snapshot_id, record)
+            span.set_attribute("morphz.encoding.bytes", r.bytes)
+        return {"snapshot": snapshot_id, "hash": record["hash"], "text": r.text,
+                "bytes": r.bytes, "chars": len(r.text), "regions": r.regions,
+                "items": r.items, "pressure": r.pressure.view(), "activation": act.id,
+                "claimed": [R.ref(s) for s in act.claimed], "revision": g.material.revision,
+                "tick": g.material.tick, "omitted": g.omitted,
+                "omitted_total": g.omitted_total}
+
+    def _check_session(self, context: str, session: str) -> None:
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            if m.meta() is None:
+                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                                  context=context)
+            s = m.session(session)
+        if s is None:
+            raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
+        if s.state == R.RETIRED:
+            raise MorphzError("SESSION_RETIRED", f"session {session} is retired: restore it "
+                              "before evaluating it", session=session)
+
+    def _fit(self, m, r, wanted: list[str]) -> None:
+        """Fail loudly when the encoding is over budget; never shorten anything."""
+        p = r.pressure
+        over = r.bytes > m.budget.bytes or (m.budget.tokens and p.used_tokens > m.budget.tokens)
+        if not over:
+            return
+        limits = {"used_bytes": r.bytes, "limit_bytes": m.budget.bytes,
+                  "used_tokens": p.used_tokens, "limit_tokens": m.budget.tokens}
+        # Must-read observations shown whole only because they were asked for: if the
+        # rest fits with them as previews, the error names the ones that do not fit.
+        sizes = {it["key"]: it for it in r.items if it["kind"] == "observation"}
+        extra = {}
+        for o in m.observations:
+            ref = f"@e{o.seq}"
+            if ref in wanted and o.residency == FULL and \
+                    len(o.text.encode()) > m.budget.preview_bytes:
+                extra[ref] = sizes[ref]["bytes"] - m.budget.preview_bytes
+        base = r.bytes - sum(extra.values())
+        if extra and base <= m.budget.bytes:
+            missing, room = [], m.budget.bytes - base
+            for ref in wanted:
+                if ref in extra:
+                    if extra[ref] <= room:
+                        room -= extra[ref]
+                    else:
+                        missing.append(ref)
+            raise MorphzError("MUST_READ_MISSING", f"must-read items do not fit the budget: "
+                              f"{', '.join(missing)}", missing=missing,
+                              sizes={k: sizes[k]["bytes"] for k in missing}, **limits)
+        content = sorted((it for it in r.items if it["region"] in ("inbox", "mind")),
+                         key=lambda it: -it["bytes"])[:MAX_ERROR_ITEMS]
+        named = [{"kind": it["kind"], "key": it["key"], "bytes": it["bytes"],
+                  "protected": bool(it.get("protected"))} for it in content]
+        raise MorphzError("ENCODING_BUDGET_EXCEEDED",
+                          f"the active and protected content needs {r.bytes} bytes, over the "
+                          f"budget of {m.budget.bytes}; nothing is dropped or shortened: retire "
+                          "observations, condense frames or raise the budget",
+                          items=named, must_read=[w for w in wanted] or None, **limits)
+
+    # -- snapshots --------------------------------------------------------------------------
+    def show(self, context: str, snapshot: str) -> dict:
+        check_name(context, "context")
+        check_name(snapshot, "snapshot")
+        return self._tx.get_snapshot(context, snapshot)
+
+    def replay(self, context: str, snapshot: str) -> dict:
+        record = self.show(context, snapshot)
+        with self._tracer.start_as_current_span("encoding.replay"), \
+                self._store.reader(context) as reader:
+            m = MindState(reader)
+            material, problems = thaw(record, m)
+            r = render(material, record["budget"].get("maintenance_permille",
+                                                      MAINTENANCE_PERMILLE))
+            deps = depcheck.check(record, m)
+        replay_hash = text_hash(r.text)
+        ranges_match = r.items == record["items"] and r.regions == record["regions"]
+        return {"snapshot": snapshot, "hash": record["hash"], "replay_hash": replay_hash,
+                "match": replay_hash == record["hash"] and ranges_match,
+                "ranges_match": ranges_match, "bytes": r.bytes, "text": r.text,
+                "dependencies": deps, "problems": problems}
+
+    def check(self, context: str, snapshot: str) -> dict:
+        record = self.show(context, snapshot)
+        with self._store.reader(context) as reader:
+            return depcheck.check(record, MindState(reader))
+
+    # -- scoped reads -------------------------------------------------------------------------
+    def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
+             limit: int = 0) -> dict:
+        check_name(ref, "ref")
+        if not 0 <= limit <= MAX_READ_CHARS or offset < 0:
+            raise bad(f"limit must be 0..{MAX_READ_CHARS} characters", field="limit")
+        record = self.show(context, snapshot)
+        scope = Scope.from_dict(record["scope"])
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = m.meta()
+            seq = None
+            if ref.startswith("@e") and ref[2:].isdigit():
+                seq = int(ref[2:])
+            elif m.event_seq_by_id(ref) is not None:
+                seq = m.event_seq_by_id(ref)
+            if seq is not None:
+                ev = m.event(seq) if seq < meta.next_seq else None
+                if ev is None:
+                    raise MorphzError("EVENT_NOT_FOUND", f"no event {ref[:80]}", ref=ref[:80])
+                why = scope.why_not_event(ev.session, ev.kind, ev.time)
+                if why:
+                    raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
+                                      ref=R.ref(seq), snapshot=snapshot)
+                obs = m.observation(seq)
+                text, kind, key, revision = ev.text, "event", R.ref(seq), 0
+                state = (R.RETIRED if obs.retired else R.ACTIVE) if obs else ""
+            else:
+                if not scope.allows_frame(ref):
+                    raise MorphzError("SCOPE_VIOLATION", f"frame {ref[:80]} is outside the "
+                                      "snapshot's scope", ref=ref[:80], snapshot=snapshot)
+                f = m.frame(ref)
+                if f is None:
+                    raise MorphzError("FRAME_NOT_FOUND", f"frame {ref[:80]} does not exist",
+                                      ref=ref[:80])
+                text, kind, key, revision, state = f.body, "frame", f.id, f.revision, f.state
+        limit = limit or DEFAULT_READ_CHARS
+        end = min(len(text), offset + limit)
+        return {"ref": key, "kind": kind, "text": text[offset:end], "offset": offset,
+                "next_offset": end, "total_chars": len(text), "has_more": end < len(text),
+                "state": state, "revision": revision}
+
+    def search(self, context: str, snapshot: str, query: str, limit: int = 0) -> dict:
+        terms, limit = searching.check_query(query, limit)  # before anything is read
+        record = self.show(context, snapshot)
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            material, _ = thaw(record, m)
+        docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
+        docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
+        return searching.search(terms, limit, docs)
+
+
+__all__ = ["EncodingCore", "CAPABILITIES", "activation_view", "PREVIEW"]

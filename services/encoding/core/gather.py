@@ -1,0 +1,115 @@
+"""Current projections -> Material for one compile. Reads the active-inbox index and
+the frames, never the event history as a whole, so the cost follows what is
+rendered (plus the Mind's frame table), not how long the context has lived."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
+from morphz.services.encoding.core.options import Budget, Environment
+from morphz.services.encoding.core.scope import Scope
+
+PENDING = "pending: arrives with the next activation"
+MAX_OMISSIONS_LISTED = 1000
+
+
+def activation_view(act: R.Activation) -> dict:
+    return {"id": act.id, "session": act.session, "claimed": [R.ref(s) for s in act.claimed],
+            "root": R.ref(act.root) if act.root is not None else "", "tick": act.tick,
+            "tick_advanced": act.tick_advanced, "retired_frames": list(act.retired_frames),
+            "delivered": act.delivered}
+
+
+@dataclass
+class Gathered:
+    material: Material = None
+    omitted: list[dict] = field(default_factory=list)
+    omitted_total: int = 0
+    missing: dict = field(default_factory=dict)  # must-read item -> why it is not here
+
+    def omit(self, key: str, reason: str) -> None:
+        self.omitted_total += 1
+        if len(self.omitted) < MAX_OMISSIONS_LISTED:
+            self.omitted.append({"key": key, "reason": reason})
+
+
+def frame_in(f: R.Frame, tick: int) -> FrameIn:
+    retiring = f.state == R.RETIRING and f.retire is not None
+    return FrameIn(f.id, f.revision, f.body, list(f.sources), f.state, f.protected,
+                   f.retire.reason if retiring else "", f.retire.due_tick if retiring else 0,
+                   max(0, f.retire.due_tick - tick) if retiring else 0)
+
+
+def gather(m: MindState, reader, *, context: str, session: str, act: R.Activation,
+           scope: Scope, budget: Budget, env: Environment, must_read: list[str], time: str,
+           capabilities: dict) -> Gathered:
+    g = Gathered()
+    meta = m.meta()
+    pending = set(m.pending(session))
+    claimed = set(act.claimed)
+    root = act.root if not act.delivered else None
+    wanted = set(must_read)
+
+    observations: list[Obs] = []
+    for seq in m.inbox():
+        ev = m.event(seq)
+        ref = R.ref(seq)
+        why = scope.why_not_event(ev.session, ev.kind, ev.time)
+        if not why and seq in pending:
+            why = PENDING
+        if why:
+            g.omit(ref, why)
+            if ref in wanted:
+                g.missing[ref] = why
+            continue
+        obs = m.observation(seq) or R.Observation()
+        big = len(ev.text.encode("utf-8")) > budget.preview_bytes
+        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, ev.text,
+                                PREVIEW if big and ref not in wanted else FULL, obs.protected,
+                                "new" if seq in claimed else "seen", seq == root))
+
+    # Placement order first; frames the order does not name follow by id (as ListFrames).
+    frames = {f.id: f for f in m.frames()}
+    order = [fid for fid in m.order() if fid in frames]
+    placed = set(order)
+    order += sorted(fid for fid in frames if fid not in placed)
+    rendered: list[FrameIn] = []
+    for fid in order:
+        f = frames[fid]
+        if f.state == R.RETIRED:
+            continue
+        if not scope.allows_frame(fid):
+            g.omit(fid, "outside scope: frames")
+            continue
+        rendered.append(frame_in(f, meta.tick))
+    relations = [list(e) for f in rendered for e in m.relations_from(f.id)]
+    checkpoints = [[k[0], json.loads(raw)["revision"]] for k, raw in reader.scan("checkpoints")]
+    sessions = [{"id": s.id, "state": s.state, "level": s.level} for s in m.sessions()]
+
+    present = {R.ref(o.seq) for o in observations} | {f.id for f in rendered}
+    for item in must_read:
+        if item in present or item in g.missing:
+            continue
+        if item.startswith("@e") and item[2:].isdigit():
+            seq = int(item[2:])
+            obs = m.observation(seq)
+            g.missing[item] = ("no such observation" if obs is None and
+                               (seq >= meta.next_seq or m.event(seq) is None or
+                                m.event(seq).kind not in R.INPUT_KINDS)
+                               else "retired observation: restore it or read it by ref")
+        else:
+            f = frames.get(item)
+            g.missing[item] = ("no such frame" if f is None else
+                               "retired frame: restore it first" if f.state == R.RETIRED
+                               else "outside scope: frames")
+
+    g.material = Material(
+        context=context, session=session, revision=meta.revision, tick=meta.tick,
+        window=meta.window, activation=activation_view(act), observations=observations,
+        frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
+        pending=len(pending), scope=scope, time=time, env=env, budget=budget,
+        capabilities=capabilities)
+    return g

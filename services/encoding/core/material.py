@@ -1,0 +1,64 @@
+"""What one encoding is made of: every fact and body the renderer needs, and nothing
+read at render time. Compile fills it from the current projections; replay fills it
+from a snapshot record plus the authoritative history, so the same renderer gives
+the same bytes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from morphz.services.encoding.core.options import Budget, Environment
+from morphz.services.encoding.core.scope import Scope
+
+FULL, PREVIEW = "full", "preview"
+RUNTIME, AGENT = "runtime", "agent"
+# Bumped whenever the rendered form changes; a snapshot replays with its own version.
+ENCODING_VERSION = 1
+
+
+@dataclass
+class Obs:
+    seq: int
+    kind: str
+    session: str
+    actor: str
+    time: str
+    text: str
+    residency: str = FULL
+    protected: bool = False
+    freshness: str = "seen"  # new: claimed by this activation
+    root: bool = False       # the undelivered root request of this activation
+
+
+@dataclass
+class FrameIn:
+    id: str
+    revision: int
+    body: str
+    sources: list[str]
+    state: str
+    protected: bool = False
+    retire_reason: str = ""
+    due_tick: int = 0
+    remaining_ticks: int = 0
+
+
+@dataclass
+class Material:
+    context: str
+    session: str
+    revision: int
+    tick: int
+    window: int
+    activation: dict          # the activation view (id, claimed, root, tick, ...)
+    observations: list[Obs]
+    frames: list[FrameIn]     # placement order
+    relations: list[list[str]]
+    checkpoints: list[list]   # [name, revision]
+    sessions: list[dict]      # {id, state, level}
+    pending: int              # this session's inputs waiting for the next activation
+    scope: Scope
+    time: str                 # local time with offset, fixed at compile
+    env: Environment
+    budget: Budget
+    capabilities: dict = field(default_factory=dict)  # name -> list of verbs
+    version: int = ENCODING_VERSION

@@ -1,0 +1,326 @@
+"""Material -> the evaluable S-expression text, in the seeds' physical region order.
+
+Layout: one top-level form per region, one item per line inside it. Every item is
+`(HEAD [KEY] (runtime ...) [(agent ...)])`: the `runtime` form holds runtime facts
+(read-only to the agent), the `agent` form holds what the agent wrote through
+context-tx, so ownership is visible in the text itself (CORE-22) and, as `parts`
+with character ranges, in the structured form. Frame bodies are copied verbatim:
+the renderer never rewrites or shortens agent-written content (CORE-25).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from morphz.shared import sexpr
+from morphz.shared.sexpr import Ref, Symbol
+from morphz.services.encoding.core.material import AGENT, FULL, PREVIEW, RUNTIME, Material
+from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
+
+REGIONS = ("protocol", "evaluation-profile", "inbox", "observation-state", "mind",
+           "session-directory", "kernel", "cognitive-capabilities", "evaluation-environment",
+           "evaluate")
+
+OWNERSHIP_NOTE = ("(runtime ...) forms are runtime facts, read-only to the agent; "
+                  "(agent ...) forms were written by the agent through context-tx")
+PREVIEW_NOTE = ("a (preview ...) shows only the first shown-bytes of an observation, never "
+                "the whole; read the full text by its @eN ref")
+ENTRY_NOTE = "evaluate is the only execution entry point; change the Mind with one context-tx"
+
+
+def atom(value: str):
+    """A symbol when the text reads back as that symbol, else a string literal."""
+    try:
+        sexpr.render(Symbol(value))
+        return Symbol(value)
+    except ValueError:
+        return value
+
+
+def ref_or_atom(value: str):
+    if value.startswith("@e") and value[2:].isdigit():
+        return Ref(int(value[2:]))
+    return atom(value)
+
+
+def yes(flag: bool) -> Symbol:
+    return Symbol("yes" if flag else "no")
+
+
+def form(name: str, *nodes) -> list:
+    return [Symbol(name), *nodes]
+
+
+def preview_text(text: str, limit: int) -> str:
+    """The longest prefix of at most `limit` UTF-8 bytes (never a split character)."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+@dataclass
+class Item:
+    kind: str
+    key: str
+    head: str                       # rendered head text, e.g. "observation @e4"
+    parts: list[tuple[str, str]]    # (owner, rendered inner text)
+    facts: dict = field(default_factory=dict)  # structured fields for the protobuf Item
+    line: str = ""
+
+    def __post_init__(self) -> None:
+        self.line = "(" + self.head + "".join(f" ({o} {t})" if t else f" ({o})"
+                                               for o, t in self.parts) + ")"
+
+
+def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:
+    head = sexpr.render_items([Symbol(kind)] + ([ref_or_atom(key)] if key is not None else []))
+    rendered = [(o, sexpr.render_items(nodes)) for o, nodes in parts]
+    return Item(kind, key if key is not None else kind, head, rendered, facts)
+
+
+def runtime(*nodes) -> tuple[str, list]:
+    return (RUNTIME, list(nodes))
+
+
+# -- regions -----------------------------------------------------------------------------
+
+def protocol(m: Material) -> list[Item]:
+    return [item("encoding", "morphz-context", [runtime(form("version", m.version))]),
+            item("ownership", None, [runtime(OWNERSHIP_NOTE)]),
+            item("previews", None, [runtime(PREVIEW_NOTE)]),
+            item("entry-point", None, [runtime(ENTRY_NOTE)])]
+
+
+def profile(m: Material) -> list[Item]:
+    body = form("harness", m.env.profile) if m.env.profile else Symbol("none")
+    return [item("profile", None, [runtime(body)])]
+
+
+def inbox(m: Material) -> list[Item]:
+    out = []
+    for o in m.observations:
+        total = len(o.text.encode("utf-8"))
+        meta = [form("kind", atom(o.kind)), form("session", atom(o.session)),
+                form("actor", o.actor), form("time", o.time)]
+        if o.residency == PREVIEW:
+            shown = preview_text(o.text, m.budget.preview_bytes)
+            shown_bytes = len(shown.encode("utf-8"))
+            body = form("preview", form("shown-bytes", shown_bytes), form("total-bytes", total),
+                        form("full-text", Ref(o.seq)), form("text", shown))
+        else:
+            shown_bytes = total
+            body = form("text", o.text)
+        out.append(item("observation", f"@e{o.seq}", [runtime(*meta, body)],
+                        residency=o.residency, shown_bytes=shown_bytes, total_bytes=total,
+                        protected=o.protected))
+    return out
+
+
+def observation_state(m: Material) -> list[Item]:
+    cited: dict[str, list[str]] = {}
+    for f in m.frames:
+        for s in f.sources:
+            cited.setdefault(s, []).append(f.id)
+    out = []
+    for o in m.observations:
+        ref = f"@e{o.seq}"
+        users = cited.get(ref, [])
+        usage = form("usage", form("cited-by", *map(atom, users))) if users \
+            else form("usage", Symbol("uncited"))
+        facts = [form("protected", yes(o.protected)), form("residency", Symbol(o.residency)),
+                 form("freshness", Symbol(o.freshness)), usage]
+        if o.root:
+            facts.append(form("root-request", yes(True)))
+        out.append(item("state", ref, [runtime(*facts)], residency=o.residency,
+                        protected=o.protected))
+    return out
+
+
+def mind(m: Material) -> list[Item]:
+    out = []
+    for f in m.frames:
+        facts = [form("revision", f.revision), form("state", Symbol(f.state)),
+                 form("protected", yes(f.protected))]
+        if f.state == "retiring":
+            facts += [form("due-tick", f.due_tick), form("remaining-ticks", f.remaining_ticks)]
+        agent_nodes = sexpr.render_items(
+            ([form("retire-reason", f.retire_reason)] if f.state == "retiring" else [])
+            + [form("sources", *map(ref_or_atom, f.sources))])
+        # The body is the agent's canonical text, inserted byte for byte.
+        agent_text = agent_nodes + " (body" + (" " + f.body if f.body else "") + ")"
+        it = Item("frame", f.id, sexpr.render_items([Symbol("frame"), atom(f.id)]),
+                  [(RUNTIME, sexpr.render_items(facts)), (AGENT, agent_text)],
+                  {"revision": f.revision, "state": f.state, "protected": f.protected,
+                   "remaining_ticks": f.remaining_ticks})
+        out.append(it)
+    for s, n, o in m.relations:
+        key = f"{s} {n} {o}"
+        it = item("relation", None, [(AGENT, [atom(s), atom(n), atom(o)])])
+        it.key = key
+        out.append(it)
+    for name, revision in m.checkpoints:
+        out.append(item("checkpoint", name, [runtime(form("revision", revision))]))
+    return out
+
+
+def session_directory(m: Material) -> list[Item]:
+    return [item("session", s["id"], [runtime(form("state", atom(s["state"])),
+                                              form("level", atom(s["level"])),
+                                              form("current", yes(s["id"] == m.session)))])
+            for s in m.sessions]
+
+
+def kernel_items(m: Material) -> list[Item]:
+    a = m.activation
+    claimed = [ref_or_atom(r) for r in a.get("claimed", [])]
+    root = a.get("root") or ""
+    scope = m.scope
+    scope_form = form("scope", form("sessions", *map(atom, scope.sessions)),
+                      form("kinds", *map(atom, scope.kinds)),
+                      form("since", scope.since or Symbol("open")),
+                      form("until", scope.until or Symbol("open")),
+                      form("frames", *map(atom, scope.frames)) if scope.frames
+                      else form("frames", Symbol("all")))
+    return [
+        item("context", m.context, [runtime(form("revision", m.revision),
+                                            form("cognitive-tick", m.tick),
+                                            form("window", m.window))]),
+        item("activation", a["id"], [runtime(
+            form("session", atom(a["session"])), form("claimed", *claimed),
+            form("root", ref_or_atom(root) if root else Symbol("none")),
+            form("tick", a["tick"]), form("tick-advanced", yes(a["tick_advanced"])),
+            form("retired-frames", *map(atom, a.get("retired_frames", []))),
+            form("delivered", yes(a["delivered"])))]),
+        item("objective", "root-request", [runtime(form("ref", ref_or_atom(root)),
+                                                  form("delivered", yes(a["delivered"])))])
+        if root else item("objective", None, [runtime(Symbol("none"))]),
+        item("authority", "agent", [runtime(form("kernel", Symbol("read-only")),
+                                            form("mind", Symbol("context-tx")), scope_form)]),
+        item("scheduling", m.session,
+             [runtime(form("pending-inputs", m.pending))]),
+    ]
+
+
+def pressure_item(p: Pressure) -> Item:
+    facts = [form("used-bytes", p.used_bytes), form("limit-bytes", p.limit_bytes),
+             form("used-tokens", p.used_tokens)]
+    if p.limit_tokens:
+        facts.append(form("limit-tokens", p.limit_tokens))
+    facts += [form("permille", p.permille), form("level", Symbol(p.level))]
+    if p.deferred:
+        facts += [form("external-actions", Symbol("deferred")), form("until", MAINTENANCE_HINT)]
+    return item("pressure", "context", [runtime(*facts)], **{"pressure": p.view()})
+
+
+def capabilities(m: Material) -> list[Item]:
+    return [item("capability", name, [runtime(form("ops", *map(atom, verbs)))])
+            for name, verbs in m.capabilities.items()]
+
+
+def environment(m: Material) -> list[Item]:
+    out = [item("model", None, [runtime(m.env.model or Symbol("none"))]),
+           item("local-time", None, [runtime(m.time)])]
+    out += [item("binding", k, [runtime(v)]) for k, v in m.env.bindings.items()]
+    return out
+
+
+def evaluate(m: Material) -> Item:
+    return item("evaluate", None, [runtime(form("session", atom(m.session)),
+                                           form("activation", atom(m.activation["id"])))])
+
+
+# -- assembly ----------------------------------------------------------------------------
+
+# Every structured item carries every field, so the stored record, the core's reply
+# and the gRPC client's reply are the same dicts.
+ITEM_DEFAULTS = {"residency": "", "shown_bytes": 0, "total_bytes": 0, "revision": 0,
+                 "state": "", "remaining_ticks": 0, "protected": False}
+
+
+@dataclass
+class Rendered:
+    text: str
+    regions: list[dict]
+    items: list[dict]
+    pressure: Pressure
+    bytes: int
+    item_sizes: dict  # (kind, key) -> bytes, for naming what does not fit
+
+
+def _region_text(name: str, lines: list[str]) -> str:
+    if name == "evaluate":
+        return lines[0]
+    return "(" + name + "".join("\n  " + ln for ln in lines) + ")"
+
+
+def render(m: Material, maintenance_permille: int = 900) -> Rendered:
+    regions: list[tuple[str, list[Item]]] = [
+        ("protocol", protocol(m)), ("evaluation-profile", profile(m)), ("inbox", inbox(m)),
+        ("observation-state", observation_state(m)), ("mind", mind(m)),
+        ("session-directory", session_directory(m)), ("kernel", kernel_items(m))]
+    if m.env.capabilities:
+        regions.append(("cognitive-capabilities", capabilities(m)))
+    regions += [("evaluation-environment", environment(m)), ("evaluate", [evaluate(m)])]
+
+    # The pressure line reports the size of the whole text, itself included: render
+    # everything else once, then find the line whose numbers describe the total.
+    kernel = regions[6][1]
+    marker = "\x00pressure\x00"
+    kernel.append(Item("pressure", "context", marker, []))
+    kernel[-1].line = marker
+    skeleton = "\n".join(_region_text(n, [it.line for it in its]) for n, its in regions)
+    before, after = skeleton.split(marker)
+    fixed_bytes = len(before.encode()) + len(after.encode())
+    fixed_chars = len(before) + len(after)
+    fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
+    guess, seen = (fixed_bytes, tokens_of(fixed_chars, fixed_ascii)), []
+    for _ in range(8):
+        line = pressure_item(pressure_of(*guess, m.budget, maintenance_permille)).line
+        actual = (fixed_bytes + len(line.encode()),
+                  tokens_of(fixed_chars + len(line),
+                            fixed_ascii + len(line.encode("ascii", "ignore"))))
+        if actual == guess:
+            break
+        seen.append(actual)
+        # At a boundary (a digit or level name changes the size) there may be no exact
+        # fixed point; then report the largest sizes seen, never an under-count.
+        guess = actual if len(seen) < 6 else (max(s[0] for s in seen), max(s[1] for s in seen))
+    p = pressure_of(*guess, m.budget, maintenance_permille)
+    pit = pressure_item(p)
+    kernel[-1] = pit
+
+    text_parts: list[str] = []
+    region_ranges: list[dict] = []
+    items_out: list[dict] = []
+    sizes: dict = {}
+    pos = 0
+    for i, (name, its) in enumerate(regions):
+        if i:
+            text_parts.append("\n")
+            pos += 1
+        start = pos
+        if name == "evaluate":
+            offsets = [pos]
+        else:
+            offsets = []
+            cur = pos + 1 + len(name)
+            for it in its:
+                cur += 3  # "\n  "
+                offsets.append(cur)
+                cur += len(it.line)
+        for it, off in zip(its, offsets):
+            parts, p_off = [], off + 1 + len(it.head)
+            for owner, inner in it.parts:
+                seg = 3 + len(owner) + (len(inner) + 1 if inner else 0)  # " (" owner [" " inner] ")"
+                parts.append({"owner": owner, "start": p_off + 1, "end": p_off + seg})
+                p_off += seg
+            nbytes = len(it.line.encode())
+            sizes[(it.kind, it.key)] = nbytes
+            items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
+                              "end": off + len(it.line), "parts": parts, **ITEM_DEFAULTS,
+                              **{k: v for k, v in it.facts.items() if k != "pressure"},
+                              "bytes": nbytes})
+        rtext = _region_text(name, [it.line for it in its])
+        text_parts.append(rtext)
+        pos += len(rtext)
+        region_ranges.append({"name": name, "start": start, "end": pos})
+    text = "".join(text_parts)
+    return Rendered(text, region_ranges, items_out, p, len(text.encode()), sizes)

@@ -1,0 +1,108 @@
+"""Freeze and thaw: a compile becomes an immutable snapshot record; replay rebuilds
+the same Material from that record plus the authoritative history.
+
+The record holds identities and runtime facts (event refs, frame ids with their
+revisions, relation edges, sessions, kernel facts, budget, scope, time), never the
+bodies: bodies are re-read from the event history and, for frames, as of the
+snapshot's context revision (frame_versions). The hash is over the exact bytes."""
+from __future__ import annotations
+
+import hashlib
+
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.state import MindState
+from morphz.services.encoding.core.material import ENCODING_VERSION, FrameIn, Material, Obs
+from morphz.services.encoding.core.options import Budget, Environment
+from morphz.services.encoding.core.render import Rendered
+from morphz.services.encoding.core.scope import Scope
+
+SCHEMA = 1
+
+
+def text_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read: list[str],
+           omitted: list[dict], omitted_total: int, maintenance_permille: int) -> dict:
+    return {
+        "schema": SCHEMA, "version": m.version, "id": snapshot_id, "context": m.context,
+        "session": m.session, "time": m.time, "revision": m.revision, "tick": m.tick,
+        "window": m.window, "activation": m.activation, "parent": parent,
+        "budget": {"bytes": m.budget.bytes, "tokens": m.budget.tokens,
+                   "preview_bytes": m.budget.preview_bytes,
+                   "maintenance_permille": maintenance_permille},
+        "scope": m.scope.to_dict(), "must_read": list(must_read),
+        "env": {"model": m.env.model, "profile": m.env.profile, "bindings": m.env.bindings,
+                "capabilities": m.env.capabilities},
+        "capabilities": m.capabilities,
+        "inputs": {
+            "observations": [{"ref": f"@e{o.seq}", "kind": o.kind, "session": o.session,
+                              "actor": o.actor, "time": o.time, "residency": o.residency,
+                              "protected": o.protected, "freshness": o.freshness,
+                              "root": o.root} for o in m.observations],
+            "frames": [{"id": f.id, "revision": f.revision, "state": f.state,
+                        "protected": f.protected, "retire_reason": f.retire_reason,
+                        "due_tick": f.due_tick, "remaining_ticks": f.remaining_ticks}
+                       for f in m.frames],
+            "relations": m.relations, "checkpoints": m.checkpoints, "sessions": m.sessions,
+            "pending": m.pending},
+        "selected": len(m.observations) + len(m.frames),
+        "omitted": omitted, "omitted_total": omitted_total,
+        "regions": r.regions, "items": r.items, "pressure": r.pressure.view(),
+        "bytes": r.bytes, "chars": len(r.text), "hash": text_hash(r.text),
+    }
+
+
+def _invalid(snapshot_id: str, what: str) -> MorphzError:
+    return MorphzError("SNAPSHOT_INVALID", f"snapshot {snapshot_id} cannot be replayed: {what}",
+                       snapshot=snapshot_id)
+
+
+def thaw(record: dict, m: MindState) -> tuple[Material, list[str]]:
+    """The Material a snapshot was rendered from, bodies re-read from history; plus
+    the problems found where history no longer yields what the record names."""
+    sid = str(record.get("id", ""))
+    if record.get("schema") != SCHEMA or record.get("version") != ENCODING_VERSION:
+        raise _invalid(sid, f"unknown schema/version {record.get('schema')}/"
+                       f"{record.get('version')}")
+    try:
+        inputs, revision = record["inputs"], record["revision"]
+        problems: list[str] = []
+        observations = []
+        for o in inputs["observations"]:
+            seq = int(o["ref"][2:])
+            ev = m.event(seq)
+            if ev is None:
+                problems.append(f"{o['ref']}: event not in history")
+                text = ""
+            else:
+                text = ev.text
+                if (ev.kind, ev.session, ev.time) != (o["kind"], o["session"], o["time"]):
+                    problems.append(f"{o['ref']}: event identity differs from the record")
+            observations.append(Obs(seq, o["kind"], o["session"], o["actor"], o["time"], text,
+                                    o["residency"], o["protected"], o["freshness"], o["root"]))
+        frames = []
+        for f in inputs["frames"]:
+            old = m.frame_at(f["id"], revision) if revision else None
+            if old is None or old.revision != f["revision"]:
+                problems.append(f"frame {f['id']}: revision {f['revision']} not found as of "
+                                f"context revision {revision}")
+            body, sources = (old.body, list(old.sources)) if old is not None else ("", [])
+            frames.append(FrameIn(f["id"], f["revision"], body, sources, f["state"],
+                                  f["protected"], f["retire_reason"], f["due_tick"],
+                                  f["remaining_ticks"]))
+        b, env = record["budget"], record["env"]
+        material = Material(
+            context=record["context"], session=record["session"], revision=revision,
+            tick=record["tick"], window=record["window"], activation=record["activation"],
+            observations=observations, frames=frames, relations=inputs["relations"],
+            checkpoints=inputs["checkpoints"], sessions=inputs["sessions"],
+            pending=inputs["pending"], scope=Scope.from_dict(record["scope"]),
+            time=record["time"],
+            env=Environment(env["model"], env["profile"], env["bindings"], env["capabilities"]),
+            budget=Budget(b["bytes"], b["tokens"], b["preview_bytes"]),
+            capabilities=record["capabilities"], version=record["version"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise _invalid(sid, f"malformed record ({type(e).__name__}: {e})") from None
+    return material, problems
