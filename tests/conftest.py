@@ -95,3 +95,57 @@ def rejected(expected_reason: str, fn, *args, **kwargs):
 @pytest.fixture
 def expect_rejected():
     return rejected
+
+
+class ServerProcess:
+    """`morphz serve` as a real child process on a data directory that outlives it."""
+
+    def __init__(self, data_dir, env: dict | None = None) -> None:
+        self.data_dir, self.env = str(data_dir), env or {}
+        self.proc = None
+        self.address = ""
+
+    def start(self, **extra_env) -> "ServerProcess":
+        import os
+        import subprocess
+        import sys
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen",
+             "127.0.0.1:0", "--data", self.data_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        line = self.proc.stdout.readline()
+        assert line.startswith("morphz: serving on"), f"server did not start: {line!r}"
+        self.address = line.split()[3]
+        return self
+
+    def client(self, timeout: float = 30) -> TransactionClient:
+        return TransactionClient(grpc.insecure_channel(self.address), timeout=timeout)
+
+    def kill(self) -> None:
+        import signal
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc:
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        import signal
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+    def died(self) -> bool:
+        return self.proc.poll() is not None
+
+
+@pytest.fixture
+def server_process(tmp_path):
+    procs = []
+
+    def make(env: dict | None = None) -> ServerProcess:
+        p = ServerProcess(tmp_path / "data", env)
+        procs.append(p)
+        return p
+    yield make
+    for p in procs:
+        p.kill()

@@ -154,6 +154,11 @@ def cmd_audit(client: TransactionClient, args: argparse.Namespace) -> dict:
     return client.audit(args.context if args.context_name is None else args.context_name)
 
 
+def cmd_rebuild(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.rebuild_projections(args.context if args.context_name is None
+                                      else args.context_name)
+
+
 # -- text rendering ------------------------------------------------------------------------
 def _line(out: TextIO, key: str, value: object) -> None:
     if isinstance(value, bool):
@@ -259,6 +264,16 @@ def render_audit(r: dict, out: TextIO) -> None:
             print(f"  {d}", file=out)
 
 
+def render_rebuild(r: dict, out: TextIO) -> None:
+    print(f"rebuilt {r['context']} from {r['events_replayed']} events", file=out)
+    for table, n in sorted(r["rewritten"].items()):
+        print(f"rewritten {table}: {n} row(s)", file=out)
+    if not r["rewritten"]:
+        print("every projection already matched", file=out)
+    for table in r["unrepairable"]:
+        print(f"UNREPAIRABLE {table} (append-only)", file=out)
+
+
 def audit_exit(r: dict) -> int:
     return 0 if r.get("match") else 1
 
@@ -280,6 +295,7 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
     "frame": (cmd_frame, render_frame, always_ok),
     "read": (cmd_read, render_event, always_ok),
     "audit": (cmd_audit, render_audit, audit_exit),
+    "rebuild-projections": (cmd_rebuild, render_rebuild, always_ok),
 })
 
 
@@ -372,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ref", metavar="REF")
 
     p = add("audit", "replay events and verify the projections")
+    p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+
+    p = add("rebuild-projections", "rebuild every projection from the events")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
 
     for ext in EXTENSIONS:

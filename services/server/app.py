@@ -23,6 +23,7 @@ from morphz.services.storage.servicer import StorageServicer
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.shared.faults import Faults
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
@@ -45,11 +46,16 @@ class AllInOne:
     def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
         self.config = config
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
+        faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
         self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
-                               sync=config.sync)
+                               sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
-        self.transactions = TransactionCore(self.store,
+        self.transactions = TransactionCore(self.store, faults=faults,
                                             tracer=self.tracer.get_tracer("morphz.transaction"))
+        # LMDB itself recovers by design (copy-on-write); check the projections' ends.
+        self.startup_problems = self.transactions.startup_check()
+        for problem in self.startup_problems:
+            _log.error("startup check: %s (run `morphz context audit`)", problem)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.max_workers),
             interceptors=[server_interceptor(tracer_provider=self.tracer)],

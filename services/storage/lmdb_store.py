@@ -133,14 +133,15 @@ class LmdbStore(Store):
     def _apply(self, batch: list[_Submission]) -> None:
         try:
             self._faults.hit("before-lmdb-txn")
-            try:
-                self._write_batch(batch)
-            except lmdb.MapFullError:
-                if not self._grow():
-                    raise
-                for sub in batch:  # the aborted attempt left nothing: try once more
-                    sub.result = sub.error = None
-                self._write_batch(batch)
+            while True:
+                try:
+                    self._write_batch(batch)
+                    break
+                except lmdb.MapFullError:
+                    if not self._grow():
+                        raise
+                    for sub in batch:  # the aborted attempt left nothing: try again
+                        sub.result = sub.error = None
         except lmdb.MapFullError:
             for sub in batch:
                 sub.result, sub.error = None, MorphzError(

@@ -79,5 +79,8 @@ class TransactionClient:
         reply = call(self._stub.GetSnapshot, request, timeout=self._timeout)
         return json.loads(reply.record_json)
 
+    def rebuild_projections(self, context: str) -> dict:
+        return self._call("RebuildProjections", pb.RebuildProjectionsRequest, context=context)
+
     def audit(self, context: str) -> dict:
         return self._call("Audit", pb.AuditRequest, context=context)

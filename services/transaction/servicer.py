@@ -66,6 +66,10 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         return from_plain(self._core.get_event(request.context, request.ref), pb.Event())
 
     @rpc_boundary
+    def RebuildProjections(self, request, context):
+        return from_plain(self._core.rebuild_projections(request.context), pb.RebuildReport())
+
+    @rpc_boundary
     def RecordSnapshot(self, request, context):
         try:
             record = json.loads(request.record_json)

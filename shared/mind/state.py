@@ -40,6 +40,10 @@ class MindState:
         for k in sorted(rows, key=keycodec.encode):
             yield k, rows[k]
 
+    def rows(self, table: str) -> dict[Key, bytes]:
+        """Every row of a table (overlay applied): for audit and projection rebuilds."""
+        return dict(self._scan(table))
+
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))

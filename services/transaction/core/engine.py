@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 
 from opentelemetry import trace
 
-from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.api import TABLES, StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.memory_store import MemoryStore
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core.boundaries import footprint
@@ -331,27 +331,75 @@ class TransactionCore:
 
     # -- audit ----------------------------------------------------------------------------------
     def audit(self, context: str) -> dict:
-        """Replay every event through the reducer into memory and compare each table."""
+        """Replay every event through the reducer into memory and compare each table.
+        A difference is reported, never repaired (rebuild_projections repairs)."""
         check_name(context, "context")
-        replayed = MemoryStore()
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
-            if MindState(reader).meta() is None:
-                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                                  context=context)
-            count = 0
-            for _, raw in reader.scan("events"):
-                ev = R.loads(R.Event, raw)
-                with replayed.reader(context) as r:
-                    m = MindState(r)
-                    apply_event(m, ev)
-                    seq = r.commit_seq
-                replayed.commit(context, seq, m.writes())
-                count += 1
-            with replayed.reader(context) as expected:
-                checks = [_compare(table, dict(expected.scan(table)), dict(reader.scan(table)))
-                          for table in _AUDITED]
+            m = MindState(reader)
+            self._meta(m, context)
+            expected, count = replay(context, m.events())
+            checks = [_compare(t, expected[t], m.rows(t)) for t in _AUDITED]
         return {"context": context, "match": all(c["match"] for c in checks),
                 "events_replayed": count, "projections": checks}
+
+    def rebuild_projections(self, context: str) -> dict:
+        """Recompute every projection from the events and write the differences in one
+        atomic commit: the same revision, tick and active state as before the damage."""
+        check_name(context, "context")
+
+        def build(m: MindState) -> RawWrite:
+            self._meta(m, context)
+            with self._tracer.start_as_current_span("rebuild_projections"):
+                expected, count = replay(context, m.events())
+                writes, rewritten, unrepairable = [], {}, []
+                for table in _AUDITED:
+                    actual = m.rows(table)
+                    changed = [k for k in set(expected[table]) | set(actual)
+                               if expected[table].get(k) != actual.get(k)]
+                    if changed and TABLES[table]:  # append-only: cannot be rewritten
+                        unrepairable.append(table)
+                        continue
+                    writes += [Write(table, k, expected[table].get(k)) for k in changed]
+                    if changed:
+                        rewritten[table] = len(changed)
+                self._faults.hit("mid-rebuild")
+            return RawWrite({"context": context, "events_replayed": count,
+                             "rewritten": rewritten, "unrepairable": unrepairable}, writes)
+        return self._write(context, build)
+
+    def startup_check(self) -> list[str]:
+        """Cheap structural checks of every context, run when a server starts: the event
+        sequence and the outbox must end where the context's meta says."""
+        problems = []
+        for context in self._store.contexts():
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                meta = m.meta()
+                if meta is None:
+                    continue  # a context holding only records outside the Mind
+                last = next(reader.scan("events", reverse=True, limit=1), None)
+                if (last[0][0] + 1 if last else 0) != meta.next_seq:
+                    problems.append(f"{context}: events end at {last[0][0] if last else None}, "
+                                    f"meta expects next {meta.next_seq}")
+                tail = next(reader.scan("outbox", reverse=True, limit=1), None)
+                if (tail[0][0] + 1 if tail else 0) != meta.outbox_head:
+                    problems.append(f"{context}: outbox ends before head {meta.outbox_head}")
+        return problems
+
+
+def replay(context: str, events) -> tuple[dict[str, dict], int]:
+    """Apply events from nothing with the live reducer; every audited table's rows."""
+    store = MemoryStore()
+    count = 0
+    for ev in events:
+        with store.reader(context) as r:
+            m = MindState(r)
+            apply_event(m, ev)
+            seq = r.commit_seq
+        store.commit(context, seq, m.writes())
+        count += 1
+    with store.reader(context) as r:
+        return {t: dict(r.scan(t)) for t in _AUDITED}, count
 
 
 def check_base(m: MindState, tx: Tx, latest: int) -> bool:
