@@ -20,7 +20,7 @@ from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read, check_name)
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.scope import Scope, causal_scope
-from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
+from morphz.services.encoding.core.snapshot import freeze, pack, text_hash, thaw, unpack
 
 DEFAULT_READ_CHARS, MAX_READ_CHARS = 256 << 10, 4 << 20
 MAX_ERROR_ITEMS = 20
@@ -104,7 +104,7 @@ class EncodingCore:
                             must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
                             maintenance_permille=self._maintenance)
             with self._tracer.start_as_current_span("encoding.freeze"):
-                self._tx.record_snapshot(context, snapshot_id, record)
+                self._tx.record_snapshot(context, snapshot_id, pack(record))
             span.set_attribute("morphz.encoding.bytes", r.bytes)
         return {"snapshot": snapshot_id, "hash": record["hash"], "text": r.text,
                 "bytes": r.bytes, "chars": len(r.text), "regions": r.regions,
@@ -169,7 +169,7 @@ class EncodingCore:
     def show(self, context: str, snapshot: str) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
-        return self._tx.get_snapshot(context, snapshot)
+        return unpack(self._tx.get_snapshot(context, snapshot))
 
     def replay(self, context: str, snapshot: str) -> dict:
         record = self.show(context, snapshot)

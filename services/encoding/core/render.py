@@ -9,6 +9,7 @@ the renderer never rewrites or shortens agent-written content (CORE-25).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -94,23 +95,36 @@ def profile(m: Material) -> list[Item]:
     return [item("profile", None, [runtime(body)])]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def atom_text(value: str) -> str:
+    """Rendered text of atom(value): the hot loops below format strings directly."""
+    if value.startswith("@e") and value[2:].isdigit():
+        return sexpr.render(Ref(int(value[2:])))
+    return sexpr.render(atom(value))
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def inbox(m: Material) -> list[Item]:
     out = []
     for o in m.observations:
         total = len(o.text.encode("utf-8"))
-        meta = [form("kind", atom(o.kind)), form("session", atom(o.session)),
-                form("actor", o.actor), form("time", o.time)]
+        meta = (f"(kind {atom_text(o.kind)}) (session {atom_text(o.session)}) "
+                f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) ")
         if o.residency == PREVIEW:
             shown = preview_text(o.text, m.budget.preview_bytes)
             shown_bytes = len(shown.encode("utf-8"))
-            body = form("preview", form("shown-bytes", shown_bytes), form("total-bytes", total),
-                        form("full-text", Ref(o.seq)), form("text", shown))
+            body = (f"(preview (shown-bytes {shown_bytes}) (total-bytes {total}) "
+                    f"(full-text @e{o.seq}) (text {sexpr.render(shown)}))")
         else:
             shown_bytes = total
-            body = form("text", o.text)
-        out.append(item("observation", f"@e{o.seq}", [runtime(*meta, body)],
-                        residency=o.residency, shown_bytes=shown_bytes, total_bytes=total,
-                        protected=o.protected))
+            body = f"(text {sexpr.render(o.text)})"
+        out.append(Item("observation", f"@e{o.seq}", f"observation @e{o.seq}",
+                        [(RUNTIME, meta + body)],
+                        {"residency": o.residency, "shown_bytes": shown_bytes,
+                         "total_bytes": total, "protected": o.protected}))
     return out
 
 
@@ -123,41 +137,36 @@ def observation_state(m: Material) -> list[Item]:
     for o in m.observations:
         ref = f"@e{o.seq}"
         users = cited.get(ref, [])
-        usage = form("usage", form("cited-by", *map(atom, users))) if users \
-            else form("usage", Symbol("uncited"))
-        facts = [form("protected", yes(o.protected)), form("residency", Symbol(o.residency)),
-                 form("freshness", Symbol(o.freshness)), usage]
-        if o.root:
-            facts.append(form("root-request", yes(True)))
-        out.append(item("state", ref, [runtime(*facts)], residency=o.residency,
-                        protected=o.protected))
+        usage = ("(usage (cited-by " + " ".join(map(atom_text, users)) + "))" if users
+                 else "(usage uncited)")
+        facts = (f"(protected {_yn(o.protected)}) (residency {o.residency}) "
+                 f"(freshness {o.freshness}) {usage}" + (" (root-request yes)" if o.root else ""))
+        out.append(Item("state", ref, f"state {ref}", [(RUNTIME, facts)],
+                        {"residency": o.residency, "protected": o.protected}))
     return out
 
 
 def mind(m: Material) -> list[Item]:
     out = []
     for f in m.frames:
-        facts = [form("revision", f.revision), form("state", Symbol(f.state)),
-                 form("protected", yes(f.protected))]
+        facts = f"(revision {f.revision}) (state {f.state}) (protected {_yn(f.protected)})"
+        agent = ""
         if f.state == "retiring":
-            facts += [form("due-tick", f.due_tick), form("remaining-ticks", f.remaining_ticks)]
-        agent_nodes = sexpr.render_items(
-            ([form("retire-reason", f.retire_reason)] if f.state == "retiring" else [])
-            + [form("sources", *map(ref_or_atom, f.sources))])
+            facts += f" (due-tick {f.due_tick}) (remaining-ticks {f.remaining_ticks})"
+            agent = f"(retire-reason {sexpr.render(f.retire_reason)}) "
+        agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
         # The body is the agent's canonical text, inserted byte for byte.
-        agent_text = agent_nodes + " (body" + (" " + f.body if f.body else "") + ")"
-        it = Item("frame", f.id, sexpr.render_items([Symbol("frame"), atom(f.id)]),
-                  [(RUNTIME, sexpr.render_items(facts)), (AGENT, agent_text)],
-                  {"revision": f.revision, "state": f.state, "protected": f.protected,
-                   "remaining_ticks": f.remaining_ticks})
-        out.append(it)
+        agent += " (body" + (" " + f.body if f.body else "") + ")"
+        out.append(Item("frame", f.id, "frame " + atom_text(f.id),
+                        [(RUNTIME, facts), (AGENT, agent)],
+                        {"revision": f.revision, "state": f.state, "protected": f.protected,
+                         "remaining_ticks": f.remaining_ticks}))
     for s, n, o in m.relations:
-        key = f"{s} {n} {o}"
-        it = item("relation", None, [(AGENT, [atom(s), atom(n), atom(o)])])
-        it.key = key
-        out.append(it)
+        out.append(Item("relation", f"{s} {n} {o}", "relation",
+                        [(AGENT, f"{atom_text(s)} {atom_text(n)} {atom_text(o)}")]))
     for name, revision in m.checkpoints:
-        out.append(item("checkpoint", name, [runtime(form("revision", revision))]))
+        out.append(Item("checkpoint", name, "checkpoint " + atom_text(name),
+                        [(RUNTIME, f"(revision {revision})")]))
     return out
 
 

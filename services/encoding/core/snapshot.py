@@ -8,6 +8,7 @@ snapshot's context revision (frame_versions). The hash is over the exact bytes."
 from __future__ import annotations
 
 import hashlib
+import json
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.state import MindState
@@ -52,6 +53,29 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
         "regions": r.regions, "items": r.items, "pressure": r.pressure.view(),
         "bytes": r.bytes, "chars": len(r.text), "hash": text_hash(r.text),
     }
+
+
+# The bulky parts of a record travel as one JSON text: the stored record stays
+# self-describing, and the write path serializes one string instead of walking
+# thousands of small dicts.
+PACKED = ("inputs", "omitted", "regions", "items")
+
+
+def pack(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k not in PACKED}
+    out["packed"] = json.dumps({k: record[k] for k in PACKED}, ensure_ascii=False,
+                               separators=(",", ":"))
+    return out
+
+
+def unpack(stored: dict) -> dict:
+    if "packed" not in stored:
+        return stored
+    try:
+        body = json.loads(stored["packed"])
+    except (TypeError, ValueError):
+        raise _invalid(str(stored.get("id", "")), "malformed packed body") from None
+    return {**{k: v for k, v in stored.items() if k != "packed"}, **body}
 
 
 def _invalid(snapshot_id: str, what: str) -> MorphzError:
