@@ -143,6 +143,17 @@ def test_core_25_pressure_is_reported_then_relieved_by_a_retire(mind, enc):
     assert "deferred" not in after["text"]
 
 
+def test_core_25_token_budget_is_reported_and_enforced(mind, enc, expect_rejected):
+    mind.event("汉字" * 600)  # whole (3600 bytes); ~one token per CJK character
+    e = enc.compile(mind.context, "s1", budget_tokens=100_000)
+    p = e["pressure"]
+    assert p["limit_tokens"] == 100_000 and p["used_tokens"] >= 1200
+    assert f"(used-tokens {p['used_tokens']}) (limit-tokens 100000)" in e["text"]
+    err = expect_rejected("ENCODING_BUDGET_EXCEEDED", enc.compile, mind.context, "s1",
+                          budget_tokens=1000)
+    assert err.details["used_tokens"] > err.details["limit_tokens"] == 1000
+
+
 def test_core_25_runtime_never_rewrites_a_frame_to_fit(mind, enc, expect_rejected):
     body = " ".join(f"(step{i} \"{'detail ' * 40}\")" for i in range(12))
     mind.event("condense the procedure")
@@ -289,7 +300,8 @@ def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, clien
     assert enc.show(mind.context, e["snapshot"]) == record
 
 
-def test_asm_04_replay_of_a_snapshot_taken_100_commits_ago_reproduces_its_hash(mind, enc):
+def test_asm_04_replay_of_a_snapshot_taken_100_commits_ago_reproduces_its_hash(
+        mind, enc, expect_rejected):
     report = release_context(mind)
     mind.tx("(create notes (n 0))")
     e = enc.compile(mind.context, "s1", model="m1", bindings={"tz": "+08:00"})
@@ -314,6 +326,9 @@ def test_asm_04_replay_of_a_snapshot_taken_100_commits_ago_reproduces_its_hash(m
     revoked = enc.check(mind.context, e["snapshot"])
     assert ("s1", "access_revoked") in {(d["key"], d["reason"]) for d in revoked["changed"]}
     assert enc.replay(mind.context, e["snapshot"])["replay_hash"] == e["hash"]
+    # Revoked access: the frozen scope serves no new reads, the snapshot stays replayable.
+    expect_rejected("SNAPSHOT_INVALID", enc.read, mind.context, e["snapshot"], report["ref"])
+    expect_rejected("SNAPSHOT_INVALID", enc.search, mind.context, e["snapshot"], "passed")
 
 
 def test_asm_05_blank_query_rejected_and_empty_results_say_why(mind, enc, expect_rejected):

@@ -14,8 +14,8 @@ from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import depcheck, search as searching
-from morphz.services.encoding.core.gather import activation_view, gather
-from morphz.services.encoding.core.material import FULL, PREVIEW
+from morphz.services.encoding.core.gather import gather
+from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read, check_name)
 from morphz.services.encoding.core.render import render
@@ -202,6 +202,7 @@ class EncodingCore:
         scope = Scope.from_dict(record["scope"])
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            _check_access(record, m)
             meta = m.meta()
             seq = None
             if ref.startswith("@e") and ref[2:].isdigit():
@@ -239,10 +240,20 @@ class EncodingCore:
         record = self.show(context, snapshot)
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            _check_access(record, m)
             material, _ = thaw(record, m)
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)
 
 
-__all__ = ["EncodingCore", "CAPABILITIES", "activation_view", "PREVIEW"]
+def _check_access(record: dict, m: MindState) -> None:
+    """A frozen scope serves new reads only while its session still holds attention:
+    retiring the session revokes the access the scope granted (ASM-04)."""
+    s = m.session(record["session"])
+    if s is None or s.state == R.RETIRED:
+        raise MorphzError("SNAPSHOT_INVALID", f"snapshot {record['id']}: access revoked "
+                          f"(session {record['session']} is retired); replay still shows "
+                          "what the evaluation saw", snapshot=record["id"],
+                          why="access_revoked")
+

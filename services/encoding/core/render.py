@@ -15,7 +15,7 @@ from typing import Optional
 
 from morphz.shared import sexpr
 from morphz.shared.sexpr import Ref, Symbol
-from morphz.services.encoding.core.material import AGENT, FULL, PREVIEW, RUNTIME, Material
+from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, Material
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
 
 REGIONS = ("protocol", "evaluation-profile", "inbox", "observation-state", "mind",
@@ -95,6 +95,7 @@ def profile(m: Material) -> list[Item]:
     return [item("profile", None, [runtime(body)])]
 
 
+# A bounded cache of a pure function (ids repeat across frames and compiles).
 @functools.lru_cache(maxsize=1 << 16)
 def atom_text(value: str) -> str:
     """Rendered text of atom(value): the hot loops below format strings directly."""
