@@ -81,6 +81,7 @@ class LmdbStore(Store):
         self._queue: list[_Submission] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()  # one group-commit leader at a time
+        self.stats = {"write_transactions": 0, "commits": 0}  # group-commit effectiveness
 
     @property
     def path(self) -> str:
@@ -187,6 +188,8 @@ class LmdbStore(Store):
                 child.commit()
                 seqs[sub.context] = sub.result = current + 1
             self._faults.hit("after-puts-before-commit")
+        self.stats["write_transactions"] += 1
+        self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
 
     def _grow(self) -> bool:
         """Double the map (up to max_map_size) once no reader is open; False at the max."""
