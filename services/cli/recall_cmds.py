@@ -1,15 +1,180 @@
-"""`morphz context ...` subcommands of the recall service (see EXTENSIONS in main.py)."""
+"""`morphz context recall ...` and `morphz context recall-index ...` (see EXTENSIONS in
+main.py): search, read, frame traversal, and the derived index's inspect/rebuild."""
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
 from types import MappingProxyType
-from typing import Callable
+from typing import Callable, TextIO
+
+from morphz.services.recall.client import RecallClient
+
+DIRECTIONS = ("ancestors", "descendants", "both")
+
+
+def _uint(bits: int):
+    from morphz.services.cli.main import unsigned  # main imports this module first
+    return unsigned(bits)
+
+
+def _evaluation(args: argparse.Namespace) -> dict:
+    return {"session": args.for_session, "activation": args.activation}
 
 
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
     """Add this service's subparsers with add(name, help); return their names."""
+    from morphz.services.cli.main import _global_options
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, None)
+
+    recall = add("recall", "recall events and frames: search, read, frame traversal")
+    sub = recall.add_subparsers(dest="recall_action", required=True, metavar="WHAT")
+
+    def evaluation_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--for-session", default="", metavar="SESSION",
+                       help="record the result as a recall observation in this session "
+                       "(with --activation)")
+        p.add_argument("--activation", default="", metavar="ID",
+                       help="the evaluation's activation (with --for-session)")
+
+    p = sub.add_parser("search", parents=[common], help="search by words and/or time range")
+    p.add_argument("query", nargs="?", default="", help="words (Chinese, English or both)")
+    p.add_argument("--since", default="", help="inclusive, ISO 8601 with offset")
+    p.add_argument("--until", default="", help="exclusive, ISO 8601 with offset")
+    p.add_argument("--limit", type=_uint(32), default=20, help="1..100 (default 20)")
+    p.add_argument("--kind", dest="kinds", action="append", default=[],
+                   choices=("event", "frame"), help="only events or only frames")
+    p.add_argument("--state", dest="states", action="append", default=[],
+                   choices=("active", "retiring", "retired"), help="lifecycle state filter")
+    p.add_argument("--session", dest="sessions", action="append", default=[],
+                   help="only events of this session")
+    p.add_argument("--cursor", default="", help="next_cursor of the previous page")
+    evaluation_options(p)
+
+    p = sub.add_parser("read", parents=[common], help="read full content in pages")
+    p.add_argument("ref", metavar="REF", help="@eN, a full event id or a frame id")
+    p.add_argument("--offset", type=_uint(64), default=0, help="in characters")
+    p.add_argument("--limit", type=_uint(64), default=0, help="characters (default 16384)")
+    evaluation_options(p)
+
+    p = sub.add_parser("frame", parents=[common], help="walk the graph from a frame")
+    p.add_argument("frame_id", metavar="FRAME")
+    p.add_argument("--depth", type=_uint(32), default=None, help="0..4 (default 2)")
+    p.add_argument("--direction", default="ancestors", choices=DIRECTIONS)
+    p.add_argument("--include-events", action="store_true", help="full event text")
+    p.add_argument("--include-bodies", action="store_true", help="full frame bodies")
+    p.add_argument("--max-nodes", type=_uint(32), default=0, help="nodes per page, <= 128")
+    p.add_argument("--max-bytes", type=_uint(64), default=0, help="page size in bytes")
+    p.add_argument("--cursor", default="", help="next_cursor of the previous page")
+    evaluation_options(p)
+
+    index = add("recall-index", "inspect or rebuild the derived recall index")
+    isub = index.add_subparsers(dest="index_action", required=True, metavar="WHAT")
+    for name, help_ in (("inspect", "documents, terms, position and lag"),
+                        ("rebuild", "drop and rebuild from events and frames")):
+        p = isub.add_parser(name, parents=[common], help=help_)
+        p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
     return list(COMMANDS)
 
 
+# -- calls ------------------------------------------------------------------------------
+def call_recall(channel, args: argparse.Namespace) -> dict:
+    client = RecallClient(channel, timeout=args.timeout)
+    if args.recall_action == "search":
+        return client.search(args.context, args.query, since=args.since, until=args.until,
+                             limit=args.limit, kinds=args.kinds, states=args.states,
+                             sessions=args.sessions, cursor=args.cursor,
+                             evaluation=_evaluation(args))
+    if args.recall_action == "read":
+        return client.read(args.context, args.ref, offset=args.offset, limit=args.limit,
+                           evaluation=_evaluation(args))
+    return client.traverse(args.context, args.frame_id, depth=args.depth,
+                           direction=args.direction, include_bodies=args.include_bodies,
+                           include_events=args.include_events, max_nodes=args.max_nodes,
+                           max_bytes=args.max_bytes, cursor=args.cursor,
+                           evaluation=_evaluation(args))
+
+
+def call_index(channel, args: argparse.Namespace) -> dict:
+    client = RecallClient(channel, timeout=args.timeout)
+    context = args.context if args.context_name is None else args.context_name
+    if args.index_action == "inspect":
+        return client.inspect(context)
+    if not sys.stderr.isatty():
+        return client.rebuild(context)
+    done = threading.Event()
+    bar = threading.Thread(target=_progress, args=(client, context, done, sys.stderr),
+                           daemon=True)
+    bar.start()
+    try:
+        return client.rebuild(context)
+    finally:
+        done.set()
+        bar.join(2)
+
+
+def _progress(client: RecallClient, context: str, done: threading.Event, out: TextIO) -> None:
+    """Draw the rebuild's progress (polled from inspect) until it ends."""
+    while not done.wait(0.25):
+        try:
+            p = client.inspect(context)["rebuild"]
+        except Exception:  # noqa: BLE001 - the bar is cosmetic
+            continue
+        if p and p["total"]:
+            filled = int(30 * p["done"] / p["total"])
+            out.write(f"\rrebuilding {context} [{'#' * filled}{'.' * (30 - filled)}] "
+                      f"{p['done']}/{p['total']}")
+            out.flush()
+    out.write("\n")
+
+
+# -- text rendering ------------------------------------------------------------------------
+def render_recall(r: dict, out: TextIO) -> None:
+    if "results" in r:
+        for h in r["results"]:
+            print(f"{h['score']:8.3f} {h['kind']:5} {h['ref'] or h['id']} [{h['state'] or '-'}] "
+                  f"{h['time']}", file=out)
+            print(f"         {h['preview']}", file=out)
+        if not r["results"]:
+            print(f"no results ({r.get('empty') or 'end of results'})", file=out)
+    elif "nodes" in r:
+        print(f"{r['root']} {r['direction']} depth {r['depth']} (version {r['version']})",
+              file=out)
+        for n in r["nodes"]:
+            label = n["ref"] or n["id"]
+            print(f"{'  ' * n['depth']}{n['kind']} {label} [{n['state'] or '-'}]"
+                  f"{' rev ' + str(n['revision']) if n['kind'] == 'frame' else ''}", file=out)
+            content = n["body"] or n["text"] or n["preview"]
+            if content:
+                print(f"{'  ' * n['depth']}  {content}", file=out)
+        for e in r["edges"]:
+            print(f"edge {e['from']} -{e['name']}-> {e['to']}", file=out)
+    else:
+        print(f"{r['kind']} {r['ref'] or r['id']} [{r['state'] or '-'}] chars "
+              f"{r['offset']}..{r['next_offset']} of {r['total_chars']}", file=out)
+        print(r["text"], file=out)
+    if r.get("next_cursor"):
+        print(f"next_cursor: {r['next_cursor']}", file=out)
+    if r.get("observation_ref"):
+        print(f"recorded as {r['observation_ref']}", file=out)
+
+
+def render_index(r: dict, out: TextIO) -> None:
+    for key in ("context", "documents", "events", "frames", "terms", "position",
+                "outbox_head", "lag", "index_bytes", "path"):
+        print(f"{key}: {r[key]}", file=out)
+    last = r.get("last_rebuild")
+    print(f"last_rebuild: {last['at'] + ' (' + str(last['duration_ms']) + ' ms, ' + str(last['documents']) + ' documents)' if last else '-'}",
+          file=out)
+
+
+def always_ok(_: dict) -> int:
+    return 0
+
+
 # name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
-COMMANDS: MappingProxyType = MappingProxyType({})
+COMMANDS: MappingProxyType = MappingProxyType({
+    "recall": (call_recall, render_recall, always_ok),
+    "recall-index": (call_index, render_index, always_ok),
+})

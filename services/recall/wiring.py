@@ -1,6 +1,15 @@
 """Wires the recall service into the all-in-one server (services/server/app.py)."""
 from __future__ import annotations
 
+import os
+
+from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.worker import OutboxWorker
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.servicer import RecallServicer
+
 
 def register(app) -> list[str]:
     """Add the recall servicer to app.server; return the gRPC service names it serves.
@@ -9,4 +18,13 @@ def register(app) -> list[str]:
     (TransactionCore), tracer (TracerProvider), config (ServerConfig: data_dir...),
     on_stop(callable) for background work to stop with the server.
     """
-    return []
+    tracer = app.tracer.get_tracer("morphz.recall")
+    # Derived data only: deleting this directory loses nothing (rebuild restores it).
+    indexes = IndexDirectory(os.path.join(app.config.data_dir, "recall"))
+    indexer = Indexer(app.store, indexes, tracer=tracer)
+    core = RecallCore(app.store, app.transactions, indexer, tracer=tracer)
+    worker = OutboxWorker(indexer, app.store.contexts).start()
+    app.on_stop(worker.stop)
+    app.recall = core
+    recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
+    return [recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name]

@@ -1,0 +1,74 @@
+"""RecallClient: RecallCore's interface over gRPC (same arguments, same dict replies,
+same MorphzError reasons), with a deadline on every call."""
+from __future__ import annotations
+
+from typing import Optional
+
+import grpc
+
+from morphz.api.recall.v1 import recall_pb2 as pb
+from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
+from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_errors import call
+from morphz.shared.protojson import to_plain
+
+DEFAULT_TIMEOUT = 30.0
+REBUILD_TIMEOUT = 3600.0  # a rebuild reads the whole context
+
+
+def _request(cls, **fields):
+    try:
+        return cls(**fields)
+    except (ValueError, TypeError) as e:
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"invalid request field: {e}") from None
+
+
+def _evaluation(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:
+    if not evaluation:
+        return None
+    return _request(pb.Evaluation, session=evaluation.get("session", ""),
+                    activation=evaluation.get("activation", ""))
+
+
+class RecallClient:
+    def __init__(self, channel: grpc.Channel, *, timeout: float = DEFAULT_TIMEOUT,
+                 rebuild_timeout: float = REBUILD_TIMEOUT) -> None:
+        self._stub = pb_grpc.RecallServiceStub(channel)
+        self._timeout = timeout
+        self._rebuild_timeout = rebuild_timeout
+
+    def _call(self, method: str, request, timeout: Optional[float] = None) -> dict:
+        return to_plain(call(getattr(self._stub, method), request,
+                             timeout=timeout or self._timeout))
+
+    def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
+               limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
+               evaluation: Optional[dict] = None) -> dict:
+        req = _request(pb.SearchRequest, context=context, query=query, since=since,
+                       until=until, limit=limit, kinds=list(kinds), states=list(states),
+                       sessions=list(sessions), cursor=cursor,
+                       evaluation=_evaluation(evaluation))
+        return self._call("Search", req)
+
+    def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
+             evaluation: Optional[dict] = None) -> dict:
+        req = _request(pb.ReadRequest, context=context, ref=ref, offset=offset, limit=limit,
+                       evaluation=_evaluation(evaluation))
+        return self._call("Read", req)
+
+    def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
+                 direction: str = "", include_bodies: bool = False,
+                 include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
+                 cursor: str = "", evaluation: Optional[dict] = None) -> dict:
+        req = _request(pb.TraverseRequest, context=context, frame_id=frame_id, depth=depth,
+                       direction=direction, include_bodies=include_bodies,
+                       include_events=include_events, max_nodes=max_nodes,
+                       max_bytes=max_bytes, cursor=cursor, evaluation=_evaluation(evaluation))
+        return self._call("Traverse", req)
+
+    def inspect(self, context: str) -> dict:
+        return self._call("InspectIndex", _request(pb.InspectIndexRequest, context=context))
+
+    def rebuild(self, context: str) -> dict:
+        return self._call("RebuildIndex", _request(pb.RebuildIndexRequest, context=context),
+                          timeout=self._rebuild_timeout)

@@ -1,0 +1,58 @@
+"""Opaque continuation cursors, bound to the request that issued them.
+
+A cursor carries the hash of the request's parameters and the version of the data
+it paged (index position for search, mind version for traversal). Reusing it with
+other parameters, tampering with it, or continuing after the data moved is rejected
+with a stable reason instead of silently mixing two result sets.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from morphz.shared.errors import MorphzError
+
+MAX_CURSOR_CHARS = 1024
+
+
+def params_hash(params: dict[str, Any]) -> str:
+    raw = json.dumps(params, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+def _check(body: bytes) -> str:
+    return hashlib.sha256(b"morphz-recall-cursor:" + body).hexdigest()[:16]
+
+
+def encode(kind: str, params: dict[str, Any], version: str, offset: int) -> str:
+    body = json.dumps({"k": kind, "h": params_hash(params), "v": version, "o": offset},
+                      separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(body).decode().rstrip("=") + "." + _check(body)
+
+
+def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
+    """The offset to continue from, or a MorphzError saying why not."""
+    try:
+        if len(cursor) > MAX_CURSOR_CHARS:
+            raise ValueError("too long")
+        data, check = cursor.rsplit(".", 1)
+        body = base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+        if _check(body) != check:
+            raise ValueError("checksum")
+        c = json.loads(body)
+        offset = c["o"]
+        if c["k"] != kind or not isinstance(offset, int) or offset < 0:
+            raise ValueError("shape")
+    except (ValueError, KeyError, TypeError):
+        raise MorphzError("RECALL_CURSOR_INVALID", "the cursor is not one this service issued; "
+                          "pass next_cursor back unchanged") from None
+    if c["h"] != params_hash(params):
+        raise MorphzError("RECALL_CURSOR_INVALID", "the cursor was issued for other parameters; "
+                          "repeat the original request with it, or start over without it")
+    if c["v"] != version:
+        raise MorphzError("RECALL_CURSOR_STALE", f"the data changed since the first page "
+                          f"(version {c['v']} -> {version}); restart without the cursor",
+                          issued=c["v"], current=version)
+    return offset

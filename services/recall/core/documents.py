@@ -1,0 +1,33 @@
+"""What the index holds for an event or a frame (terms, time, filters)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from morphz.services.recall.core.timeparse import event_time_us
+from morphz.services.recall.index.tantivy_index import Doc
+from morphz.shared.mind import records as R
+from morphz.shared.text.analyze import terms
+
+
+# Words past this many characters of one text are not indexed (bounded work per
+# document); `read` still returns every character.
+MAX_INDEXED_CHARS = 1 << 20
+
+
+def event_key(seq: int) -> str:
+    return f"e:{seq}"
+
+
+def frame_key(frame_id: str) -> str:
+    return f"f:{frame_id}"
+
+
+def event_doc(ev: R.Event) -> Doc:
+    return Doc(event_key(ev.seq), "event", terms(ev.text[:MAX_INDEXED_CHARS]), event_time_us(ev.time), ev.session)
+
+
+def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:
+    """A frame's words are its id and its current body; its time is the time of the
+    event that last changed it (the transaction or the activation that matured it)."""
+    return Doc(frame_key(f.id), "frame", terms(f"{f.id}\n{f.body}"[:MAX_INDEXED_CHARS]),
+               event_time_us(changed.time) if changed else None)

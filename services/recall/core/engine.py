@@ -1,0 +1,288 @@
+"""RecallCore: search, paged reads, graph traversal and index upkeep; free of gRPC.
+
+Reads of events and frames (read, traverse, and the records behind search hits)
+always come from the authoritative store; only the choice and ranking of search
+hits comes from the derived index. A recall made for an evaluation is recorded as a
+new `recall` observation through the transaction service (never a frame change).
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional, Protocol
+
+from opentelemetry import trace
+
+from morphz.services.recall.core import cursor as cursors
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.refs import is_ref, ref_seq
+from morphz.services.recall.core.search import run_search
+from morphz.services.recall.core.timeparse import parse_bound
+from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
+from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Store
+from morphz.shared.text.analyze import query_terms
+
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+MAX_QUERY_CHARS, MAX_QUERY_TERMS = 4096, 64
+DEFAULT_READ_CHARS, MAX_READ_CHARS = 16384, 1 << 20
+DEFAULT_DEPTH, MAX_DEPTH = 2, 4
+DEFAULT_NODES, MAX_NODES = 32, 128
+DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES = 256 << 10, 4 << 20
+MAX_FILTER_VALUES = 32
+MAX_OBSERVATION_BYTES = 1 << 20
+KINDS = ("event", "frame")
+STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
+_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}\Z")
+
+
+class Transactions(Protocol):
+    def append_event(self, context: str, session: str, kind: str, text: str, *,
+                     request_id: str = "", actor: str = "", causal_refs=()) -> dict: ...
+
+
+def _name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise MorphzError("CONTEXT_INPUT_INVALID",
+                          f"{what} must be 1-128 printable characters without spaces", field=what)
+    return value
+
+
+def _limit(value: int, default: int, cap: int, what: str) -> int:
+    if value == 0:
+        return default
+    if not 0 < value <= cap:
+        raise MorphzError("RECALL_LIMIT_INVALID", f"{what} must be 1..{cap}, got {value}",
+                          field=what, maximum=cap)
+    return value
+
+
+def _choices(values, allowed, what: str) -> list[str]:
+    values = sorted(set(values))
+    bad = [v for v in values if v not in allowed]
+    if bad or len(values) > MAX_FILTER_VALUES:
+        raise MorphzError("RECALL_FILTER_INVALID", f"{what} must be among {', '.join(allowed)}",
+                          field=what, value=(bad[0][:64] if bad else None))
+    return values
+
+
+class RecallCore:
+    def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
+                 tracer: Optional[trace.Tracer] = None) -> None:
+        self._store = store
+        self._tx = transactions
+        self._indexer = indexer
+        self._tracer = tracer or trace.NoOpTracer()
+
+    # -- helpers ------------------------------------------------------------------------
+    @staticmethod
+    def _meta(m: MindState, context: str) -> R.Meta:
+        meta = m.meta()
+        if meta is None:
+            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                              context=context)
+        return meta
+
+    def _check_evaluation(self, context: str, evaluation: Optional[dict]) -> Optional[dict]:
+        if not evaluation or not (evaluation.get("session") or evaluation.get("activation")):
+            return None
+        session, activation = evaluation.get("session", ""), evaluation.get("activation", "")
+        if not session or not activation:
+            raise MorphzError("RECALL_ACTIVATION_INVALID",
+                              "a recall for an evaluation names both session and activation")
+        _name(session, "session")
+        _name(activation, "activation")
+        with self._store.reader(context) as reader:
+            act = MindState(reader).activation(activation)
+        if act is None or act.session != session:
+            raise MorphzError("RECALL_ACTIVATION_INVALID",
+                              f"no activation {activation} in session {session}",
+                              session=session, activation=activation)
+        if act.delivered:
+            raise MorphzError("RECALL_ACTIVATION_INVALID",
+                              f"activation {activation} was already delivered",
+                              activation=activation)
+        return {"session": session, "activation": activation}
+
+    def _record(self, context: str, evaluation: Optional[dict], op: str, request: dict,
+                reply: dict) -> dict:
+        """Record the recall as an observation of the evaluation's session."""
+        if evaluation is None:
+            return dict(reply, observation_ref="")
+        text = json.dumps({"recall": op, "activation": evaluation["activation"],
+                           "request": request, "reply": reply}, ensure_ascii=False)
+        if len(text.encode()) > MAX_OBSERVATION_BYTES:
+            text = json.dumps({"recall": op, "activation": evaluation["activation"],
+                               "request": request, "truncated": True,
+                               "refs": _refs_of(reply)}, ensure_ascii=False)
+        receipt = self._tx.append_event(context, evaluation["session"], "recall", text,
+                                        actor="recall")
+        return dict(reply, observation_ref=receipt["ref"])
+
+    # -- search ---------------------------------------------------------------------------
+    def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
+               limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
+               evaluation: Optional[dict] = None) -> dict:
+        _name(context, "context")
+        if len(query) > MAX_QUERY_CHARS:
+            raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
+                              "characters", field="query")
+        words = query_terms(query)
+        if query.strip() and not words:
+            raise MorphzError("RECALL_QUERY_INVALID", "the query has no searchable words",
+                              field="query")
+        if len(words) > MAX_QUERY_TERMS:
+            raise MorphzError("RECALL_QUERY_INVALID", f"the query has {len(words)} terms; at "
+                              f"most {MAX_QUERY_TERMS}", field="query")
+        since_us, until_us = parse_bound(since, "since"), parse_bound(until, "until")
+        if not words and since_us is None and until_us is None:
+            raise MorphzError("RECALL_QUERY_INVALID", "give words to search for, a time range "
+                              "(--since/--until), or both", field="query")
+        if since_us is not None and until_us is not None and since_us >= until_us:
+            raise MorphzError("RECALL_TIME_INVALID", "since must be before until",
+                              field="since")
+        limit = _limit(limit, DEFAULT_LIMIT, MAX_LIMIT, "limit")
+        kinds = _choices(kinds, KINDS, "kinds")
+        states = _choices(states, STATES, "states")
+        sessions = sorted({_name(s, "session") for s in sessions})
+        if len(sessions) > MAX_FILTER_VALUES:
+            raise MorphzError("RECALL_FILTER_INVALID", "too many sessions", field="sessions")
+        evaluation = self._check_evaluation(context, evaluation)
+        params = {"op": "search", "context": context, "terms": words, "since": since_us,
+                  "until": until_us, "limit": limit, "kinds": kinds, "states": states,
+                  "sessions": sessions}
+        with self._tracer.start_as_current_span("recall.search"), \
+                self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            idx = self._indexer.index(context)
+            searcher = idx.searcher()
+            position = ContextIndex.meta(searcher).get("position", 0)
+            version = f"p{position}"
+            start = cursors.decode(cursor, "search", params, version) if cursor else 0
+            hits, next_offset, empty = run_search(m, idx, searcher, words, since_us, until_us,
+                                                  kinds, states, sessions, start, limit)
+            reply = {"results": hits, "next_cursor": "", "index_position": position,
+                     "lag": max(0, meta.outbox_head - position),
+                     "empty": empty if not hits and not start else ""}
+            if next_offset is not None:
+                reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
+        request = {"query": query, "since": since, "until": until, "limit": limit}
+        return self._record(context, evaluation, "search", request, reply)
+
+    # -- paged reads ------------------------------------------------------------------------
+    def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
+             evaluation: Optional[dict] = None) -> dict:
+        _name(context, "context")
+        if not isinstance(ref, str) or not 0 < len(ref) <= 256:
+            raise MorphzError("CONTEXT_INPUT_INVALID", "give an @eN ref, an event id or a "
+                              "frame id", field="ref")
+        limit = _limit(limit, DEFAULT_READ_CHARS, MAX_READ_CHARS, "limit")
+        evaluation = self._check_evaluation(context, evaluation)
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            seq = ref_seq(ref) if is_ref(ref) else m.event_seq_by_id(ref)
+            ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            if ev is not None:
+                obs = m.observation(ev.seq)
+                head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
+                        "state": (R.RETIRED if obs.retired else R.ACTIVE) if obs else "",
+                        "time": ev.time, "session": ev.session, "event_kind": ev.kind,
+                        "revision": 0}
+                text = ev.text
+            else:
+                f = None if is_ref(ref) else m.frame(ref)
+                if f is None:
+                    raise MorphzError("EVENT_NOT_FOUND" if is_ref(ref) else "FRAME_NOT_FOUND",
+                                      f"no event or frame {ref[:80]}", ref=ref[:80])
+                head = {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "time": "",
+                        "session": "", "event_kind": "", "revision": f.revision}
+                text = f.body
+        if offset > len(text):
+            raise MorphzError("RECALL_LIMIT_INVALID", f"offset {offset} is past the end "
+                              f"({len(text)} characters)", field="offset", total=len(text))
+        end = min(len(text), offset + limit)
+        reply = dict(head, offset=offset, text=text[offset:end], total_chars=len(text),
+                     next_offset=end, has_more=end < len(text))
+        return self._record(context, evaluation, "read",
+                            {"ref": ref, "offset": offset, "limit": limit}, reply)
+
+    # -- graph --------------------------------------------------------------------------------
+    def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
+                 direction: str = "", include_bodies: bool = False,
+                 include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
+                 cursor: str = "", evaluation: Optional[dict] = None) -> dict:
+        _name(context, "context")
+        _name(frame_id, "frame_id")
+        depth = DEFAULT_DEPTH if depth is None else depth
+        if not 0 <= depth <= MAX_DEPTH:
+            raise MorphzError("RECALL_LIMIT_INVALID", f"depth must be 0..{MAX_DEPTH}, got "
+                              f"{depth}", field="depth", maximum=MAX_DEPTH)
+        direction = direction or "ancestors"
+        if direction not in DIRECTIONS:
+            raise MorphzError("RECALL_DIRECTION_INVALID", f"direction must be one of "
+                              f"{', '.join(DIRECTIONS)}", field="direction")
+        max_nodes = _limit(max_nodes, DEFAULT_NODES, MAX_NODES, "max_nodes")
+        max_bytes = _limit(max_bytes, DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, "max_bytes")
+        evaluation = self._check_evaluation(context, evaluation)
+        params = {"op": "frame", "context": context, "frame": frame_id, "depth": depth,
+                  "direction": direction, "bodies": include_bodies, "events": include_events,
+                  "max_nodes": max_nodes, "max_bytes": max_bytes}
+        with self._tracer.start_as_current_span("recall.traverse"), \
+                self._store.reader(context) as reader:
+            m = MindState(reader)
+            meta = self._meta(m, context)
+            # Transactions move the revision; matured retirements move the tick.
+            version = f"r{meta.revision}-t{meta.tick}"
+            start = cursors.decode(cursor, "frame", params, version) if cursor else 0
+            if m.frame(frame_id) is None:
+                raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist",
+                                  ref=frame_id[:80])
+            nodes, edges, size, index, more = [], [], 0, 0, False
+            for index, (node, found) in enumerate(walk(m, frame_id, depth, direction,
+                                                       include_bodies, include_events)):
+                if index < start:
+                    continue
+                n = node_bytes(node, found)
+                if nodes and (len(nodes) >= max_nodes or size + n > max_bytes):
+                    more = True
+                    break
+                nodes.append(node)
+                edges.extend(found)
+                size += n
+        reply = {"root": frame_id, "direction": direction, "depth": depth, "version": version,
+                 "nodes": nodes, "edges": edges, "page_bytes": size,
+                 "next_cursor": cursors.encode("frame", params, version, index) if more else ""}
+        request = {"frame_id": frame_id, "depth": depth, "direction": direction}
+        return self._record(context, evaluation, "frame", request, reply)
+
+    # -- index upkeep ------------------------------------------------------------------------
+    def inspect(self, context: str) -> dict:
+        _name(context, "context")
+        with self._store.reader(context) as reader:
+            meta = self._meta(MindState(reader), context)
+        idx = self._indexer.index(context)
+        searcher = idx.searcher()
+        imeta = ContextIndex.meta(searcher)
+        counts = ContextIndex.counts(searcher)
+        position = imeta.get("position", 0)
+        return {"context": context, "documents": counts["events"] + counts["frames"],
+                **counts, "terms": ContextIndex.term_count(searcher), "position": position,
+                "outbox_head": meta.outbox_head, "lag": max(0, meta.outbox_head - position),
+                "last_rebuild": imeta.get("last_rebuild"),
+                "rebuild": self._indexer.progress(context),
+                "index_bytes": idx.size_bytes(), "path": idx.path}
+
+    def rebuild(self, context: str) -> dict:
+        _name(context, "context")
+        self._indexer.rebuild(context)
+        return self.inspect(context)
+
+
+def _refs_of(reply: dict) -> list[str]:
+    items = reply.get("results") or reply.get("nodes") or []
+    return [i.get("ref") or i.get("id") for i in items]

@@ -1,0 +1,186 @@
+"""Keeps each context's derived index in step with the authoritative store.
+
+`catch_up` applies the outbox intents after the index's position, in order, and
+writes the new position in the same index commit (tantivy_index.py). `rebuild`
+builds a fresh index from one consistent snapshot of events and frames and swaps
+it in; it only reads the authoritative store.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Callable, Optional
+
+from opentelemetry import trace
+
+from morphz.services.recall.core.documents import event_doc, event_key, frame_doc, frame_key
+from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Reader, Store
+
+BATCH = 2000
+REBUILD_HEAP = 256 << 20
+
+
+def _intents(reader: Reader, after: int, limit: int) -> list[tuple[int, dict]]:
+    start = (after - 1,) if after > 0 else None
+    return [(k[0], json.loads(v)) for k, v in reader.scan("outbox", after=start, limit=limit)]
+
+
+def _frame_times(rows: list[tuple[int, dict]], reader: Reader) -> dict[int, int]:
+    """Position of each index-frame intent -> seq of the event committed with it (the
+    reducer writes a commit's frame intents before its event intent)."""
+    out, pending = {}, []
+    for pos, intent in rows:
+        if intent.get("op") == "index-frame":
+            pending.append(pos)
+        elif intent.get("op") == "index-event":
+            for p in pending:
+                out[p] = intent["seq"]
+            pending = []
+    if pending:  # the batch ended inside a commit: look a little further
+        for pos, intent in _intents(reader, pending[-1] + 1, 256):
+            if intent.get("op") == "index-event":
+                for p in pending:
+                    out[p] = intent["seq"]
+                break
+    return out
+
+
+class Indexer:
+    def __init__(self, store: Store, indexes: IndexDirectory, *,
+                 tracer: Optional[trace.Tracer] = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self._store = store
+        self._indexes = indexes
+        self._tracer = tracer or trace.NoOpTracer()
+        self._clock = clock
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._positions: dict[str, int] = {}
+        self._progress: dict[str, dict] = {}
+
+    def _lock(self, context: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(context, threading.Lock())
+
+    def index(self, context: str) -> ContextIndex:
+        return self._indexes.get(context)
+
+    def position(self, context: str) -> int:
+        pos = self._positions.get(context)
+        if pos is None:
+            pos = ContextIndex.meta(self.index(context).searcher()).get("position", 0)
+            self._positions[context] = pos
+        return pos
+
+    def progress(self, context: str) -> dict:
+        return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
+
+    # -- incremental ----------------------------------------------------------------------
+    def catch_up(self, context: str, batch: int = BATCH) -> int:
+        """Apply up to `batch` pending intents of the context; returns how many."""
+        with self._lock(context):
+            pos = self.position(context)
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                meta = m.meta()
+                if meta is None or meta.outbox_head <= pos:
+                    return 0
+                with self._tracer.start_as_current_span("recall.index_apply") as span:
+                    rows = _intents(reader, pos, batch)
+                    docs, deletes = self._docs(m, reader, rows)
+                    new_pos = rows[-1][0] + 1
+                    idx = self.index(context)
+                    old_meta = ContextIndex.meta(idx.searcher())
+                    idx.apply(docs.values(), dict(old_meta, context=context, position=new_pos),
+                              deletes=deletes)
+                    span.set_attribute("morphz.intents", len(rows))
+            self._positions[context] = new_pos
+            return len(rows)
+
+    def _docs(self, m: MindState, reader: Reader,
+              rows: list[tuple[int, dict]]) -> tuple[dict[str, Doc], list[str]]:
+        times = _frame_times(rows, reader)
+        docs: dict[str, Doc] = {}
+        deletes: list[str] = []
+        for pos, intent in rows:
+            if intent.get("op") == "index-event":
+                ev = m.event(intent["seq"])
+                if ev is not None:
+                    docs[event_key(ev.seq)] = event_doc(ev)
+            elif intent.get("op") == "index-frame":
+                key = frame_key(intent["id"])
+                f = m.frame(intent["id"])
+                if f is None:  # gone (rolled back): drop it from the index too
+                    docs.pop(key, None)
+                    deletes.append(key)
+                else:
+                    seq = times.get(pos)
+                    docs[key] = frame_doc(f, m.event(seq) if seq is not None else None)
+        return docs, deletes
+
+    # -- rebuild ----------------------------------------------------------------------------
+    def rebuild(self, context: str) -> dict:
+        """Build a new index from one snapshot of events and frames, then swap it in."""
+        if self._progress.get(context, {}).get("running"):
+            raise MorphzError("RECALL_REBUILD_RUNNING", f"a rebuild of {context} is running",
+                              context=context)
+        started = time.monotonic()
+        self._progress[context] = {"running": True, "done": 0, "total": 0}
+        try:
+            with self._tracer.start_as_current_span("recall.rebuild"), \
+                    self._store.reader(context) as reader:
+                m = MindState(reader)
+                meta = m.meta()
+                if meta is None:
+                    raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                                      context=context)
+                head = meta.outbox_head
+                frames = list(m.frames())
+                total = meta.next_seq + len(frames)
+                self._progress[context]["total"] = total
+                times = self._last_frame_events(reader)
+                fresh = self._indexes.fresh(context)
+                count = fresh.apply(self._snapshot_docs(m, reader, frames, times, context),
+                                    {"context": context, "position": head},
+                                    heap=REBUILD_HEAP, threads=2)
+            info = {"at": self._clock().isoformat(timespec="seconds"),
+                    "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
+            with self._lock(context):
+                fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
+                self._indexes.swap(context, fresh)
+                self._positions[context] = head
+            return info
+        finally:
+            self._progress[context]["running"] = False
+
+    def _snapshot_docs(self, m: MindState, reader: Reader, frames: list[R.Frame],
+                       times: dict[str, int], context: str):
+        prog = self._progress[context]
+        for _, raw in reader.scan("events"):
+            yield event_doc(R.loads(R.Event, raw))
+            prog["done"] += 1
+        for f in frames:
+            seq = times.get(f.id)
+            yield frame_doc(f, m.event(seq) if seq is not None else None)
+            prog["done"] += 1
+
+    @staticmethod
+    def _last_frame_events(reader: Reader) -> dict[str, int]:
+        """Frame id -> seq of the event of its last index intent (see _frame_times)."""
+        out: dict[str, int] = {}
+        pending: list[str] = []
+        for _, raw in reader.scan("outbox"):
+            intent = json.loads(raw)
+            if intent.get("op") == "index-frame":
+                pending.append(intent["id"])
+            elif intent.get("op") == "index-event":
+                for fid in pending:
+                    out[fid] = intent["seq"]
+                pending = []
+        return out

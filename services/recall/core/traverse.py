@@ -1,0 +1,84 @@
+"""Graph recall: breadth-first from a frame along sources and relations.
+
+`ancestors` follows a frame's sources back and relations from subject to object;
+`descendants` goes the other way (frames citing it as a source, subjects of
+relations naming it as object); `both` merges the two. Each node is visited and
+expanded once (cycles end there); events are leaves. Nodes stream out in BFS order,
+each with the edges found by expanding it, so pages can be cut anywhere.
+"""
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Iterator, Optional
+
+from morphz.services.recall.core.views import event_node, frame_node
+from morphz.services.recall.core.refs import is_ref, ref_seq
+from morphz.shared.mind.state import MindState
+
+DIRECTIONS = ("ancestors", "descendants", "both")
+
+
+class Graph:
+    def __init__(self, m: MindState, direction: str) -> None:
+        self._m = m
+        self._up = direction in ("ancestors", "both")
+        self._down = direction in ("descendants", "both")
+        self._cited_by: Optional[dict[str, list[str]]] = None
+
+    def _citations(self) -> dict[str, list[str]]:
+        if self._cited_by is None:
+            self._cited_by = {}
+            for f in self._m.frames():
+                for s in f.sources:
+                    self._cited_by.setdefault(s, []).append(f.id)
+        return self._cited_by
+
+    def neighbours(self, fid: str) -> list[tuple[str, dict]]:
+        """(neighbour, edge) pairs of a frame, in a stable order."""
+        out = []
+        if self._up:
+            f = self._m.frame(fid)
+            for s in (f.sources if f else []):
+                out.append((s, {"kind": "source", "from": fid, "to": s, "name": "sources"}))
+            for s, name, o in sorted(self._m.relations_from(fid)):
+                out.append((o, {"kind": "relation", "from": s, "to": o, "name": name}))
+        if self._down:
+            for citing in sorted(self._citations().get(fid, [])):
+                out.append((citing, {"kind": "source", "from": citing, "to": fid,
+                                     "name": "sources"}))
+            for s, name, o in sorted(self._m.relations_to(fid)):
+                out.append((s, {"kind": "relation", "from": s, "to": o, "name": name}))
+        return out
+
+
+def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bool,
+         include_events: bool) -> Iterator[tuple[dict, list[dict]]]:
+    """(node, edges found expanding it) in BFS order."""
+    graph = Graph(m, direction)
+    seen = {root}
+    seen_edges: set[tuple] = set()
+    queue = deque([(root, 0)])
+    while queue:
+        nid, d = queue.popleft()
+        if is_ref(nid):
+            seq = ref_seq(nid)
+            yield event_node(m, nid, m.event(seq), d, include_events), []
+            continue
+        f = m.frame(nid)
+        node = frame_node(f, nid, d, include_bodies)
+        edges = []
+        if f is not None and d < depth:
+            for nb, edge in graph.neighbours(nid):
+                key = (edge["kind"], edge["from"], edge["to"], edge["name"])
+                if key not in seen_edges:
+                    seen_edges.add(key)
+                    edges.append(edge)
+                if nb not in seen:
+                    seen.add(nb)
+                    queue.append((nb, d + 1))
+        yield node, edges
+
+
+def node_bytes(node: dict, edges: list[dict]) -> int:
+    return len(json.dumps([node, edges], ensure_ascii=False).encode())

@@ -1,0 +1,64 @@
+"""Reply shapes of recall, built from authoritative records."""
+from __future__ import annotations
+
+from typing import Optional
+
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+from morphz.shared.text.highlight import preview
+
+LEAF_PREVIEW_CHARS = 200
+
+
+def event_state(m: MindState, seq: int) -> str:
+    """Observation lifecycle; runtime events (transactions, activations) have none."""
+    obs = m.observation(seq)
+    if obs is None:
+        return ""
+    return R.RETIRED if obs.retired else R.ACTIVE
+
+
+def event_hit(m: MindState, ev: R.Event, score: float, words: set[str]) -> dict:
+    return {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id, "state": event_state(m, ev.seq),
+            "score": score, "time": ev.time, "session": ev.session, "event_kind": ev.kind,
+            "preview": preview(ev.text, words), "revision": 0}
+
+
+def frame_hit(f: R.Frame, score: float, time: str, words: set[str]) -> dict:
+    return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
+            "time": time, "session": "", "event_kind": "", "preview": preview(f.body, words),
+            "revision": f.revision}
+
+
+def _node(**fields) -> dict:
+    """Every node has every field (the wire form has them too), defaults when n/a."""
+    node = {"kind": "", "id": "", "ref": "", "depth": 0, "state": "", "revision": 0,
+            "sources": [], "body": "", "protected": False, "event_kind": "", "time": "",
+            "preview": "", "text": "", "missing": False}
+    node.update(fields)
+    return node
+
+
+def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -> dict:
+    if f is None:  # a source id whose frame no longer exists (e.g. rolled back)
+        return _node(kind="frame", id=fid, depth=depth, missing=True)
+    node = _node(kind="frame", id=f.id, depth=depth, state=f.state, revision=f.revision,
+                 sources=list(f.sources), protected=f.protected)
+    if include_body:
+        node["body"] = f.body
+    else:
+        node["preview"] = preview(f.body, set(), width=LEAF_PREVIEW_CHARS)
+    return node
+
+
+def event_node(m: MindState, ref: str, ev: Optional[R.Event], depth: int,
+               include_text: bool) -> dict:
+    if ev is None:
+        return _node(kind="event", ref=ref, depth=depth, missing=True)
+    node = _node(kind="event", ref=ref, id=ev.id, depth=depth, state=event_state(m, ev.seq),
+                 event_kind=ev.kind, time=ev.time)
+    if include_text:
+        node["text"] = ev.text
+    else:
+        node["preview"] = preview(ev.text, set(), width=LEAF_PREVIEW_CHARS)
+    return node

@@ -1,0 +1,268 @@
+"""The derived index of one context: a tantivy index directory fed with our own ICU
+terms (joined by spaces, split again by tantivy's whitespace tokenizer), BM25 ranked.
+
+This is the storage adapter of the recall core: the only module that imports
+tantivy. Documents are keyed (`e:<seq>`, `f:<frame id>`) so applying an intent is an
+upsert and re-applying it changes nothing. The applied outbox position lives in a
+`__meta__` document written in the same tantivy commit as the documents it covers,
+so a restart resumes exactly where the last commit ended.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+import tantivy
+
+META_KEY = "__meta__"
+_TOKENIZER = "morphz_terms"
+WRITER_HEAP = 32 << 20
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("key", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("kind", tokenizer_name="raw", index_option="basic")
+    b.add_text_field("session", tokenizer_name="raw", index_option="basic")
+    b.add_text_field("terms", tokenizer_name=_TOKENIZER, index_option="freq")
+    b.add_integer_field("time", indexed=True, fast=True)
+    b.add_text_field("meta", stored=True, tokenizer_name="raw", index_option="basic")
+    return b.build()
+
+
+SCHEMA = _schema()
+
+
+@dataclass
+class Doc:
+    key: str
+    kind: str          # "event" | "frame"
+    terms: list[str]
+    time_us: Optional[int]
+    session: str = ""
+
+
+@dataclass
+class Hit:
+    key: str
+    score: float
+    time_us: Optional[int] = None
+
+
+@dataclass
+class Query:
+    terms: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    since_us: Optional[int] = None
+    until_us: Optional[int] = None
+
+
+def _open(path: str, create: bool) -> tantivy.Index:
+    if create:
+        os.makedirs(path, exist_ok=True)
+    index = tantivy.Index(SCHEMA, path=path, reuse=True)
+    index.register_tokenizer(
+        _TOKENIZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+    index.config_reader(reload_policy="manual")
+    return index
+
+
+def _document(d: Doc) -> tantivy.Document:
+    doc = tantivy.Document()
+    doc.add_text("key", d.key)
+    doc.add_text("kind", d.kind)
+    doc.add_text("session", d.session)
+    doc.add_text("terms", " ".join(d.terms))
+    if d.time_us is not None:
+        doc.add_integer("time", d.time_us)
+    return doc
+
+
+class ContextIndex:
+    """One context's index: upserts with the position in one commit; snapshot reads."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._index = _open(path, create=True)
+        self._write_lock = threading.Lock()
+
+    # -- writing ----------------------------------------------------------------------
+    def apply(self, docs: Iterable[Doc], meta: dict, *, deletes: Iterable[str] = (),
+              heap: int = WRITER_HEAP, threads: int = 1) -> int:
+        """Upsert docs, delete keys and replace the meta document in one commit;
+        returns the number of documents written."""
+        n = 0
+        with self._write_lock:
+            writer = self._index.writer(heap_size=heap, num_threads=threads)
+            try:
+                for key in deletes:
+                    writer.delete_documents_by_term("key", key)
+                for d in docs:
+                    writer.delete_documents_by_term("key", d.key)
+                    writer.add_document(_document(d))
+                    n += 1
+                writer.delete_documents_by_term("key", META_KEY)
+                writer.add_document(tantivy.Document(
+                    key=META_KEY, meta=json.dumps(meta, sort_keys=True)))
+                writer.commit()
+                writer.wait_merging_threads()
+            except BaseException:
+                writer.rollback()
+                raise
+            finally:
+                del writer
+            self._index.reload()
+        return n
+
+    # -- reading ------------------------------------------------------------------------
+    def searcher(self) -> tantivy.Searcher:
+        return self._index.searcher()
+
+    @staticmethod
+    def meta(searcher: tantivy.Searcher) -> dict:
+        hits = searcher.search(tantivy.Query.term_query(SCHEMA, "key", META_KEY), 1).hits
+        if not hits:
+            return {}
+        return json.loads(searcher.doc(hits[0][1]).get_first("meta"))
+
+    @staticmethod
+    def counts(searcher: tantivy.Searcher) -> dict:
+        def count(kind: str) -> int:
+            return searcher.search(tantivy.Query.term_query(SCHEMA, "kind", kind), 1,
+                                   count=True).count
+        return {"events": count("event"), "frames": count("frame")}
+
+    @staticmethod
+    def term_count(searcher: tantivy.Searcher) -> int:
+        return len(searcher.terms_with_prefix("terms", ""))
+
+    def size_bytes(self) -> int:
+        total = 0
+        for e in os.scandir(self.path):
+            try:
+                total += e.stat().st_size if e.is_file() else 0
+            except FileNotFoundError:  # tantivy's temporary files come and go
+                pass
+        return total
+
+    def search(self, searcher: tantivy.Searcher, q: Query, offset: int, count: int) -> list[Hit]:
+        """Hits in rank order: BM25 when there are terms, else by time (oldest first);
+        ties by key, so the order never depends on how the index was built."""
+        must: list = []
+        if q.kinds:
+            must.append(_any(SCHEMA, "kind", q.kinds))
+        if q.sessions:
+            must.append(_any(SCHEMA, "session", q.sessions))
+        if q.since_us is not None or q.until_us is not None:
+            must.append(tantivy.Query.range_query(
+                SCHEMA, "time", tantivy.FieldType.Integer,
+                lower_bound=q.since_us if q.since_us is not None else -(1 << 62),
+                upper_bound=q.until_us if q.until_us is not None else 1 << 62,
+                include_lower=True, include_upper=q.until_us is None))
+        if q.terms:
+            words = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, tantivy.Query.term_query(SCHEMA, "terms", t))
+                 for t in q.terms])
+            query = (tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, words)] +
+                [(tantivy.Occur.Must, tantivy.Query.const_score_query(m, 0.0)) for m in must])
+                if must else words)
+
+            def run(n: int) -> list:
+                return [(-score, addr) for score, addr in
+                        searcher.search(query, n, count=False).hits]
+        else:
+            query = tantivy.Query.boolean_query([(tantivy.Occur.Must, m) for m in must])
+
+            def run(n: int) -> list:
+                return searcher.search(query, n, count=False, order_by_field="time",
+                                       order=tantivy.Order.Asc).hits
+        # Fetch from the top, past any tie straddling the end of the page.
+        n = offset + count
+        while True:
+            raw = run(n + 1)
+            if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
+                break
+            n *= 2
+        addrs = [addr for _, addr in raw]
+        times = searcher.fast_field_values("time", addrs) if addrs else []
+        hits = [(rank, _key_order(key), Hit(key, -rank if q.terms else 0.0, t))
+                for (rank, _), key, t in
+                zip(raw, (searcher.doc(a).get_first("key") for a in addrs), times)]
+        hits.sort(key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
+        return [h[2] for h in hits[offset:offset + count]]
+
+
+def _key_order(key: str) -> tuple:
+    kind, _, ident = key.partition(":")
+    return (0, int(ident), "") if kind == "e" else (1, 0, ident)
+
+
+def _any(schema: tantivy.Schema, fld: str, values: list[str]) -> tantivy.Query:
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, fld, v)) for v in values])
+
+
+class IndexDirectory:
+    """Per-context index directories under one root, with atomic replacement for
+    rebuilds: `<root>/<name>/<generation>/`, `<root>/<name>/CURRENT` names the live one."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self._open: dict[str, ContextIndex] = {}
+        self._lock = threading.Lock()
+
+    def _dir(self, context: str) -> str:
+        return os.path.join(self.root, context.encode("utf-8").hex()[:200])
+
+    def _current(self, context: str) -> Optional[str]:
+        try:
+            with open(os.path.join(self._dir(context), "CURRENT")) as f:
+                return f.read().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def _set_current(self, context: str, generation: str) -> None:
+        pointer = os.path.join(self._dir(context), "CURRENT")
+        with open(pointer + ".tmp", "w") as f:
+            f.write(generation)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(pointer + ".tmp", pointer)
+
+    def get(self, context: str) -> ContextIndex:
+        with self._lock:
+            idx = self._open.get(context)
+            if idx is None:
+                gen = self._current(context)
+                if gen is None:
+                    gen = "g1"
+                    os.makedirs(os.path.join(self._dir(context), gen), exist_ok=True)
+                    self._set_current(context, gen)
+                idx = self._open[context] = ContextIndex(os.path.join(self._dir(context), gen))
+            return idx
+
+    def fresh(self, context: str) -> ContextIndex:
+        """An empty index in a new generation directory, not yet live."""
+        base = self._dir(context)
+        os.makedirs(base, exist_ok=True)
+        current = self._current(context) or "g0"
+        gen = f"g{int(current[1:]) + 1}"
+        path = os.path.join(base, gen)
+        shutil.rmtree(path, ignore_errors=True)
+        return ContextIndex(path)
+
+    def swap(self, context: str, new: ContextIndex) -> None:
+        """Make `new` the live index of the context and delete the old generation."""
+        with self._lock:
+            old = self._current(context)
+            self._set_current(context, os.path.basename(new.path))
+            self._open[context] = new
+        if old and old != os.path.basename(new.path):
+            shutil.rmtree(os.path.join(self._dir(context), old), ignore_errors=True)

@@ -1,0 +1,52 @@
+"""RecallService over gRPC: request shape -> RecallCore -> reply message."""
+from __future__ import annotations
+
+from morphz.api.recall.v1 import recall_pb2 as pb
+from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
+from morphz.services.recall.core.engine import RecallCore
+from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.protojson import from_plain
+
+
+def _evaluation(request) -> dict:
+    ev = request.evaluation
+    return {"session": ev.session, "activation": ev.activation}
+
+
+class RecallServicer(pb_grpc.RecallServiceServicer):
+    def __init__(self, core: RecallCore) -> None:
+        self._core = core
+
+    @rpc_boundary
+    def Search(self, request, context):
+        reply = self._core.search(
+            request.context, request.query, since=request.since, until=request.until,
+            limit=request.limit, kinds=list(request.kinds), states=list(request.states),
+            sessions=list(request.sessions), cursor=request.cursor,
+            evaluation=_evaluation(request))
+        return from_plain(reply, pb.SearchResponse())
+
+    @rpc_boundary
+    def Read(self, request, context):
+        reply = self._core.read(request.context, request.ref, offset=request.offset,
+                                limit=request.limit, evaluation=_evaluation(request))
+        return from_plain(reply, pb.ReadResponse())
+
+    @rpc_boundary
+    def Traverse(self, request, context):
+        reply = self._core.traverse(
+            request.context, request.frame_id,
+            depth=request.depth if request.HasField("depth") else None,
+            direction=request.direction, include_bodies=request.include_bodies,
+            include_events=request.include_events, max_nodes=request.max_nodes,
+            max_bytes=request.max_bytes, cursor=request.cursor,
+            evaluation=_evaluation(request))
+        return from_plain(reply, pb.TraverseResponse())
+
+    @rpc_boundary
+    def InspectIndex(self, request, context):
+        return from_plain(self._core.inspect(request.context), pb.IndexStatus())
+
+    @rpc_boundary
+    def RebuildIndex(self, request, context):
+        return from_plain(self._core.rebuild(request.context), pb.IndexStatus())

@@ -1,0 +1,89 @@
+"""Text analysis for recall: the ONE function that turns text into index terms,
+used for documents and for queries alike (so both always agree).
+
+Pipeline: Unicode NFKC + case folding (ICU's nfkc_cf), ICU word segmentation
+(BreakIterator, root locale, with ICU's CJK dictionary), then two additions the
+ranking needs:
+- identifiers: `cn-hangzhou`, `@e42`, `v1.2.3` are indexed whole *and* by their
+  parts, so a query for either form finds them;
+- overlapping bigrams of CJK runs beside the ICU words: ICU cuts many words
+  (沙箱, 超时, 重试) into single characters, and bigrams bring them back.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from typing import NamedTuple
+
+import icu
+
+MAX_TERM_CHARS = 64  # longer "words" (base64 blobs, hashes) are cut, never dropped
+_NORMALIZER = icu.Normalizer2.getInstance(None, "nfkc_cf", icu.UNormalizationMode2.COMPOSE)
+_CONNECTORS = "-_./:@#"
+# A run of word characters joined by connectors, or with a leading sigil (@e42, #12).
+# Matches start only where a word starts and never backtrack (possessive), so long
+# runs of letters cost linear time.
+_COMPOUND = re.compile(r"(?<![^\W_@#])(?:[@#]?[^\W_]++(?:[-_./:@][^\W_]++)+|[@#][^\W_]++)")
+_PART = re.compile(r"[^\W_]+")
+# Han, kana and Hangul: scripts written without spaces between words.
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+                      r"\U00020000-\U0002fa1f]{2,}")
+
+
+class Term(NamedTuple):
+    text: str
+    start: int  # offsets into the normalized text
+    end: int
+
+
+def normalize(text: str) -> str:
+    """NFKC + case folding (Unicode's NFKC_Casefold, as ICU implements it)."""
+    return _NORMALIZER.normalize(text)
+
+
+class _Local(threading.local):
+    """BreakIterators are stateful; one per thread."""
+
+    def __init__(self) -> None:
+        self.words = icu.BreakIterator.createWordInstance(icu.Locale.getRoot())
+
+
+_local = _Local()
+
+
+def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
+    """Terms of already-normalized text, with offsets, in text order per kind."""
+    out: list[Term] = []
+    words = _local.words
+    words.setText(normalized)
+    start = words.first()
+    seen_spans = set()
+    for end in words:
+        if words.getRuleStatus() != 0:  # 0: spaces, punctuation, symbols
+            tok = normalized[start:end]
+            out.append(Term(tok[:MAX_TERM_CHARS], start, end))
+            seen_spans.add((start, end))
+            if any(c in _CONNECTORS for c in tok):  # ICU kept it whole (@e42, v1.2.3)
+                for p in _PART.finditer(tok):
+                    out.append(Term(p.group()[:MAX_TERM_CHARS], start + p.start(),
+                                    start + p.end()))
+        start = end
+    for m in _COMPOUND.finditer(normalized):
+        if (m.start(), m.end()) not in seen_spans:  # spans several ICU words (cn-hangzhou)
+            out.append(Term(m.group()[:MAX_TERM_CHARS], m.start(), m.end()))
+    if bigrams:
+        for m in _CJK_RUN.finditer(normalized):
+            s = m.group()
+            for i in range(len(s) - 1):
+                out.append(Term(s[i:i + 2], m.start() + i, m.start() + i + 2))
+    return out
+
+
+def terms(text: str, *, bigrams: bool = True) -> list[str]:
+    """Index/query terms of `text` (with repeats: term frequency counts)."""
+    return [t.text for t in segment(normalize(text), bigrams=bigrams)]
+
+
+def query_terms(text: str, *, bigrams: bool = True) -> list[str]:
+    """Distinct terms of a query, in first-seen order."""
+    return list(dict.fromkeys(terms(text, bigrams=bigrams)))

@@ -1,0 +1,62 @@
+"""A short preview of a text around its first query match, matches marked «like this».
+
+Matching uses the same analysis as the index (shared/text/analyze.py), run on a
+bounded window, so previews stay cheap for large texts.
+"""
+from __future__ import annotations
+
+from morphz.shared.text.analyze import normalize, segment
+
+SCAN_CHARS = 8192   # look for a match this far into the text
+PREVIEW_CHARS = 200
+OPEN, CLOSE = "«", "»"
+
+
+def _offset_map(window: str) -> tuple[str, list[int]]:
+    """The normalized window and, per normalized char, its offset in `window`."""
+    whole = normalize(window)
+    if len(whole) == len(window):  # the usual case: folding kept every length
+        return whole, list(range(len(window) + 1))
+    parts, where = [], []
+    for i, ch in enumerate(window):
+        n = normalize(ch)
+        parts.append(n)
+        where.extend([i] * len(n))
+    where.append(len(window))
+    return "".join(parts), where
+
+
+def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS) -> str:
+    """Up to `width` chars of text around the first match, matches marked; the start
+    of the text when nothing matches (or no query)."""
+    window = text[:SCAN_CHARS]
+    spans: list[tuple[int, int]] = []
+    if query:
+        norm, where = _offset_map(window)
+        for t in segment(norm):
+            if t.text in query:
+                spans.append((where[t.start], where[min(t.end, len(where) - 1)]))
+    if not spans:
+        return text[:width] + ("…" if len(text) > width else "")
+    spans.sort()
+    first = spans[0][0]
+    begin = max(0, first - width // 4)
+    end = min(len(text), begin + width)
+    out, pos = [], begin
+    for s, e in _merge(spans):
+        if s < pos or e > end:
+            continue
+        out += [text[pos:s], OPEN, text[s:e], CLOSE]
+        pos = e
+    out.append(text[pos:end])
+    return ("…" if begin else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+        else:
+            merged.append((s, e))
+    return merged

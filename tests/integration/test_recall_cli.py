@@ -1,0 +1,53 @@
+"""`morphz context recall ...` and `recall-index ...` as real subprocesses (RECALL-01..10)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def morphz(address: str, *args: str, expect: int = 0) -> dict:
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", *args,
+                           "--server", address, "--format=json"],
+                          capture_output=True, timeout=60, env=env)
+    assert proc.returncode == expect, (proc.stdout, proc.stderr)
+    return json.loads(proc.stdout.decode("utf-8"))
+
+
+def test_recall_cli_search_read_frame_and_index(address, mind):
+    c = ["--context", mind.context]
+    ev = mind.event("部署到 cn-hangzhou 时 sandbox permission 沙箱权限配置失败")
+    mind.tx(f'(derive memory/sandbox (from {ev["ref"]}) (note "沙箱权限配置失败"))')
+    for _ in range(500):
+        st = morphz(address, "context", "recall-index", "inspect", mind.context)
+        if st["lag"] == 0:
+            break
+        time.sleep(0.02)
+    assert st["documents"] == st["events"] + st["frames"] and st["frames"] == 1
+    hits = morphz(address, "context", "recall", "search", "sandbox permission", "--limit=20",
+                  *c)["results"]
+    assert ev["ref"] in [h["ref"] for h in hits]
+    assert all({"kind", "ref", "id", "state", "score", "time", "preview"} <= set(h) for h in hits)
+    frames = morphz(address, "context", "recall", "search", "沙箱 权限", "--kind", "frame", *c)
+    assert [h["id"] for h in frames["results"]] == ["memory/sandbox"]
+    window = morphz(address, "context", "recall", "search", "--since=2000-08-04T09:00:00+08:00",
+                    "--until=2100-08-04T18:00:00+08:00", "--kind", "event", *c)
+    assert ev["ref"] in [h["ref"] for h in window["results"]]
+    err = morphz(address, "context", "recall", "search", "--since=2026-08-04T09:00:00", *c,
+                 expect=1)["error"]
+    assert err["reason"] == "RECALL_TIME_INVALID"
+    page = morphz(address, "context", "recall", "read", ev["ref"], "--offset", "4", "--limit",
+                  "11", *c)
+    assert page["text"] == "cn-hangzhou" and page["has_more"]
+    graph = morphz(address, "context", "recall", "frame", "memory/sandbox", "--depth=2",
+                   "--direction=ancestors", "--include-events", *c)
+    assert [n["ref"] or n["id"] for n in graph["nodes"]] == ["memory/sandbox", ev["ref"]]
+    assert graph["nodes"][1]["text"].startswith("部署到")
+    err = morphz(address, "context", "recall", "frame", "memory/sandbox", "--max-nodes", "129",
+                 *c, expect=1)["error"]
+    assert err["reason"] == "RECALL_LIMIT_INVALID"
+    rebuilt = morphz(address, "context", "recall-index", "rebuild", mind.context)
+    assert rebuilt["last_rebuild"]["documents"] == st["documents"] and rebuilt["lag"] == 0
