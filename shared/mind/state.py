@@ -215,7 +215,13 @@ class MindState:
         return R.loads(R.Activation, self._get("activations", (aid,)))
 
     def put_activation(self, a: R.Activation) -> None:
+        """Store an activation; an undelivered one keeps its root request protected."""
         self._put("activations", (a.id,), R.dumps(a))
+        if a.root is not None:
+            self._put("root_requests", (a.root,), None if a.delivered else a.id.encode())
+
+    def is_protected_root(self, seq: int) -> bool:
+        return self._get("root_requests", (seq,)) is not None
 
     def activations(self) -> list[R.Activation]:
         return [R.loads(R.Activation, raw) for _, raw in self._scan("activations")]

@@ -32,6 +32,7 @@ TABLES: dict[str, bool] = {
     "sessions": False,        # (session id,) -> session record
     "pending": False,         # (session id, seq) -> b""  inputs not yet claimed
     "activations": False,     # (activation id,) -> activation record
+    "root_requests": False,   # (seq,) -> activation id: roots of undelivered activations
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply
     "boundaries": False,      # (boundary,) -> revision that last changed it

@@ -439,7 +439,7 @@ def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
     return view
 
 
-_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "order_rank", "inbox", "boundaries",
+_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "order_rank", "inbox", "root_requests", "boundaries",
             "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
             "idempotency", "outbox", "event_ids")
 

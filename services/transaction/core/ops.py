@@ -116,10 +116,6 @@ def apply_revise(m: MindState, run: TxRun, op: FrameOp) -> None:
 
 # -- lifecycle -----------------------------------------------------------------------
 
-def _root_requests(m: MindState) -> set[int]:
-    return {a.root for a in m.activations() if not a.delivered and a.root is not None}
-
-
 def _observation(m: MindState, run: TxRun, target: str) -> tuple[int, R.Event, R.Observation]:
     seq = ref_seq(target)
     ev = m.event(seq) if seq < m.meta().next_seq else None
@@ -138,7 +134,7 @@ def apply_retire(m: MindState, run: TxRun, target: str) -> None:
         if obs.protected:
             raise run.fail("OBSERVATION_PROTECTED", f"{target} is protected: unprotect it first",
                            target)
-        if seq in _root_requests(m):
+        if m.is_protected_root(seq):
             raise run.fail("ROOT_REQUEST_PROTECTED", f"{target} is the root request of an "
                            "undelivered activation", target)
         if obs.retired:
