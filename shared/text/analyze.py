@@ -11,6 +11,7 @@ ranking needs:
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import NamedTuple
@@ -51,16 +52,20 @@ class _Local(threading.local):
 _local = _Local()
 
 
-def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
-    """Terms of already-normalized text, with offsets, in text order per kind."""
+_CHUNK = re.compile(r"\S+")
+CACHE_CHUNKS = 1 << 18
+
+
+def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], tuple[Term, ...]]:
+    """Terms of one whitespace-free chunk: (texts, terms with chunk-relative offsets)."""
     out: list[Term] = []
     words = _local.words
-    words.setText(normalized)
+    words.setText(chunk)
     start = words.first()
     seen_spans = set()
     for end in words:
-        if words.getRuleStatus() != 0:  # 0: spaces, punctuation, symbols
-            tok = normalized[start:end]
+        if words.getRuleStatus() != 0:  # 0: punctuation, symbols
+            tok = chunk[start:end]
             out.append(Term(tok[:MAX_TERM_CHARS], start, end))
             seen_spans.add((start, end))
             if any(c in _CONNECTORS for c in tok):  # ICU kept it whole (@e42, v1.2.3)
@@ -68,20 +73,53 @@ def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
                     out.append(Term(p.group()[:MAX_TERM_CHARS], start + p.start(),
                                     start + p.end()))
         start = end
-    for m in _COMPOUND.finditer(normalized):
+    for m in _COMPOUND.finditer(chunk):
         if (m.start(), m.end()) not in seen_spans:  # spans several ICU words (cn-hangzhou)
             out.append(Term(m.group()[:MAX_TERM_CHARS], m.start(), m.end()))
     if bigrams:
-        for m in _CJK_RUN.finditer(normalized):
+        for m in _CJK_RUN.finditer(chunk):
             s = m.group()
             for i in range(len(s) - 1):
                 out.append(Term(s[i:i + 2], m.start() + i, m.start() + i + 2))
+    return tuple(t.text for t in out), tuple(out)
+
+
+# Words repeat (Zipf): segmenting each distinct chunk once makes indexing several times
+# faster. No term spans whitespace (ICU breaks there; identifiers and CJK runs hold
+# none), so chunk by chunk gives the terms of the whole text.
+_segment_cached = functools.lru_cache(maxsize=CACHE_CHUNKS)(_segment_chunk)
+
+
+def chunk_terms(chunk: str, *, bigrams: bool = True) -> tuple[Term, ...]:
+    """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
+    return (_segment_cached(chunk, bigrams) if len(chunk) <= 256
+            else _segment_chunk(chunk, bigrams))[1]
+
+
+def chunks(normalized: str):
+    """(offset, chunk) of each whitespace-free piece of normalized text."""
+    return ((m.start(), m.group()) for m in _CHUNK.finditer(normalized))
+
+
+def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
+    """Terms of already-normalized text, with offsets into it."""
+    out: list[Term] = []
+    for m in _CHUNK.finditer(normalized):
+        base = m.start()
+        chunk = m.group()
+        found = (_segment_cached(chunk, bigrams) if len(chunk) <= 256
+                 else _segment_chunk(chunk, bigrams))[1]
+        out.extend(Term(t.text, t.start + base, t.end + base) for t in found)
     return out
 
 
 def terms(text: str, *, bigrams: bool = True) -> list[str]:
     """Index/query terms of `text` (with repeats: term frequency counts)."""
-    return [t.text for t in segment(normalize(text), bigrams=bigrams)]
+    out: list[str] = []
+    for chunk in normalize(text).split():
+        out.extend((_segment_cached(chunk, bigrams) if len(chunk) <= 256
+                    else _segment_chunk(chunk, bigrams))[0])
+    return out
 
 
 def query_terms(text: str, *, bigrams: bool = True) -> list[str]:

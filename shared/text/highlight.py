@@ -5,18 +5,19 @@ bounded window, so previews stay cheap for large texts.
 """
 from __future__ import annotations
 
-from morphz.shared.text.analyze import normalize, segment
+from morphz.shared.text.analyze import chunk_terms, chunks, normalize
 
 SCAN_CHARS = 8192   # look for a match this far into the text
 PREVIEW_CHARS = 200
 OPEN, CLOSE = "«", "»"
 
 
-def _offset_map(window: str) -> tuple[str, list[int]]:
-    """The normalized window and, per normalized char, its offset in `window`."""
+def _offset_map(window: str) -> tuple[str, list[int] | None]:
+    """The normalized window and, per normalized char, its offset in `window` (None
+    when folding kept every length, the usual case, and offsets are the same)."""
     whole = normalize(window)
-    if len(whole) == len(window):  # the usual case: folding kept every length
-        return whole, list(range(len(window) + 1))
+    if len(whole) == len(window):
+        return whole, None
     parts, where = [], []
     for i, ch in enumerate(window):
         n = normalize(ch)
@@ -33,9 +34,17 @@ def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS) -> str:
     spans: list[tuple[int, int]] = []
     if query:
         norm, where = _offset_map(window)
-        for t in segment(norm):
-            if t.text in query:
-                spans.append((where[t.start], where[min(t.end, len(where) - 1)]))
+        limit = len(norm)
+        for base, chunk in chunks(norm):
+            if base > limit:  # past the preview of the first match
+                break
+            for t in chunk_terms(chunk):
+                if t.text in query:
+                    s, e = base + t.start, base + t.end
+                    spans.append((s, e) if where is None else
+                                 (where[s], where[min(e, len(where) - 1)]))
+            if spans and limit == len(norm):
+                limit = base + width
     if not spans:
         return text[:width] + ("…" if len(text) > width else "")
     spans.sort()

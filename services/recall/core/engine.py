@@ -159,8 +159,8 @@ class RecallCore:
             m = MindState(reader)
             meta = self._meta(m, context)
             idx = self._indexer.index(context)
-            searcher = idx.searcher()
-            position = ContextIndex.meta(searcher).get("position", 0)
+            searcher, imeta = idx.snapshot()
+            position = imeta.get("position", 0)
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
             hits, next_offset, empty = run_search(m, idx, searcher, words, since_us, until_us,
@@ -266,8 +266,7 @@ class RecallCore:
         with self._store.reader(context) as reader:
             meta = self._meta(MindState(reader), context)
         idx = self._indexer.index(context)
-        searcher = idx.searcher()
-        imeta = ContextIndex.meta(searcher)
+        searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)
         position = imeta.get("position", 0)
         return {"context": context, "documents": counts["events"] + counts["frames"],

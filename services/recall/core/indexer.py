@@ -74,7 +74,7 @@ class Indexer:
     def position(self, context: str) -> int:
         pos = self._positions.get(context)
         if pos is None:
-            pos = ContextIndex.meta(self.index(context).searcher()).get("position", 0)
+            pos = self.index(context).snapshot()[1].get("position", 0)
             self._positions[context] = pos
         return pos
 
@@ -96,7 +96,7 @@ class Indexer:
                     docs, deletes = self._docs(m, reader, rows)
                     new_pos = rows[-1][0] + 1
                     idx = self.index(context)
-                    old_meta = ContextIndex.meta(idx.searcher())
+                    old_meta = idx.snapshot()[1]
                     idx.apply(docs.values(), dict(old_meta, context=context, position=new_pos),
                               deletes=deletes)
                     span.set_attribute("morphz.intents", len(rows))

@@ -90,6 +90,15 @@ class ContextIndex:
         self.path = path
         self._index = _open(path, create=True)
         self._write_lock = threading.Lock()
+        self._snapshot = self._take_snapshot()
+
+    def _take_snapshot(self) -> tuple[tantivy.Searcher, dict]:
+        searcher = self._index.searcher()
+        return searcher, self.meta(searcher)
+
+    def snapshot(self) -> tuple[tantivy.Searcher, dict]:
+        """The latest committed searcher and its meta (position...), consistent."""
+        return self._snapshot
 
     # -- writing ----------------------------------------------------------------------
     def apply(self, docs: Iterable[Doc], meta: dict, *, deletes: Iterable[str] = (),
@@ -117,6 +126,7 @@ class ContextIndex:
             finally:
                 del writer
             self._index.reload()
+            self._snapshot = self._take_snapshot()
         return n
 
     # -- reading ------------------------------------------------------------------------

@@ -1,0 +1,308 @@
+"""Recall benchmark: index build and search latency over a generated corpus of mixed
+Chinese/English events, RecallService next to tantivy in-process (same ICU terms) and
+SQLite FTS5, in the same run, with ratios.
+
+    scripts/bench recall                      # 1,000,000 events
+    scripts/bench recall -- --events 100000   # a quicker run
+
+The corpus is generated with a fixed seed and written through the transaction
+service's own reducer into a real LMDB store (batched commits, no fsync); the
+RecallService index is then built by `RebuildIndex` (tokenizing included) and
+queried over loopback gRPC with 1-, 2- and 3-word OR queries, limit 20.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import log, percentile  # noqa: E402
+
+import grpc  # noqa: E402
+import tantivy  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+
+from morphz.services.recall.client import RecallClient  # noqa: E402
+from morphz.services.server.app import AllInOne, ServerConfig  # noqa: E402
+from morphz.services.storage.lmdb_store import LmdbStore  # noqa: E402
+from morphz.services.transaction.core.reducer import apply_event  # noqa: E402
+from morphz.shared.mind import records as R  # noqa: E402
+from morphz.shared.mind.state import MindState  # noqa: E402
+from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
+
+CONTEXT = "bench-recall"
+BATCH = 5000
+
+EN = ("sandbox permission deploy build test release artifact timeout retry cluster region "
+      "node pod container image registry network latency error warning failed passed "
+      "config secret token cache queue worker scheduler database index query shard "
+      "replica leader follower lease fence commit rollback checkpoint snapshot metric "
+      "trace span log alert incident report customer order payment refund shipping "
+      "inventory invoice account login session agent model prompt context frame event "
+      "memory recall search rank score budget pressure window tick version revision "
+      "upgrade migrate backup restore disk memory cpu thread process socket http grpc "
+      "proxy gateway router service client server request response header payload "
+      "schema table column row key value batch stream file bucket object storage").split()
+ZH = ("沙箱 权限 配置 失败 部署 构建 测试 发布 产物 超时 重试 集群 区域 节点 容器 镜像 "
+      "仓库 网络 延迟 错误 警告 通过 密钥 缓存 队列 调度 数据库 索引 查询 分片 副本 "
+      "租约 提交 回滚 快照 指标 日志 告警 故障 报告 客户 订单 支付 退款 物流 库存 发票 "
+      "账户 登录 会话 模型 上下文 认知 事件 记忆 召回 检索 排序 预算 压力 窗口 版本 升级 "
+      "迁移 备份 恢复 磁盘 内存 线程 进程 服务 请求 响应 文件 存储 用户 任务 流程 方法 "
+      "案例 结果 原因 修复 验证 核对 检查 完成 开始 等待 准备 打包 发送 接收").split()
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    """Real words plus generated identifiers and names, so the vocabulary is large."""
+    words = EN + ZH
+    for i in range(3000):
+        words.append(f"svc-{rng.randrange(10**4):04d}" if i % 3 == 0 else
+                     "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9))))
+    for i in range(1500):
+        words.append(rng.choice(ZH) + rng.choice(ZH))
+    return words
+
+
+def zipf_weights(n: int) -> list[float]:
+    return [1.0 / (i + 1) ** 1.05 for i in range(n)]
+
+
+def event_text(rng: random.Random, words: list[str], cum: list[float]) -> str:
+    parts = []
+    for w in rng.choices(words, cum_weights=cum, k=rng.randint(6, 28)):
+        parts.append(w)
+        if rng.random() < 0.08:
+            parts.append(str(rng.randrange(1000)))
+    # Chinese runs are written without spaces.
+    out, prev_zh = [], False
+    for p in parts:
+        zh = "\u4e00" <= p[0] <= "\u9fff"
+        out.append(p if (zh and prev_zh) or not out else " " + p)
+        prev_zh = zh
+    return "".join(out)
+
+
+def generate(data: str, n: int, seed: int) -> list[str]:
+    """Write n events into a fresh authoritative store; returns the vocabulary."""
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    rng.shuffle(words)
+    weights = zipf_weights(len(words))
+    cum, acc = [], 0.0
+    for w in weights:
+        acc += w
+        cum.append(acc)
+    store = LmdbStore(os.path.join(data, "store"), map_size=64 << 30, sync=False)
+    t0 = datetime(2026, 8, 4, 9, 0, tzinfo=timezone(timedelta(hours=8)))
+    seq, started = 0, time.monotonic()
+    try:
+        while seq <= n:
+            with store.reader(CONTEXT) as reader:
+                m = MindState(reader)
+                expect = reader.commit_seq
+                for _ in range(BATCH):
+                    if seq > n:
+                        break
+                    when = (t0 + timedelta(milliseconds=250 * seq)).isoformat()
+                    if seq == 0:
+                        ev = R.Event(0, uuid.UUID(int=rng.getrandbits(128)).hex,
+                                     R.CONTEXT_CREATED, when, CONTEXT, actor="runtime",
+                                     data={"window": 8})
+                    else:
+                        ev = R.Event(seq, uuid.UUID(int=rng.getrandbits(128)).hex,
+                                     rng.choice(("tool-result", "user-message")), when,
+                                     CONTEXT, session=f"s{seq % 7}", actor="bench",
+                                     text=event_text(rng, words, cum))
+                    apply_event(m, ev)
+                    seq += 1
+                writes = m.writes()
+            store.commit(CONTEXT, expect, writes)
+            if seq % 50000 < BATCH:
+                rate = seq / (time.monotonic() - started)
+                log(f"    corpus: {seq:,}/{n:,} events ({rate:,.0f}/s)")
+    finally:
+        store.close()
+    return words
+
+
+def make_queries(words: list[str], seed: int, count: int) -> dict[int, list[str]]:
+    rng = random.Random(seed + 1)
+    return {k: [" ".join(rng.sample(words, k)) for _ in range(count)] for k in (1, 2, 3)}
+
+
+def timed(fn, queries: list[str], warmup: int = 10) -> list[float]:
+    for q in queries[:warmup]:
+        fn(q)
+    out = []
+    for q in queries:
+        t = time.perf_counter()
+        fn(q)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def ms(xs: list[float], p: float) -> float:
+    return percentile(xs, p) * 1000
+
+
+# -- baselines -------------------------------------------------------------------------------
+def corpus_terms(data: str):
+    store = LmdbStore(os.path.join(data, "store"), map_size=64 << 30, sync=False)
+    try:
+        with store.reader(CONTEXT) as reader:
+            for _, raw in reader.scan("events"):
+                ev = R.loads(R.Event, raw)
+                yield ev.seq, terms(ev.text)
+    finally:
+        store.close()
+
+
+def build_tantivy(path: str, docs: list) -> tuple[tantivy.Index, tantivy.Schema, float]:
+    b = tantivy.SchemaBuilder()
+    b.add_integer_field("seq", stored=True, fast=True)
+    b.add_text_field("terms", tokenizer_name="ws", index_option="freq")
+    schema = b.build()
+    index = tantivy.Index(schema, path=path)
+    index.register_tokenizer("ws", tantivy.TextAnalyzerBuilder(
+        tantivy.Tokenizer.whitespace()).build())
+    t = time.perf_counter()
+    writer = index.writer(heap_size=256 << 20, num_threads=2)
+    for seq, ts in docs:
+        doc = tantivy.Document()
+        doc.add_integer("seq", seq)
+        doc.add_text("terms", " ".join(ts))
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    return index, schema, time.perf_counter() - t
+
+
+def tantivy_search(index: tantivy.Index, schema: tantivy.Schema):
+    def run(q: str):
+        searcher = index.searcher()
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "terms", t))
+             for t in query_terms(q)])
+        return [searcher.doc(a).get_first("seq") for _, a in searcher.search(query, 20).hits]
+    return run
+
+
+def build_fts(path: str, docs: list) -> tuple[sqlite3.Connection, float]:
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    # Our terms never contain spaces; the connectors keep identifiers one FTS token.
+    db.execute("CREATE VIRTUAL TABLE docs USING fts5(terms, "
+               "tokenize=\"unicode61 tokenchars '-_./:@#'\")")
+    t = time.perf_counter()
+    db.executemany("INSERT INTO docs(rowid, terms) VALUES (?, ?)",
+                   ((seq, " ".join(ts)) for seq, ts in docs))
+    db.commit()
+    return db, time.perf_counter() - t
+
+
+def fts_search(db: sqlite3.Connection):
+    def run(q: str):
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in query_terms(q))
+        return db.execute("SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) "
+                          "LIMIT 20", (match,)).fetchall()
+    return run
+
+
+# -- main ---------------------------------------------------------------------------------------
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=300, help="per word count")
+    ap.add_argument("--seed", type=int, default=20260804)
+    ap.add_argument("--data", default="", help="work directory (default: a temporary one)")
+    ap.add_argument("--json", default="", help="also write the results here")
+    args = ap.parse_args()
+    data = args.data or tempfile.mkdtemp(prefix="morphz-bench-recall-")
+    results: dict = {"events": args.events, "seed": args.seed}
+    try:
+        log(f"== recall benchmark: {args.events:,} events, seed {args.seed}, in {data}")
+        t = time.perf_counter()
+        words = generate(data, args.events, args.seed)
+        log(f"    corpus written in {time.perf_counter() - t:.1f} s")
+        queries = make_queries(words, args.seed, args.queries)
+
+        app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0", sync=False,
+                                    map_size=64 << 30)).start()
+        channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
+        recall = RecallClient(channel, timeout=60)
+        try:
+            log("    RecallService: RebuildIndex (tokenizing included) ...")
+            t = time.perf_counter()
+            st = recall.rebuild(CONTEXT)
+            results["recall_build_s"] = time.perf_counter() - t
+            log(f"    RecallService index built in {results['recall_build_s']:.1f} s "
+                f"({st['documents']:,} documents, {st['index_bytes'] / 1e6:.0f} MB)")
+            health = health_pb2_grpc.HealthStub(channel)
+            rtt = timed(lambda _: health.Check(health_pb2.HealthCheckRequest(), timeout=10),
+                        ["x"] * 500, warmup=50)
+            results["grpc_rtt_ms"] = {"p50": ms(rtt, 50), "p99": ms(rtt, 99)}
+            svc = {k: timed(lambda q: recall.search(CONTEXT, q, limit=20), qs)
+                   for k, qs in queries.items()}
+        finally:
+            channel.close()
+            app.stop(grace=1)
+
+        log("    tokenizing the corpus for the baselines ...")
+        t = time.perf_counter()
+        docs = list(corpus_terms(data))
+        results["tokenize_s"] = time.perf_counter() - t
+        log(f"    tokenized in {results['tokenize_s']:.1f} s")
+        tdir = os.path.join(data, "tantivy")
+        os.makedirs(tdir)
+        index, schema, results["tantivy_build_s"] = build_tantivy(tdir, docs)
+        log(f"    tantivy built in {results['tantivy_build_s']:.1f} s (terms given)")
+        tan = {k: timed(tantivy_search(index, schema), qs) for k, qs in queries.items()}
+        db, results["fts5_build_s"] = build_fts(os.path.join(data, "fts.sqlite"), docs)
+        log(f"    SQLite FTS5 built in {results['fts5_build_s']:.1f} s (terms given)")
+        del docs
+        fts = {k: timed(fts_search(db), qs) for k, qs in queries.items()}
+
+        rtt50, rtt99 = results["grpc_rtt_ms"]["p50"], results["grpc_rtt_ms"]["p99"]
+        print(f"\nrecall benchmark: {args.events:,} events (seed {args.seed}), "
+              f"{args.queries} queries per row, limit 20, OR semantics")
+        print(f"build: RecallService {results['recall_build_s']:.1f} s (rebuild, tokenizing "
+              f"included); tokenizing alone {results['tokenize_s']:.1f} s; tantivy "
+              f"{results['tantivy_build_s']:.1f} s and FTS5 {results['fts5_build_s']:.1f} s "
+              f"(both given the terms)")
+        print(f"bare gRPC round trip: p50 {rtt50:.3f} ms, p99 {rtt99:.3f} ms")
+        print(f"{'words':>5} {'recall p50':>11} {'p99':>8} {'tantivy p50':>12} {'p99':>8} "
+              f"{'fts5 p50':>9} {'p99':>8} {'p50 ratio':>10} {'p99 ratio':>10}")
+        results["search"] = {}
+        for k in (1, 2, 3):
+            r50, r99 = ms(svc[k], 50), ms(svc[k], 99)
+            t50, t99 = ms(tan[k], 50), ms(tan[k], 99)
+            f50, f99 = ms(fts[k], 50), ms(fts[k], 99)
+            ratio50, ratio99 = r50 / (t50 + rtt50), r99 / (t99 + rtt99)
+            results["search"][k] = {"recall": [r50, r99], "tantivy": [t50, t99],
+                                    "fts5": [f50, f99], "ratio_p50": ratio50,
+                                    "ratio_p99": ratio99}
+            print(f"{k:>5} {r50:>9.2f}ms {r99:>6.2f}ms {t50:>10.2f}ms {t99:>6.2f}ms "
+                  f"{f50:>7.2f}ms {f99:>6.2f}ms {ratio50:>10.2f} {ratio99:>10.2f}")
+        print("ratios: RecallService / (tantivy in-process + bare gRPC round trip); "
+              "target p50 <= 1.5, p99 <= 2.0; rebuild of 1M events < 90 s")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+    finally:
+        if not args.data:
+            shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
