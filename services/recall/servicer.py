@@ -24,7 +24,11 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             limit=request.limit, kinds=list(request.kinds), states=list(request.states),
             sessions=list(request.sessions), cursor=request.cursor,
             evaluation=_evaluation(request))
-        return from_plain(reply, pb.SearchResponse())
+        # Built directly: the hot path, and every hit key is a Hit field.
+        return pb.SearchResponse(
+            results=[pb.Hit(**h) for h in reply["results"]], next_cursor=reply["next_cursor"],
+            index_position=reply["index_position"], lag=reply["lag"], empty=reply["empty"],
+            observation_ref=reply["observation_ref"])
 
     @rpc_boundary
     def Read(self, request, context):

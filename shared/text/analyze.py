@@ -56,32 +56,36 @@ _CHUNK = re.compile(r"\S+")
 CACHE_CHUNKS = 1 << 18
 
 
-def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], tuple[Term, ...]]:
-    """Terms of one whitespace-free chunk: (texts, terms with chunk-relative offsets)."""
-    out: list[Term] = []
+def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """Terms of one whitespace-free chunk: (texts, chunk-relative spans), in step."""
+    texts: list[str] = []
+    spans: list[tuple[int, int]] = []
     words = _local.words
     words.setText(chunk)
     start = words.first()
-    seen_spans = set()
+    whole = set()
     for end in words:
         if words.getRuleStatus() != 0:  # 0: punctuation, symbols
             tok = chunk[start:end]
-            out.append(Term(tok[:MAX_TERM_CHARS], start, end))
-            seen_spans.add((start, end))
-            if any(c in _CONNECTORS for c in tok):  # ICU kept it whole (@e42, v1.2.3)
+            texts.append(tok[:MAX_TERM_CHARS])
+            spans.append((start, end))
+            if not tok.isalnum():  # ICU kept it whole (@e42, v1.2.3): add its parts
+                whole.add((start, end))
                 for p in _PART.finditer(tok):
-                    out.append(Term(p.group()[:MAX_TERM_CHARS], start + p.start(),
-                                    start + p.end()))
+                    texts.append(p.group()[:MAX_TERM_CHARS])
+                    spans.append((start + p.start(), start + p.end()))
         start = end
-    for m in _COMPOUND.finditer(chunk):
-        if (m.start(), m.end()) not in seen_spans:  # spans several ICU words (cn-hangzhou)
-            out.append(Term(m.group()[:MAX_TERM_CHARS], m.start(), m.end()))
+    if not chunk.isalnum():
+        for m in _COMPOUND.finditer(chunk):
+            if m.span() not in whole:  # spans several ICU words (cn-hangzhou)
+                texts.append(m.group()[:MAX_TERM_CHARS])
+                spans.append(m.span())
     if bigrams:
         for m in _CJK_RUN.finditer(chunk):
-            s = m.group()
-            for i in range(len(s) - 1):
-                out.append(Term(s[i:i + 2], m.start() + i, m.start() + i + 2))
-    return tuple(t.text for t in out), tuple(out)
+            run, base = m.group(), m.start()
+            texts.extend([run[i:i + 2] for i in range(len(run) - 1)])
+            spans.extend([(base + i, base + i + 2) for i in range(len(run) - 1)])
+    return tuple(texts), tuple(spans)
 
 
 # Words repeat (Zipf): segmenting each distinct chunk once makes indexing several times
@@ -90,10 +94,15 @@ def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], tuple[Te
 _segment_cached = functools.lru_cache(maxsize=CACHE_CHUNKS)(_segment_chunk)
 
 
-def chunk_terms(chunk: str, *, bigrams: bool = True) -> tuple[Term, ...]:
-    """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
+def _cached(chunk: str, bigrams: bool):
     return (_segment_cached(chunk, bigrams) if len(chunk) <= 256
-            else _segment_chunk(chunk, bigrams))[1]
+            else _segment_chunk(chunk, bigrams))
+
+
+def chunk_terms(chunk: str, *, bigrams: bool = True) -> list[Term]:
+    """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
+    texts, spans = _cached(chunk, bigrams)
+    return [Term(t, s, e) for t, (s, e) in zip(texts, spans)]
 
 
 def chunks(normalized: str):
@@ -104,12 +113,9 @@ def chunks(normalized: str):
 def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
     """Terms of already-normalized text, with offsets into it."""
     out: list[Term] = []
-    for m in _CHUNK.finditer(normalized):
-        base = m.start()
-        chunk = m.group()
-        found = (_segment_cached(chunk, bigrams) if len(chunk) <= 256
-                 else _segment_chunk(chunk, bigrams))[1]
-        out.extend(Term(t.text, t.start + base, t.end + base) for t in found)
+    for base, chunk in chunks(normalized):
+        texts, spans = _cached(chunk, bigrams)
+        out.extend(Term(t, s + base, e + base) for t, (s, e) in zip(texts, spans))
     return out
 
 
@@ -117,8 +123,7 @@ def terms(text: str, *, bigrams: bool = True) -> list[str]:
     """Index/query terms of `text` (with repeats: term frequency counts)."""
     out: list[str] = []
     for chunk in normalize(text).split():
-        out.extend((_segment_cached(chunk, bigrams) if len(chunk) <= 256
-                    else _segment_chunk(chunk, bigrams))[0])
+        out.extend(_cached(chunk, bigrams)[0])
     return out
 
 

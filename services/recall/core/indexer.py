@@ -62,6 +62,7 @@ class Indexer:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._positions: dict[str, int] = {}
+        self._seen: dict[str, tuple[int, int]] = {}  # context -> (commit_seq, position)
         self._progress: dict[str, dict] = {}
 
     def _lock(self, context: str) -> threading.Lock:
@@ -87,9 +88,12 @@ class Indexer:
         with self._lock(context):
             pos = self.position(context)
             with self._store.reader(context) as reader:
+                if self._seen.get(context) == (reader.commit_seq, pos):
+                    return 0  # nothing committed since the last look: skip the parse
                 m = MindState(reader)
                 meta = m.meta()
                 if meta is None or meta.outbox_head <= pos:
+                    self._seen[context] = (reader.commit_seq, pos)
                     return 0
                 with self._tracer.start_as_current_span("recall.index_apply") as span:
                     rows = _intents(reader, pos, batch)
@@ -148,7 +152,7 @@ class Indexer:
                 fresh = self._indexes.fresh(context)
                 count = fresh.apply(self._snapshot_docs(m, reader, frames, times, context),
                                     {"context": context, "position": head},
-                                    heap=REBUILD_HEAP, threads=2)
+                                    heap=REBUILD_HEAP, threads=2, fresh=True)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context):

@@ -12,7 +12,7 @@ _log = logging.getLogger("morphz.recall.worker")
 
 class OutboxWorker:
     def __init__(self, indexer: Indexer, contexts: Callable[[], list[str]], *,
-                 idle_seconds: float = 0.02) -> None:
+                 idle_seconds: float = 0.05) -> None:
         self._indexer = indexer
         self._contexts = contexts
         self._idle = idle_seconds

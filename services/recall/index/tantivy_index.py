@@ -30,6 +30,8 @@ def _schema() -> tantivy.Schema:
     b.add_text_field("session", tokenizer_name="raw", index_option="basic")
     b.add_text_field("terms", tokenizer_name=_TOKENIZER, index_option="freq")
     b.add_integer_field("time", indexed=True, fast=True)
+    # Events' seq (-1 for frames): hits of events need no stored-document fetch.
+    b.add_integer_field("seq", fast=True)
     b.add_text_field("meta", stored=True, tokenizer_name="raw", index_option="basic")
     return b.build()
 
@@ -80,6 +82,7 @@ def _document(d: Doc) -> tantivy.Document:
     doc.add_text("terms", " ".join(d.terms))
     if d.time_us is not None:
         doc.add_integer("time", d.time_us)
+    doc.add_integer("seq", int(d.key[2:]) if d.key.startswith("e:") else -1)
     return doc
 
 
@@ -102,9 +105,10 @@ class ContextIndex:
 
     # -- writing ----------------------------------------------------------------------
     def apply(self, docs: Iterable[Doc], meta: dict, *, deletes: Iterable[str] = (),
-              heap: int = WRITER_HEAP, threads: int = 1) -> int:
+              heap: int = WRITER_HEAP, threads: int = 1, fresh: bool = False) -> int:
         """Upsert docs, delete keys and replace the meta document in one commit;
-        returns the number of documents written."""
+        returns the number of documents written. `fresh`: the index is new and keys
+        are unique, so nothing needs deleting first (a rebuild)."""
         n = 0
         with self._write_lock:
             writer = self._index.writer(heap_size=heap, num_threads=threads)
@@ -112,7 +116,8 @@ class ContextIndex:
                 for key in deletes:
                     writer.delete_documents_by_term("key", key)
                 for d in docs:
-                    writer.delete_documents_by_term("key", d.key)
+                    if not fresh:
+                        writer.delete_documents_by_term("key", d.key)
                     writer.add_document(_document(d))
                     n += 1
                 writer.delete_documents_by_term("key", META_KEY)
@@ -201,9 +206,11 @@ class ContextIndex:
             n *= 2
         addrs = [addr for _, addr in raw]
         times = searcher.fast_field_values("time", addrs) if addrs else []
+        seqs = searcher.fast_field_values("seq", addrs) if addrs else []
+        keys = [f"e:{seq}" if seq is not None and seq >= 0 else
+                searcher.doc(a).get_first("key") for a, seq in zip(addrs, seqs)]
         hits = [(rank, _key_order(key), Hit(key, -rank if q.terms else 0.0, t))
-                for (rank, _), key, t in
-                zip(raw, (searcher.doc(a).get_first("key") for a in addrs), times)]
+                for (rank, _), key, t in zip(raw, keys, times)]
         hits.sort(key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
         return [h[2] for h in hits[offset:offset + count]]
 
@@ -255,11 +262,19 @@ class IndexDirectory:
                     gen = "g1"
                     os.makedirs(os.path.join(self._dir(context), gen), exist_ok=True)
                     self._set_current(context, gen)
-                idx = self._open[context] = ContextIndex(os.path.join(self._dir(context), gen))
+                try:
+                    idx = ContextIndex(os.path.join(self._dir(context), gen))
+                except ValueError:  # written by another schema version: start over
+                    idx = self._fresh_locked(context)  # position 0: the worker refills it
+                    self._set_current(context, os.path.basename(idx.path))
+                self._open[context] = idx
             return idx
 
     def fresh(self, context: str) -> ContextIndex:
         """An empty index in a new generation directory, not yet live."""
+        return self._fresh_locked(context)
+
+    def _fresh_locked(self, context: str) -> ContextIndex:
         base = self._dir(context)
         os.makedirs(base, exist_ok=True)
         current = self._current(context) or "g0"
