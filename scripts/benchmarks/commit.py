@@ -1,0 +1,480 @@
+"""Durable commit throughput and latency next to its baselines (run: scripts/bench commit).
+
+Issue 3's commit benchmark. Everything is measured in the same run on the same machine,
+and the verdict is given as ratios to the baselines of that run:
+
+  raw LMDB     py-lmdb, sync on, one small put per write transaction, in this process
+               (plus, for information, a loop whose transactions are shaped like one
+               Morphz commit: 29 puts over 8 named databases in a nested transaction)
+  echo         a bare unary gRPC echo (bytes in, same bytes out), server in its own
+               process: a grpc.aio server and a threaded grpc.server like Morphz's
+               (16 workers), at 1 and 64 calls in flight; the targets use whichever
+               of the two is stricter in this run
+  morphz       `morphz serve` (durable, the default) in its own process; each client
+               revises its own 5 frames in one 5-op context-tx, based on the revision
+               of its previous receipt (so with many clients on one context most are
+               rebased by the server), at 1 in flight, 64 in flight on ONE context, and
+               64 in flight spread over 64 contexts
+
+Load comes from separate (spawned) processes running grpc.aio clients, so no client
+shares a GIL with a server. The group commit is checked from outside: the LMDB
+environment's last transaction id is read before and after each window, giving the
+number of durable LMDB write transactions (fsyncs) per acknowledged commit. Server and
+client CPU use over each window come from /proc ("srv CPU ms/op" is the server's CPU
+time per operation, all threads; "srv CPU" / "cli CPU" are cores busy on average).
+
+Targets (issue 3): 64-in-flight commits/s >= 0.6 x echo 64-in-flight calls/s, and
+single-client commit p50 <= 1.5 x (echo p50 + raw LMDB commit p50).
+
+  scripts/bench commit                        # 5 s per measurement
+  scripts/bench commit -- --quick             # 1.5 s per measurement
+  scripts/bench commit -- --seconds 10 --json /tmp/commit.json
+  scripts/bench commit -- --profile /tmp/commit.pstats   # + a cProfile of the server
+  scripts/bench commit -- --profile /tmp/p1.pstats --profile-only --profile-inflight 1 \
+      --profile-clock wall                    # only the profile, one client
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+import grpc
+import lmdb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (LoadResult, Progress, ServerProcess, closed_loop, log,  # noqa: E402
+                    run_drivers, split, summarize, table, write_json)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MORPHZ = os.path.join(ROOT, ".venv", "bin", "morphz")
+ECHO_METHOD = "/bench.Echo/Echo"
+ECHO_PAYLOAD = b"x" * 200  # about the size of a 5-op context-tx request
+OPS_PER_TX = 5
+SHAPED_PUTS = 29  # LMDB puts of one 5-op revise (events, frames, versions, boundaries...)
+TARGET_THROUGHPUT = 0.6  # commits/s over echo calls/s, 64 in flight
+TARGET_LATENCY = 1.5     # commit p50 over (echo p50 + raw LMDB p50), 1 in flight
+
+
+# -- servers run in their own processes (this file, re-invoked) -----------------------------
+def serve_echo(mode: str) -> None:
+    """`commit.py --echo-server aio|sync`: a bare echo service until SIGTERM."""
+    if mode == "aio":
+        async def echo(request, context):
+            return request
+
+        async def main() -> None:
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+                "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})])
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            print(f"echo: serving on 127.0.0.1:{port}", flush=True)
+            stop = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            await stop.wait()
+            await server.stop(0)
+        asyncio.run(main())
+        return
+    from concurrent import futures
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), maximum_concurrent_rpcs=256,
+                         options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"echo: serving on 127.0.0.1:{port}", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    server.stop(0)
+
+
+def serve_profiled(data: str, out: str, clock: str) -> None:
+    """`commit.py --profiled-server DATA OUT CLOCK`: the all-in-one server (durable) with
+    every gRPC work item (one RPC: decode, handler, encode) under cProfile. CLOCK "cpu"
+    times in thread CPU time, so waiting for the GIL or an fsync is not counted (but the
+    timer is a system call per event: heavy overhead on small functions); "wall" uses
+    cProfile's own cheap clock (fair with 1 client; with many, GIL waits are counted).
+    At SIGTERM the stats go to OUT and each thread's CPU time to OUT.threads.json."""
+    import cProfile
+    import pstats
+    from concurrent.futures import thread as cf_thread
+
+    from morphz.services.server.app import AllInOne, ServerConfig
+
+    local, profiles, lock = threading.local(), [], threading.Lock()
+    original = cf_thread._WorkItem.run
+
+    def run(self):
+        prof = getattr(local, "prof", None)
+        if prof is None:
+            prof = local.prof = (cProfile.Profile(time.thread_time) if clock == "cpu"
+                                 else cProfile.Profile())
+            with lock:
+                profiles.append(prof)
+        prof.enable()
+        try:
+            original(self)
+        finally:
+            prof.disable()
+    cf_thread._WorkItem.run = run
+    app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0")).start()
+    print(f"morphz: serving on 127.0.0.1:{app.port} (profiled)", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    with lock:  # every profiler is disabled between work items: safe to read here
+        if profiles:
+            pstats.Stats(*profiles).dump_stats(out)
+    with open(out + ".threads.json", "w") as f:
+        json.dump(thread_cpu(), f)
+    app.stop(grace=1)
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by Python thread name (numbered
+    executor workers summed as one) or, for gRPC's C threads, the OS thread name."""
+    from common import cpu_seconds
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            cpu = cpu_seconds(f"self/task/{tid}")
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        name = names.get(int(tid), f"[C] {comm}")
+        if name.startswith("ThreadPoolExecutor"):
+            name = "gRPC handler threads (ThreadPoolExecutor)"
+        out[name] = out.get(name, 0.0) + cpu
+    return out
+
+
+# -- load drivers (each runs in its own spawned process) ------------------------------------
+def echo_driver(spec: dict, ready, go) -> LoadResult:
+    async def main() -> LoadResult:
+        async with grpc.aio.insecure_channel(spec["address"]) as channel:
+            echo = channel.unary_unary(ECHO_METHOD)
+            await echo(ECHO_PAYLOAD)  # connect before the clock starts
+            ready.set()
+            await asyncio.get_running_loop().run_in_executor(None, go.wait)
+
+            async def op(caller: int, i: int) -> None:
+                await echo(ECHO_PAYLOAD)
+            return await closed_loop(op, spec["inflight"], spec["seconds"], spec["warmup"])
+    return asyncio.run(main())
+
+
+def tx_text(base: int, frames: list[str], op: str, n: int) -> str:
+    body = " ".join(f"({op} {f} (v {n}) (from-bench yes))" for f in frames)
+    return f"(context-tx (base-version {base}) {body})"
+
+
+def commit_driver(spec: dict, ready, go) -> LoadResult:
+    """Callers `first..first+inflight-1`; caller k commits to contexts[k % len] and owns
+    frames w{k}-f0..f4: it creates them (untimed), then revises all five per transaction,
+    based on the revision of its own previous receipt."""
+    from morphz.api.transaction.v1 import transaction_pb2 as pb
+    from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
+
+    async def main() -> LoadResult:
+        async with grpc.aio.insecure_channel(spec["address"]) as channel:
+            stub = pb_grpc.TransactionServiceStub(channel)
+            callers = range(spec["first"], spec["first"] + spec["inflight"])
+            ctx = {k: spec["contexts"][k % len(spec["contexts"])] for k in callers}
+            frames = {k: [f"w{k}-f{j}" for j in range(OPS_PER_TX)] for k in callers}
+            base: dict[int, int] = {}
+
+            async def create(k: int) -> None:
+                r = await stub.Commit(pb.CommitRequest(
+                    context=ctx[k], text=tx_text(0, frames[k], "create", 0)), timeout=60)
+                base[k] = r.revision
+            await asyncio.gather(*(create(k) for k in callers))
+            ready.set()
+            await asyncio.get_running_loop().run_in_executor(None, go.wait)
+
+            async def op(caller: int, i: int) -> str:
+                k = spec["first"] + caller
+                r = await stub.Commit(pb.CommitRequest(
+                    context=ctx[k], text=tx_text(base[k], frames[k], "revise", i + 1)),
+                    timeout=60)
+                base[k] = r.revision
+                return "rebased" if r.rebased else "exact"
+            return await closed_loop(op, spec["inflight"], spec["seconds"], spec["warmup"])
+    return asyncio.run(main())
+
+
+# -- measurements -----------------------------------------------------------------------------
+def measure_lmdb(args, tmp: str, shaped: bool = False) -> dict:
+    """Baseline (a): one durable LMDB write transaction with one small put, back to back.
+
+    `shaped` (for information, not a target): each transaction instead makes what one
+    Morphz 5-op revise makes, 29 puts over 8 named databases inside a nested transaction,
+    a floor for a single client's commit latency with the current storage layout."""
+    env = lmdb.open(os.path.join(tmp, "raw-lmdb-shaped" if shaped else "raw-lmdb"),
+                    map_size=1 << 30, max_dbs=8, sync=True, metasync=True)
+    dbs = [env.open_db(b"t%d" % i) for i in range(8)] if shaped else [None]
+    puts = SHAPED_PUTS if shaped else 1
+    value = b"v" * (100 if shaped else 64)
+
+    def one(prefix: bytes, i: int) -> None:
+        with env.begin(write=True) as txn:
+            child = env.begin(write=True, parent=txn) if shaped else txn
+            for j in range(puts):
+                child.put(b"%s%012d-%02d" % (prefix, i, j), value, db=dbs[j % len(dbs)])
+            if shaped:
+                child.commit()
+
+    lat, i = [], 0
+    what = "raw LMDB, Morphz-shaped txn" if shaped else "raw LMDB"
+    try:
+        t_end = time.perf_counter() + args.warmup
+        while time.perf_counter() < t_end:  # warm-up: file growth, page cache
+            one(b"warm", i)
+            i += 1
+        with Progress(what, args.seconds):
+            t_end = time.perf_counter() + args.seconds
+            while True:
+                s = time.perf_counter()
+                if s >= t_end:
+                    break
+                one(b"key", i)
+                lat.append(time.perf_counter() - s)
+                i += 1
+        name = ("raw LMDB 29 puts/8 DBs (info)" if shaped else "raw LMDB durable commit")
+        return summarize(lat, args.seconds, name=name, inflight=1, txns_per_op=1.0)
+    finally:
+        env.close()
+
+
+def drive(args, what: str, driver, specs: list[dict], server: ServerProcess,
+          store_path: str = "") -> dict:
+    """Run `driver` over `specs`; sample the server's CPU (and LMDB txn id) over the window."""
+    def during() -> dict:
+        time.sleep(args.warmup)
+        c0, x0 = server.cpu_seconds(), last_txnid(store_path)
+        with Progress(what, args.seconds):
+            time.sleep(args.seconds)
+        return {"cpu": server.cpu_seconds() - c0, "txns": last_txnid(store_path) - x0}
+    res, seen = run_drivers(driver, specs, during=during)
+    n = len(res.latencies_s)
+    extra = {"server_cpu_ms_per_op": seen["cpu"] / n * 1e3 if n else float("nan"),
+             "server_cpu_util": seen["cpu"] / args.seconds,
+             "client_cpu_util": res.cpu_s / args.seconds}
+    if store_path:
+        # Read over the same window as the CPU; commits in it ~ n (windows match to a few ms).
+        extra["lmdb_txns"] = seen["txns"]
+        extra["txns_per_op"] = seen["txns"] / n if n else float("nan")
+    if res.errors:
+        extra["errors"] = res.errors
+    if res.tags:
+        extra["receipts"] = res.tags
+    return summarize(res.latencies_s, args.seconds, **extra)
+
+
+def last_txnid(store_path: str) -> int:
+    """Id of the last committed LMDB write transaction (nested ones share their parent's),
+    read from another process without disturbing the server."""
+    if not store_path:
+        return 0
+    env = lmdb.open(store_path, readonly=True, lock=True, max_dbs=0, subdir=True)
+    try:
+        return env.info()["last_txnid"]
+    finally:
+        env.close()
+
+
+def specs_for(args, address: str, inflight: int, **extra) -> list[dict]:
+    specs, first = [], 0
+    for n in split(inflight, args.driver_procs):
+        specs.append({"address": address, "inflight": n, "first": first,
+                      "seconds": args.seconds, "warmup": args.warmup, **extra})
+        first += n
+    return specs
+
+
+def measure_echo(args, mode: str, inflight: int) -> dict:
+    """Baseline (b): a bare echo service in its own process, `inflight` calls at once."""
+    with ServerProcess([sys.executable, os.path.abspath(__file__), "--echo-server", mode]) as srv:
+        name = f"echo ({'grpc.aio' if mode == 'aio' else 'threaded'} server)"
+        r = drive(args, f"{name} x{inflight}", echo_driver,
+                  specs_for(args, srv.address, inflight), srv)
+        return {"name": name, "inflight": inflight, **r}
+
+
+def create_contexts(address: str, names: list[str]) -> None:
+    from morphz.services.transaction.client import TransactionClient
+    with grpc.insecure_channel(address) as channel:
+        client = TransactionClient(channel)
+        for name in names:
+            client.create_context(name)
+
+
+def measure_commit(args, server: ServerProcess, store_path: str, inflight: int,
+                   contexts: int, label: str) -> dict:
+    """Morphz: `inflight` clients committing 5-op transactions to `contexts` contexts."""
+    names = [f"bench-{label}-{i}" for i in range(contexts)]
+    create_contexts(server.address, names)
+    where = "1 context" if contexts == 1 else f"{contexts} contexts"
+    name = f"morphz commit, {where}"
+    r = drive(args, f"{name} x{inflight}", commit_driver,
+              specs_for(args, server.address, inflight, contexts=names), server, store_path)
+    return {"name": name, "inflight": inflight, **r}
+
+
+def profile_server(args, tmp: str) -> None:
+    """cProfile the server under N in flight on one context; print the
+    top functions and each thread's CPU, and save the stats to args.profile."""
+    import pstats
+    data = os.path.join(tmp, "morphz-profiled")
+    n = args.profile_inflight
+    log(f"== profiling the server: {n} in flight, one context (cProfile, {args.profile_clock} "
+        "clock)")
+    srv = ServerProcess([sys.executable, os.path.abspath(__file__), "--profiled-server", data,
+                         args.profile, args.profile_clock],
+                        log_path=os.path.join(tmp, "profiled-server.log"))
+    try:
+        r = measure_commit(args, srv, os.path.join(data, "store"), n, 1, "profile")
+    finally:
+        srv.stop()
+    log(f"  profiled run: {r['ops_per_s']:.0f} commits/s, server CPU "
+        f"{r['server_cpu_ms_per_op']:.2f} ms/commit (profiler overhead included)")
+    stats = pstats.Stats(args.profile, stream=sys.stderr)
+    log(f"  CPU inside RPC work items (whole server life): {stats.total_tt:.2f} s; "
+        f"stats in {args.profile}")
+    with open(args.profile + ".threads.json") as f:
+        threads = json.load(f)
+    total = sum(threads.values())
+    log("  server CPU by thread (whole life, profiler overhead inflates the handlers):")
+    for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1]):
+        if cpu >= 0.01:
+            log(f"    {cpu:7.2f} s  {100 * cpu / total:5.1f}%  {name}")
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+
+
+# -- report -----------------------------------------------------------------------------------
+COLUMNS = [("name", "measurement"), ("inflight", "in flight"), ("ops_per_s", "ops/s"),
+           ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("server_cpu_ms_per_op", "srv CPU ms/op"),
+           ("server_cpu_util", "srv CPU"), ("client_cpu_util", "cli CPU"),
+           ("txns_per_op", "LMDB txns/op")]
+
+
+def verdict(rows: dict) -> list[dict]:
+    """The issue's two targets, against the stricter of the two echo servers each time
+    (the faster at 64 in flight, the lower p50 at 1)."""
+    echo64 = max((rows["echo-aio-64"], rows["echo-sync-64"]), key=lambda r: r["ops_per_s"])
+    echo1 = min((rows["echo-aio-1"], rows["echo-sync-1"]), key=lambda r: r["p50_ms"])
+    lm = rows["lmdb"]
+    out = []
+    for key, what in (("commit-64x1", "one context"), ("commit-64x64", "64 contexts")):
+        ratio = rows[key]["ops_per_s"] / echo64["ops_per_s"]
+        out.append({"target": f"64-in-flight commits/s ({what}) / {echo64['name']} x64 calls/s",
+                    "value": ratio, "goal": f">= {TARGET_THROUGHPUT}",
+                    "met": ratio >= TARGET_THROUGHPUT})
+    ratio = rows["commit-1"]["p50_ms"] / (echo1["p50_ms"] + lm["p50_ms"])
+    out.append({"target": f"1-client commit p50 / ({echo1['name']} x1 p50 + raw LMDB p50)",
+                "value": ratio, "goal": f"<= {TARGET_LATENCY}", "met": ratio <= TARGET_LATENCY})
+    return out
+
+
+def report(rows: dict, verdicts: list[dict]) -> None:
+    print(table(list(rows.values()), COLUMNS))
+    print()
+    for v in verdicts:
+        print(f"{v['target']}: {v['value']:.2f} (target {v['goal']}): "
+              f"{'MET' if v['met'] else 'NOT MET'}")
+    for key in ("commit-1", "commit-64x1", "commit-64x64"):
+        r = rows[key]
+        notes = []
+        if r.get("receipts"):
+            notes.append("receipts " + ", ".join(f"{k} {v}" for k, v in r["receipts"].items()))
+        if r.get("errors"):
+            notes.append("ERRORS " + ", ".join(f"{k} {v}" for k, v in r["errors"].items()))
+        if r.get("txns_per_op"):
+            notes.append(f"{1 / r['txns_per_op']:.1f} commits per LMDB write txn (fsync)")
+        print(f"{r['name']} x{r['inflight']}: " + "; ".join(notes))
+
+
+def measure_all(args, tmp: str) -> None:
+    """Every measurement, then the table, the verdict and the JSON."""
+    rows: dict[str, dict] = {}
+    log(f"== commit benchmark: {args.seconds:g} s per measurement, data in {tmp}, "
+        f"{os.cpu_count()} CPUs")
+    log("  raw LMDB durable commit loop")
+    rows["lmdb"] = measure_lmdb(args, tmp)
+    log("  raw LMDB loop shaped like a Morphz commit (information)")
+    rows["lmdb-shaped"] = measure_lmdb(args, tmp, shaped=True)
+    for mode in ("aio", "sync"):
+        for n in (1, 64):
+            log(f"  echo, {mode} server, {n} in flight")
+            rows[f"echo-{mode}-{n}"] = measure_echo(args, mode, n)
+    data = os.path.join(tmp, "morphz")
+    with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
+                       log_path=os.path.join(tmp, "morphz-server.log")) as srv:
+        log(f"  {srv.first_line}")
+        store = os.path.join(data, "store")
+        for key, n, contexts in (("commit-1", 1, 1), ("commit-64x1", 64, 1),
+                                 ("commit-64x64", 64, 64)):
+            log(f"  morphz, {n} in flight, {contexts} context(s)")
+            rows[key] = measure_commit(args, srv, store, n, contexts, key)
+    verdicts = verdict(rows)
+    report(rows, verdicts)
+    if args.json:
+        write_json(args.json, {"seconds": args.seconds, "cpus": os.cpu_count(),
+                               "results": rows, "targets": verdicts})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
+    ap.add_argument("--warmup", type=float, default=1.0, help="untimed seconds before each")
+    ap.add_argument("--quick", action="store_true", help="1.5 s per measurement, 0.5 s warm-up")
+    ap.add_argument("--driver-procs", type=int, default=1,
+                    help="client processes sharing the in-flight calls (default 1)")
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--profile", metavar="PATH",
+                    help="then cProfile the server under load; pstats to PATH")
+    ap.add_argument("--profile-inflight", type=int, default=64, metavar="N",
+                    help="clients in flight while profiling (default 64)")
+    ap.add_argument("--profile-only", action="store_true",
+                    help="with --profile: skip the measurements, only profile")
+    ap.add_argument("--data", help="parent directory for the LMDB files (default: $TMPDIR)")
+    ap.add_argument("--echo-server", choices=("aio", "sync"), help=argparse.SUPPRESS)
+    ap.add_argument("--profile-clock", choices=("cpu", "wall"), default="cpu",
+                    help="cProfile timer: thread CPU time (default) or wall clock")
+    ap.add_argument("--profiled-server", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.echo_server:
+        serve_echo(args.echo_server)
+        return 0
+    if args.profiled_server:
+        serve_profiled(*args.profiled_server)
+        return 0
+    if args.quick:
+        args.seconds, args.warmup = min(args.seconds, 1.5), min(args.warmup, 0.5)
+
+    tmp = tempfile.mkdtemp(prefix="morphz-bench-commit-", dir=args.data)
+    try:
+        if not (args.profile and args.profile_only):
+            measure_all(args, tmp)
+        if args.profile:
+            profile_server(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
