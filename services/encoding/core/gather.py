@@ -72,8 +72,11 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
                                 "new" if seq in claimed else "seen", seq == root))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
-    frames = {f.id: f for f in m.frames()}
-    order = [fid for fid in m.order() if fid in frames]
+    # The reader is fresh (no overlay), so its rows are read directly, in key order, per
+    # the storage contract ("frames": (id,) -> record, "order": (rank,) -> frame id),
+    # skipping MindState's merge-and-sort, which dominates with thousands of frames.
+    frames = {k[0]: R.loads(R.Frame, raw) for k, raw in reader.scan("frames")}
+    order = [fid for fid in (raw.decode() for _, raw in reader.scan("order")) if fid in frames]
     placed = set(order)
     order += sorted(fid for fid in frames if fid not in placed)
     rendered: list[FrameIn] = []

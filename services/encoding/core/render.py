@@ -252,7 +252,6 @@ class Rendered:
     items: list[dict]
     pressure: Pressure
     bytes: int
-    item_sizes: dict  # (kind, key) -> bytes, for naming what does not fit
 
 
 def _region_text(name: str, lines: list[str]) -> str:
@@ -300,7 +299,6 @@ def render(m: Material, maintenance_permille: int = 900) -> Rendered:
     text_parts: list[str] = []
     region_ranges: list[dict] = []
     items_out: list[dict] = []
-    sizes: dict = {}
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
@@ -323,7 +321,6 @@ def render(m: Material, maintenance_permille: int = 900) -> Rendered:
                 parts.append({"owner": owner, "start": p_off + 1, "end": p_off + seg})
                 p_off += seg
             nbytes = len(it.line.encode())
-            sizes[(it.kind, it.key)] = nbytes
             items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
                               "end": off + len(it.line), "parts": parts, **ITEM_DEFAULTS,
                               **{k: v for k, v in it.facts.items() if k != "pressure"},
@@ -333,4 +330,4 @@ def render(m: Material, maintenance_permille: int = 900) -> Rendered:
         pos += len(rtext)
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "".join(text_parts)
-    return Rendered(text, region_ranges, items_out, p, len(text.encode()), sizes)
+    return Rendered(text, region_ranges, items_out, p, len(text.encode()))
