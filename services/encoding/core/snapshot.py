@@ -61,10 +61,19 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
 PACKED = ("inputs", "omitted", "regions", "items")
 
 
+# Items are stored as rows of these fields (parts flattened to owner, start, end...).
+ITEM_FIELDS = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
+               "total_bytes", "revision", "state", "remaining_ticks", "protected")
+
+
 def pack(record: dict) -> dict:
     out = {k: v for k, v in record.items() if k not in PACKED}
-    out["packed"] = json.dumps({k: record[k] for k in PACKED}, ensure_ascii=False,
-                               separators=(",", ":"))
+    body = {k: record[k] for k in PACKED if k != "items"}
+    body["item_fields"] = list(ITEM_FIELDS) + ["parts"]
+    body["item_rows"] = [[it[f] for f in ITEM_FIELDS] +
+                         [[x for p in it["parts"] for x in (p["owner"], p["start"], p["end"])]]
+                         for it in record["items"]]
+    out["packed"] = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return out
 
 
@@ -73,9 +82,17 @@ def unpack(stored: dict) -> dict:
         return stored
     try:
         body = json.loads(stored["packed"])
-    except (TypeError, ValueError):
+        items = []
+        for row in body.pop("item_rows"):
+            it = dict(zip(ITEM_FIELDS, row))
+            flat = row[len(ITEM_FIELDS)]
+            it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
+                           for i in range(0, len(flat), 3)]
+            items.append(it)
+        body.pop("item_fields", None)
+    except (TypeError, ValueError, KeyError, IndexError):
         raise _invalid(str(stored.get("id", "")), "malformed packed body") from None
-    return {**{k: v for k, v in stored.items() if k != "packed"}, **body}
+    return {**{k: v for k, v in stored.items() if k != "packed"}, **body, "items": items}
 
 
 def _invalid(snapshot_id: str, what: str) -> MorphzError:
