@@ -18,6 +18,8 @@ class MindState:
         self._reader = reader
         self._overlay: dict[tuple[str, Key], Optional[bytes]] = {}
         self._meta: Optional[R.Meta] = None
+        # Decoded frames of this request; callers change a frame only through put_frame.
+        self._frames: dict[str, Optional[R.Frame]] = {}
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -88,7 +90,9 @@ class MindState:
 
     # -- frames -------------------------------------------------------------------
     def frame(self, frame_id: str) -> Optional[R.Frame]:
-        return R.loads(R.Frame, self._get("frames", (frame_id,)))
+        if frame_id not in self._frames:
+            self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
+        return self._frames[frame_id]
 
     def put_frame(self, f: R.Frame) -> None:
         """Store a frame and its as-of version at the current context revision."""
@@ -96,9 +100,11 @@ class MindState:
         raw = R.dumps(f)
         self._put("frames", (f.id,), raw)
         self._put("frame_versions", (f.id, f.changed_at), raw)
+        self._frames[f.id] = f
 
     def remove_frame(self, frame_id: str) -> None:
         self._put("frames", (frame_id,), None)
+        self._frames[frame_id] = None
 
     def frames(self) -> Iterator[R.Frame]:
         for _, raw in self._scan("frames"):
