@@ -48,7 +48,15 @@ class RecallClient:
                        until=until, limit=limit, kinds=list(kinds), states=list(states),
                        sessions=list(sessions), cursor=cursor,
                        evaluation=_evaluation(evaluation))
-        return self._call("Search", req)
+        reply = call(self._stub.Search, req, timeout=self._timeout)
+        # Spelled out: the hot path (to_plain's reflection costs more than the search).
+        return {"results": [{"kind": h.kind, "ref": h.ref, "id": h.id, "state": h.state,
+                             "score": h.score, "time": h.time, "session": h.session,
+                             "event_kind": h.event_kind, "preview": h.preview,
+                             "revision": h.revision} for h in reply.results],
+                "next_cursor": reply.next_cursor, "index_position": reply.index_position,
+                "lag": reply.lag, "empty": reply.empty,
+                "observation_ref": reply.observation_ref}
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:

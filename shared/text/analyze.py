@@ -99,15 +99,21 @@ def _cached(chunk: str, bigrams: bool):
             else _segment_chunk(chunk, bigrams))
 
 
+def chunk_spans(chunk: str, *, bigrams: bool = True) -> tuple[tuple[str, ...], tuple]:
+    """(term texts, their (start, end) spans) of one whitespace-free chunk."""
+    return _cached(chunk, bigrams)
+
+
 def chunk_terms(chunk: str, *, bigrams: bool = True) -> list[Term]:
     """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
     texts, spans = _cached(chunk, bigrams)
     return [Term(t, s, e) for t, (s, e) in zip(texts, spans)]
 
 
-def chunks(normalized: str):
-    """(offset, chunk) of each whitespace-free piece of normalized text."""
-    return ((m.start(), m.group()) for m in _CHUNK.finditer(normalized))
+def chunks(normalized: str, start: int = 0, end: int = -1):
+    """(offset, chunk) of each whitespace-free piece of normalized text[start:end]."""
+    found = _CHUNK.finditer(normalized, start, len(normalized) if end < 0 else end)
+    return ((m.start(), m.group()) for m in found)
 
 
 def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:

@@ -5,7 +5,7 @@ bounded window, so previews stay cheap for large texts.
 """
 from __future__ import annotations
 
-from morphz.shared.text.analyze import chunk_terms, chunks, normalize
+from morphz.shared.text.analyze import chunk_spans, chunks, normalize
 
 SCAN_CHARS = 8192   # look for a match this far into the text
 PREVIEW_CHARS = 200
@@ -34,17 +34,20 @@ def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS) -> str:
     spans: list[tuple[int, int]] = []
     if query:
         norm, where = _offset_map(window)
-        limit = len(norm)
-        for base, chunk in chunks(norm):
-            if base > limit:  # past the preview of the first match
-                break
-            for t in chunk_terms(chunk):
-                if t.text in query:
-                    s, e = base + t.start, base + t.end
-                    spans.append((s, e) if where is None else
-                                 (where[s], where[min(e, len(where) - 1)]))
-            if spans and limit == len(norm):
-                limit = base + width
+        # Locate cheaply by substring, then segment only the region shown.
+        found = [i for i in (norm.find(t) for t in query) if i >= 0]
+        if found:
+            first = min(found)
+            lo, hi = max(0, first - width // 4), min(len(norm), first + width)
+            for base, chunk in chunks(norm, lo, hi):
+                texts, offsets = chunk_spans(chunk)
+                if query.isdisjoint(texts):
+                    continue
+                for term, (s, e) in zip(texts, offsets):
+                    if term in query:
+                        s, e = base + s, base + e
+                        spans.append((s, e) if where is None else
+                                     (where[s], where[min(e, len(where) - 1)]))
     if not spans:
         return text[:width] + ("…" if len(text) > width else "")
     spans.sort()

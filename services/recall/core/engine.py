@@ -163,8 +163,9 @@ class RecallCore:
             position = imeta.get("position", 0)
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
-            hits, next_offset, empty = run_search(m, idx, searcher, words, since_us, until_us,
-                                                  kinds, states, sessions, start, limit)
+            hits, next_offset, empty = run_search(m, reader, idx, searcher, words, since_us,
+                                                  until_us, kinds, states, sessions, start,
+                                                  limit)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
                      "lag": max(0, meta.outbox_head - position),
                      "empty": empty if not hits and not start else ""}

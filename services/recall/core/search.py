@@ -12,11 +12,12 @@ from morphz.services.recall.core.timeparse import from_us
 from morphz.services.recall.core.views import event_hit, frame_hit
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Reader
 
 MIN_CHUNK = 64
 
 
-def run_search(m: MindState, idx: ContextIndex, searcher, words: list[str],
+def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words: list[str],
                since_us: Optional[int], until_us: Optional[int], kinds: list[str],
                states: list[str], sessions: list[str], start: int,
                limit: int) -> tuple[list[dict], Optional[int], str]:
@@ -25,11 +26,12 @@ def run_search(m: MindState, idx: ContextIndex, searcher, words: list[str],
     wordset = set(words)
     hits: list[dict] = []
     offset = start
-    chunk = max(MIN_CHUNK, limit + 1)
+    # A state filter (checked here, not in the index) may skip hits: fetch more.
+    chunk = max(MIN_CHUNK, limit + 1) if states else limit + 1
     while True:
         raw = idx.search(searcher, q, offset, chunk)
         for i, h in enumerate(raw):
-            hit = _resolve(m, h, wordset)
+            hit = _resolve(m, reader, h, wordset)
             if hit is None or (states and hit["state"] not in states):
                 continue
             if len(hits) == limit:  # one more exists: the next page starts here
@@ -43,12 +45,11 @@ def run_search(m: MindState, idx: ContextIndex, searcher, words: list[str],
     return hits, None, empty
 
 
-def _resolve(m: MindState, h, words: set[str]) -> Optional[dict]:
+def _resolve(m: MindState, reader: Reader, h, words: set[str]) -> Optional[dict]:
     kind, _, ident = h.key.partition(":")
     score = round(h.score, 6)
     if kind == "e":
-        ev = m.event(int(ident))
-        return event_hit(m, ev, score, words) if ev is not None else None
+        return event_hit(reader, int(ident), score, words)
     f = m.frame(ident)
     if f is None:
         return None

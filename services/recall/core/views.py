@@ -1,27 +1,34 @@
 """Reply shapes of recall, built from authoritative records."""
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Reader
 from morphz.shared.text.highlight import preview
 
 LEAF_PREVIEW_CHARS = 200
 
 
-def event_state(m: MindState, seq: int) -> str:
+def event_state(reader: Reader, seq: int) -> str:
     """Observation lifecycle; runtime events (transactions, activations) have none."""
-    obs = m.observation(seq)
-    if obs is None:
+    raw = reader.get("observations", (seq,))
+    if raw is None:
         return ""
-    return R.RETIRED if obs.retired else R.ACTIVE
+    return R.RETIRED if json.loads(raw).get("retired") else R.ACTIVE
 
 
-def event_hit(m: MindState, ev: R.Event, score: float, words: set[str]) -> dict:
-    return {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id, "state": event_state(m, ev.seq),
-            "score": score, "time": ev.time, "session": ev.session, "event_kind": ev.kind,
-            "preview": preview(ev.text, words), "revision": 0}
+def event_hit(reader: Reader, seq: int, score: float, words: set[str]) -> Optional[dict]:
+    raw = reader.get("events", (seq,))  # a plain dict, not a record: the hot path
+    if raw is None:
+        return None
+    ev = json.loads(raw)
+    return {"kind": "event", "ref": R.ref(seq), "id": ev["id"], "state": event_state(reader, seq),
+            "score": score, "time": ev["time"], "session": ev.get("session", ""),
+            "event_kind": ev["kind"], "preview": preview(ev.get("text", ""), words),
+            "revision": 0}
 
 
 def frame_hit(f: R.Frame, score: float, time: str, words: set[str]) -> dict:
@@ -55,7 +62,9 @@ def event_node(m: MindState, ref: str, ev: Optional[R.Event], depth: int,
                include_text: bool) -> dict:
     if ev is None:
         return _node(kind="event", ref=ref, depth=depth, missing=True)
-    node = _node(kind="event", ref=ref, id=ev.id, depth=depth, state=event_state(m, ev.seq),
+    obs = m.observation(ev.seq)
+    state = "" if obs is None else R.RETIRED if obs.retired else R.ACTIVE
+    node = _node(kind="event", ref=ref, id=ev.id, depth=depth, state=state,
                  event_kind=ev.kind, time=ev.time)
     if include_text:
         node["text"] = ev.text

@@ -166,8 +166,8 @@ class ContextIndex:
         return total
 
     def search(self, searcher: tantivy.Searcher, q: Query, offset: int, count: int) -> list[Hit]:
-        """Hits in rank order: BM25 when there are terms, else by time (oldest first);
-        ties by key, so the order never depends on how the index was built."""
+        """Hits in rank order: BM25 when there are terms, else by time (oldest first,
+        ties by key, so the listing never depends on how the index was built)."""
         must: list = []
         if q.kinds:
             must.append(_any(SCHEMA, "kind", q.kinds))
@@ -197,13 +197,15 @@ class ContextIndex:
             def run(n: int) -> list:
                 return searcher.search(query, n, count=False, order_by_field="time",
                                        order=tantivy.Order.Asc).hits
-        # Fetch from the top, past any tie straddling the end of the page.
         n = offset + count
-        while True:
-            raw = run(n + 1)
-            if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
-                break
-            n *= 2
+        if q.terms:  # BM25 order, ties by document order: stable within a snapshot
+            raw = run(n)
+        else:  # time order: fetch past a tie straddling the page end, then order by key
+            while True:
+                raw = run(n + 1)
+                if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
+                    break
+                n *= 2
         addrs = [addr for _, addr in raw]
         times = searcher.fast_field_values("time", addrs) if addrs else []
         seqs = searcher.fast_field_values("seq", addrs) if addrs else []
@@ -211,7 +213,8 @@ class ContextIndex:
                 searcher.doc(a).get_first("key") for a, seq in zip(addrs, seqs)]
         hits = [(rank, _key_order(key), Hit(key, -rank if q.terms else 0.0, t))
                 for (rank, _), key, t in zip(raw, keys, times)]
-        hits.sort(key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
+        if not q.terms:  # frames of one transaction share its time
+            hits.sort(key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
         return [h[2] for h in hits[offset:offset + count]]
 
 
