@@ -22,8 +22,11 @@ def frame_key(frame_id: str) -> str:
     return f"f:{frame_id}"
 
 
-def event_doc(ev: R.Event) -> Doc:
-    return Doc(event_key(ev.seq), "event", terms(ev.text[:MAX_INDEXED_CHARS]), event_time_us(ev.time), ev.session)
+def event_doc(ev: R.Event, words: Optional[list[str]] = None) -> Doc:
+    """`words`: the terms of the text when already computed (a rebuild's pool)."""
+    if words is None:
+        words = terms(ev.text[:MAX_INDEXED_CHARS])
+    return Doc(event_key(ev.seq), "event", words, event_time_us(ev.time), ev.session)
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:

@@ -15,7 +15,9 @@ from typing import Callable, Optional
 
 from opentelemetry import trace
 
-from morphz.services.recall.core.documents import event_doc, event_key, frame_doc, frame_key
+from morphz.services.recall.core.documents import (
+    MAX_INDEXED_CHARS, event_doc, event_key, frame_doc, frame_key)
+from morphz.services.recall.core.tokenpool import tokenized
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -150,7 +152,8 @@ class Indexer:
                 self._progress[context]["total"] = total
                 times = self._last_frame_events(reader)
                 fresh = self._indexes.fresh(context)
-                count = fresh.apply(self._snapshot_docs(m, reader, frames, times, context),
+                count = fresh.apply(self._snapshot_docs(m, reader, frames, times, context,
+                                                        meta.next_seq),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
             info = {"at": self._clock().isoformat(timespec="seconds"),
@@ -164,10 +167,12 @@ class Indexer:
             self._progress[context]["running"] = False
 
     def _snapshot_docs(self, m: MindState, reader: Reader, frames: list[R.Frame],
-                       times: dict[str, int], context: str):
+                       times: dict[str, int], context: str, count: int):
         prog = self._progress[context]
-        for _, raw in reader.scan("events"):
-            yield event_doc(R.loads(R.Event, raw))
+        events = ((ev, ev.text[:MAX_INDEXED_CHARS])
+                  for ev in (R.loads(R.Event, raw) for _, raw in reader.scan("events")))
+        for ev, words in tokenized(events, count):
+            yield event_doc(ev, words)
             prog["done"] += 1
         for f in frames:
             seq = times.get(f.id)

@@ -9,6 +9,7 @@ so a restart resumes exactly where the last commit ended.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -239,7 +240,10 @@ class IndexDirectory:
         self._lock = threading.Lock()
 
     def _dir(self, context: str) -> str:
-        return os.path.join(self.root, context.encode("utf-8").hex()[:200])
+        name = context.encode("utf-8").hex()
+        if len(name) > 128:  # stay well inside file-name limits, without collisions
+            name = "h" + hashlib.sha256(context.encode("utf-8")).hexdigest()
+        return os.path.join(self.root, name)
 
     def _current(self, context: str) -> Optional[str]:
         try:
