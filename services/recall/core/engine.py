@@ -27,7 +27,7 @@ from morphz.shared.storage.api import Store
 from morphz.shared.text.analyze import query_terms
 
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
-MAX_QUERY_CHARS, MAX_QUERY_TERMS = 4096, 64
+MAX_QUERY_CHARS, MAX_QUERY_TERMS = 4096, 256
 DEFAULT_READ_CHARS, MAX_READ_CHARS = 16384, 1 << 20
 DEFAULT_DEPTH, MAX_DEPTH = 2, 4
 DEFAULT_NODES, MAX_NODES = 32, 128
