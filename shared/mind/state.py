@@ -32,13 +32,17 @@ class MindState:
 
     def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
         """Rows of table under prefix, overlay applied, in key order."""
+        mine = [(k, v) for (t, k), v in self._overlay.items()
+                if t == table and k[:len(prefix)] == prefix]
+        if not mine:  # nothing written here yet: the reader's order is already right
+            yield from self._reader.scan(table, prefix)
+            return
         rows = {k: v for k, v in self._reader.scan(table, prefix)}
-        for (t, k), v in self._overlay.items():
-            if t == table and k[:len(prefix)] == prefix:
-                if v is None:
-                    rows.pop(k, None)
-                else:
-                    rows[k] = v
+        for k, v in mine:
+            if v is None:
+                rows.pop(k, None)
+            else:
+                rows[k] = v
         for k in sorted(rows, key=keycodec.encode):
             yield k, rows[k]
 
