@@ -165,8 +165,11 @@ def render_index(r: dict, out: TextIO) -> None:
                 "outbox_head", "lag", "index_bytes", "path"):
         print(f"{key}: {r[key]}", file=out)
     last = r.get("last_rebuild")
-    print(f"last_rebuild: {last['at'] + ' (' + str(last['duration_ms']) + ' ms, ' + str(last['documents']) + ' documents)' if last else '-'}",
-          file=out)
+    if last:
+        print(f"last_rebuild: {last['at']} ({last['duration_ms']} ms, "
+              f"{last['documents']} documents)", file=out)
+    else:
+        print("last_rebuild: -", file=out)
 
 
 def always_ok(_: dict) -> int:

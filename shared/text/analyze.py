@@ -56,7 +56,10 @@ _CHUNK = re.compile(r"\S+")
 CACHE_CHUNKS = 1 << 18
 
 
-def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+Spans = tuple[tuple[int, int], ...]
+
+
+def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], Spans]:
     """Terms of one whitespace-free chunk: (texts, chunk-relative spans), in step."""
     texts: list[str] = []
     spans: list[tuple[int, int]] = []

@@ -5,7 +5,10 @@ bounded window, so previews stay cheap for large texts.
 """
 from __future__ import annotations
 
-from morphz.shared.text.analyze import chunk_spans, chunks, normalize
+import re
+from typing import Optional
+
+from morphz.shared.text.analyze import chunk_spans, normalize
 
 SCAN_CHARS = 8192   # look for a match this far into the text
 PREVIEW_CHARS = 200
@@ -27,22 +30,40 @@ def _offset_map(window: str) -> tuple[str, list[int] | None]:
     return "".join(parts), where
 
 
-def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS) -> str:
+def matcher(query: set[str]) -> Optional[re.Pattern]:
+    """One pattern finding any query term as a substring (longest first); build it
+    once per search and pass it to every preview."""
+    if not query:
+        return None
+    return re.compile("|".join(map(re.escape, sorted(query, key=len, reverse=True))))
+
+
+def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS,
+            pattern: Optional[re.Pattern] = None) -> str:
     """Up to `width` chars of text around the first match, matches marked; the start
     of the text when nothing matches (or no query)."""
     window = text[:SCAN_CHARS]
     spans: list[tuple[int, int]] = []
-    if query:
+    pattern = pattern if pattern is not None else matcher(query)
+    if pattern is not None:
         norm, where = _offset_map(window)
-        # Locate cheaply by substring, then segment only the region shown.
-        found = [i for i in (norm.find(t) for t in query) if i >= 0]
-        if found:
-            first = min(found)
-            lo, hi = max(0, first - width // 4), min(len(norm), first + width)
-            for base, chunk in chunks(norm, lo, hi):
-                texts, offsets = chunk_spans(chunk)
-                if query.isdisjoint(texts):
+        # Locate by substring, then segment only the chunks that hold one in the
+        # region shown: a term must also be a whole term there to be marked.
+        first = pattern.search(norm)
+        if first is not None:
+            lo, hi = max(0, first.start() - width // 4), min(len(norm), first.start() + width)
+            done: set[int] = set()
+            for occ in pattern.finditer(norm, lo, hi):
+                base = occ.start()
+                while base > 0 and not norm[base - 1].isspace():
+                    base -= 1
+                if base in done:
                     continue
+                done.add(base)
+                end = occ.end()
+                while end < len(norm) and not norm[end].isspace():
+                    end += 1
+                texts, offsets = chunk_spans(norm[base:end])
                 for term, (s, e) in zip(texts, offsets):
                     if term in query:
                         s, e = base + s, base + e

@@ -13,6 +13,7 @@ from morphz.services.recall.core.views import event_hit, frame_hit
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Reader
+from morphz.shared.text.highlight import matcher
 
 MIN_CHUNK = 64
 
@@ -24,6 +25,7 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
     """(hits, raw offset of the next page or None, why empty)."""
     q = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us, until_us=until_us)
     wordset = set(words)
+    pattern = matcher(wordset)
     hits: list[dict] = []
     offset = start
     # A state filter (checked here, not in the index) may skip hits: fetch more.
@@ -31,7 +33,7 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
     while True:
         raw = idx.search(searcher, q, offset, chunk)
         for i, h in enumerate(raw):
-            hit = _resolve(m, reader, h, wordset)
+            hit = _resolve(m, reader, h, wordset, pattern)
             if hit is None or (states and hit["state"] not in states):
                 continue
             if len(hits) == limit:  # one more exists: the next page starts here
@@ -45,12 +47,13 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
     return hits, None, empty
 
 
-def _resolve(m: MindState, reader: Reader, h, words: set[str]) -> Optional[dict]:
+def _resolve(m: MindState, reader: Reader, h, words: set[str], pattern) -> Optional[dict]:
     kind, _, ident = h.key.partition(":")
     score = round(h.score, 6)
     if kind == "e":
-        return event_hit(reader, int(ident), score, words)
+        return event_hit(reader, int(ident), score, words, pattern)
     f = m.frame(ident)
     if f is None:
         return None
-    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", words)
+    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", words,
+                     pattern)

@@ -20,20 +20,23 @@ def event_state(reader: Reader, seq: int) -> str:
     return R.RETIRED if json.loads(raw).get("retired") else R.ACTIVE
 
 
-def event_hit(reader: Reader, seq: int, score: float, words: set[str]) -> Optional[dict]:
+def event_hit(reader: Reader, seq: int, score: float, words: set[str],
+              pattern=None) -> Optional[dict]:
     raw = reader.get("events", (seq,))  # a plain dict, not a record: the hot path
     if raw is None:
         return None
     ev = json.loads(raw)
     return {"kind": "event", "ref": R.ref(seq), "id": ev["id"], "state": event_state(reader, seq),
             "score": score, "time": ev["time"], "session": ev.get("session", ""),
-            "event_kind": ev["kind"], "preview": preview(ev.get("text", ""), words),
+            "event_kind": ev["kind"],
+            "preview": preview(ev.get("text", ""), words, pattern=pattern),
             "revision": 0}
 
 
-def frame_hit(f: R.Frame, score: float, time: str, words: set[str]) -> dict:
+def frame_hit(f: R.Frame, score: float, time: str, words: set[str], pattern=None) -> dict:
     return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
-            "time": time, "session": "", "event_kind": "", "preview": preview(f.body, words),
+            "time": time, "session": "", "event_kind": "",
+            "preview": preview(f.body, words, pattern=pattern),
             "revision": f.revision}
 
 
