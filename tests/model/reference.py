@@ -182,7 +182,7 @@ class Model:
                 return done
         rebased = self._check_base(tx)
         cand = copy.deepcopy(self)
-        cand._apply_ops(tx)
+        touched = cand._apply_ops(tx)
         superseded = cand._successor_rule()
         cand.revision += 1
         for b in footprint(tx)[1] | {f"life:{fid}" for fid in superseded}:
@@ -192,7 +192,7 @@ class Model:
         reply = {"revision": cand.revision, "base_version": tx.base, "cognitive_tick": cand.tick,
                  "event_ref": f"@e{seq}", "rebased": rebased,
                  "rebased_from": tx.base if rebased else 0,
-                 "capacity": cand._released(self)}
+                 "capacity": cand._released(self, touched)}
         if tx.request_id:
             cand.idempotency[tx.request_id] = (tx.payload(), reply)
         self.__dict__.update(cand.__dict__)
@@ -210,19 +210,39 @@ class Model:
             raise Rejected("TX_CONFLICT", changed=changed)
         return True
 
-    def _released(self, before: "Model") -> dict:
-        """Capacity the receipt must name: what left the active context now, and the frames
-        that only entered the organizing window (net effect of the transaction)."""
+    def _released(self, before: "Model", touched: set) -> dict:
+        """Capacity the receipt must name, by the net effect of the transaction: what left
+        the active context now (`released_now`) and the frames that now wait in the
+        organizing window (`released_after_window`). A target the transaction took out and
+        put back in the same state (restore then retire) may be named or not (`*_may`);
+        nothing may be named that does not end in that state."""
+        def was(fid: str, state: str) -> bool:
+            return fid in before.frames and before.frames[fid].state == state
+
         now = [f"@e{s}" for s, o in self.observations.items()
                if o["retired"] and not before.observations[s]["retired"]]
+        now_may = [f"@e{s}" for s, o in self.observations.items()
+                   if o["retired"] and f"@e{s}" in touched]
         now += [fid for fid, f in self.frames.items() if f.state == RETIRED and
-                (fid not in before.frames or before.frames[fid].state != RETIRED)]
+                not was(fid, RETIRED)]
+        now_may += [fid for fid, f in self.frames.items() if f.state == RETIRED and
+                    fid in touched]
         later = [fid for fid, f in self.frames.items() if f.state == RETIRING and
-                 (fid not in before.frames or before.frames[fid].state != RETIRING)]
-        return {"released_now": sorted(now), "released_after_window": sorted(later)}
+                 not was(fid, RETIRING)]
+        later_may = [fid for fid, f in self.frames.items() if f.state == RETIRING and
+                     fid in touched]
+        return {"released_now": sorted(now), "released_after_window": sorted(later),
+                "released_now_may": sorted(set(now) | set(now_may)),
+                "released_after_window_may": sorted(set(later) | set(later_may))}
 
-    def _apply_ops(self, tx: Tx) -> None:
+    def _apply_ops(self, tx: Tx) -> set:
+        """Apply the operations in order; returns the lifecycle targets they touched."""
+        touched = set()
         for i, op in enumerate(tx.ops):
+            if op[0] in TARGET_OPS:
+                touched.update(op[1])
+            elif op[0] == "revise":
+                touched.add(op[1])
             kind = op[0]
             if kind in ("create", "derive"):
                 self._create(i, op)
@@ -235,6 +255,7 @@ class Model:
                 self._relate(i, op)
             else:
                 raise AssertionError(f"unknown op {op!r}")
+        return touched
 
     def _frame(self, i: int, fid: str) -> Frame:
         f = self.frames.get(fid)

@@ -17,7 +17,9 @@ import uuid
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, event, note, settings
+from hypothesis import HealthCheck, settings
+from hypothesis import event as _event, note as _note
+from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
                                  run_state_machine_as_test)
@@ -31,9 +33,10 @@ from reference import ACTIVE, RETIRING, Model, Rejected, Tx, render_tx
 FRAME_IDS = ("a", "b", "c", "d", "e")
 BODIES = ("(v 0)", "(v 1)", "(v 2)")
 SESSIONS = ("s1", "s2")
-MAX_INPUTS = 20  # input events per example
+MAX_INPUTS = 16   # inputs per example from the `input` rule
+MAX_BATCHES = 16  # ... and with the tool results of `advance_ticks`
 # How many examples run the history checker at their end (reading every event back).
-HISTORY_EVERY = int(os.environ.get("MORPHZ_MODEL_HISTORY_EVERY", "4"))
+HISTORY_EVERY = int(os.environ.get("MORPHZ_MODEL_HISTORY_EVERY", "8"))
 
 RECEIPT_KEYS = ("revision", "base_version", "cognitive_tick", "event_ref", "rebased",
                 "rebased_from", "replayed")
@@ -42,7 +45,17 @@ STATS: collections.Counter = collections.Counter()  # what the run exercised (pr
 
 def _count(what: str) -> None:
     STATS[what] += 1
-    event(what)
+    try:
+        _event(what)
+    except InvalidArgument:  # a directed sequence, outside hypothesis
+        pass
+
+
+def note(text: str) -> None:
+    try:
+        _note(text)
+    except InvalidArgument:
+        print(text)
 
 
 def _call(fn, *args, **kwargs):
@@ -142,6 +155,13 @@ class MindMachine(RuleBasedStateMachine):
             if edges and data.draw(st.integers(0, 2)):
                 return ("unrelate",) + data.draw(st.sampled_from(edges))
             return ("unrelate", self._frame(data), "supersedes", self._frame(data))
+        chains = sorted((o, sup) for (sup, n, o) in self.model.relations if n == "supersedes")
+        if kind == "retire" and chains and data.draw(st.integers(0, 2)) == 0:
+            # an old frame and its successor at once (a chain of successors)
+            return (kind, tuple(data.draw(st.permutations(data.draw(st.sampled_from(chains))))))
+        retired = self._existing("retired")
+        if kind == "restore" and retired and data.draw(st.booleans()):
+            return (kind, (data.draw(st.sampled_from(retired)),))
         n = data.draw(st.sampled_from((1, 1, 2, 3) if kind == "retire" else (1, 2)))
         return (kind, tuple(dict.fromkeys(self._target(data) for _ in range(n))))
 
@@ -213,11 +233,10 @@ class MindMachine(RuleBasedStateMachine):
             assert got[k] == expected[k], (k, got, expected, text)
         # The receipt tells what capacity is released now and what only after the window.
         cap, want = got["capacity"], expected["capacity"]
-        assert sorted(cap["released_now"]) == want["released_now"], \
-            f"{text}: receipt released_now {cap['released_now']}, model {want['released_now']}"
-        assert sorted(cap["released_after_window"]) == want["released_after_window"], \
-            f"{text}: receipt released_after_window {cap['released_after_window']}, " \
-            f"model {want['released_after_window']}"
+        for k in ("released_now", "released_after_window"):
+            assert set(want[k]) <= set(cap[k]) <= set(want[k + "_may"]), \
+                f"{text}: receipt {k} {sorted(cap[k])}, model {want[k]} " \
+                f"(may also name {sorted(set(want[k + '_may']) - set(want[k]))})"
         _count("tx replayed" if got["replayed"] else "tx rebased" if got["rebased"]
                else "tx committed")
         if any(not r.startswith("@") for r in cap["released_now"]):
@@ -336,14 +355,14 @@ class MindMachine(RuleBasedStateMachine):
         if got["retired_frames"]:
             _count("activation retired a frame (window over)")
 
-    @precondition(lambda self: len(self.model.observations) < MAX_INPUTS)
-    @rule(n=st.sampled_from((1, 2, 4, 8)))
+    @precondition(lambda self: len(self.model.observations) < MAX_BATCHES)
+    @rule(n=st.sampled_from((2, 4, 8)))
     def advance_ticks(self, n):
         """n claimed batches, each holding one tool result: the clock advances n times."""
         for _ in range(n):
             self._append("s1", "tool-result", f"tool output {len(self.model.events)}", "")
             self._activate("s1")
-            if len(self.model.observations) >= MAX_INPUTS:
+            if len(self.model.observations) >= MAX_BATCHES:
                 break
 
     # -- comparison -----------------------------------------------------------------------
@@ -421,7 +440,70 @@ def test_conc_dur_model_based_transactions_match_reference_model(model_client):
     run_state_machine_as_test(MindMachine)
     print("model-based run:", dict(sorted(STATS.items())))
     # The run must have exercised what it claims to check.
+    # (Windows running out are rarer: a few per run; the directed sequences cover them.)
     for what in ("tx committed", "tx rebased", "tx replayed", "tx rejected: TX_CONFLICT",
-                 "tx rejected: IDEMPOTENCY_MISMATCH", "tx retired a frame by the successor rule",
-                 "activation retired a frame (window over)"):
+                 "tx rejected: IDEMPOTENCY_MISMATCH", "tx retired a frame by the successor rule"):
         assert STATS[what] > 0, (what, STATS)
+
+
+# -- directed sequences --------------------------------------------------------------------
+# Shapes the random walk reaches rarely, run through the same machine (model and server
+# side by side, full comparison after every step).
+T, R = "tidy", "retire"
+DIRECTED = {
+    # CORE-09/11/12: the window runs out after 8 claimed batches unless cancelled.
+    "window_runs_out_unless_cancelled": [
+        ("tx", "", [("create", "a", "(v 0)"), ("create", "b", "(v 0)"), ("create", "c", "(v 0)")]),
+        ("tx", T, [("retire", ("a", "b", "c"))]),
+        ("ticks", 4),
+        ("tx", T, [("revise", "b", None, "(v 1)"), ("retire", ("a",))]),
+        ("ticks", 2),
+        ("tx", T, [("restore", ("c",)), ("retire", ("c",))]),
+        ("ticks", 2),
+        ("ticks", 8)],
+    # CORE-06/23: a source must exist when the transaction is validated; the transaction's
+    # own event (@e1 here) does not exist yet.
+    "derive_from_its_own_event": [("tx", "", [("derive", "a", ("@e1",), "(v 0)")])],
+    "retire_its_own_event": [("tx", T, [("retire", ("@e1",))])],
+    # CORE-21: capacity the receipt names (net effect of the transaction).
+    "retire_then_revise_releases_nothing_later": [
+        ("tx", "", [("create", "a", "(v 0)")]),
+        ("tx", T, [("retire", ("a",)), ("revise", "a", None, "(v 1)")])],
+    "retire_then_restore_observation_releases_nothing_now": [
+        ("input", "tool-result"),
+        ("tx", T, [("retire", ("@e1",)), ("restore", ("@e1",))])],
+    # CORE-13: the successor rule judged on the final state, whatever the frames are called.
+    "successor_chain_a_b_c": [
+        ("tx", "", [("create", "a", "(v 0)")]),
+        ("tx", "", [("derive", "b", ("a",), "(v 1)"), ("relate", "b", "supersedes", "a")]),
+        ("tx", "", [("derive", "c", ("b",), "(v 2)"), ("relate", "c", "supersedes", "b")]),
+        ("tx", T, [("retire", ("a", "b"))])],
+    "successor_chain_c_b_a": [
+        ("tx", "", [("create", "c", "(v 0)")]),
+        ("tx", "", [("derive", "b", ("c",), "(v 1)"), ("relate", "b", "supersedes", "c")]),
+        ("tx", "", [("derive", "a", ("b",), "(v 2)"), ("relate", "a", "supersedes", "b")]),
+        ("tx", T, [("retire", ("c", "b"))])],
+    # CORE-13: restoring a successor gives a retiring frame a non-retired successor.
+    "restoring_a_successor_retires_the_old_frame": [
+        ("tx", "", [("create", "o", "(v 0)"), ("derive", "s", ("o",), "(v 1)"),
+                    ("relate", "s", "supersedes", "o")]),
+        ("tx", T, [("retire", ("s",))]),
+        ("ticks", 8),
+        ("tx", T, [("retire", ("o",))]),
+        ("tx", "", [("restore", ("s",))])],
+}
+
+
+@pytest.mark.parametrize("steps", list(DIRECTED.values()), ids=list(DIRECTED))
+def test_conc_dur_directed_sequences_match_reference_model(model_client, steps):
+    MindMachine.client = model_client
+    machine = MindMachine()
+    for step in steps:
+        if step[0] == "tx":
+            machine._run_tx(Tx(machine.model.revision, step[1], list(step[2])))
+        elif step[0] == "input":
+            machine._append("s1", step[1], "x" * 10, "")
+        else:
+            machine.advance_ticks(step[1])
+        machine.check_step()
+    machine.teardown()
