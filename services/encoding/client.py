@@ -9,18 +9,9 @@ import grpc
 
 from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
-from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
-
-DEFAULT_TIMEOUT = 30.0
-
-
-def _request(cls, **fields):
-    try:
-        return cls(**fields)
-    except (ValueError, TypeError) as e:
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"invalid request field: {e}") from None
 
 
 class EncodingClient:
@@ -29,7 +20,7 @@ class EncodingClient:
         self._timeout = timeout
 
     def _call(self, method: str, request_cls, **fields) -> dict:
-        request = _request(request_cls, **fields)
+        request = build_request(request_cls, **fields)
         return to_plain(call(getattr(self._stub, method), request, timeout=self._timeout))
 
     def compile(self, context: str, session: str, *, activation: str = "",
@@ -37,7 +28,7 @@ class EncodingClient:
                 must_read=(), scope: Optional[dict] = None, parent_snapshot: str = "",
                 model: str = "", evaluation_profile: str = "",
                 bindings: Optional[dict] = None, capabilities: bool = False) -> dict:
-        scope_msg = _request(pb.Scope, **{k: v for k, v in (scope or {}).items() if v})
+        scope_msg = build_request(pb.Scope, **{k: v for k, v in (scope or {}).items() if v})
         return self._call("Compile", pb.CompileRequest, context=context, session=session,
                           activation=activation, budget_bytes=budget_bytes,
                           budget_tokens=budget_tokens, preview_bytes=preview_bytes,
@@ -47,7 +38,7 @@ class EncodingClient:
                           capabilities=capabilities)
 
     def show(self, context: str, snapshot: str) -> dict:
-        request = _request(pb.SnapshotRequest, context=context, snapshot=snapshot)
+        request = build_request(pb.SnapshotRequest, context=context, snapshot=snapshot)
         reply = call(self._stub.ShowSnapshot, request, timeout=self._timeout)
         return json.loads(reply.record_json)
 

@@ -11,19 +11,9 @@ from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
 from morphz.services.transaction.core.txlang import Tx
-from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
-
-DEFAULT_TIMEOUT = 30.0
-
-
-def _request(cls, **fields):
-    """Build a request; a value the wire type cannot hold is a structured input error."""
-    try:
-        return cls(**fields)
-    except (ValueError, TypeError) as e:
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"invalid request field: {e}") from None
 
 
 class TransactionClient:
@@ -32,7 +22,7 @@ class TransactionClient:
         self._timeout = timeout
 
     def _call(self, method: str, request_cls, **fields) -> dict:
-        request = _request(request_cls, **fields)
+        request = build_request(request_cls, **fields)
         return to_plain(call(getattr(self._stub, method), request, timeout=self._timeout))
 
     def create_context(self, context: str, window: int = 0) -> dict:
@@ -75,7 +65,7 @@ class TransactionClient:
                           id=snapshot_id, record_json=raw)
 
     def get_snapshot(self, context: str, snapshot_id: str) -> dict:
-        request = _request(pb.GetSnapshotRequest, context=context, id=snapshot_id)
+        request = build_request(pb.GetSnapshotRequest, context=context, id=snapshot_id)
         reply = call(self._stub.GetSnapshot, request, timeout=self._timeout)
         return json.loads(reply.record_json)
 

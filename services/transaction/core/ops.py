@@ -102,6 +102,7 @@ def apply_revise(m: MindState, run: TxRun, op: FrameOp) -> None:
     outcome = "revised"
     if f.state == R.RETIRING:
         _cancel_retire(m, f)
+        run.released_later.pop(f.id, None)
         outcome = "revised (retire request cancelled)"
     if op.sources is not None:
         _check_sources(m, run, op.sources)
@@ -169,6 +170,7 @@ def apply_restore(m: MindState, run: TxRun, target: str) -> None:
             return
         obs.retired, obs.reason = False, ""
         m.put_observation(seq, obs)
+        run.released_now.pop(target, None)
         run.note("restore", target, "restored")
         return
     f = _frame(m, run, target)
@@ -178,6 +180,7 @@ def apply_restore(m: MindState, run: TxRun, target: str) -> None:
     _cancel_retire(m, f)
     m.put_frame(f)
     run.released_later.pop(f.id, None)
+    run.touched.add(f.id)  # a restored frame may be the successor of a retiring one
     run.note("restore", f.id, "restored", f)
 
 
@@ -332,6 +335,9 @@ def apply_successor_rule(m: MindState, run: TxRun) -> None:
         if f is not None:
             candidates.update(s for s in f.sources if not is_ref(s))
             candidates.update(o for (_, n, o) in m.relations_from(fid) if n == SUPERSEDES)
+    # Judge every candidate on the state the ops left, then retire: retiring one frame
+    # must not change whether another qualifies (chains retire whole, in any naming).
+    leaving: list[tuple[R.Frame, str]] = []
     for fid in sorted(candidates):
         old = m.frame(fid)
         if old is None or old.state != R.RETIRING:
@@ -339,15 +345,16 @@ def apply_successor_rule(m: MindState, run: TxRun) -> None:
         for succ_id, name, _ in m.relations_to(fid):
             succ = m.frame(succ_id) if name == SUPERSEDES else None
             if succ is not None and succ.state != R.RETIRED and fid in succ.sources:
-                m.set_due(old.retire.due_tick, fid, None)
-                old.state = R.RETIRED
-                run.superseded.add(fid)
-                m.put_frame(old)
-                size = run.released_later.pop(fid, old.size())
-                run.released_now[fid] = size
-                run.results.append(Outcome(run.index, "retire", fid,
-                                           f"retired (superseded by {succ_id})", old.revision))
+                leaving.append((old, succ_id))
                 break
+    for old, succ_id in leaving:
+        m.set_due(old.retire.due_tick, old.id, None)
+        old.state = R.RETIRED
+        run.superseded.add(old.id)
+        m.put_frame(old)
+        run.released_now[old.id] = run.released_later.pop(old.id, old.size())
+        run.results.append(Outcome(run.index, "retire", old.id,
+                                   f"retired (superseded by {succ_id})", old.revision))
 
 
 _DISPATCH: dict[str, Callable[[MindState, TxRun, Op], None]] = {

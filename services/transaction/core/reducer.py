@@ -26,10 +26,11 @@ def apply_event(m: MindState, ev: R.Event) -> dict:
                           context=ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
-    meta.next_seq += 1
-    m.add_event(ev)
     handler = _HANDLERS.get(ev.kind, _apply_input)
     reply = handler(m, ev)
+    # The event exists only after its own effects: a transaction cannot cite itself.
+    meta.next_seq += 1
+    m.add_event(ev)
     m.add_intent({"op": "index-event", "seq": ev.seq})
     if ev.request_id:
         m.put_idempotency(ev.request_id, {"hash": ev.data.get("payload_hash", ""),
