@@ -8,25 +8,17 @@ import grpc
 
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
-from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
 
-DEFAULT_TIMEOUT = 30.0
 REBUILD_TIMEOUT = 3600.0  # a rebuild reads the whole context
-
-
-def _request(cls, **fields):
-    try:
-        return cls(**fields)
-    except (ValueError, TypeError) as e:
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"invalid request field: {e}") from None
 
 
 def _evaluation(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:
     if not evaluation:
         return None
-    return _request(pb.Evaluation, session=evaluation.get("session", ""),
+    return build_request(pb.Evaluation, session=evaluation.get("session", ""),
                     activation=evaluation.get("activation", ""))
 
 
@@ -44,7 +36,7 @@ class RecallClient:
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
                evaluation: Optional[dict] = None) -> dict:
-        req = _request(pb.SearchRequest, context=context, query=query, since=since,
+        req = build_request(pb.SearchRequest, context=context, query=query, since=since,
                        until=until, limit=limit, kinds=list(kinds), states=list(states),
                        sessions=list(sessions), cursor=cursor,
                        evaluation=_evaluation(evaluation))
@@ -60,7 +52,7 @@ class RecallClient:
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:
-        req = _request(pb.ReadRequest, context=context, ref=ref, offset=offset, limit=limit,
+        req = build_request(pb.ReadRequest, context=context, ref=ref, offset=offset, limit=limit,
                        evaluation=_evaluation(evaluation))
         return self._call("Read", req)
 
@@ -68,15 +60,15 @@ class RecallClient:
                  direction: str = "", include_bodies: bool = False,
                  include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
                  cursor: str = "", evaluation: Optional[dict] = None) -> dict:
-        req = _request(pb.TraverseRequest, context=context, frame_id=frame_id, depth=depth,
+        req = build_request(pb.TraverseRequest, context=context, frame_id=frame_id, depth=depth,
                        direction=direction, include_bodies=include_bodies,
                        include_events=include_events, max_nodes=max_nodes,
                        max_bytes=max_bytes, cursor=cursor, evaluation=_evaluation(evaluation))
         return self._call("Traverse", req)
 
     def inspect(self, context: str) -> dict:
-        return self._call("InspectIndex", _request(pb.InspectIndexRequest, context=context))
+        return self._call("InspectIndex", build_request(pb.InspectIndexRequest, context=context))
 
     def rebuild(self, context: str) -> dict:
-        return self._call("RebuildIndex", _request(pb.RebuildIndexRequest, context=context),
+        return self._call("RebuildIndex", build_request(pb.RebuildIndexRequest, context=context),
                           timeout=self._rebuild_timeout)

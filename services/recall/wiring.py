@@ -26,5 +26,6 @@ def register(app) -> list[str]:
     worker = OutboxWorker(indexer, app.store.contexts).start()
     app.on_stop(worker.stop)
     app.recall = core
+    app.index_position = indexer.position
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return [recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name]

@@ -50,8 +50,11 @@ class AllInOne:
         self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
-        self.transactions = TransactionCore(self.store, faults=faults,
-                                            tracer=self.tracer.get_tracer("morphz.transaction"))
+        # Set by the recall wiring: the index's outbox position, for status' outbox lag.
+        self.index_position = None
+        self.transactions = TransactionCore(
+            self.store, faults=faults, tracer=self.tracer.get_tracer("morphz.transaction"),
+            index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:

@@ -12,10 +12,14 @@ _log = logging.getLogger("morphz.recall.worker")
 
 class OutboxWorker:
     def __init__(self, indexer: Indexer, contexts: Callable[[], list[str]], *,
-                 idle_seconds: float = 0.05) -> None:
+                 idle_seconds: float = 0.05, busy_seconds: float = 0.1) -> None:
         self._indexer = indexer
         self._contexts = contexts
         self._idle = idle_seconds
+        # After a pass that indexed something, wait a little: under a steady stream of
+        # commits each index commit then covers many intents, and the worker does not
+        # compete with the commit path for the interpreter (search lags <= ~0.1 s more).
+        self._busy = busy_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recall-outbox", daemon=True)
 
@@ -41,5 +45,4 @@ class OutboxWorker:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.run_once() == 0:
-                self._stop.wait(self._idle)
+            self._stop.wait(self._busy if self.run_once() else self._idle)

@@ -57,8 +57,11 @@ def payload_hash(payload: dict) -> str:
 class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
-                 tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS) -> None:
+                 tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
+                 index_position: Optional[Callable[[str], Optional[int]]] = None) -> None:
         self._store = store
+        # Where the recall index stands in a context's outbox (None: not known here).
+        self._index_position = index_position or (lambda context: None)
         self._tracer = tracer or trace.NoOpTracer()
         self._faults = faults
         self._pipelines: dict[str, ContextPipeline] = {}
@@ -171,8 +174,8 @@ class TransactionCore:
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
                     "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
-                    # No index consumer runs yet, so every intent is still waiting.
-                    "outbox_lag": meta.outbox_head}
+                    "outbox_lag": meta.outbox_head - min(
+                        meta.outbox_head, self._index_position(context) or 0)}
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
