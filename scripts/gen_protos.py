@@ -7,7 +7,6 @@ half-written module. Every generated package gets an __init__.py so
 """
 import os
 import pathlib
-import shutil
 import sys
 import tempfile
 

@@ -4,7 +4,6 @@ Storage treats them as opaque bytes; this module is their only schema.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
+from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.storage import keys as keycodec
 
@@ -60,6 +61,14 @@ class MindState:
         if self._meta is None:
             self._meta = R.loads(R.Meta, self._get("meta", ()))
         return self._meta
+
+    def require_meta(self, context: str) -> R.Meta:
+        """The context's meta, or CONTEXT_NOT_FOUND: every service's first check."""
+        meta = self.meta()
+        if meta is None:
+            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                              context=context)
+        return meta
 
     def init_meta(self, meta: R.Meta) -> None:
         self._meta = meta

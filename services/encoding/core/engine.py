@@ -116,9 +116,7 @@ class EncodingCore:
     def _check_session(self, context: str, session: str) -> None:
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            if m.meta() is None:
-                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                                  context=context)
+            m.require_meta(context)
             s = m.session(session)
         if s is None:
             raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)

@@ -4,7 +4,7 @@ time range inside the parent's. The root of every chain is the evaluating sessio
 causal scope (seed 003, 8): its own observations, the shared Mind."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Optional
 

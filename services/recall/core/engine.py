@@ -78,14 +78,6 @@ class RecallCore:
         self._tracer = tracer or trace.NoOpTracer()
 
     # -- helpers ------------------------------------------------------------------------
-    @staticmethod
-    def _meta(m: MindState, context: str) -> R.Meta:
-        meta = m.meta()
-        if meta is None:
-            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                              context=context)
-        return meta
-
     def _check_evaluation(self, context: str, evaluation: Optional[dict]) -> Optional[dict]:
         if not evaluation or not (evaluation.get("session") or evaluation.get("activation")):
             return None
@@ -157,7 +149,7 @@ class RecallCore:
         with self._tracer.start_as_current_span("recall.search"), \
                 self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             idx = self._indexer.index(context)
             searcher, imeta = idx.snapshot()
             position = imeta.get("position", 0)
@@ -185,7 +177,7 @@ class RecallCore:
         evaluation = self._check_evaluation(context, evaluation)
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             seq = ref_seq(ref) if is_ref(ref) else m.event_seq_by_id(ref)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
             if ev is not None:
@@ -236,7 +228,7 @@ class RecallCore:
         with self._tracer.start_as_current_span("recall.traverse"), \
                 self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
             version = f"r{meta.revision}-t{meta.tick}"
             start = cursors.decode(cursor, "frame", params, version) if cursor else 0
@@ -265,7 +257,7 @@ class RecallCore:
     def inspect(self, context: str) -> dict:
         _name(context, "context")
         with self._store.reader(context) as reader:
-            meta = self._meta(MindState(reader), context)
+            meta = MindState(reader).require_meta(context)
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)

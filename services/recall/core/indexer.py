@@ -142,10 +142,7 @@ class Indexer:
             with self._tracer.start_as_current_span("recall.rebuild"), \
                     self._store.reader(context) as reader:
                 m = MindState(reader)
-                meta = m.meta()
-                if meta is None:
-                    raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                                      context=context)
+                meta = m.require_meta(context)
                 head = meta.outbox_head
                 frames = list(m.frames())
                 total = meta.next_seq + len(frames)

@@ -125,14 +125,6 @@ class TransactionCore:
                        time=self._clock().isoformat(timespec="microseconds"), **fields)
 
     @staticmethod
-    def _meta(m: MindState, context: str) -> R.Meta:
-        meta = m.meta()
-        if meta is None:
-            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                              context=context)
-        return meta
-
-    @staticmethod
     def _replay(m: MindState, request_id: str, payload: dict) -> Optional[dict]:
         """The original reply if this request id was already applied with this payload."""
         if not request_id:
@@ -166,7 +158,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for f in m.frames():
                 by_state[f.state] += 1
@@ -192,7 +184,7 @@ class TransactionCore:
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
 
         def build(m: MindState) -> Union[R.Event, dict]:
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
@@ -210,7 +202,7 @@ class TransactionCore:
         check_name(session, "session")
 
         def build(m: MindState) -> R.Event:
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             return self._event(m, context, R.ACTIVATION, session=session, actor="runtime",
                                data={"activation_id": f"a{meta.activations + 1}"})
         return self._write(context, build)
@@ -220,7 +212,7 @@ class TransactionCore:
         check_name(activation, "activation")
 
         def build(m: MindState) -> Union[R.Event, dict]:
-            self._meta(m, context)
+            m.require_meta(context)
             act = m.activation(activation)
             if act is None:
                 raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
@@ -242,7 +234,7 @@ class TransactionCore:
         payload = {"session": session, "tx": parsed.to_dict()}
 
         def build(m: MindState) -> Union[R.Event, dict]:
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
@@ -264,7 +256,7 @@ class TransactionCore:
         raw = R.dumps(record)
 
         def build(m: MindState) -> RawWrite:
-            self._meta(m, context)
+            m.require_meta(context)
             if m.snapshot_exists(snapshot_id):
                 raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
                                   snapshot=snapshot_id)
@@ -275,7 +267,7 @@ class TransactionCore:
     def get_snapshot(self, context: str, snapshot_id: str) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
-            self._meta(MindState(reader), context)
+            MindState(reader).require_meta(context)
             raw = reader.get("snapshots", (snapshot_id,))
         if raw is None:
             raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
@@ -287,7 +279,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             if at_revision:
                 if at_revision > meta.revision:
                     raise MorphzError("REVISION_NOT_FOUND", f"revision {at_revision} is after the "
@@ -306,7 +298,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             frames = {f.id: f for f in m.frames()}
             ordered = [fid for fid in m.order() if fid in frames]
             ordered += sorted(set(frames) - set(ordered))
@@ -318,7 +310,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = self._meta(m, context)
+            meta = m.require_meta(context)
             seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
             if ev is None:
@@ -339,7 +331,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
-            self._meta(m, context)
+            m.require_meta(context)
             expected, count = replay(context, m.events())
             checks = [_compare(t, expected[t], m.rows(t)) for t in _AUDITED]
         return {"context": context, "match": all(c["match"] for c in checks),
@@ -351,7 +343,7 @@ class TransactionCore:
         check_name(context, "context")
 
         def build(m: MindState) -> RawWrite:
-            self._meta(m, context)
+            m.require_meta(context)
             with self._tracer.start_as_current_span("rebuild_projections"):
                 expected, count = replay(context, m.events())
                 writes, rewritten, unrepairable = [], {}, []

@@ -20,10 +20,7 @@ def apply_event(m: MindState, ev: R.Event) -> dict:
     """Apply one event (its seq is the next one); returns the caller's reply."""
     if ev.kind == R.CONTEXT_CREATED:
         m.init_meta(R.Meta(ev.context, window=ev.data["window"]))
-    meta = m.meta()
-    if meta is None:
-        raise MorphzError("CONTEXT_NOT_FOUND", f"context {ev.context} does not exist",
-                          context=ev.context)
+    meta = m.require_meta(ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
     handler = _HANDLERS.get(ev.kind, _apply_input)
