@@ -363,3 +363,18 @@ def test_encoding_rejects_bad_input_with_structured_reasons(mind, enc, expect_re
     status = mind.status()
     # Rejected compiles claimed nothing.
     assert [s["pending"] for s in status["sessions"] if s["id"] == "s1"] == [1]
+
+
+def test_core_15_every_undelivered_root_request_is_an_objective_until_delivered(mind, enc):
+    ask = mind.event("请发布 v1", session="s1")
+    first = mind.activate("s1")                       # claims the request: its root
+    mind.event("regression: 120 passed", kind="tool-result", session="s1")
+    e = enc.compile(mind.context, "s1")               # a later activation, no root of its own
+    objectives = items(e, "objective")
+    assert list(objectives) == [ask["ref"]]
+    assert f"(root-request {ask['ref']})" in span(e, objectives[ask["ref"]])
+    assert "(root-request yes)" in span(e, items(e, "state")[ask["ref"]])
+    mind.client.deliver(mind.context, first["id"])
+    e = enc.compile(mind.context, "s1")
+    assert "(objective (runtime none))" in e["text"]
+    assert enc.replay(mind.context, e["snapshot"])["replay_hash"] == e["hash"]

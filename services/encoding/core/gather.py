@@ -50,7 +50,9 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     meta = m.meta()
     pending = set(m.pending(session))
     claimed = set(act.claimed)
-    root = act.root if not act.delivered else None
+    # Every undelivered root request stays an objective until its activation is
+    # delivered, not only the current activation's (the transaction core indexes them).
+    roots = {k[0] for k, _ in reader.scan("root_requests")}
     wanted = set(must_read)
 
     observations: list[Obs] = []
@@ -69,7 +71,7 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
         big = len(ev.text.encode("utf-8")) > budget.preview_bytes
         observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, ev.text,
                                 PREVIEW if big and ref not in wanted else FULL, obs.protected,
-                                "new" if seq in claimed else "seen", seq == root))
+                                "new" if seq in claimed else "seen", seq in roots))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     # The reader is fresh (no overlay), so its rows are read directly, in key order, per

@@ -26,7 +26,7 @@ class Obs:
     residency: str = FULL
     protected: bool = False
     freshness: str = "seen"  # new: claimed by this activation
-    root: bool = False       # the undelivered root request of this activation
+    root: bool = False       # the root request of an undelivered activation
 
 
 @dataclass

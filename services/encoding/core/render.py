@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from morphz.shared import sexpr
+from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
 from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, Material
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
@@ -199,9 +200,9 @@ def kernel_items(m: Material) -> list[Item]:
             form("tick", a["tick"]), form("tick-advanced", yes(a["tick_advanced"])),
             form("retired-frames", *map(atom, a.get("retired_frames", []))),
             form("delivered", yes(a["delivered"])))]),
-        item("objective", "root-request", [runtime(form("ref", ref_or_atom(root)),
-                                                  form("delivered", yes(a["delivered"])))])
-        if root else item("objective", None, [runtime(Symbol("none"))]),
+        *([item("objective", R.ref(o.seq), [runtime(form("root-request", ref_or_atom(
+            R.ref(o.seq))), form("delivered", Symbol("no")))]) for o in m.observations if o.root]
+          or [item("objective", None, [runtime(Symbol("none"))])]),
         item("authority", "agent", [runtime(form("kernel", Symbol("read-only")),
                                             form("mind", Symbol("context-tx")), scope_form)]),
         item("scheduling", m.session,
