@@ -13,7 +13,7 @@ from typing import Callable
 
 import grpc
 from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from morphz.shared.errors import REASONS, MorphzError, Status
@@ -100,5 +100,3 @@ def call(fn: Callable, *args, **kwargs):
     except grpc.RpcError as e:
         raise from_rpc_error(e) from None
 
-
-_ = code_pb2  # google.rpc.code is the numbering Status.code uses

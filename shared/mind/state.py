@@ -242,9 +242,6 @@ class MindState:
     def is_protected_root(self, seq: int) -> bool:
         return self._get("root_requests", (seq,)) is not None
 
-    def activations(self) -> list[R.Activation]:
-        return [R.loads(R.Activation, raw) for _, raw in self._scan("activations")]
-
     # -- organizing window ----------------------------------------------------------------
     def set_due(self, due_tick: int, frame_id: str, generation: Optional[int]) -> None:
         self._put("retire_due", (due_tick, frame_id),

@@ -117,10 +117,6 @@ def check_target(value: str, index: Optional[int] = None) -> str:
     return value if is_ref(value) else check_frame_id(value, index)
 
 
-def check_source(value: str, index: Optional[int] = None) -> str:
-    return check_target(value, index)
-
-
 # -- text form -----------------------------------------------------------------------
 
 def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> Tx:
@@ -230,7 +226,7 @@ def check_tx(tx: Tx) -> Tx:
                 raise _bad("derive needs (from SOURCE ...) with at least one source", i,
                            ref=o.frame_id)
             for s in o.sources or []:
-                check_source(s, i)
+                check_target(s, i)
                 if s == o.frame_id:
                     raise _bad(f"frame {o.frame_id} cannot be its own source", i, ref=s)
         elif isinstance(o, TargetsOp):
