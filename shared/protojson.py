@@ -2,7 +2,10 @@
 message fields are None), so a remote client returns what an in-process core does."""
 from __future__ import annotations
 
+from functools import cache
+
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 
@@ -25,8 +28,63 @@ def to_plain(msg: Message) -> dict:
 
 
 def from_plain(d: dict, msg: Message) -> Message:
-    """Fill msg from a core dict; keys the message does not have are ignored."""
-    return json_format.ParseDict(_drop_none(d), msg, ignore_unknown_fields=True)
+    """Fill msg from a core dict; keys the message does not have and None values are
+    ignored. Direct attribute assignment (every reply passes here, json_format costs
+    several times more); a value of another type than the field's (a float for an
+    int, base64 text for bytes...) takes json_format's conversions instead."""
+    try:
+        _fill(msg, d)
+    except (TypeError, ValueError, AttributeError):
+        msg.Clear()
+        json_format.ParseDict(_drop_none(d), msg, ignore_unknown_fields=True)
+    return msg
+
+
+_SCALAR, _MESSAGE, _SCALARS, _MESSAGES, _MAP, _MESSAGE_MAP = range(6)
+
+
+@cache
+def _plan(descriptor: Descriptor) -> dict[str, int]:
+    """How each field of a message type is filled (computed once per type)."""
+    plan = {}
+    for f in descriptor.fields:
+        sub = f.message_type
+        if sub is not None and sub.GetOptions().map_entry:
+            value = sub.fields_by_name["value"]
+            plan[f.name] = _MESSAGE_MAP if value.message_type is not None else _MAP
+        elif f.is_repeated:
+            plan[f.name] = _MESSAGES if sub is not None else _SCALARS
+        else:
+            plan[f.name] = _MESSAGE if sub is not None else _SCALAR
+    return plan
+
+
+def _fill(msg: Message, d: dict) -> None:
+    if not isinstance(d, dict):
+        raise TypeError(f"expected a dict for {msg.DESCRIPTOR.full_name}")
+    plan = _plan(msg.DESCRIPTOR)
+    for key, value in d.items():
+        kind = plan.get(key)
+        if kind is None or value is None:
+            continue
+        if kind == _SCALAR:
+            setattr(msg, key, value)
+        elif kind == _MESSAGE:
+            sub = getattr(msg, key)
+            sub.SetInParent()  # an empty dict still marks the field present
+            _fill(sub, value)
+        elif kind == _SCALARS:
+            getattr(msg, key).extend(value)
+        elif kind == _MESSAGES:
+            repeated = getattr(msg, key)
+            for item in value:
+                _fill(repeated.add(), item)
+        elif kind == _MAP:
+            getattr(msg, key).update(value)
+        else:
+            mapping = getattr(msg, key)
+            for k, item in value.items():
+                _fill(mapping[k], item)
 
 
 def _drop_none(v):

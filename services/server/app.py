@@ -24,7 +24,7 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.shared.faults import Faults
-from morphz.shared.telemetry import tracer_provider as make_tracer_provider
+from morphz.shared.telemetry import is_recording, tracer_provider as make_tracer_provider
 
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
 _log = logging.getLogger("morphz.server")
@@ -52,8 +52,10 @@ class AllInOne:
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         # Set by the recall wiring: the index's outbox position, for status' outbox lag.
         self.index_position = None
+        tracing = is_recording(self.tracer)
         self.transactions = TransactionCore(
-            self.store, faults=faults, tracer=self.tracer.get_tracer("morphz.transaction"),
+            self.store, faults=faults,
+            tracer=self.tracer.get_tracer("morphz.transaction") if tracing else None,
             index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()
@@ -61,7 +63,7 @@ class AllInOne:
             _log.error("startup check: %s (run `morphz context audit`)", problem)
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.max_workers),
-            interceptors=[server_interceptor(tracer_provider=self.tracer)],
+            interceptors=[server_interceptor(tracer_provider=self.tracer)] if tracing else [],
             maximum_concurrent_rpcs=config.max_concurrent_rpcs,
             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                      ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
