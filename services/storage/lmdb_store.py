@@ -109,10 +109,13 @@ class LmdbStore(Store):
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         encoded = []
+        prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued
-            keys.check_table(w.table)
-            encoded.append((self._dbs[w.table], TABLES[w.table], w.table,
-                            keys.encode((context, *w.key)), w.value))
+            db = self._dbs.get(w.table)
+            if db is None:
+                keys.check_table(w.table)
+            encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
+                            w.value))
         sub = _Submission(context, expect_commit_seq, encoded)
         with self._queue_lock:
             self._queue.append(sub)
@@ -211,6 +214,7 @@ class LmdbReader(Reader):
     def __init__(self, store: LmdbStore, context: str) -> None:
         self._store = store
         self._context = context
+        self._prefix = keys.context_prefix(context)
         store._gate.enter()
         try:
             self._txn = store._env.begin()
@@ -220,17 +224,19 @@ class LmdbReader(Reader):
         self.commit_seq = store._commit_seq(self._txn, context)
 
     def get(self, table: str, key: Key) -> Optional[bytes]:
-        keys.check_table(table)
-        return self._txn.get(keys.encode((self._context, *key)), db=self._store._dbs[table])
+        db = self._store._dbs.get(table)
+        if db is None:
+            keys.check_table(table)
+        return self._txn.get(keys.encode_in(self._prefix, key), db=db)
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         keys.check_table(table)
-        pre = keys.encode((self._context, *prefix))
+        pre = keys.encode_in(self._prefix, prefix)
         cur = self._txn.cursor(db=self._store._dbs[table])
         n = 0
         if not reverse:
-            start = keys.encode((self._context, *after)) if after is not None else pre
+            start = keys.encode_in(self._prefix, after) if after is not None else pre
             if not cur.set_range(start):
                 return
             if after is not None and cur.key() == start:
@@ -239,7 +245,7 @@ class LmdbReader(Reader):
             it = cur.iternext()
         else:
             # Position at the last key below `after` (exclusive) or the end of the prefix.
-            bound = keys.encode((self._context, *after)) if after is not None else pre + b"\xff"
+            bound = keys.encode_in(self._prefix, after) if after is not None else pre + b"\xff"
             ok = cur.prev() if cur.set_range(bound) else cur.last()
             if not ok:
                 return

@@ -120,20 +120,20 @@ class Checkpoint:
 T = TypeVar("T")
 
 
-_SCALARS = (str, int, bool, float, type(None))
+_SCALARS = frozenset((str, int, bool, float, type(None)))
 
 
 def plain(obj: Any) -> Any:
     """Dataclasses to dicts, recursively; much cheaper than dataclasses.asdict, which
-    deep-copies every value (this runs for every record of every commit)."""
+    deep-copies every value (this runs for every record of every commit). Scalars are
+    tested inline: most values are, and a call per value would double the cost."""
     kind = type(obj)
     if kind in _SCALARS:
         return obj
     if kind is list or kind is tuple:
-        return [plain(v) for v in obj]
-    if kind is dict:
-        return {k: plain(v) for k, v in obj.items()}
-    return {k: plain(v) for k, v in vars(obj).items()}
+        return [v if type(v) in _SCALARS else plain(v) for v in obj]
+    items = obj.items() if kind is dict else vars(obj).items()
+    return {k: v if type(v) in _SCALARS else plain(v) for k, v in items}
 
 
 def dumps(rec: Any) -> bytes:

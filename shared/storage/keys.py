@@ -21,8 +21,14 @@ def check_table(table: str) -> None:
 
 
 def encode(key: Key) -> bytes:
+    return encode_in(b"", key)
+
+
+def encode_in(prefix: bytes, key: Key) -> bytes:
+    """`prefix` (an encoded key, e.g. a context's) followed by `key`'s parts: equal to
+    encode((*decode(prefix), *key)) without encoding the prefix again."""
     # On every read and write: exact type checks (bool is not an int key) and one join.
-    out = []
+    out = [prefix]
     for part in key:
         kind = type(part)
         if kind is str:

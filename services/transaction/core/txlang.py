@@ -25,6 +25,8 @@ REASON_OPS = ("retire", "unprotect", "retire-session")
 
 MAX_ID_CHARS = 200
 _REF = re.compile(r"@e(\d+)\Z")
+_ID_BAD_CHAR = re.compile(r'[\s()";\x00]')  # \s is str.isspace()
+_INTEGER = re.compile(r"-?\d+\Z")
 
 
 @dataclass
@@ -107,8 +109,8 @@ def _bad(message: str, index: Optional[int] = None, **details: object) -> Morphz
 
 
 def check_frame_id(value: str, index: Optional[int] = None, what: str = "frame id") -> str:
-    if not value or len(value) > MAX_ID_CHARS or value.startswith("@") or \
-            any(c.isspace() or c in '()";\x00' for c in value) or re.fullmatch(r"-?\d+", value):
+    if not value or len(value) > MAX_ID_CHARS or value[0] == "@" or \
+            _ID_BAD_CHAR.search(value) or _INTEGER.match(value):
         raise _bad(f"invalid {what} {value[:80]!r}", index, ref=value[:80])
     return value
 
