@@ -10,6 +10,10 @@ and the verdict is given as ratios to the baselines of that run:
                process: a grpc.aio server and a threaded grpc.server like Morphz's
                (16 workers), at 1 and 64 calls in flight; the targets use whichever
                of the two is stricter in this run
+  floor        (information) the threaded echo server whose handler also makes one
+               Morphz-shaped durable LMDB transaction (29 puts over 8 databases, nested),
+               group-committed by a leader/follower like Morphz's storage: what a Python
+               gRPC commit service costs with no transaction logic at all
   morphz       `morphz serve` (durable, the default) in its own process; each client
                revises its own 5 frames in one 5-op context-tx, based on the revision
                of its previous receipt (so with many clients on one context most are
@@ -95,6 +99,53 @@ def serve_echo(mode: str) -> None:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     done.wait()
     server.stop(0)
+
+
+def serve_floor(path: str) -> None:
+    """`commit.py --floor-server DIR`: threaded gRPC server; each call makes one
+    Morphz-shaped LMDB write (SHAPED_PUTS puts over 8 databases in a nested
+    transaction), group-committed: a leader writes everything queued in one durable
+    transaction while followers wait. No parsing, no rules, no records."""
+    from concurrent import futures
+    env = lmdb.open(path, map_size=4 << 30, max_dbs=8, sync=True, metasync=True)
+    dbs = [env.open_db(b"t%d" % i) for i in range(8)]
+    queue, queue_lock, leader = [], threading.Lock(), threading.Lock()
+    value = b"v" * 100
+    counter = iter(range(1 << 62))
+
+    def commit(request, context):
+        me = (next(counter), threading.Event())
+        with queue_lock:
+            queue.append(me)
+        while not me[1].is_set():
+            with leader:
+                if me[1].is_set():
+                    break
+                with queue_lock:
+                    batch = queue[:]
+                    del queue[:]
+                with env.begin(write=True) as txn:
+                    for n, _ in batch:
+                        child = env.begin(write=True, parent=txn)
+                        for j in range(SHAPED_PUTS):
+                            child.put(b"%012d-%02d" % (n, j), value, db=dbs[j % 8])
+                        child.commit()
+                for _, done in batch:
+                    done.set()
+        return request
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), maximum_concurrent_rpcs=256,
+                         options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(commit)})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"floor: serving on 127.0.0.1:{port}", flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    server.stop(0)
+    env.close()
 
 
 def serve_profiled(data: str, out: str, clock: str) -> None:
@@ -311,6 +362,16 @@ def measure_echo(args, mode: str, inflight: int) -> dict:
         return {"name": name, "inflight": inflight, **r}
 
 
+def measure_floor(args, tmp: str, inflight: int) -> dict:
+    """Information: the floor of a Python gRPC commit service (see serve_floor)."""
+    path = os.path.join(tmp, "floor-lmdb")
+    with ServerProcess([sys.executable, os.path.abspath(__file__), "--floor-server", path]) as srv:
+        name = "floor: echo + shaped LMDB txn (info)"
+        r = drive(args, f"floor x{inflight}", echo_driver, specs_for(args, srv.address, inflight),
+                  srv, path)
+        return {"name": name, "inflight": inflight, **r}
+
+
 def create_contexts(address: str, names: list[str]) -> None:
     from morphz.services.transaction.client import TransactionClient
     with grpc.insecure_channel(address) as channel:
@@ -384,6 +445,16 @@ def verdict(rows: dict) -> list[dict]:
     ratio = rows["commit-1"]["p50_ms"] / (echo1["p50_ms"] + lm["p50_ms"])
     out.append({"target": f"1-client commit p50 / ({echo1['name']} x1 p50 + raw LMDB p50)",
                 "value": ratio, "goal": f"<= {TARGET_LATENCY}", "met": ratio <= TARGET_LATENCY})
+    # The same two ratios for the floor service: what is left for all of Morphz's logic.
+    if "floor-64" in rows:
+        ratio = rows["floor-64"]["ops_per_s"] / echo64["ops_per_s"]
+        out.append({"target": "(info) floor service x64 calls/s / echo x64 calls/s",
+                    "value": ratio, "goal": f">= {TARGET_THROUGHPUT}",
+                    "met": ratio >= TARGET_THROUGHPUT})
+        ratio = rows["floor-1"]["p50_ms"] / (echo1["p50_ms"] + lm["p50_ms"])
+        out.append({"target": "(info) floor service x1 p50 / (echo x1 p50 + raw LMDB p50)",
+                    "value": ratio, "goal": f"<= {TARGET_LATENCY}",
+                    "met": ratio <= TARGET_LATENCY})
     return out
 
 
@@ -418,6 +489,9 @@ def measure_all(args, tmp: str) -> None:
         for n in (1, 64):
             log(f"  echo, {mode} server, {n} in flight")
             rows[f"echo-{mode}-{n}"] = measure_echo(args, mode, n)
+    for n in (1, 64):
+        log(f"  floor: echo server making a Morphz-shaped durable LMDB txn, {n} in flight")
+        rows[f"floor-{n}"] = measure_floor(args, tmp, n)
     data = os.path.join(tmp, "morphz")
     with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
                        log_path=os.path.join(tmp, "morphz-server.log")) as srv:
@@ -453,9 +527,13 @@ def main() -> int:
     ap.add_argument("--profile-clock", choices=("cpu", "wall"), default="cpu",
                     help="cProfile timer: thread CPU time (default) or wall clock")
     ap.add_argument("--profiled-server", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-server", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.echo_server:
         serve_echo(args.echo_server)
+        return 0
+    if args.floor_server:
+        serve_floor(args.floor_server)
         return 0
     if args.profiled_server:
         serve_profiled(*args.profiled_server)
