@@ -8,6 +8,11 @@ ranking needs:
   parts, so a query for either form finds them;
 - overlapping bigrams of CJK runs beside the ICU words: ICU cuts many words
   (沙箱, 超时, 重试) into single characters, and bigrams bring them back.
+
+Speed (a rebuild tokenizes every event): text is cut at whitespace into chunks (no
+term spans whitespace), each distinct short chunk is analyzed once (words repeat),
+and pure-ASCII chunks are segmented by a regular expression that yields exactly
+ICU's words (checked against ICU at import and by tests/unit/test_text_ascii.py).
 """
 from __future__ import annotations
 
@@ -29,6 +34,16 @@ _PART = re.compile(r"[^\W_]+")
 # Han, kana and Hangul: scripts written without spaces between words.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
                       r"\U00020000-\U0002fa1f]{2,}")
+# ICU's word rules (UAX #29 as ICU 72 tailors it) restricted to ASCII: letters, digits,
+# `_` and `@` join; `.` and `'` join letter-letter and digit-digit; `,` and `;` join
+# digit-digit; any other character stands alone and is no word, as is a lone `_`.
+_ASCII_WORD = re.compile(r"(?:[a-zA-Z0-9_@]|(?<=[a-zA-Z@])[.'](?=[a-zA-Z@])"
+                         r"|(?<=[0-9])[.',;](?=[0-9]))+")
+_CHUNK = re.compile(r"\S+")
+CACHE_CHUNKS = 1 << 18
+CACHE_CHUNK_CHARS = 16  # longer chunks (CJK runs, URLs) rarely repeat: not worth memory
+
+Spans = tuple[tuple[int, int], ...]
 
 
 class Term(NamedTuple):
@@ -38,8 +53,9 @@ class Term(NamedTuple):
 
 
 def normalize(text: str) -> str:
-    """NFKC + case folding (Unicode's NFKC_Casefold, as ICU implements it)."""
-    return _NORMALIZER.normalize(text)
+    """NFKC + case folding (Unicode's NFKC_Casefold, as ICU implements it); for ASCII
+    text that is exactly lower-casing."""
+    return text.lower() if text.isascii() else _NORMALIZER.normalize(text)
 
 
 class _Local(threading.local):
@@ -52,64 +68,73 @@ class _Local(threading.local):
 _local = _Local()
 
 
-_CHUNK = re.compile(r"\S+")
-CACHE_CHUNKS = 1 << 18
+def _icu_words(chunk: str) -> list[tuple[int, int]]:
+    """Spans of ICU's words in `chunk` (rule status 0 marks punctuation and symbols)."""
+    words = _local.words
+    words.setText(chunk)
+    status = words.getRuleStatus
+    out, start = [], 0
+    for end in words:
+        if status():
+            out.append((start, end))
+        start = end
+    return out
 
 
-Spans = tuple[tuple[int, int], ...]
+def _ascii_words(chunk: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _ASCII_WORD.finditer(chunk) if m.group() != "_"]
+
+
+def _ascii_agrees() -> bool:
+    """Guard against another ICU version's rules: fall back to ICU if they differ."""
+    probe = ("@e42 v1.2.3 cn-hangzhou don't 3.14 1,000 1;2 a;b a:b a_b _ __ e42@x #12 a..b "
+             "x@y.com 1.a a.1 'a a' http://x.com/a?b=1 5% $5 .5 x. 1e10 ab12cd").split()
+    return all(_ascii_words(p) == _icu_words(p) for p in probe)
+
+
+_ASCII_FAST = _ascii_agrees()
 
 
 def _segment_chunk(chunk: str, bigrams: bool) -> tuple[tuple[str, ...], Spans]:
     """Terms of one whitespace-free chunk: (texts, chunk-relative spans), in step."""
-    texts: list[str] = []
-    spans: list[tuple[int, int]] = []
-    words = _local.words
-    words.setText(chunk)
-    start = words.first()
-    whole = set()
-    for end in words:
-        if words.getRuleStatus() != 0:  # 0: punctuation, symbols
-            tok = chunk[start:end]
-            texts.append(tok[:MAX_TERM_CHARS])
-            spans.append((start, end))
+    ascii_only = chunk.isascii()
+    words = _ascii_words(chunk) if ascii_only and _ASCII_FAST else _icu_words(chunk)
+    if chunk.isalnum():  # the usual case: plain words, no identifiers to add
+        spans = words
+    else:
+        spans, whole = [], set()
+        for s, e in words:
+            spans.append((s, e))
+            tok = chunk[s:e]
             if not tok.isalnum():  # ICU kept it whole (@e42, v1.2.3): add its parts
-                whole.add((start, end))
-                for p in _PART.finditer(tok):
-                    texts.append(p.group()[:MAX_TERM_CHARS])
-                    spans.append((start + p.start(), start + p.end()))
-        start = end
-    if not chunk.isalnum():
-        for m in _COMPOUND.finditer(chunk):
-            if m.span() not in whole:  # spans several ICU words (cn-hangzhou)
-                texts.append(m.group()[:MAX_TERM_CHARS])
-                spans.append(m.span())
-    if bigrams:
+                whole.add((s, e))
+                spans.extend([(s + p.start(), s + p.end()) for p in _PART.finditer(tok)])
+        # Identifiers that span several ICU words (cn-hangzhou).
+        spans.extend([m.span() for m in _COMPOUND.finditer(chunk) if m.span() not in whole])
+    if bigrams and not ascii_only:
         for m in _CJK_RUN.finditer(chunk):
-            run, base = m.group(), m.start()
-            texts.extend([run[i:i + 2] for i in range(len(run) - 1)])
-            spans.extend([(base + i, base + i + 2) for i in range(len(run) - 1)])
-    return tuple(texts), tuple(spans)
+            spans.extend([(i, i + 2) for i in range(m.start(), m.end() - 1)])
+    return tuple([chunk[s:e][:MAX_TERM_CHARS] for s, e in spans]), tuple(spans)
 
 
-# Words repeat (Zipf): segmenting each distinct chunk once makes indexing several times
-# faster. No term spans whitespace (ICU breaks there; identifiers and CJK runs hold
-# none), so chunk by chunk gives the terms of the whole text.
-_segment_cached = functools.lru_cache(maxsize=CACHE_CHUNKS)(_segment_chunk)
+# For highlighting: spans of the few chunks a preview shows.
+_segment_cached = functools.lru_cache(maxsize=4096)(_segment_chunk)
+
+# For indexing and queries: chunk -> its terms joined by spaces, the form the index
+# takes. Plain dicts (no locking: a lost entry is only recomputed); cleared when full.
+_JOINED: dict[bool, dict[str, str]] = {True: {}, False: {}}
 
 
-def _cached(chunk: str, bigrams: bool):
-    return (_segment_cached(chunk, bigrams) if len(chunk) <= 256
-            else _segment_chunk(chunk, bigrams))
-
-
-def chunk_spans(chunk: str, *, bigrams: bool = True) -> tuple[tuple[str, ...], tuple]:
+def chunk_spans(chunk: str, *, bigrams: bool = True) -> tuple[tuple[str, ...], Spans]:
     """(term texts, their (start, end) spans) of one whitespace-free chunk."""
-    return _cached(chunk, bigrams)
+    if len(chunk) > 256:
+        return _segment_chunk(chunk, bigrams)
+    return _segment_cached(chunk, bigrams)
 
 
 def chunk_terms(chunk: str, *, bigrams: bool = True) -> list[Term]:
     """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
-    texts, spans = _cached(chunk, bigrams)
+    texts, spans = chunk_spans(chunk, bigrams=bigrams)
     return [Term(t, s, e) for t, (s, e) in zip(texts, spans)]
 
 
@@ -123,17 +148,32 @@ def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
     """Terms of already-normalized text, with offsets into it."""
     out: list[Term] = []
     for base, chunk in chunks(normalized):
-        texts, spans = _cached(chunk, bigrams)
+        texts, spans = chunk_spans(chunk, bigrams=bigrams)
         out.extend(Term(t, s + base, e + base) for t, (s, e) in zip(texts, spans))
     return out
 
 
+def _joined_miss(chunk: str, bigrams: bool) -> str:
+    joined = " ".join(_segment_chunk(chunk, bigrams)[0])
+    if len(chunk) <= CACHE_CHUNK_CHARS:
+        cache = _JOINED[bigrams]
+        if len(cache) >= CACHE_CHUNKS:
+            cache.clear()
+        cache[chunk] = joined
+    return joined
+
+
+def terms_text(text: str, *, bigrams: bool = True) -> str:
+    """The index/query terms of `text` joined by spaces (with repeats: term frequency
+    counts): the form the index takes. Terms never hold whitespace."""
+    get = _JOINED[bigrams].get
+    return " ".join([j if (j := get(c)) is not None else _joined_miss(c, bigrams)
+                     for c in normalize(text).split()])
+
+
 def terms(text: str, *, bigrams: bool = True) -> list[str]:
     """Index/query terms of `text` (with repeats: term frequency counts)."""
-    out: list[str] = []
-    for chunk in normalize(text).split():
-        out.extend(_cached(chunk, bigrams)[0])
-    return out
+    return terms_text(text, bigrams=bigrams).split()
 
 
 def query_terms(text: str, *, bigrams: bool = True) -> list[str]:

@@ -1,12 +1,13 @@
 """What the index holds for an event or a frame (terms, time, filters)."""
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.index.tantivy_index import Doc
 from morphz.shared.mind import records as R
-from morphz.shared.text.analyze import terms
+from morphz.shared.text.analyze import terms, terms_text
 
 
 # Words past this many characters of one text are not indexed (bounded work per
@@ -22,11 +23,18 @@ def frame_key(frame_id: str) -> str:
     return f"f:{frame_id}"
 
 
-def event_doc(ev: R.Event, words: Optional[list[str]] = None) -> Doc:
-    """`words`: the terms of the text when already computed (a rebuild's pool)."""
-    if words is None:
-        words = terms(ev.text[:MAX_INDEXED_CHARS])
-    return Doc(event_key(ev.seq), "event", words, event_time_us(ev.time), ev.session)
+def event_doc(ev: R.Event) -> Doc:
+    return Doc(event_key(ev.seq), "event", terms_text(ev.text[:MAX_INDEXED_CHARS]),
+               event_time_us(ev.time), ev.session)
+
+
+def raw_event_doc(raw: bytes) -> Doc:
+    """event_doc of a stored event straight from its JSON (a rebuild's hot path: no
+    record object)."""
+    ev = json.loads(raw)
+    return Doc(event_key(ev["seq"]), "event",
+               terms_text(ev.get("text", "")[:MAX_INDEXED_CHARS]),
+               event_time_us(ev["time"]), ev.get("session", ""))
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:

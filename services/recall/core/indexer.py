@@ -15,9 +15,8 @@ from typing import Callable, Optional
 
 from opentelemetry import trace
 
-from morphz.services.recall.core.documents import (
-    MAX_INDEXED_CHARS, event_doc, event_key, frame_doc, frame_key)
-from morphz.services.recall.core.tokenpool import tokenized
+from morphz.services.recall.core.documents import event_doc, event_key, frame_doc, frame_key
+from morphz.services.recall.core.tokenpool import event_docs
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -147,9 +146,8 @@ class Indexer:
                 frames = list(m.frames())
                 total = meta.next_seq + len(frames)
                 self._progress[context]["total"] = total
-                times = self._last_frame_events(reader)
                 fresh = self._indexes.fresh(context)
-                count = fresh.apply(self._snapshot_docs(m, reader, frames, times, context,
+                count = fresh.apply(self._snapshot_docs(m, reader, frames, context,
                                                         meta.next_seq),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
@@ -164,13 +162,12 @@ class Indexer:
             self._progress[context]["running"] = False
 
     def _snapshot_docs(self, m: MindState, reader: Reader, frames: list[R.Frame],
-                       times: dict[str, int], context: str, count: int):
+                       context: str, count: int):
         prog = self._progress[context]
-        events = ((ev, ev.text[:MAX_INDEXED_CHARS])
-                  for ev in (R.loads(R.Event, raw) for _, raw in reader.scan("events")))
-        for ev, words in tokenized(events, count):
-            yield event_doc(ev, words)
+        for doc in event_docs((raw for _, raw in reader.scan("events")), count):
+            yield doc
             prog["done"] += 1
+        times = self._last_frame_events(reader)
         for f in frames:
             seq = times.get(f.id)
             yield frame_doc(f, m.event(seq) if seq is not None else None)
@@ -182,6 +179,9 @@ class Indexer:
         out: dict[str, int] = {}
         pending: list[str] = []
         for _, raw in reader.scan("outbox"):
+            # Nearly all intents index an event: parse only those that can matter.
+            if b'"index-frame"' not in raw and not (pending and b'"index-event"' in raw):
+                continue
             intent = json.loads(raw)
             if intent.get("op") == "index-frame":
                 pending.append(intent["id"])

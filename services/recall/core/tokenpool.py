@@ -1,8 +1,11 @@
-"""Tokenizing a whole context for a rebuild, spread over worker processes.
+"""Analyzing a whole context's events for a rebuild, spread over worker processes.
 
-ICU segmentation is CPU-bound Python; a rebuild of a large context runs it in a
-spawned process pool (spawn, not fork: the server has gRPC threads) while this
-process reads the store and feeds the index. Small contexts stay in-process.
+Parsing and ICU segmentation are CPU-bound Python; a rebuild of a large context runs
+them in a spawned process pool (spawn, not fork: the server has gRPC threads) while
+this process reads the store and feeds the index. Batches go out as the raw stored
+bytes and come back as the JSON documents the index adds directly (doc_json):
+cheap to pickle, cheap to add.
+Small contexts stay in-process.
 """
 from __future__ import annotations
 
@@ -10,43 +13,38 @@ import multiprocessing
 import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Iterable, Iterator, Optional, TypeVar
+from typing import Iterable, Iterator, Optional, Union
 
-from morphz.shared.text.analyze import terms
+from morphz.services.recall.core.documents import raw_event_doc
+from morphz.services.recall.index.tantivy_index import Doc, doc_json
 
-T = TypeVar("T")
 BATCH = 2000
 MIN_PARALLEL = 20000  # below this, starting processes costs more than it saves
 
 
-def _terms_batch(texts: list[str]) -> list[list[str]]:
-    return [terms(t) for t in texts]
+def _docs_batch(raws: list[bytes]) -> list[str]:
+    return [doc_json(raw_event_doc(raw)) for raw in raws]
 
 
-def tokenized(items: Iterable[tuple[T, str]], total: int,
-              workers: Optional[int] = None) -> Iterator[tuple[T, list[str]]]:
-    """(item, terms of its text) in input order."""
+def event_docs(raws: Iterable[bytes], total: int,
+               workers: Optional[int] = None) -> Iterator[Union[Doc, str]]:
+    """The Doc (or its doc_json) of each stored event (its JSON bytes), in order."""
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     if total < MIN_PARALLEL or workers < 2:
-        for item, text in items:
-            yield item, terms(text)
+        yield from map(raw_event_doc, raws)
         return
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        pending: deque[tuple[list[T], Future]] = deque()
-        batch_items: list[T] = []
-        batch_texts: list[str] = []
-        for item, text in items:
-            batch_items.append(item)
-            batch_texts.append(text)
-            if len(batch_texts) == BATCH:
-                pending.append((batch_items, pool.submit(_terms_batch, batch_texts)))
-                batch_items, batch_texts = [], []
+        pending: deque[Future] = deque()
+        batch: list[bytes] = []
+        for raw in raws:
+            batch.append(raw)
+            if len(batch) == BATCH:
+                pending.append(pool.submit(_docs_batch, batch))
+                batch = []
                 while len(pending) > 2 * workers:  # bounded memory: drain the oldest
-                    done_items, fut = pending.popleft()
-                    yield from zip(done_items, fut.result())
-        if batch_texts:
-            pending.append((batch_items, pool.submit(_terms_batch, batch_texts)))
+                    yield from pending.popleft().result()
+        if batch:
+            pending.append(pool.submit(_docs_batch, batch))
         while pending:
-            done_items, fut = pending.popleft()
-            yield from zip(done_items, fut.result())
+            yield from pending.popleft().result()

@@ -15,7 +15,7 @@ import os
 import shutil
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 import tantivy
 
@@ -44,7 +44,7 @@ SCHEMA = _schema()
 class Doc:
     key: str
     kind: str          # "event" | "frame"
-    terms: list[str]
+    terms: Union[str, list[str]]  # a list, or already joined by spaces
     time_us: Optional[int]
     session: str = ""
 
@@ -76,15 +76,24 @@ def _open(path: str, create: bool) -> tantivy.Index:
 
 
 def _document(d: Doc) -> tantivy.Document:
-    doc = tantivy.Document()
-    doc.add_text("key", d.key)
-    doc.add_text("kind", d.kind)
-    doc.add_text("session", d.session)
-    doc.add_text("terms", " ".join(d.terms))
+    doc = tantivy.Document(
+        key=d.key, kind=d.kind, session=d.session,
+        terms=d.terms if isinstance(d.terms, str) else " ".join(d.terms),
+        seq=int(d.key[2:]) if d.key.startswith("e:") else -1)
     if d.time_us is not None:
         doc.add_integer("time", d.time_us)
-    doc.add_integer("seq", int(d.key[2:]) if d.key.startswith("e:") else -1)
     return doc
+
+
+def doc_json(d: Doc) -> str:
+    """`d` as the JSON document tantivy's add_json takes: built where the Doc is made
+    (a rebuild's worker processes), it makes adding it the cheapest call there is."""
+    fields = {"key": d.key, "kind": d.kind, "session": d.session,
+              "terms": d.terms if isinstance(d.terms, str) else " ".join(d.terms),
+              "seq": int(d.key[2:]) if d.key.startswith("e:") else -1}
+    if d.time_us is not None:
+        fields["time"] = d.time_us
+    return json.dumps(fields, ensure_ascii=False)
 
 
 class ContextIndex:
@@ -105,11 +114,13 @@ class ContextIndex:
         return self._snapshot
 
     # -- writing ----------------------------------------------------------------------
-    def apply(self, docs: Iterable[Doc], meta: dict, *, deletes: Iterable[str] = (),
-              heap: int = WRITER_HEAP, threads: int = 1, fresh: bool = False) -> int:
+    def apply(self, docs: Iterable[Union[Doc, str]], meta: dict, *,
+              deletes: Iterable[str] = (), heap: int = WRITER_HEAP, threads: int = 1,
+              fresh: bool = False) -> int:
         """Upsert docs, delete keys and replace the meta document in one commit;
         returns the number of documents written. `fresh`: the index is new and keys
-        are unique, so nothing needs deleting first (a rebuild)."""
+        are unique, so nothing needs deleting first (a rebuild); only then may docs
+        come as doc_json strings."""
         n = 0
         with self._write_lock:
             writer = self._index.writer(heap_size=heap, num_threads=threads)
@@ -117,9 +128,13 @@ class ContextIndex:
                 for key in deletes:
                     writer.delete_documents_by_term("key", key)
                 for d in docs:
-                    if not fresh:
-                        writer.delete_documents_by_term("key", d.key)
-                    writer.add_document(_document(d))
+                    if type(d) is str:
+                        assert fresh, "doc_json strings only for a fresh index"
+                        writer.add_json(d)
+                    else:
+                        if not fresh:
+                            writer.delete_documents_by_term("key", d.key)
+                        writer.add_document(_document(d))
                     n += 1
                 writer.delete_documents_by_term("key", META_KEY)
                 writer.add_document(tantivy.Document(
