@@ -241,7 +241,9 @@ class TransactionCore:
             rebased = check_base(m, parsed, meta.revision)
             if session and m.session(session) is None:
                 raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
-            data = {"tx": payload["tx"], "payload_hash": payload_hash(payload)}
+            data = {"tx": payload["tx"]}
+            if request_id:  # only a retry is ever compared with it
+                data["payload_hash"] = payload_hash(payload)
             if rebased:
                 data["rebased_from"] = parsed.base_version
             return self._event(m, context, R.CONTEXT_TX, session=session, actor="agent",
