@@ -6,6 +6,7 @@ physical version it was computed from. If another writer got there first, redo i
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -49,6 +50,15 @@ class RawWrite:
     writes: list[Write]
 
 
+class _NoTracing:
+    """The tracer when nothing records spans: unlike the API's NoOpTracer it does not
+    even switch the current context (three spans per commit cost ~3% of its CPU)."""
+    _SPAN = contextlib.nullcontext(trace.INVALID_SPAN)  # reusable; its span ignores attributes
+
+    def start_as_current_span(self, name: str, **_: object) -> contextlib.nullcontext:
+        return self._SPAN
+
+
 def payload_hash(payload: dict) -> str:
     raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode()).hexdigest()
@@ -62,7 +72,7 @@ class TransactionCore:
         self._store = store
         # Where the recall index stands in a context's outbox (None: not known here).
         self._index_position = index_position or (lambda context: None)
-        self._tracer = tracer or trace.NoOpTracer()
+        self._tracer = tracer or _NoTracing()
         self._faults = faults
         self._pipelines: dict[str, ContextPipeline] = {}
         self._pipelines_lock = threading.Lock()
