@@ -32,8 +32,9 @@ _CONNECTORS = "-_./:@#"
 _COMPOUND = re.compile(r"(?<![^\W_@#])(?:[@#]?[^\W_]++(?:[-_./:@][^\W_]++)+|[@#][^\W_]++)")
 _PART = re.compile(r"[^\W_]+")
 # Han, kana and Hangul: scripts written without spaces between words.
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-                      r"\U00020000-\U0002fa1f]{2,}")
+CJK_CHARS = ("\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+             "\U00020000-\U0002fa1f")  # a regular-expression character class's body
+_CJK_RUN = re.compile(f"[{CJK_CHARS}]{{2,}}")
 # ICU's word rules (UAX #29 as ICU 72 tailors it) restricted to ASCII: letters, digits,
 # `_` and `@` join; `.` and `'` join letter-letter and digit-digit; `,` and `;` join
 # digit-digit; any other character stands alone and is no word, as is a lone `_`.

@@ -1,18 +1,22 @@
 """A short preview of a text around its first query match, matches marked «like this».
 
 Matching uses the same analysis as the index (shared/text/analyze.py), run on a
-bounded window, so previews stay cheap for large texts.
+bounded window, so previews stay cheap for large texts. A search builds one
+Highlighter and previews every hit with it.
 """
 from __future__ import annotations
 
 import re
-from typing import Optional
 
-from morphz.shared.text.analyze import chunk_spans, normalize
+from morphz.shared.text.analyze import CJK_CHARS, MAX_TERM_CHARS, chunk_spans, normalize
 
 SCAN_CHARS = 8192   # look for a match this far into the text
 PREVIEW_CHARS = 200
 OPEN, CLOSE = "«", "»"
+_CHUNK = re.compile(r"\S+")
+_CJK_CHAR = re.compile(f"[{CJK_CHARS}]")
+# A chunk that is one CJK run: its terms are ICU's words and all its bigrams.
+_CJK_CHUNK = re.compile(f"[{CJK_CHARS}]{{2,{MAX_TERM_CHARS}}}")
 
 
 def _offset_map(window: str) -> tuple[str, list[int] | None]:
@@ -30,66 +34,97 @@ def _offset_map(window: str) -> tuple[str, list[int] | None]:
     return "".join(parts), where
 
 
-def matcher(query: set[str]) -> Optional[re.Pattern]:
-    """One pattern finding any query term as a substring (longest first); build it
-    once per search and pass it to every preview."""
-    if not query:
-        return None
-    return re.compile("|".join(map(re.escape, sorted(query, key=len, reverse=True))))
+class Highlighter:
+    """The query's terms, built once per search. Occurrences are found with str.find:
+    compiling one pattern of all terms cost more than the previews of a page."""
 
+    def __init__(self, query: set[str]) -> None:
+        self.query = query
+        self.terms = sorted(query)
+        # Inside a CJK run of at most MAX_TERM_CHARS, the query's bigrams alone mark
+        # what its terms mark (no segmentation needed): a longer CJK query term came
+        # from a CJK run of the query, whose bigrams are query terms too. Only a
+        # one-character term (ICU cuts 沙箱 into 沙, 箱) needs the run's ICU words.
+        self.bigrams_cover = not any(len(t) == 1 and _CJK_CHAR.match(t) for t in query)
 
-def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS,
-            pattern: Optional[re.Pattern] = None) -> str:
-    """Up to `width` chars of text around the first match, matches marked; the start
-    of the text when nothing matches (or no query)."""
-    window = text[:SCAN_CHARS]
-    spans: list[tuple[int, int]] = []
-    pattern = pattern if pattern is not None else matcher(query)
-    if pattern is not None:
-        norm, where = _offset_map(window)
-        # Locate by substring, then segment only the chunks that hold one in the
-        # region shown: a term must also be a whole term there to be marked.
-        first = pattern.search(norm)
-        if first is not None:
-            lo, hi = max(0, first.start() - width // 4), min(len(norm), first.start() + width)
-            done: set[int] = set()
-            for occ in pattern.finditer(norm, lo, hi):
-                base = occ.start()
-                while base > 0 and not norm[base - 1].isspace():
-                    base -= 1
-                if base in done:
-                    continue
-                done.add(base)
-                end = occ.end()
-                while end < len(norm) and not norm[end].isspace():
-                    end += 1
-                texts, offsets = chunk_spans(norm[base:end])
-                for term, (s, e) in zip(texts, offsets):
-                    if term in query:
+    def _chunk_matches(self, chunk: str) -> list[tuple[int, int]]:
+        """Spans of the chunk's terms that are query terms."""
+        query = self.query
+        if self.bigrams_cover and chunk.isalnum() and _CJK_CHUNK.fullmatch(chunk):
+            return [(j, j + 2) for j in range(len(chunk) - 1) if chunk[j:j + 2] in query]
+        texts, spans = chunk_spans(chunk)
+        return [span for term, span in zip(texts, spans) if term in query]
+
+    def _occurrences(self, norm: str, lo: int, hi: int) -> list[int]:
+        """Sorted starts of the terms' occurrences lying within norm[lo:hi]."""
+        out = []
+        for term in self.terms:
+            p = norm.find(term, lo, hi)
+            while p >= 0:
+                out.append(p)
+                p = norm.find(term, p + len(term), hi)
+        out.sort()
+        return out
+
+    def preview(self, text: str, width: int = PREVIEW_CHARS) -> str:
+        """Up to `width` chars of text around the first match, matches marked; the
+        start of the text when nothing matches (or no query)."""
+        spans: list[tuple[int, int]] = []
+        if self.terms:
+            norm, where = _offset_map(text[:SCAN_CHARS])
+            # Locate by substring, then segment only the chunks where one starts in the
+            # region shown: a term must also be a whole term there to be marked.
+            found = [p for p in map(norm.find, self.terms) if p >= 0]
+            if found:
+                first = min(found)
+                lo = max(0, first - width // 4)
+                hi = min(len(norm), first + width)
+                occurs = self._occurrences(norm, lo, hi) or [len(norm)]
+                start = occurs[0]
+                while start > 0 and not norm[start - 1].isspace():
+                    start -= 1
+                i = 0  # terms hold no whitespace: each occurrence lies in one chunk
+                for chunk in _CHUNK.finditer(norm, start):
+                    base, end = chunk.span()
+                    if occurs[i] >= end:
+                        continue
+                    for s, e in self._chunk_matches(chunk.group()):
                         s, e = base + s, base + e
                         spans.append((s, e) if where is None else
                                      (where[s], where[min(e, len(where) - 1)]))
-    if not spans:
-        return text[:width] + ("…" if len(text) > width else "")
-    spans.sort()
-    first = spans[0][0]
-    begin = max(0, first - width // 4)
-    end = min(len(text), begin + width)
-    out, pos = [], begin
-    for s, e in _merge(spans):
-        if s < pos or e > end:
-            continue
-        out += [text[pos:s], OPEN, text[s:e], CLOSE]
-        pos = e
-    out.append(text[pos:end])
-    return ("…" if begin else "") + "".join(out) + ("…" if end < len(text) else "")
+                    while i < len(occurs) and occurs[i] < end:
+                        i += 1
+                    if i == len(occurs):
+                        break
+        if not spans:
+            return text[:width] + ("…" if len(text) > width else "")
+        spans = _merge(spans)
+        begin = max(0, spans[0][0] - width // 4)
+        end = min(len(text), begin + width)
+        out, pos = [], begin
+        for s, e in spans:
+            if s < pos or e > end:
+                continue
+            out += [text[pos:s], OPEN, text[s:e], CLOSE]
+            pos = e
+        out.append(text[pos:end])
+        return ("…" if begin else "") + "".join(out) + ("…" if end < len(text) else "")
+
+
+def preview(text: str, query: set[str], *, width: int = PREVIEW_CHARS) -> str:
+    """A one-off Highlighter(query).preview(text, width)."""
+    return Highlighter(query).preview(text, width)
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+    """Sorted, with overlapping or touching spans joined."""
+    spans.sort()
+    merged = [spans[0]]
+    for s, e in spans:
+        last_s, last_e = merged[-1]
+        if s <= last_e:
+            if e > last_e:
+                merged[-1] = (last_s, e)
         else:
             merged.append((s, e))
     return merged

@@ -6,14 +6,15 @@ not an index intent). Offsets count raw index hits, so a cursor resumes exactly.
 """
 from __future__ import annotations
 
+import json
 from typing import Optional
 
 from morphz.services.recall.core.timeparse import from_us
-from morphz.services.recall.core.views import event_hit, frame_hit
+from morphz.services.recall.core.views import event_hit, event_state, frame_hit
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Reader
-from morphz.shared.text.highlight import matcher
+from morphz.shared.text.highlight import Highlighter
 
 MIN_CHUNK = 64
 
@@ -24,20 +25,22 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
                limit: int) -> tuple[list[dict], Optional[int], str]:
     """(hits, raw offset of the next page or None, why empty)."""
     q = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us, until_us=until_us)
-    wordset = set(words)
-    pattern = matcher(wordset)
+    marker = Highlighter(set(words))
     hits: list[dict] = []
     offset = start
     # A state filter (checked here, not in the index) may skip hits: fetch more.
     chunk = max(MIN_CHUNK, limit + 1) if states else limit + 1
     while True:
         raw = idx.search(searcher, q, offset, chunk)
+        events = _read_events(reader, raw[:limit - len(hits)])
         for i, h in enumerate(raw):
-            hit = _resolve(m, reader, h, wordset, pattern)
+            if len(hits) == limit:  # one more qualifying hit: the next page starts here
+                if _qualifies(m, reader, h, states):
+                    return hits, offset + i, ""
+                continue
+            hit = _resolve(m, reader, h, marker, events)
             if hit is None or (states and hit["state"] not in states):
                 continue
-            if len(hits) == limit:  # one more exists: the next page starts here
-                return hits, offset + i, ""
             hits.append(hit)
         if len(raw) < chunk:
             break
@@ -47,13 +50,36 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
     return hits, None, empty
 
 
-def _resolve(m: MindState, reader: Reader, h, words: set[str], pattern) -> Optional[dict]:
+def _read_events(reader: Reader, hits) -> dict[int, dict]:
+    """The stored events of these hits, parsed with one json.loads (a page's events
+    cost about half as much as one call each)."""
+    seqs = [int(h.key[2:]) for h in hits if h.key[0] == "e"]
+    found = [(seq, raw) for seq in seqs if (raw := reader.get("events", (seq,))) is not None]
+    if not found:
+        return {}
+    parsed = json.loads(b"[" + b",".join([raw for _, raw in found]) + b"]")
+    return {seq: ev for (seq, _), ev in zip(found, parsed)}
+
+
+def _resolve(m: MindState, reader: Reader, h, marker: Highlighter,
+             events: dict[int, dict]) -> Optional[dict]:
     kind, _, ident = h.key.partition(":")
     score = round(h.score, 6)
     if kind == "e":
-        return event_hit(reader, int(ident), score, words, pattern)
+        seq = int(ident)
+        return event_hit(reader, seq, score, marker, events.get(seq))
     f = m.frame(ident)
     if f is None:
         return None
-    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", words,
-                     pattern)
+    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker)
+
+
+def _qualifies(m: MindState, reader: Reader, h, states: list[str]) -> bool:
+    """Whether _resolve would give a hit passing the state filter (no preview)."""
+    kind, _, ident = h.key.partition(":")
+    if kind == "e":
+        seq = int(ident)
+        return (reader.get("events", (seq,)) is not None and
+                (not states or event_state(reader, seq) in states))
+    f = m.frame(ident)
+    return f is not None and (not states or f.state in states)

@@ -7,9 +7,13 @@ from typing import Optional
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Reader
-from morphz.shared.text.highlight import preview
+from morphz.shared.text.highlight import Highlighter, preview
 
 LEAF_PREVIEW_CHARS = 200
+
+
+# Observation records repeat byte for byte (most say active): decode each form once.
+_STATES: dict[bytes, str] = {}
 
 
 def event_state(reader: Reader, seq: int) -> str:
@@ -17,26 +21,32 @@ def event_state(reader: Reader, seq: int) -> str:
     raw = reader.get("observations", (seq,))
     if raw is None:
         return ""
-    return R.RETIRED if json.loads(raw).get("retired") else R.ACTIVE
+    state = _STATES.get(raw)
+    if state is None:
+        state = R.RETIRED if json.loads(raw).get("retired") else R.ACTIVE
+        if len(_STATES) >= 256:
+            _STATES.clear()
+        _STATES[bytes(raw)] = state
+    return state
 
 
-def event_hit(reader: Reader, seq: int, score: float, words: set[str],
-              pattern=None) -> Optional[dict]:
-    raw = reader.get("events", (seq,))  # a plain dict, not a record: the hot path
-    if raw is None:
-        return None
-    ev = json.loads(raw)
+def event_hit(reader: Reader, seq: int, score: float, marker: Highlighter,
+              ev: Optional[dict] = None) -> Optional[dict]:
+    """`ev`: the stored event as a plain dict (not a record: the hot path), if read."""
+    if ev is None:
+        raw = reader.get("events", (seq,))
+        if raw is None:
+            return None
+        ev = json.loads(raw)
     return {"kind": "event", "ref": R.ref(seq), "id": ev["id"], "state": event_state(reader, seq),
             "score": score, "time": ev["time"], "session": ev.get("session", ""),
-            "event_kind": ev["kind"],
-            "preview": preview(ev.get("text", ""), words, pattern=pattern),
+            "event_kind": ev["kind"], "preview": marker.preview(ev.get("text", "")),
             "revision": 0}
 
 
-def frame_hit(f: R.Frame, score: float, time: str, words: set[str], pattern=None) -> dict:
+def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> dict:
     return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
-            "time": time, "session": "", "event_kind": "",
-            "preview": preview(f.body, words, pattern=pattern),
+            "time": time, "session": "", "event_kind": "", "preview": marker.preview(f.body),
             "revision": f.revision}
 
 

@@ -215,23 +215,36 @@ class ContextIndex:
                                        order=tantivy.Order.Asc).hits
         n = offset + count
         if q.terms:  # BM25 order, ties by document order: stable within a snapshot
-            raw = run(n)
-        else:  # time order: fetch past a tie straddling the page end, then order by key
-            while True:
-                raw = run(n + 1)
-                if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
-                    break
-                n *= 2
+            raw = run(n)[offset:]
+            addrs = [addr for _, addr in raw]
+            keys = _keys(searcher, addrs)
+            # Only frames' hits use the time (an event's comes from its record).
+            frames = [i for i, key in enumerate(keys) if key[0] == "f"]
+            times: list = [None] * len(addrs)
+            if frames:
+                found = searcher.fast_field_values("time", [addrs[i] for i in frames])
+                for i, t in zip(frames, found):
+                    times[i] = t
+            return [Hit(key, -rank, t) for (rank, _), key, t in zip(raw, keys, times)]
+        while True:  # time order: fetch past a tie straddling the page end, then by key
+            raw = run(n + 1)
+            if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
+                break
+            n *= 2
         addrs = [addr for _, addr in raw]
+        keys = _keys(searcher, addrs)
         times = searcher.fast_field_values("time", addrs) if addrs else []
-        seqs = searcher.fast_field_values("seq", addrs) if addrs else []
-        keys = [f"e:{seq}" if seq is not None and seq >= 0 else
-                searcher.doc(a).get_first("key") for a, seq in zip(addrs, seqs)]
-        hits = [(rank, _key_order(key), Hit(key, -rank if q.terms else 0.0, t))
-                for (rank, _), key, t in zip(raw, keys, times)]
-        if not q.terms:  # frames of one transaction share its time
-            hits.sort(key=lambda h: (h[0] if h[0] is not None else 1 << 62, h[1]))
-        return [h[2] for h in hits[offset:offset + count]]
+        # Frames of one transaction share its time.
+        hits = sorted(zip(raw, keys, times), key=lambda h: (
+            h[0][0] if h[0][0] is not None else 1 << 62, _key_order(h[1])))
+        return [Hit(key, 0.0, t) for _, key, t in hits[offset:offset + count]]
+
+
+def _keys(searcher: tantivy.Searcher, addrs: list) -> list[str]:
+    """Document keys; events' from the seq fast field, no stored-document fetch."""
+    seqs = searcher.fast_field_values("seq", addrs) if addrs else []
+    return [f"e:{seq}" if seq is not None and seq >= 0 else searcher.doc(a).get_first("key")
+            for a, seq in zip(addrs, seqs)]
 
 
 def _key_order(key: str) -> tuple:
