@@ -26,7 +26,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             evaluation=_evaluation(request))
         # Built directly: the hot path, and every hit key is a Hit field.
         return pb.SearchResponse(
-            results=[pb.Hit(**h) for h in reply["results"]], next_cursor=reply["next_cursor"],
+            results=reply["results"], next_cursor=reply["next_cursor"],
             index_position=reply["index_position"], lag=reply["lag"], empty=reply["empty"],
             observation_ref=reply["observation_ref"])
 
