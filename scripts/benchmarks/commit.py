@@ -98,7 +98,8 @@ def serve_echo(mode: str) -> None:
     print(f"echo: serving on 127.0.0.1:{port}", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    done.wait()
+    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
+        pass
     server.stop(0)
 
 
@@ -153,7 +154,8 @@ def serve_floor(path: str, mode: str) -> None:
     print(f"floor: serving on 127.0.0.1:{port}", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    done.wait()
+    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
+        pass
     server.stop(0)
     env.close()
 
@@ -236,7 +238,8 @@ def serve_profiled(data: str, out: str, clock: str) -> None:
     print(f"morphz: serving on 127.0.0.1:{app.port} (profiled)", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    done.wait()
+    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
+        pass
     with lock:  # every profiler is disabled between work items: safe to read here
         if profiles:
             pstats.Stats(*profiles).dump_stats(out)

@@ -11,6 +11,14 @@ from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 
 
+def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
+    """Block until `done` is set by a signal handler. Python runs handlers only in the
+    main thread; when the kernel hands the signal to another thread (gRPC's, say), an
+    untimed wait would never return to run it (seen: 1 SIGTERM in 10 ignored)."""
+    while not done.wait(poll_seconds):
+        pass
+
+
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data") -> int:
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -21,7 +29,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data") -> int:
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    done.wait()
+    wait_for(done)
     app.stop()
     print("morphz: stopped", file=sys.stderr, flush=True)
     return 0

@@ -101,3 +101,34 @@ def test_morphz_serve_starts_answers_and_stops_on_sigterm(tmp_path):
     finally:
         proc.kill()
     assert (tmp_path / "data" / "store" / "data.mdb").exists()
+
+
+def _signal_thread(pid: int, tid: int, sig: int) -> None:
+    """tgkill(2): deliver `sig` to one thread of another process (the kernel otherwise
+    picks the thread, usually the main one)."""
+    import ctypes
+    numbers = {"x86_64": 234, "aarch64": 131}
+    machine = os.uname().machine
+    if machine not in numbers:
+        pytest.fail(f"no tgkill syscall number known for {machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(numbers[machine], pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
+
+
+def test_morphz_serve_stops_when_a_non_main_thread_receives_sigterm(tmp_path):
+    """A process-directed signal may land on any thread; the server must stop anyway."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
+                             "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("morphz: serving on"), line + proc.stderr.read()
+        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert others, "the server runs no thread besides the main one"
+        _signal_thread(proc.pid, others[-1], signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert "morphz: stopped" in proc.stderr.read()
+    finally:
+        proc.kill()
