@@ -14,7 +14,9 @@ after B, and is rejected, naming the changed ones, when any did.
 from __future__ import annotations
 
 from morphz.services.transaction.core.txlang import (
-    EdgeOp, FrameOp, NamedOp, PlaceOp, TargetsOp, Tx, is_ref)
+    EXACT_VERSION_OPS, EdgeOp, FrameOp, NamedOp, PlaceOp, TargetsOp, Tx, is_ref)
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.state import MindState
 
 
 def footprint(tx: Tx) -> tuple[set[str], set[str]]:
@@ -46,3 +48,27 @@ def footprint(tx: Tx) -> tuple[set[str], set[str]]:
             reads.add(f"checkpoint:{op.name}")
             writes.add(f"checkpoint:{op.name}")
     return reads, writes
+
+
+def check_base(m: MindState, tx: Tx, latest: int) -> bool:
+    """Accept a transaction at `latest`: exactly, or rebased when none of its boundaries
+    changed after its base (True), else reject naming what changed. Never last-writer-wins."""
+    base = tx.base_version
+    if base > latest:
+        raise MorphzError("BASE_VERSION_AHEAD", f"base-version {base} is ahead of the latest "
+                          f"revision {latest}", base=base, latest=latest)
+    if base == latest:
+        return False
+    exact = sorted({o.op for o in tx.ops if o.op in EXACT_VERSION_OPS})
+    if exact:
+        raise MorphzError("EXACT_VERSION_REQUIRED", f"{', '.join(exact)} need(s) the exact "
+                          f"latest revision {latest}, not {base}", base=base, latest=latest,
+                          ops=exact)
+    reads, writes = footprint(tx)
+    changed = [{"boundary": b, "revision": r} for b in sorted(reads | writes)
+               if (r := m.boundary_revision(b)) > base]
+    if changed:
+        raise MorphzError("TX_CONFLICT", f"{len(changed)} boundar{'y' if len(changed) == 1 else 'ies'}"
+                          f" changed since base-version {base}: reread and merge", base=base,
+                          latest=latest, changed=changed)
+    return True

@@ -18,15 +18,15 @@ from typing import Callable, Optional, Union
 
 from opentelemetry import trace
 
-from morphz.shared.storage.api import TABLES, StaleCommit, StaleRead, Store, Write
-from morphz.shared.storage.memory_store import MemoryStore
+from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core.boundaries import footprint
+from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
+from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import activation_view, apply_event
 from morphz.shared.mind.state import MindState
-from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, Tx, is_ref, parse_text, ref_seq
+from morphz.services.transaction.core.txlang import Tx, is_ref, parse_text, ref_seq
 from morphz.shared.errors import MorphzError
 
 MAX_TEXT_BYTES = 32 << 20
@@ -344,10 +344,7 @@ class TransactionCore:
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
             m.require_meta(context)
-            expected, count = replay(context, m.events())
-            checks = [_compare(t, expected[t], m.rows(t)) for t in _AUDITED]
-        return {"context": context, "match": all(c["match"] for c in checks),
-                "events_replayed": count, "projections": checks}
+            return audit_report(context, m)
 
     def rebuild_projections(self, context: str) -> dict:
         """Recompute every projection from the events and write the differences in one
@@ -357,21 +354,9 @@ class TransactionCore:
         def build(m: MindState) -> RawWrite:
             m.require_meta(context)
             with self._tracer.start_as_current_span("rebuild_projections"):
-                expected, count = replay(context, m.events())
-                writes, rewritten, unrepairable = [], {}, []
-                for table in _AUDITED:
-                    actual = m.rows(table)
-                    changed = [k for k in set(expected[table]) | set(actual)
-                               if expected[table].get(k) != actual.get(k)]
-                    if changed and TABLES[table]:  # append-only: cannot be rewritten
-                        unrepairable.append(table)
-                        continue
-                    writes += [Write(table, k, expected[table].get(k)) for k in changed]
-                    if changed:
-                        rewritten[table] = len(changed)
+                reply, writes = rebuild_plan(context, m)
                 self._faults.hit("mid-rebuild")
-            return RawWrite({"context": context, "events_replayed": count,
-                             "rewritten": rewritten, "unrepairable": unrepairable}, writes)
+            return RawWrite(reply, writes)
         return self._write(context, build)
 
     def startup_check(self) -> list[str]:
@@ -394,45 +379,6 @@ class TransactionCore:
         return problems
 
 
-def replay(context: str, events) -> tuple[dict[str, dict], int]:
-    """Apply events from nothing with the live reducer; every audited table's rows."""
-    store = MemoryStore()
-    count = 0
-    for ev in events:
-        with store.reader(context) as r:
-            m = MindState(r)
-            apply_event(m, ev)
-            seq = r.commit_seq
-        store.commit(context, seq, m.writes())
-        count += 1
-    with store.reader(context) as r:
-        return {t: dict(r.scan(t)) for t in _AUDITED}, count
-
-
-def check_base(m: MindState, tx: Tx, latest: int) -> bool:
-    """Accept a transaction at `latest`: exactly, or rebased when none of its boundaries
-    changed after its base (True), else reject naming what changed. Never last-writer-wins."""
-    base = tx.base_version
-    if base > latest:
-        raise MorphzError("BASE_VERSION_AHEAD", f"base-version {base} is ahead of the latest "
-                          f"revision {latest}", base=base, latest=latest)
-    if base == latest:
-        return False
-    exact = sorted({o.op for o in tx.ops if o.op in EXACT_VERSION_OPS})
-    if exact:
-        raise MorphzError("EXACT_VERSION_REQUIRED", f"{', '.join(exact)} need(s) the exact "
-                          f"latest revision {latest}, not {base}", base=base, latest=latest,
-                          ops=exact)
-    reads, writes = footprint(tx)
-    changed = [{"boundary": b, "revision": r} for b in sorted(reads | writes)
-               if (r := m.boundary_revision(b)) > base]
-    if changed:
-        raise MorphzError("TX_CONFLICT", f"{len(changed)} boundar{'y' if len(changed) == 1 else 'ies'}"
-                          f" changed since base-version {base}: reread and merge", base=base,
-                          latest=latest, changed=changed)
-    return True
-
-
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
                 with_relations: bool = True) -> dict:
     view = R.plain(f)
@@ -444,17 +390,3 @@ def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
         if with_relations else []
     view["relations"] = [{"subject": s, "name": n, "object": o} for s, n, o in edges]
     return view
-
-
-_AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order", "order_rank", "inbox", "root_requests", "boundaries",
-            "checkpoints", "sessions", "observations", "pending", "activations", "retire_due",
-            "idempotency", "outbox", "event_ids")
-
-
-def _compare(table: str, expected: dict, actual: dict) -> dict:
-    diffs = []
-    for k in sorted(set(expected) | set(actual), key=repr):
-        if expected.get(k) != actual.get(k):
-            state = "missing" if k not in actual else "unexpected" if k not in expected else "differs"
-            diffs.append(f"{'/'.join(map(str, k)) or '(context)'}: {state}")
-    return {"projection": table, "match": not diffs, "differences": diffs[:20]}
