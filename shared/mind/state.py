@@ -14,6 +14,9 @@ from morphz.shared.mind import records as R
 from morphz.shared.storage import keys as keycodec
 
 
+_EVENT_CACHE = 1024
+
+
 class MindState:
     def __init__(self, reader: Reader) -> None:
         self._reader = reader
@@ -21,6 +24,9 @@ class MindState:
         self._meta: Optional[R.Meta] = None
         # Decoded frames of this request; callers change a frame only through put_frame.
         self._frames: dict[str, Optional[R.Frame]] = {}
+        # Decoded events: immutable, and the indexer asks for the same one once per
+        # frame a transaction changed.
+        self._events: dict[int, R.Event] = {}
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -75,7 +81,13 @@ class MindState:
 
     # -- events and observations -------------------------------------------------
     def event(self, seq: int) -> Optional[R.Event]:
-        return R.loads(R.Event, self._get("events", (seq,)))
+        """The event (shared with other callers of this view: never change it)."""
+        ev = self._events.get(seq)
+        if ev is None:
+            if len(self._events) >= _EVENT_CACHE:  # a long scan (a rebuild) stays bounded
+                self._events.clear()
+            ev = self._events[seq] = R.loads(R.Event, self._get("events", (seq,)))
+        return ev
 
     def event_seq_by_id(self, event_id: str) -> Optional[int]:
         raw = self._get("event_ids", (event_id,))
