@@ -35,6 +35,7 @@ _PART = re.compile(r"[^\W_]+")
 CJK_CHARS = ("\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
              "\U00020000-\U0002fa1f")  # a regular-expression character class's body
 _CJK_RUN = re.compile(f"[{CJK_CHARS}]{{2,}}")
+_CJK_ONLY = re.compile(f"[{CJK_CHARS}]+")
 # ICU's word rules (UAX #29 as ICU 72 tailors it) restricted to ASCII: letters, digits,
 # `_` and `@` join; `.` and `'` join letter-letter and digit-digit; `,` and `;` join
 # digit-digit; any other character stands alone and is no word, as is a lone `_`.
@@ -154,8 +155,36 @@ def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
     return out
 
 
+def _icu_word_texts(chunk: str) -> list[str]:
+    """The texts of _icu_words(chunk), without building spans."""
+    words = _local.words
+    words.setText(chunk)
+    status = words.getRuleStatus
+    out, start = [], 0
+    for end in words:
+        if status():
+            out.append(chunk[start:end][:MAX_TERM_CHARS])
+        start = end
+    return out
+
+
+def _chunk_texts(chunk: str, bigrams: bool) -> list[str]:
+    """_segment_chunk(chunk, bigrams)[0] with shortcuts for the two common shapes (a
+    rebuild analyzes every distinct chunk): an ASCII word is its only term; a CJK run
+    has ICU's words, then its bigrams."""
+    if chunk.isalnum():
+        if chunk.isascii() and _ASCII_FAST:
+            return [chunk[:MAX_TERM_CHARS]]
+        if _CJK_ONLY.fullmatch(chunk):
+            texts = _icu_word_texts(chunk)
+            if bigrams:
+                texts += [chunk[i:i + 2] for i in range(len(chunk) - 1)]
+            return texts
+    return list(_segment_chunk(chunk, bigrams)[0])
+
+
 def _joined_miss(chunk: str, bigrams: bool) -> str:
-    joined = " ".join(_segment_chunk(chunk, bigrams)[0])
+    joined = " ".join(_chunk_texts(chunk, bigrams))
     if len(chunk) <= CACHE_CHUNK_CHARS:
         cache = _JOINED[bigrams]
         if len(cache) >= CACHE_CHUNKS:

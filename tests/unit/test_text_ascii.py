@@ -54,3 +54,14 @@ def test_recall_01_index_terms_equal_highlight_terms(text):
     assert A.terms(text) == by_chunk
     assert A.terms(text) == A.terms(text)  # cached == computed
     assert A.terms_text(text).split() == A.terms(text)
+
+
+cjk_chunk = st.text(st.sampled_from(list("沙箱权限配置失败超时重试数据库の가ー・") + ["\U00020000"]),
+                    min_size=1, max_size=80)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(cjk_chunk, st.text(st.sampled_from("abcXYZ019"), min_size=1, max_size=80)))
+def test_recall_01_chunk_shortcuts_equal_full_analysis(chunk):
+    for bigrams in (True, False):
+        assert A._chunk_texts(chunk, bigrams) == list(A._segment_chunk(chunk, bigrams)[0])

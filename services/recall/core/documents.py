@@ -31,7 +31,7 @@ def event_doc(ev: R.Event) -> Doc:
 def raw_event_doc(raw: bytes) -> Doc:
     """event_doc of a stored event straight from its JSON (a rebuild's hot path: no
     record object)."""
-    ev = json.loads(raw)
+    ev = json.loads(raw.decode())  # str in: json skips guessing the encoding
     return Doc(event_key(ev["seq"]), "event",
                terms_text(ev.get("text", "")[:MAX_INDEXED_CHARS]),
                event_time_us(ev["time"]), ev.get("session", ""))

@@ -57,7 +57,7 @@ def _read_events(reader: Reader, hits) -> dict[int, dict]:
     found = [(seq, raw) for seq in seqs if (raw := reader.get("events", (seq,))) is not None]
     if not found:
         return {}
-    parsed = json.loads(b"[" + b",".join([raw for _, raw in found]) + b"]")
+    parsed = json.loads((b"[" + b",".join([raw for _, raw in found]) + b"]").decode())
     return {seq: ev for (seq, _), ev in zip(found, parsed)}
 
 
