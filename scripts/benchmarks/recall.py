@@ -37,7 +37,7 @@ from morphz.services.storage.lmdb_store import LmdbStore  # noqa: E402
 from morphz.services.transaction.core.reducer import apply_event  # noqa: E402
 from morphz.shared.mind import records as R  # noqa: E402
 from morphz.shared.mind.state import MindState  # noqa: E402
-from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
+from morphz.shared.text.analyze import query_terms, terms_text  # noqa: E402
 
 CONTEXT = "bench-recall"
 BATCH = 5000
@@ -156,10 +156,12 @@ def ms(xs: list[float], p: float) -> float:
 
 # -- baselines -------------------------------------------------------------------------------
 def corpus_terms(store):
+    """(seq, the event's terms joined by spaces) of every event: the baselines index
+    exactly the RecallService's terms."""
     with store.reader(CONTEXT) as reader:
         for _, raw in reader.scan("events"):
             ev = R.loads(R.Event, raw)
-            yield ev.seq, terms(ev.text)
+            yield ev.seq, terms_text(ev.text)
 
 
 def build_tantivy(path: str, docs: list) -> tuple[tantivy.Index, tantivy.Schema, float]:
@@ -175,7 +177,7 @@ def build_tantivy(path: str, docs: list) -> tuple[tantivy.Index, tantivy.Schema,
     for seq, ts in docs:
         doc = tantivy.Document()
         doc.add_integer("seq", seq)
-        doc.add_text("terms", " ".join(ts))
+        doc.add_text("terms", ts)
         writer.add_document(doc)
     writer.commit()
     writer.wait_merging_threads()
@@ -201,8 +203,7 @@ def build_fts(path: str, docs: list) -> tuple[sqlite3.Connection, float]:
     db.execute("CREATE VIRTUAL TABLE docs USING fts5(terms, "
                "tokenize=\"unicode61 tokenchars '-_./:@#'\")")
     t = time.perf_counter()
-    db.executemany("INSERT INTO docs(rowid, terms) VALUES (?, ?)",
-                   ((seq, " ".join(ts)) for seq, ts in docs))
+    db.executemany("INSERT INTO docs(rowid, terms) VALUES (?, ?)", docs)
     db.commit()
     return db, time.perf_counter() - t
 

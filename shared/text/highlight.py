@@ -17,6 +17,8 @@ _CHUNK = re.compile(r"\S+")
 _CJK_CHAR = re.compile(f"[{CJK_CHARS}]")
 # A chunk that is one CJK run: its terms are ICU's words and all its bigrams.
 _CJK_CHUNK = re.compile(f"[{CJK_CHARS}]{{2,{MAX_TERM_CHARS}}}")
+# An ASCII chunk of letters and digits short enough to be its own, whole, only term.
+_ASCII_WORD = re.compile(f"[a-zA-Z0-9]{{1,{MAX_TERM_CHARS}}}")
 
 
 def _offset_map(window: str) -> tuple[str, list[int] | None]:
@@ -50,8 +52,11 @@ class Highlighter:
     def _chunk_matches(self, chunk: str) -> list[tuple[int, int]]:
         """Spans of the chunk's terms that are query terms."""
         query = self.query
-        if self.bigrams_cover and chunk.isalnum() and _CJK_CHUNK.fullmatch(chunk):
-            return [(j, j + 2) for j in range(len(chunk) - 1) if chunk[j:j + 2] in query]
+        if chunk.isalnum():
+            if chunk.isascii() and _ASCII_WORD.fullmatch(chunk):  # one term: itself
+                return [(0, len(chunk))] if chunk in query else []
+            if self.bigrams_cover and _CJK_CHUNK.fullmatch(chunk):
+                return [(j, j + 2) for j in range(len(chunk) - 1) if chunk[j:j + 2] in query]
         texts, spans = chunk_spans(chunk)
         return [span for term, span in zip(texts, spans) if term in query]
 
@@ -98,7 +103,8 @@ class Highlighter:
                         break
         if not spans:
             return text[:width] + ("…" if len(text) > width else "")
-        spans = _merge(spans)
+        if len(spans) > 1:
+            spans = _merge(spans)
         begin = max(0, spans[0][0] - width // 4)
         end = min(len(text), begin + width)
         out, pos = [], begin

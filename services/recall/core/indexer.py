@@ -167,7 +167,7 @@ class Indexer:
         for doc in event_docs((raw for _, raw in reader.scan("events")), count):
             yield doc
             prog["done"] += 1
-        times = self._last_frame_events(reader)
+        times = self._last_frame_events(reader) if frames else {}
         for f in frames:
             seq = times.get(f.id)
             yield frame_doc(f, m.event(seq) if seq is not None else None)
