@@ -15,6 +15,9 @@ and the verdict is given as ratios to the baselines of that run:
                group-committed (threaded: leader/follower like Morphz's storage; aio: one
                committer thread): what a Python gRPC commit service costs with no
                transaction logic at all; its ratios are printed against the same targets
+  core         (information) the transaction core alone, in this process: CPU time of
+               one 5-op revise (parse, rules, records, storage batch) on an LMDB store
+               without fsync, plus the reply message; no gRPC, no recall indexing
   morphz       `morphz serve` (durable, the default) in its own process; each client
                revises its own 5 frames in one 5-op context-tx, based on the revision
                of its previous receipt (so with many clients on one context most are
@@ -431,6 +434,37 @@ def measure_floor(args, tmp: str, mode: str, inflight: int) -> dict:
         return {"name": name, "inflight": inflight, **r}
 
 
+def measure_core(args, tmp: str) -> dict:
+    """Information: CPU per commit of the transaction core (the logic the floor lacks)."""
+    from morphz.api.transaction.v1 import transaction_pb2 as pb
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+    from morphz.shared.protojson import from_plain
+    store = LmdbStore(os.path.join(tmp, "core-lmdb"), sync=False)
+    try:
+        core = TransactionCore(store)
+        core.create_context("core")
+        frames = [f"w0-f{j}" for j in range(OPS_PER_TX)]
+        base = core.commit("core", tx_text(0, frames, "create", 0))["revision"]
+        lat, cpu, i = [], 0.0, 0
+        t_end = time.perf_counter() + args.warmup + args.seconds
+        with Progress("transaction core in-process", args.warmup + args.seconds):
+            while time.perf_counter() < t_end:
+                i += 1
+                s, c = time.perf_counter(), time.process_time()
+                receipt = core.commit("core", tx_text(base, frames, "revise", i))
+                from_plain(receipt, pb.Receipt())
+                if i > 50:  # the first ones warm caches
+                    lat.append(time.perf_counter() - s)
+                    cpu += time.process_time() - c
+                base = receipt["revision"]
+        n = len(lat)
+        return {"name": "core: in-process, no fsync (info)", "inflight": 1,
+                **summarize(lat, sum(lat), server_cpu_ms_per_op=cpu / n * 1e3 if n else 0.0)}
+    finally:
+        store.close()
+
+
 def create_contexts(address: str, names: list[str]) -> None:
     from morphz.services.transaction.client import TransactionClient
     with grpc.insecure_channel(address) as channel:
@@ -550,6 +584,8 @@ def measure_all(args, tmp: str) -> None:
         for n in (1, 64):
             log(f"  echo, {mode} server, {n} in flight")
             rows[f"echo-{mode}-{n}"] = measure_echo(args, mode, n)
+    log("  transaction core alone, in this process (no gRPC, no fsync)")
+    rows["core"] = measure_core(args, tmp)
     for mode in ("aio", "sync"):
         for n in (1, 64):
             log(f"  floor: {mode} echo server making a Morphz-shaped durable LMDB txn, "
