@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from morphz.services.recall.core.indexer import Indexer
@@ -12,14 +13,18 @@ _log = logging.getLogger("morphz.recall.worker")
 
 class OutboxWorker:
     def __init__(self, indexer: Indexer, contexts: Callable[[], list[str]], *,
-                 idle_seconds: float = 0.05, busy_seconds: float = 0.1) -> None:
+                 idle_seconds: float = 0.05, rest_ratio: float = 3.0,
+                 max_rest_seconds: float = 0.5) -> None:
         self._indexer = indexer
         self._contexts = contexts
         self._idle = idle_seconds
-        # After a pass that indexed something, wait a little: under a steady stream of
-        # commits each index commit then covers many intents, and the worker does not
-        # compete with the commit path for the interpreter (search lags <= ~0.1 s more).
-        self._busy = busy_seconds
+        # After a pass that indexed something, rest `rest_ratio` times as long as the pass
+        # took (within [idle, max_rest]): the worker then holds the interpreter at most
+        # ~1/(1 + ratio) of the time the commit path needs it, and under a steady stream
+        # of commits each pass covers more of them (one tantivy commit per context and
+        # pass is the expensive part). Search lags by about a pass and its rest.
+        self._ratio = rest_ratio
+        self._max_rest = max_rest_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recall-outbox", daemon=True)
 
@@ -45,4 +50,9 @@ class OutboxWorker:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(self._busy if self.run_once() else self._idle)
+            started = time.monotonic()
+            applied = self.run_once()
+            spent = time.monotonic() - started
+            rest = min(self._max_rest, max(self._idle, spent * self._ratio)) if applied \
+                else self._idle
+            self._stop.wait(rest)
