@@ -59,3 +59,55 @@ def test_recall_10_json_documents_search_like_docs(tmp_path):
 
 def _us(ev: R.Event) -> int:
     return event_time_us(ev.time)
+
+
+def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, monkeypatch):
+    """A rebuild holds no read transaction across the whole event history (it would keep
+    LMDB from reusing pages and hold off map growth): events come in chunks, one short
+    read transaction each, and every event and frame is indexed exactly once."""
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    try:
+        core = TransactionCore(store)
+        core.create_context("c")
+        for i in range(23):
+            core.append_event("c", "s1", "tool-result", f"{TEXTS[i % len(TEXTS)]} n{i}")
+        core.commit("c", "(context-tx (base-version 0) (create f1 (sandbox ok)))")
+        opened, open_now, most = [], [0], [0]
+        real_reader = store.reader
+
+        class Counted:
+            def __init__(self, context):
+                self._r = real_reader(context)
+
+            def __enter__(self):
+                opened.append(1)
+                open_now[0] += 1
+                most[0] = max(most[0], open_now[0])
+                return self._r.__enter__()
+
+            def __exit__(self, *exc):
+                open_now[0] -= 1
+                return self._r.__exit__(*exc)
+
+        store.reader = Counted
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        records = list(indexer._event_records("c", 25, chunk=4))
+        assert [json.loads(r)["seq"] for r in records] == list(range(25))
+        assert len(opened) == 7 and most[0] == 1  # ceil(25 / 4) chunks, never two at once
+        monkeypatch.setattr(indexer_module, "REBUILD_READ_CHUNK", 4)
+        opened.clear()
+        info = indexer.rebuild("c")
+        assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
+        # one snapshot (frames, head), then 7 chunks; none open while another is
+        assert len(opened) == 1 + 7 and most[0] == 1
+        idx = indexer.index("c")
+        hits = idx.search(idx.snapshot()[0], Query(terms=query_terms("sandbox")), 0, 50)
+        assert {h.key for h in hits} >= {"f:f1"}
+    finally:
+        store.close()

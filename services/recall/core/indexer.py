@@ -25,6 +25,7 @@ from morphz.shared.storage.api import Reader, Store
 
 BATCH = 2000
 REBUILD_HEAP = 256 << 20
+REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 
 
 def _intents(reader: Reader, after: int, limit: int) -> list[tuple[int, dict]]:
@@ -138,17 +139,22 @@ class Indexer:
         started = time.monotonic()
         self._progress[context] = {"running": True, "done": 0, "total": 0}
         try:
-            with self._tracer.start_as_current_span("recall.rebuild"), \
-                    self._store.reader(context) as reader:
-                m = MindState(reader)
-                meta = m.require_meta(context)
-                head = meta.outbox_head
-                frames = list(m.frames())
-                total = meta.next_seq + len(frames)
-                self._progress[context]["total"] = total
+            with self._tracer.start_as_current_span("recall.rebuild"):
+                # One short snapshot for what can change (frames, the outbox head); the
+                # events below it never change, so they are read afterwards in chunks,
+                # each in its own short read transaction: a long one would keep LMDB from
+                # reusing freed pages and hold off a map growth for the whole rebuild.
+                with self._store.reader(context) as reader:
+                    m = MindState(reader)
+                    meta = m.require_meta(context)
+                    head, events = meta.outbox_head, meta.next_seq
+                    frames = list(m.frames())
+                    times = self._last_frame_events(reader) if frames else {}
+                    changed_by = [(f, m.event(times[f.id]) if f.id in times else None)
+                                  for f in frames]
+                self._progress[context]["total"] = events + len(frames)
                 fresh = self._indexes.fresh(context)
-                count = fresh.apply(self._snapshot_docs(m, reader, frames, context,
-                                                        meta.next_seq),
+                count = fresh.apply(self._snapshot_docs(context, events, changed_by),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
             info = {"at": self._clock().isoformat(timespec="seconds"),
@@ -161,17 +167,31 @@ class Indexer:
         finally:
             self._progress[context]["running"] = False
 
-    def _snapshot_docs(self, m: MindState, reader: Reader, frames: list[R.Frame],
-                       context: str, count: int):
+    def _snapshot_docs(self, context: str, events: int,
+                       changed_by: list[tuple[R.Frame, Optional[R.Event]]]):
+        """The documents of events 0..events-1, then of the frames (each with the event
+        that last changed it)."""
         prog = self._progress[context]
-        for doc in event_docs((raw for _, raw in reader.scan("events")), count):
+        for doc in event_docs(self._event_records(context, events), events):
             yield doc
             prog["done"] += 1
-        times = self._last_frame_events(reader) if frames else {}
-        for f in frames:
-            seq = times.get(f.id)
-            yield frame_doc(f, m.event(seq) if seq is not None else None)
+        for f, ev in changed_by:
+            yield frame_doc(f, ev)
             prog["done"] += 1
+
+    def _event_records(self, context: str, events: int, chunk: int = 0):
+        """The stored bytes of events 0..events-1, a chunk per read transaction."""
+        chunk = chunk or REBUILD_READ_CHUNK
+        seq = 0
+        while seq < events:
+            with self._store.reader(context) as reader:
+                after = (seq - 1,) if seq else None
+                rows = [raw for (s,), raw in reader.scan("events", after=after,
+                                                          limit=min(chunk, events - seq))]
+            if not rows:
+                return
+            yield from rows
+            seq += len(rows)
 
     @staticmethod
     def _last_frame_events(reader: Reader) -> dict[str, int]:
