@@ -111,3 +111,15 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         assert {h.key for h in hits} >= {"f:f1"}
     finally:
         store.close()
+
+
+def test_recall_10_fresh_index_never_shares_the_live_directory(tmp_path):
+    """A rebuild of a context never indexed yet gets its own generation directory: the
+    outbox worker opening the live index must not write into the one being built."""
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    fresh = indexes.fresh("c")
+    live = indexes.get("c")
+    assert fresh.path != live.path
+    indexes.swap("c", fresh)
+    assert indexes.get("c").path == fresh.path

@@ -310,7 +310,11 @@ class IndexDirectory:
 
     def fresh(self, context: str) -> ContextIndex:
         """An empty index in a new generation directory, not yet live."""
-        return self._fresh_locked(context)
+        # The live generation must exist first: otherwise the new one would take its
+        # name (g1), and the worker opening the live index would share (and race) it.
+        self.get(context)
+        with self._lock:
+            return self._fresh_locked(context)
 
     def _fresh_locked(self, context: str) -> ContextIndex:
         base = self._dir(context)
