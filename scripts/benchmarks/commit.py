@@ -57,6 +57,8 @@ import time
 import grpc
 import lmdb
 
+from morphz.services.server.main import wait_for
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (LoadResult, Progress, ServerProcess, closed_loop, log,  # noqa: E402
                     run_drivers, split, summarize, table, write_json)
@@ -72,38 +74,52 @@ TARGET_LATENCY = 1.5     # commit p50 over (echo p50 + raw LMDB p50), 1 in fligh
 
 
 # -- servers run in their own processes (this file, re-invoked) -----------------------------
+def _echo_handlers(handler) -> list:
+    """`handler` as the unary method /bench.Echo/Echo (what the load drivers call)."""
+    return [grpc.method_handlers_generic_handler(
+        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(handler)})]
+
+
+def wait_for_sigterm() -> None:
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    wait_for(done)  # timed: a signal landing on another thread is still seen
+
+
+def serve_threaded(label: str, handler) -> None:
+    """A threaded grpc.server like Morphz's (16 workers) serving `handler` until SIGTERM."""
+    from concurrent import futures
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), maximum_concurrent_rpcs=256,
+                         options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers(_echo_handlers(handler))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"{label}: serving on 127.0.0.1:{port}", flush=True)
+    wait_for_sigterm()
+    server.stop(0)
+
+
+async def serve_aio(label: str, handler) -> None:
+    """A grpc.aio server serving the coroutine `handler` until SIGTERM."""
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers(_echo_handlers(handler))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"{label}: serving on 127.0.0.1:{port}", flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(0)
+
+
 def serve_echo(mode: str) -> None:
     """`commit.py --echo-server aio|sync`: a bare echo service until SIGTERM."""
     if mode == "aio":
         async def echo(request, context):
             return request
-
-        async def main() -> None:
-            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-            server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-                "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})])
-            port = server.add_insecure_port("127.0.0.1:0")
-            await server.start()
-            print(f"echo: serving on 127.0.0.1:{port}", flush=True)
-            stop = asyncio.Event()
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-            await stop.wait()
-            await server.stop(0)
-        asyncio.run(main())
-        return
-    from concurrent import futures
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), maximum_concurrent_rpcs=256,
-                         options=[("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    print(f"echo: serving on 127.0.0.1:{port}", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
-        pass
-    server.stop(0)
+        asyncio.run(serve_aio("echo", echo))
+    else:
+        serve_threaded("echo", lambda request, context: request)
 
 
 def serve_floor(path: str, mode: str) -> None:
@@ -127,9 +143,12 @@ def serve_floor(path: str, mode: str) -> None:
 
     if mode == "aio":
         serve_floor_aio(write, counter)
-        env.close()
-        return
-    from concurrent import futures
+    else:
+        serve_floor_threaded(write, counter)
+    env.close()
+
+
+def serve_floor_threaded(write, counter) -> None:
     queue, queue_lock, leader = [], threading.Lock(), threading.Lock()
 
     def commit(request, context):
@@ -147,20 +166,7 @@ def serve_floor(path: str, mode: str) -> None:
                 for _, done in batch:
                     done.set()
         return request
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), maximum_concurrent_rpcs=256,
-                         options=[("grpc.so_reuseport", 0)])
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-        "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(commit)})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    print(f"floor: serving on 127.0.0.1:{port}", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
-        pass
-    server.stop(0)
-    env.close()
+    serve_threaded("floor", commit)
 
 
 def serve_floor_aio(write, counter) -> None:
@@ -193,16 +199,7 @@ def serve_floor_aio(write, counter) -> None:
 
         thread = threading.Thread(target=committer, daemon=True)
         thread.start()
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-            "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(commit)})])
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        print(f"floor: serving on 127.0.0.1:{port}", flush=True)
-        stop = asyncio.Event()
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-        await stop.wait()
-        await server.stop(0)
+        await serve_aio("floor", commit)
         pending.put(None)
         thread.join()
     asyncio.run(main())
@@ -239,10 +236,7 @@ def serve_profiled(data: str, out: str, clock: str) -> None:
     cf_thread._WorkItem.run = run
     app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0")).start()
     print(f"morphz: serving on 127.0.0.1:{app.port} (profiled)", flush=True)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    while not done.wait(0.2):  # a timed wait, so a signal landing on another thread is seen
-        pass
+    wait_for_sigterm()
     with lock:  # every profiler is disabled between work items: safe to read here
         if profiles:
             pstats.Stats(*profiles).dump_stats(out)
