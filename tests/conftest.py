@@ -102,6 +102,7 @@ class ServerProcess:
 
     def __init__(self, data_dir, env: dict | None = None) -> None:
         self.data_dir, self.env = str(data_dir), env or {}
+        self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
         self.proc = None
         self.address = ""
 
@@ -110,12 +111,14 @@ class ServerProcess:
         import subprocess
         import sys
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen",
-             "127.0.0.1:0", "--data", self.data_dir],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen",
+                 "127.0.0.1:0", "--data", self.data_dir],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         line = self.proc.stdout.readline()
-        assert line.startswith("morphz: serving on"), f"server did not start: {line!r}"
+        assert line.startswith("morphz: serving on"), \
+            f"server did not start: {line!r}\n{self.stderr()}"
         self.address = line.split()[3]
         return self
 
@@ -133,6 +136,10 @@ class ServerProcess:
         import signal
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=30)
+
+    def stderr(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
 
     def died(self) -> bool:
         return self.proc.poll() is not None

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import grpc
 import pytest
@@ -83,24 +81,15 @@ def test_sec_03_oversized_event_rejected_with_structured_error(client, ctx):
     assert client.status(ctx)["event_count"] == 1
 
 
-def test_morphz_serve_starts_answers_and_stops_on_sigterm(tmp_path):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
-                             "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("morphz: serving on 127.0.0.1:"), line + proc.stderr.read()
-        port = int(line.split()[3].rsplit(":", 1)[1])
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            c = TransactionClient(ch, timeout=10)
-            c.create_context("served")
-            assert c.status("served")["revision"] == 0
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-    finally:
-        proc.kill()
-    assert (tmp_path / "data" / "store" / "data.mdb").exists()
+def test_morphz_serve_starts_answers_and_stops_on_sigterm(server_process):
+    server = server_process().start()
+    with grpc.insecure_channel(server.address) as ch:
+        c = TransactionClient(ch, timeout=10)
+        c.create_context("served")
+        assert c.status("served")["revision"] == 0
+    assert server.stop() == 0
+    assert "morphz: stopped" in server.stderr()
+    assert os.path.exists(os.path.join(server.data_dir, "store", "data.mdb"))
 
 
 def _signal_thread(pid: int, tid: int, sig: int) -> None:
@@ -116,19 +105,12 @@ def _signal_thread(pid: int, tid: int, sig: int) -> None:
         raise OSError(ctypes.get_errno(), "tgkill failed")
 
 
-def test_morphz_serve_stops_when_a_non_main_thread_receives_sigterm(tmp_path):
+def test_morphz_serve_stops_when_a_non_main_thread_receives_sigterm(server_process):
     """A process-directed signal may land on any thread; the server must stop anyway."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
-                             "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("morphz: serving on"), line + proc.stderr.read()
-        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
-        assert others, "the server runs no thread besides the main one"
-        _signal_thread(proc.pid, others[-1], signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
-        assert "morphz: stopped" in proc.stderr.read()
-    finally:
-        proc.kill()
+    server = server_process().start()
+    pid = server.proc.pid
+    others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+    assert others, "the server runs no thread besides the main one"
+    _signal_thread(pid, others[-1], signal.SIGTERM)
+    assert server.proc.wait(timeout=20) == 0
+    assert "morphz: stopped" in server.stderr()
