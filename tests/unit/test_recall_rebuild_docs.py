@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 
 from morphz.services.recall.core import tokenpool
@@ -121,5 +122,17 @@ def test_recall_10_fresh_index_never_shares_the_live_directory(tmp_path):
     fresh = indexes.fresh("c")
     live = indexes.get("c")
     assert fresh.path != live.path
+    second = indexes.fresh("c")  # two rebuilds at once never share one either
+    assert len({live.path, fresh.path, second.path}) == 3
     indexes.swap("c", fresh)
     assert indexes.get("c").path == fresh.path
+
+
+def test_recall_10_leftovers_of_a_dead_rebuild_are_removed_at_first_use(tmp_path):
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    root = str(tmp_path / "recall")
+    live = IndexDirectory(root).get("c").path
+    dead = IndexDirectory(root).fresh("c").path  # its process died before the swap
+    assert os.path.isdir(dead)
+    again = IndexDirectory(root)  # a restart
+    assert again.get("c").path == live and not os.path.exists(dead)

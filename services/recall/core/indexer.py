@@ -15,6 +15,8 @@ from typing import Callable, Optional
 
 from opentelemetry import trace
 
+from morphz.shared.telemetry import NO_TRACING
+
 from morphz.services.recall.core.documents import event_doc, event_key, frame_doc, frame_key
 from morphz.services.recall.core.tokenpool import event_docs
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
@@ -59,7 +61,7 @@ class Indexer:
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self._store = store
         self._indexes = indexes
-        self._tracer = tracer or trace.NoOpTracer()
+        self._tracer = tracer or NO_TRACING
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -133,11 +135,12 @@ class Indexer:
     # -- rebuild ----------------------------------------------------------------------------
     def rebuild(self, context: str) -> dict:
         """Build a new index from one snapshot of events and frames, then swap it in."""
-        if self._progress.get(context, {}).get("running"):
-            raise MorphzError("RECALL_REBUILD_RUNNING", f"a rebuild of {context} is running",
-                              context=context)
+        with self._locks_guard:  # check and claim together: one rebuild per context
+            if self._progress.get(context, {}).get("running"):
+                raise MorphzError("RECALL_REBUILD_RUNNING", f"a rebuild of {context} is "
+                                  "running", context=context)
+            self._progress[context] = {"running": True, "done": 0, "total": 0}
         started = time.monotonic()
-        self._progress[context] = {"running": True, "done": 0, "total": 0}
         try:
             with self._tracer.start_as_current_span("recall.rebuild"):
                 # One short snapshot for what can change (frames, the outbox head); the

@@ -293,37 +293,44 @@ class IndexDirectory:
 
     def get(self, context: str) -> ContextIndex:
         with self._lock:
-            idx = self._open.get(context)
-            if idx is None:
-                gen = self._current(context)
-                if gen is None:
-                    gen = "g1"
-                    os.makedirs(os.path.join(self._dir(context), gen), exist_ok=True)
-                    self._set_current(context, gen)
-                try:
-                    idx = ContextIndex(os.path.join(self._dir(context), gen))
-                except ValueError:  # written by another schema version: start over
-                    idx = self._fresh_locked(context)  # position 0: the worker refills it
-                    self._set_current(context, os.path.basename(idx.path))
-                self._open[context] = idx
-            return idx
+            return self._live_locked(context)
 
     def fresh(self, context: str) -> ContextIndex:
-        """An empty index in a new generation directory, not yet live."""
-        # The live generation must exist first: otherwise the new one would take its
-        # name (g1), and the worker opening the live index would share (and race) it.
-        self.get(context)
+        """An empty index in a new generation directory of its own, not yet live."""
         with self._lock:
-            return self._fresh_locked(context)
+            self._live_locked(context)  # first use cleans up before anything new is made
+            return ContextIndex(self._new_generation_locked(context))
 
-    def _fresh_locked(self, context: str) -> ContextIndex:
+    def _live_locked(self, context: str) -> ContextIndex:
+        idx = self._open.get(context)
+        if idx is None:
+            # First use in this process: no rebuild of it can be running, so every other
+            # generation is a leftover of a rebuild that died; remove them.
+            gen = self._current(context)
+            base = self._dir(context)
+            for name in os.listdir(base) if os.path.isdir(base) else ():
+                if name.startswith("g") and name != gen:
+                    shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            if gen is None:
+                idx = ContextIndex(self._new_generation_locked(context))
+            else:
+                try:
+                    idx = ContextIndex(os.path.join(base, gen))
+                except ValueError:  # written by another schema version: start over
+                    idx = ContextIndex(self._new_generation_locked(context))  # worker refills
+            if os.path.basename(idx.path) != gen:
+                self._set_current(context, os.path.basename(idx.path))
+            self._open[context] = idx
+        return idx
+
+    def _new_generation_locked(self, context: str) -> str:
+        """A directory no other index uses: one past the highest generation on disk."""
         base = self._dir(context)
         os.makedirs(base, exist_ok=True)
-        current = self._current(context) or "g0"
-        gen = f"g{int(current[1:]) + 1}"
-        path = os.path.join(base, gen)
-        shutil.rmtree(path, ignore_errors=True)
-        return ContextIndex(path)
+        taken = [int(n[1:]) for n in os.listdir(base) if n[:1] == "g" and n[1:].isdigit()]
+        path = os.path.join(base, f"g{max(taken, default=0) + 1}")
+        os.mkdir(path)
+        return path
 
     def swap(self, context: str, new: ContextIndex) -> None:
         """Make `new` the live index of the context and delete the old generation."""
