@@ -10,9 +10,9 @@ from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.storage.api import Key, Reader, StaleCommit, StaleRead, Store, Write
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
+from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call
 
-DEFAULT_TIMEOUT = 30.0
 _PAGE = 1000
 
 

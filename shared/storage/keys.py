@@ -34,7 +34,7 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
         if kind is str:
             if "\x00" in part:
                 raise MorphzError("STORAGE_KEY_INVALID", "key text contains NUL")
-            out.append(b"\x02" + part.encode("utf-8", "strict") + b"\x00")
+            out.append(_STR + part.encode("utf-8", "strict") + _END)
         elif kind is int:
             if not 0 <= part < 1 << 64:
                 raise MorphzError("STORAGE_KEY_INVALID", f"key integer {part} out of range")

@@ -7,11 +7,9 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import TABLES, Write
 from morphz.shared.storage.memory_store import MemoryStore
 
-# Every projection derived from the events (the events themselves are the input).
-AUDITED = ("meta", "frames", "frame_versions", "relations", "relations_in", "order",
-           "order_rank", "inbox", "root_requests", "boundaries", "checkpoints", "sessions",
-           "observations", "pending", "activations", "retire_due", "idempotency", "outbox",
-           "event_ids")
+# Every table derived from the events: all but the events themselves and the encoding
+# snapshots (records written beside the Mind, not by events).
+AUDITED = tuple(t for t in TABLES if t not in ("events", "snapshots"))
 
 
 def replay(context: str, events) -> tuple[dict[str, dict], int]:
@@ -32,7 +30,7 @@ def replay(context: str, events) -> tuple[dict[str, dict], int]:
 def audit_report(context: str, m: MindState) -> dict:
     """Each projection of `m` compared with a replay of its events (never repaired)."""
     expected, count = replay(context, m.events())
-    checks = [_compare(t, expected[t], m.rows(t)) for t in AUDITED]
+    checks = [_report(t, expected[t], m.rows(t)) for t in AUDITED]
     return {"context": context, "match": all(c["match"] for c in checks),
             "events_replayed": count, "projections": checks}
 
@@ -43,9 +41,7 @@ def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
     expected, count = replay(context, m.events())
     writes, rewritten, unrepairable = [], {}, []
     for table in AUDITED:
-        actual = m.rows(table)
-        changed = [k for k in set(expected[table]) | set(actual)
-                   if expected[table].get(k) != actual.get(k)]
+        changed = _changed(expected[table], m.rows(table))
         if changed and TABLES[table]:
             unrepairable.append(table)
             continue
@@ -56,10 +52,14 @@ def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
              "unrepairable": unrepairable}, writes)
 
 
-def _compare(table: str, expected: dict, actual: dict) -> dict:
+def _changed(expected: dict, actual: dict) -> list:
+    """Keys whose rows differ (or exist on one side only)."""
+    return [k for k in set(expected) | set(actual) if expected.get(k) != actual.get(k)]
+
+
+def _report(table: str, expected: dict, actual: dict) -> dict:
     diffs = []
-    for k in sorted(set(expected) | set(actual), key=repr):
-        if expected.get(k) != actual.get(k):
-            state = "missing" if k not in actual else "unexpected" if k not in expected else "differs"
-            diffs.append(f"{'/'.join(map(str, k)) or '(context)'}: {state}")
+    for k in sorted(_changed(expected, actual), key=repr):
+        state = "missing" if k not in actual else "unexpected" if k not in expected else "differs"
+        diffs.append(f"{'/'.join(map(str, k)) or '(context)'}: {state}")
     return {"projection": table, "match": not diffs, "differences": diffs[:20]}
