@@ -9,7 +9,7 @@ from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.worker import OutboxWorker
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.servicer import RecallServicer
-from morphz.shared.telemetry import is_recording
+from morphz.shared.telemetry import core_tracer
 
 
 def register(app) -> list[str]:
@@ -19,8 +19,7 @@ def register(app) -> list[str]:
     (TransactionCore), tracer (TracerProvider), config (ServerConfig: data_dir...),
     on_stop(callable) for background work to stop with the server.
     """
-    # Nothing receives spans: no-op tracing (a search costs a span less).
-    tracer = app.tracer.get_tracer("morphz.recall") if is_recording(app.tracer) else None
+    tracer = core_tracer(app.tracer, "morphz.recall")
     # Derived data only: deleting this directory loses nothing (rebuild restores it).
     indexes = IndexDirectory(os.path.join(app.config.data_dir, "recall"))
     indexer = Indexer(app.store, indexes, tracer=tracer)

@@ -24,7 +24,8 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.shared.faults import Faults
-from morphz.shared.telemetry import is_recording, tracer_provider as make_tracer_provider
+from morphz.shared.telemetry import core_tracer, is_recording
+from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
 _log = logging.getLogger("morphz.server")
@@ -55,7 +56,7 @@ class AllInOne:
         tracing = is_recording(self.tracer)
         self.transactions = TransactionCore(
             self.store, faults=faults,
-            tracer=self.tracer.get_tracer("morphz.transaction") if tracing else None,
+            tracer=core_tracer(self.tracer, "morphz.transaction"),
             index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()

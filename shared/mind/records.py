@@ -5,6 +5,7 @@ Storage treats them as opaque bytes; this module is their only schema.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
@@ -22,8 +23,27 @@ CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")
 
 
+# An event's short ref, read as the S-expression reader reads one (ASCII digits, bounded).
+_REF = re.compile(r"@e([0-9]{1,18})\Z")
+
+
 def ref(seq: int) -> str:
     return f"@e{seq}"
+
+
+def parse_ref(text: str) -> Optional[int]:
+    """The seq of an `@eN` ref, or None when text is not one."""
+    m = _REF.match(text)
+    return int(m.group(1)) if m else None
+
+
+def is_ref(text: str) -> bool:
+    return _REF.match(text) is not None
+
+
+def ref_seq(text: str) -> int:
+    """The seq of text, which must be a ref (see is_ref)."""
+    return int(_REF.match(text).group(1))
 
 
 @dataclass

@@ -90,9 +90,10 @@ def test_core_23_only_claimed_observations_of_the_causal_scope_are_visible(mind,
     assert {"key": late["ref"], "reason": "pending: arrives with the next activation"} \
         in again["omitted"]
     assert late["ref"] in items(enc.compile(mind.context, "s1"), "observation")
+    # "@e²" is no ref ("²".isdigit() is True but int("²") fails): missing, not a crash.
     err = expect_rejected("MUST_READ_MISSING", enc.compile, mind.context, "s1",
-                          must_read=["@e999", other["ref"]])
-    assert set(err.details["missing"]) == {"@e999", other["ref"]}
+                          must_read=["@e999", other["ref"], "@e²"])
+    assert set(err.details["missing"]) == {"@e999", other["ref"], "@e²"}
 
 
 def test_core_24_large_tool_result_is_a_marked_preview_and_its_ref_reads_the_whole(

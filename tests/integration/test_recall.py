@@ -437,3 +437,11 @@ def test_recall_10_worker_resumes_exactly_after_restart(tmp_path):
         channel.close()
         app.stop(grace=1)
 
+
+
+def test_recall_05_traverses_from_a_frame_with_the_longest_valid_id(recall, mind):
+    """Frame ids may be up to 200 characters (context-tx): traversal takes any of them."""
+    long_id = "f" * 200
+    mind.tx(f"(create {long_id} (note long id))")
+    walk = recall.traverse(mind.context, long_id, depth=1, direction="both")
+    assert [n["id"] for n in walk["nodes"]] == [long_id]

@@ -9,6 +9,8 @@ from typing import Callable, Optional
 
 from opentelemetry import trace
 
+from morphz.shared.telemetry import NO_TRACING
+
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
@@ -17,7 +19,8 @@ from morphz.services.encoding.core import depcheck, search as searching
 from morphz.services.encoding.core.gather import gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
-    MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read, check_name)
+    MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
+from morphz.shared.names import check_name
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.services.encoding.core.snapshot import freeze, pack, text_hash, thaw, unpack
@@ -42,7 +45,7 @@ class EncodingCore:
         self._tx = transactions  # TransactionCore or TransactionClient: same interface
         self._clock = clock or (lambda: datetime.now().astimezone())
         self._new_id = new_id or (lambda: "enc-" + uuid.uuid4().hex[:20])
-        self._tracer = tracer or trace.NoOpTracer()
+        self._tracer = tracer or NO_TRACING
         self._maintenance = maintenance_permille
 
     # -- compile ---------------------------------------------------------------------------
@@ -202,10 +205,8 @@ class EncodingCore:
             m = MindState(reader)
             _check_access(record, m)
             meta = m.meta()
-            seq = None
-            if ref.startswith("@e") and ref[2:].isdigit():
-                seq = int(ref[2:])
-            elif m.event_seq_by_id(ref) is not None:
+            seq = R.parse_ref(ref)
+            if seq is None:
                 seq = m.event_seq_by_id(ref)
             if seq is not None:
                 ev = m.event(seq) if seq < meta.next_seq else None

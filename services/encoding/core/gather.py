@@ -100,8 +100,8 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     for item in must_read:
         if item in present or item in g.missing:
             continue
-        if item.startswith("@e") and item[2:].isdigit():
-            seq = int(item[2:])
+        seq = R.parse_ref(item)
+        if seq is not None:
             obs = m.observation(seq)
             g.missing[item] = ("no such observation" if obs is None and
                                (seq >= meta.next_seq or m.event(seq) is None or

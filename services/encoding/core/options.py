@@ -1,10 +1,10 @@
 """Compile options and the server-side limits every request is checked against."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.names import check_lookup, check_name
 
 DEFAULT_BUDGET_BYTES = 1 << 20
 MAX_BUDGET_BYTES = 16 << 20          # replies stay well under the 64 MiB message cap
@@ -22,17 +22,10 @@ MAX_MODEL_CHARS = 256
 ELEVATED_PERMILLE = 750
 MAINTENANCE_PERMILLE = 900
 
-_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}\Z")
 
 
 def bad(message: str, **details: object) -> MorphzError:
     return MorphzError("CONTEXT_INPUT_INVALID", message, **details)
-
-
-def check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise bad(f"{what} must be 1-128 printable characters without spaces", field=what)
-    return value
 
 
 @dataclass(frozen=True)
@@ -88,7 +81,7 @@ def check_must_read(items: list[str]) -> list[str]:
         raise bad(f"at most {MAX_MUST_READ} must-read items", field="must_read")
     out: list[str] = []
     for it in items:
-        check_name(it, "must_read item")
+        check_lookup(it, "must_read item")
         if it not in out:
             out.append(it)
     return out

@@ -40,9 +40,8 @@ def atom(value: str):
 
 
 def ref_or_atom(value: str):
-    if value.startswith("@e") and value[2:].isdigit():
-        return Ref(int(value[2:]))
-    return atom(value)
+    seq = R.parse_ref(value)
+    return atom(value) if seq is None else Ref(seq)
 
 
 def yes(flag: bool) -> Symbol:
@@ -100,9 +99,7 @@ def profile(m: Material) -> list[Item]:
 @functools.lru_cache(maxsize=1 << 16)
 def atom_text(value: str) -> str:
     """Rendered text of atom(value): the hot loops below format strings directly."""
-    if value.startswith("@e") and value[2:].isdigit():
-        return sexpr.render(Ref(int(value[2:])))
-    return sexpr.render(atom(value))
+    return sexpr.render(ref_or_atom(value))
 
 
 def _yn(flag: bool) -> str:

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Optional
 
-from morphz.services.encoding.core.options import bad, check_name
+from morphz.services.encoding.core.options import bad
+from morphz.shared.names import check_name
 from morphz.shared.errors import MorphzError
 
 MAX_SCOPE_ENTRIES = 1024

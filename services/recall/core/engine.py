@@ -8,19 +8,21 @@ new `recall` observation through the transaction service (never a frame change).
 from __future__ import annotations
 
 import json
-import re
 from typing import Optional, Protocol
 
 from opentelemetry import trace
 
+from morphz.shared.telemetry import NO_TRACING
+
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.core.refs import is_ref, ref_seq
+from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
 from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.shared.errors import MorphzError
+from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Store
@@ -36,19 +38,11 @@ MAX_FILTER_VALUES = 32
 MAX_OBSERVATION_BYTES = 1 << 20
 KINDS = ("event", "frame")
 STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
-_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}\Z")
 
 
 class Transactions(Protocol):
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=()) -> dict: ...
-
-
-def _name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise MorphzError("CONTEXT_INPUT_INVALID",
-                          f"{what} must be 1-128 printable characters without spaces", field=what)
-    return value
 
 
 def _limit(value: int, default: int, cap: int, what: str) -> int:
@@ -75,7 +69,7 @@ class RecallCore:
         self._store = store
         self._tx = transactions
         self._indexer = indexer
-        self._tracer = tracer or trace.NoOpTracer()
+        self._tracer = tracer or NO_TRACING
 
     # -- helpers ------------------------------------------------------------------------
     def _check_evaluation(self, context: str, evaluation: Optional[dict]) -> Optional[dict]:
@@ -85,8 +79,8 @@ class RecallCore:
         if not session or not activation:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               "a recall for an evaluation names both session and activation")
-        _name(session, "session")
-        _name(activation, "activation")
+        check_name(session, "session")
+        check_name(activation, "activation")
         with self._store.reader(context) as reader:
             act = MindState(reader).activation(activation)
         if act is None or act.session != session:
@@ -118,7 +112,7 @@ class RecallCore:
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
                evaluation: Optional[dict] = None) -> dict:
-        _name(context, "context")
+        check_name(context, "context")
         if len(query) > MAX_QUERY_CHARS:
             raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
                               "characters", field="query")
@@ -139,7 +133,7 @@ class RecallCore:
         limit = _limit(limit, DEFAULT_LIMIT, MAX_LIMIT, "limit")
         kinds = _choices(kinds, KINDS, "kinds")
         states = _choices(states, STATES, "states")
-        sessions = sorted({_name(s, "session") for s in sessions})
+        sessions = sorted({check_name(s, "session") for s in sessions})
         if len(sessions) > MAX_FILTER_VALUES:
             raise MorphzError("RECALL_FILTER_INVALID", "too many sessions", field="sessions")
         evaluation = self._check_evaluation(context, evaluation)
@@ -169,7 +163,7 @@ class RecallCore:
     # -- paged reads ------------------------------------------------------------------------
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:
-        _name(context, "context")
+        check_name(context, "context")
         if not isinstance(ref, str) or not 0 < len(ref) <= 256:
             raise MorphzError("CONTEXT_INPUT_INVALID", "give an @eN ref, an event id or a "
                               "frame id", field="ref")
@@ -209,8 +203,8 @@ class RecallCore:
                  direction: str = "", include_bodies: bool = False,
                  include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
                  cursor: str = "", evaluation: Optional[dict] = None) -> dict:
-        _name(context, "context")
-        _name(frame_id, "frame_id")
+        check_name(context, "context")
+        check_lookup(frame_id, "frame_id")
         depth = DEFAULT_DEPTH if depth is None else depth
         if not 0 <= depth <= MAX_DEPTH:
             raise MorphzError("RECALL_LIMIT_INVALID", f"depth must be 0..{MAX_DEPTH}, got "
@@ -255,7 +249,7 @@ class RecallCore:
 
     # -- index upkeep ------------------------------------------------------------------------
     def inspect(self, context: str) -> dict:
-        _name(context, "context")
+        check_name(context, "context")
         with self._store.reader(context) as reader:
             meta = MindState(reader).require_meta(context)
         idx = self._indexer.index(context)
@@ -270,7 +264,7 @@ class RecallCore:
                 "index_bytes": idx.size_bytes(), "path": idx.path}
 
     def rebuild(self, context: str) -> dict:
-        _name(context, "context")
+        check_name(context, "context")
         self._indexer.rebuild(context)
         return self.inspect(context)
 

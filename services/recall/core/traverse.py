@@ -13,7 +13,7 @@ from collections import deque
 from typing import Iterator, Optional
 
 from morphz.services.recall.core.views import event_node, frame_node
-from morphz.services.recall.core.refs import is_ref, ref_seq
+from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.mind.state import MindState
 
 DIRECTIONS = ("ancestors", "descendants", "both")

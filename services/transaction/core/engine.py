@@ -6,10 +6,8 @@ physical version it was computed from. If another writer got there first, redo i
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -26,21 +24,15 @@ from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import activation_view, apply_event
 from morphz.shared.mind.state import MindState
-from morphz.services.transaction.core.txlang import Tx, is_ref, parse_text, ref_seq
+from morphz.services.transaction.core.txlang import Tx, parse_text
+from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.errors import MorphzError
+from morphz.shared.names import check_name
+from morphz.shared.telemetry import NO_TRACING
 
 MAX_TEXT_BYTES = 32 << 20
 MAX_WINDOW = 1 << 20
-_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}\Z")
 _WRITE_ATTEMPTS = 64
-
-
-def check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise MorphzError("CONTEXT_INPUT_INVALID",
-                          f"{what} must be 1-128 printable characters without spaces",
-                          field=what)
-    return value
 
 
 @dataclass
@@ -48,15 +40,6 @@ class RawWrite:
     """What a `build` returns to store a record outside the Mind (no event, no revision)."""
     reply: dict
     writes: list[Write]
-
-
-class _NoTracing:
-    """The tracer when nothing records spans: unlike the API's NoOpTracer it does not
-    even switch the current context (three spans per commit cost ~3% of its CPU)."""
-    _SPAN = contextlib.nullcontext(trace.INVALID_SPAN)  # reusable; its span ignores attributes
-
-    def start_as_current_span(self, name: str, **_: object) -> contextlib.nullcontext:
-        return self._SPAN
 
 
 def payload_hash(payload: dict) -> str:
@@ -72,7 +55,7 @@ class TransactionCore:
         self._store = store
         # Where the recall index stands in a context's outbox (None: not known here).
         self._index_position = index_position or (lambda context: None)
-        self._tracer = tracer or _NoTracing()
+        self._tracer = tracer or NO_TRACING
         self._faults = faults
         self._pipelines: dict[str, ContextPipeline] = {}
         self._pipelines_lock = threading.Lock()

@@ -12,8 +12,9 @@ from typing import Callable, Optional
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import (
-    EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, is_ref, ref_seq)
+    EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx)
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.records import is_ref, ref_seq
 
 SUPERSEDES = "supersedes"
 

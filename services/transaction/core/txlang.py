@@ -10,6 +10,7 @@ from typing import Optional, Union
 
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.records import is_ref
 
 FRAME_OPS = ("create", "derive", "revise")
 TARGET_OPS = ("retire", "restore", "protect", "unprotect")
@@ -24,7 +25,6 @@ EXACT_VERSION_OPS = ("checkpoint", "rollback") + SESSION_OPS
 REASON_OPS = ("retire", "unprotect", "retire-session")
 
 MAX_ID_CHARS = 200
-_REF = re.compile(r"@e(\d+)\Z")
 _ID_BAD_CHAR = re.compile(r'[\s()";\x00]')  # \s is str.isspace()
 _INTEGER = re.compile(r"-?\d+\Z")
 
@@ -93,15 +93,6 @@ class Tx:
         for o in self.ops:
             parts.append(_render_op(o))
         return "(context-tx " + " ".join(parts) + ")"
-
-
-def is_ref(target: str) -> bool:
-    return _REF.match(target) is not None
-
-
-def ref_seq(target: str) -> int:
-    m = _REF.match(target)
-    return int(m.group(1))
 
 
 def _bad(message: str, index: Optional[int] = None, **details: object) -> MorphzError:
