@@ -54,7 +54,8 @@ def _writer(srv, wid: int, stop: threading.Event, log: dict, lock: threading.Loc
 
 
 def _round(srv, rng: random.Random, log: dict, kill_index: int) -> str:
-    """Run writers until the server dies (fault point) or is killed (random moment)."""
+    """Run writers until the server dies at its fault point or is killed at a random
+    moment; returns the point that killed it, or "random"."""
     point = POINTS[(kill_index // 2) % len(POINTS)] if kill_index % 2 == 0 else None
     if point:
         nth = rng.randint(1, 2) if point == "mid-rebuild" else rng.randint(2, 12)
@@ -67,7 +68,9 @@ def _round(srv, rng: random.Random, log: dict, kill_index: int) -> str:
                for w in range(WRITERS)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + (3 if point else rng.uniform(0.05, 0.6))
+    # A fault round waits for the point to fire (the server kills itself); a bound only
+    # so that a point that never fires fails the test below instead of hanging it.
+    deadline = time.monotonic() + (20 if point else rng.uniform(0.05, 0.6))
     while time.monotonic() < deadline and not srv.died():
         if point == "mid-rebuild":
             try:
@@ -75,10 +78,14 @@ def _round(srv, rng: random.Random, log: dict, kill_index: int) -> str:
             except MorphzError:
                 pass
         time.sleep(0.02)
-    srv.kill()  # the fault point already killed it, or SIGKILL at a random moment
+    fired = srv.died() and srv.proc.returncode == -9  # SIGKILLed itself at the point
+    srv.kill()  # SIGKILL at a random moment (or reap the process the point killed)
     stop.set()
     for t in threads:
         t.join(timeout=30)
+        assert not t.is_alive(), "a writer did not notice the server was gone"
+    if point:
+        assert fired, f"fault point {point} never fired"
     return point or "random"
 
 
@@ -113,6 +120,7 @@ def test_dur_02_sigkill_at_fault_points_and_random_moments_loses_nothing(server_
         srv.start()
         _verify(srv, log)
         srv.kill()
+    # every point really killed the server (asserted in _round), each at least once
     assert len(seen) >= 25 and set(POINTS) <= set(seen) and "random" in seen
     assert len(log["acked"]) > KILLS  # the rounds did real work
     print(f"{len(log['acked'])} acked, {len(log['rejected'])} rejected, "
