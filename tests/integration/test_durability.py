@@ -117,16 +117,33 @@ def test_dur_03_rebuild_projections_gives_the_same_state(server_process):
 
 
 def test_dur_03_crash_mid_rebuild_leaves_the_projections_as_they_were(server_process):
-    srv = server_process().start(MORPHZ_FAULT="mid-rebuild")
+    srv = server_process().start()
     c = srv.client(timeout=10)
     c.create_context(CTX)
-    _tx(c, "(create a (x))")
-    with pytest.raises(MorphzError):
+    _tx(c, "(create a (x)) (create b (y))")
+    srv.stop()
+    store = LmdbStore(f"{srv.data_dir}/store")  # damage two projections, service stopped
+    with store.reader(CTX) as r:
+        seq, frame = r.commit_seq, json.loads(r.get("frames", ("a",)))
+    frame["body"] = "(tampered)"
+    store.commit(CTX, seq, [Write("frames", ("a",), json.dumps(frame).encode()),
+                            Write("frames", ("b",), None)])
+    store.close()
+    srv.start(MORPHZ_FAULT="mid-rebuild")
+    c = srv.client(timeout=10)
+    damaged = c.audit(CTX)
+    assert not damaged["match"]
+    with pytest.raises(MorphzError) as info:
         c.rebuild_projections(CTX)
-    srv.kill()
+    assert info.value.reason in ("UNAVAILABLE", "INTERNAL", "CANCELLED")
+    srv.proc.wait(timeout=20)
+    assert srv.died() and srv.proc.returncode == -9  # killed itself at the fault point
     srv.start()
     c = srv.client()
-    assert c.status(CTX)["revision"] == 1 and c.audit(CTX)["match"]
+    # Nothing of the interrupted repair is visible: the same damage, the same revision.
+    assert c.audit(CTX) == damaged and c.status(CTX)["revision"] == 1
+    assert c.rebuild_projections(CTX)["rewritten"] == {"frames": 2}
+    assert c.audit(CTX)["match"]
 
 
 def test_dur_04_idempotent_retry_across_restart(server_process, expect_rejected):

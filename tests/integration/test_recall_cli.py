@@ -26,6 +26,8 @@ def test_recall_cli_search_read_frame_and_index(address, mind):
         if st["lag"] == 0:
             break
         time.sleep(0.02)
+    else:
+        raise AssertionError(f"the index did not catch up: {st}")
     assert st["documents"] == st["events"] + st["frames"] and st["frames"] == 1
     hits = morphz(address, "context", "recall", "search", "sandbox permission", "--limit=20",
                   *c)["results"]

@@ -67,10 +67,14 @@ def test_every_rpc_and_inner_step_is_traced(tmp_path):
 def test_sec_03_hostile_transactions_get_structured_errors_and_server_keeps_serving(
         client, ctx, text):
     from morphz.shared.errors import MorphzError
+    client.commit(ctx, "(context-tx (base-version 0) (create kept (v 1)))")
     with pytest.raises(MorphzError) as info:
         client.commit(ctx, text)
     assert info.value.reason in {"TX_PARSE_ERROR", "TX_INVALID", "TX_UNKNOWN_OP"}
-    assert client.status(ctx)["revision"] == 0
+    # What was committed before is intact, and the server still commits.
+    assert client.status(ctx)["revision"] == 1
+    assert client.get_frame(ctx, "kept")["body"] == "(v 1)"
+    assert client.commit(ctx, "(context-tx (base-version 1) (revise kept (v 2)))")["revision"] == 2
 
 
 def test_sec_03_oversized_event_rejected_with_structured_error(client, ctx):
