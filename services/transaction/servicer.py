@@ -80,8 +80,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def GetSnapshot(self, request, context):
-        record = self._core.get_snapshot(request.context, request.id)
-        return pb.SnapshotRecord(record_json=json.dumps(record, ensure_ascii=False).encode())
+        return pb.SnapshotRecord(
+            record_json=self._core.get_snapshot_json(request.context, request.id))
 
     @rpc_boundary
     def Audit(self, request, context):

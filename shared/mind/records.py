@@ -137,6 +137,12 @@ class Checkpoint:
     order: list[str]
 
 
+def activation_view(act: Activation) -> dict:
+    """An activation as services answer it: refs for the claimed inputs and the root."""
+    return dict(plain(act), claimed=[ref(s) for s in act.claimed],
+                root=ref(act.root) if act.root is not None else "")
+
+
 T = TypeVar("T")
 
 

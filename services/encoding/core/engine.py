@@ -20,7 +20,7 @@ from morphz.services.encoding.core.gather import gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
-from morphz.shared.names import check_name
+from morphz.shared.names import check_lookup, check_name
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.services.encoding.core.snapshot import freeze, pack, text_hash, thaw, unpack
@@ -196,10 +196,13 @@ class EncodingCore:
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
              limit: int = 0) -> dict:
-        check_name(ref, "ref")
+        check_lookup(ref, "ref")
         if not 0 <= limit <= MAX_READ_CHARS or offset < 0:
             raise bad(f"limit must be 0..{MAX_READ_CHARS} characters", field="limit")
-        record = self.show(context, snapshot)
+        check_name(context, "context")
+        check_name(snapshot, "snapshot")
+        # Only the top-level scope, session and id are needed: no unpacking of the items.
+        record = self._tx.get_snapshot(context, snapshot)
         scope = Scope.from_dict(record["scope"])
         with self._store.reader(context) as reader:
             m = MindState(reader)

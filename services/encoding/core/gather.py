@@ -16,13 +16,6 @@ PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
 
 
-def activation_view(act: R.Activation) -> dict:
-    return {"id": act.id, "session": act.session, "claimed": [R.ref(s) for s in act.claimed],
-            "root": R.ref(act.root) if act.root is not None else "", "tick": act.tick,
-            "tick_advanced": act.tick_advanced, "retired_frames": list(act.retired_frames),
-            "delivered": act.delivered}
-
-
 @dataclass
 class Gathered:
     material: Material = None
@@ -115,7 +108,7 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
 
     g.material = Material(
         context=context, session=session, revision=meta.revision, tick=meta.tick,
-        window=meta.window, activation=activation_view(act), observations=observations,
+        window=meta.window, activation=R.activation_view(act), observations=observations,
         frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
         pending=len(pending), scope=scope, time=time, env=env, budget=budget,
         capabilities=capabilities)

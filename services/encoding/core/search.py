@@ -5,17 +5,12 @@ bodies as of the snapshot), so it can never surface anything outside the scope; 
 blank query is rejected before anything is read."""
 from __future__ import annotations
 
-import unicodedata
-
 from morphz.services.encoding.core.options import bad
+from morphz.shared.text.analyze import normalize  # the same folding as recall's index
 
 MAX_QUERY_CHARS = 1024
 DEFAULT_LIMIT, MAX_LIMIT = 20, 128
 SNIPPET_CHARS = 120
-
-
-def normalize(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def check_query(query: str, limit: int) -> tuple[list[str], int]:

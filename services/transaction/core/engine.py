@@ -22,7 +22,7 @@ from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
 from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
-from morphz.services.transaction.core.reducer import activation_view, apply_event
+from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
@@ -211,7 +211,7 @@ class TransactionCore:
                 raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
                                   activation=activation)
             if act.delivered:  # delivering twice is a retry, not an error
-                return activation_view(act)
+                return R.activation_view(act)
             return self._event(m, context, R.DELIVERY, session=act.session, actor="runtime",
                                data={"activation_id": activation})
         return self._write(context, build)
@@ -260,6 +260,10 @@ class TransactionCore:
         return self._write(context, build)
 
     def get_snapshot(self, context: str, snapshot_id: str) -> dict:
+        return R.loads(dict, self.get_snapshot_json(context, snapshot_id))
+
+    def get_snapshot_json(self, context: str, snapshot_id: str) -> bytes:
+        """The stored record as it is (JSON): what a remote caller gets, not re-encoded."""
         check_name(context, "context")
         with self._store.reader(context) as reader:
             MindState(reader).require_meta(context)
@@ -267,7 +271,7 @@ class TransactionCore:
         if raw is None:
             raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
                               snapshot=snapshot_id[:80])
-        return R.loads(dict, raw)
+        return raw
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:

@@ -69,12 +69,7 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     meta.activations += 1
     act = R.Activation(ev.data["activation_id"], sid, claimed, root, meta.tick, advanced, retired)
     m.put_activation(act)
-    return activation_view(act)
-
-
-def activation_view(act: R.Activation) -> dict:
-    return dict(R.plain(act), claimed=[R.ref(s) for s in act.claimed],
-                root=R.ref(act.root) if act.root is not None else "")
+    return R.activation_view(act)
 
 
 def _mature(m: MindState, tick: int) -> list[str]:
@@ -102,7 +97,7 @@ def _apply_delivery(m: MindState, ev: R.Event) -> dict:
                           activation=ev.data["activation_id"])
     act.delivered = True
     m.put_activation(act)
-    return activation_view(act)
+    return R.activation_view(act)
 
 
 def _apply_tx(m: MindState, ev: R.Event) -> dict:
