@@ -28,6 +28,9 @@ import time
 
 import grpc
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import log, percentile  # noqa: E402
+
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
@@ -40,17 +43,8 @@ FRAMES_PER_TX = 250
 RETIRE_PER_TX = 1000
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 def ints(text: str) -> list[int]:
     return sorted({int(x) for x in text.split(",") if x})
-
-
-def percentile(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
 
 
 class Bench:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import NamedTuple
 
 import icu
 
@@ -46,12 +45,6 @@ CACHE_CHUNKS = 1 << 18
 CACHE_CHUNK_CHARS = 16  # longer chunks (CJK runs, URLs) rarely repeat: not worth memory
 
 Spans = tuple[tuple[int, int], ...]
-
-
-class Term(NamedTuple):
-    text: str
-    start: int  # offsets into the normalized text
-    end: int
 
 
 def normalize(text: str) -> str:
@@ -134,25 +127,10 @@ def chunk_spans(chunk: str, *, bigrams: bool = True) -> tuple[tuple[str, ...], S
     return _segment_cached(chunk, bigrams)
 
 
-def chunk_terms(chunk: str, *, bigrams: bool = True) -> list[Term]:
-    """Terms of one whitespace-free piece of normalized text, offsets relative to it."""
-    texts, spans = chunk_spans(chunk, bigrams=bigrams)
-    return [Term(t, s, e) for t, (s, e) in zip(texts, spans)]
-
-
 def chunks(normalized: str, start: int = 0, end: int = -1):
     """(offset, chunk) of each whitespace-free piece of normalized text[start:end]."""
     found = _CHUNK.finditer(normalized, start, len(normalized) if end < 0 else end)
     return ((m.start(), m.group()) for m in found)
-
-
-def segment(normalized: str, *, bigrams: bool = True) -> list[Term]:
-    """Terms of already-normalized text, with offsets into it."""
-    out: list[Term] = []
-    for base, chunk in chunks(normalized):
-        texts, spans = chunk_spans(chunk, bigrams=bigrams)
-        out.extend(Term(t, s + base, e + base) for t, (s, e) in zip(texts, spans))
-    return out
 
 
 def _icu_word_texts(chunk: str) -> list[str]:
