@@ -10,14 +10,13 @@ the JSON form is the whole reply, snapshot id and hash beside the text.
 from __future__ import annotations
 
 import argparse
-import json
 from types import MappingProxyType
 from typing import Callable, TextIO
 
 import grpc
 
 from morphz.services.encoding.client import EncodingClient
-from morphz.shared.errors import MorphzError
+from morphz.services.cli.common import always_ok, print_json, unsigned
 
 
 def _binding(text: str) -> tuple[str, str]:
@@ -27,27 +26,17 @@ def _binding(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= value < 1 << 63:
-        raise argparse.ArgumentTypeError(f"must be 0..2^63-1, got {value}")
-    return value
-
-
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
     """Add this service's subparsers with add(name, help); return their names."""
     p = add("encode", "compile the Context Encoding for one evaluation of a session")
     p.add_argument("--session", required=True)
     p.add_argument("--activation", default="",
                    help="compile again for this activation (default: claim a new one)")
-    p.add_argument("--budget", metavar="BYTES", type=_size, default=0,
+    p.add_argument("--budget", metavar="BYTES", type=unsigned(63), default=0,
                    help="byte budget of the encoding (default: 1 MiB)")
-    p.add_argument("--token-budget", metavar="TOKENS", type=_size, default=0,
+    p.add_argument("--token-budget", metavar="TOKENS", type=unsigned(63), default=0,
                    help="token-estimate budget (default: none)")
-    p.add_argument("--preview-bytes", metavar="BYTES", type=_size, default=0,
+    p.add_argument("--preview-bytes", metavar="BYTES", type=unsigned(63), default=0,
                    help="observations larger than this show as previews (default: 4096)")
     p.add_argument("--must-read", metavar="REF", action="extend", nargs="+", default=[],
                    help="@eN refs or frame ids that must appear whole")
@@ -113,7 +102,7 @@ def _render_check(r: dict, out: TextIO) -> None:
 
 def render_encoding(r: dict, out: TextIO) -> None:
     if r["verb"] == "show":
-        print(json.dumps(r["snapshot"], ensure_ascii=False, indent=2), file=out)
+        print_json(r["snapshot"], out)
     elif r["verb"] == "replay":
         verdict = "same bytes and hash" if r["match"] else "MISMATCH"
         print(f"replay {r['snapshot']}: {verdict}", file=out)
@@ -135,14 +124,8 @@ def encoding_exit(r: dict) -> int:
     return 0
 
 
-def _ok(_: dict) -> int:
-    return 0
-
-
 # name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
 COMMANDS: MappingProxyType = MappingProxyType({
-    "encode": (cmd_encode, render_encode, _ok),
+    "encode": (cmd_encode, render_encode, always_ok),
     "encoding": (cmd_encoding, render_encoding, encoding_exit),
 })
-
-_ = MorphzError  # errors raised by the client propagate to main(), which prints them

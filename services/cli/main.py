@@ -12,7 +12,6 @@ stdout in both formats and exits 1. argparse usage errors keep exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from types import MappingProxyType
@@ -21,11 +20,12 @@ from typing import Callable, Optional, TextIO
 import grpc
 
 from morphz.services.cli import encoding_cmds, recall_cmds
+from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_options,
+                                        print_json, unsigned)
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.shared.errors import MorphzError
 
-DEFAULT_CONTEXT = "context-default"
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external")
 MAX_MESSAGE_BYTES = 64 << 20
@@ -86,32 +86,6 @@ def check_encodable(args: argparse.Namespace) -> None:
 
 
 # -- argument types --------------------------------------------------------------------
-def unsigned(bits: int) -> Callable[[str], int]:
-    """An argparse type: an integer that fits the request's uint field."""
-    limit = (1 << bits) - 1
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not 0 <= value <= limit:
-            raise argparse.ArgumentTypeError(f"must be 0..{limit}, got {value}")
-        return value
-    parse.__name__ = f"uint{bits}"
-    return parse
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
 # -- commands: each calls one client method and returns its reply dict ----------------------
 def cmd_create(client: TransactionClient, args: argparse.Namespace) -> dict:
     return client.create_context(args.context_name, args.window)
@@ -278,10 +252,6 @@ def audit_exit(r: dict) -> int:
     return 0 if r.get("match") else 1
 
 
-def always_ok(_: dict) -> int:
-    return 0
-
-
 # command name -> (call, text renderer, exit status of a reply)
 Command = tuple[Callable[[TransactionClient, argparse.Namespace], dict],
                 Callable[[dict, TextIO], None], Callable[[dict], int]]
@@ -306,31 +276,14 @@ EXTENSIONS = (recall_cmds, encoding_cmds)
 
 
 # -- the parser ------------------------------------------------------------------------------
-def _global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) -> None:
-    """--format/--server/--timeout/--context; with defaults=None they are SUPPRESSed so a
-    subcommand's copy only overrides the top-level value when actually given."""
-    d = defaults or {}
-    sup = argparse.SUPPRESS
-    parser.add_argument("--format", choices=("json", "text"),
-                        default=d.get("format", sup), help="output format (default: text)")
-    parser.add_argument("--server", metavar="HOST:PORT", default=d.get("server", sup),
-                        help="server address (default: $MORPHZ_SERVER, else the server's "
-                        "default listen address)")
-    parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds,
-                        default=d.get("timeout", sup),
-                        help=f"deadline for every RPC (default: {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--context", metavar="CONTEXT", default=d.get("context", sup),
-                        help=f"context name (default: {DEFAULT_CONTEXT})")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
-    _global_options(parser, {"format": "text",
+    global_options(parser, {"format": "text",
                              "server": None,  # resolved by default_server()
                              "timeout": DEFAULT_TIMEOUT, "context": DEFAULT_CONTEXT})
     common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, None)
+    global_options(common, None)
 
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = top.add_parser("serve", parents=[common], help="run the all-in-one server")
@@ -401,10 +354,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- running ---------------------------------------------------------------------------------
-def print_json(obj: object, out: TextIO) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2), file=out)
-
-
 def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
     listen = DEFAULT_LISTEN if args.listen is None else args.listen

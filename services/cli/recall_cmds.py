@@ -8,14 +8,10 @@ import threading
 from types import MappingProxyType
 from typing import Callable, TextIO
 
+from morphz.services.cli.common import always_ok, global_options, unsigned
 from morphz.services.recall.client import RecallClient
 
 DIRECTIONS = ("ancestors", "descendants", "both")
-
-
-def _uint(bits: int):
-    from morphz.services.cli.main import unsigned  # main imports this module first
-    return unsigned(bits)
 
 
 def _evaluation(args: argparse.Namespace) -> dict:
@@ -24,9 +20,8 @@ def _evaluation(args: argparse.Namespace) -> dict:
 
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
     """Add this service's subparsers with add(name, help); return their names."""
-    from morphz.services.cli.main import _global_options
     common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, None)
+    global_options(common, None)
 
     recall = add("recall", "recall events and frames: search, read, frame traversal")
     sub = recall.add_subparsers(dest="recall_action", required=True, metavar="WHAT")
@@ -42,7 +37,7 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("query", nargs="?", default="", help="words (Chinese, English or both)")
     p.add_argument("--since", default="", help="inclusive, ISO 8601 with offset")
     p.add_argument("--until", default="", help="exclusive, ISO 8601 with offset")
-    p.add_argument("--limit", type=_uint(32), default=20, help="1..100 (default 20)")
+    p.add_argument("--limit", type=unsigned(32), default=20, help="1..100 (default 20)")
     p.add_argument("--kind", dest="kinds", action="append", default=[],
                    choices=("event", "frame"), help="only events or only frames")
     p.add_argument("--state", dest="states", action="append", default=[],
@@ -54,18 +49,18 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
 
     p = sub.add_parser("read", parents=[common], help="read full content in pages")
     p.add_argument("ref", metavar="REF", help="@eN, a full event id or a frame id")
-    p.add_argument("--offset", type=_uint(64), default=0, help="in characters")
-    p.add_argument("--limit", type=_uint(64), default=0, help="characters (default 16384)")
+    p.add_argument("--offset", type=unsigned(64), default=0, help="in characters")
+    p.add_argument("--limit", type=unsigned(64), default=0, help="characters (default 16384)")
     evaluation_options(p)
 
     p = sub.add_parser("frame", parents=[common], help="walk the graph from a frame")
     p.add_argument("frame_id", metavar="FRAME")
-    p.add_argument("--depth", type=_uint(32), default=None, help="0..4 (default 2)")
+    p.add_argument("--depth", type=unsigned(32), default=None, help="0..4 (default 2)")
     p.add_argument("--direction", default="ancestors", choices=DIRECTIONS)
     p.add_argument("--include-events", action="store_true", help="full event text")
     p.add_argument("--include-bodies", action="store_true", help="full frame bodies")
-    p.add_argument("--max-nodes", type=_uint(32), default=0, help="nodes per page, <= 128")
-    p.add_argument("--max-bytes", type=_uint(64), default=0, help="page size in bytes")
+    p.add_argument("--max-nodes", type=unsigned(32), default=0, help="nodes per page, <= 128")
+    p.add_argument("--max-bytes", type=unsigned(64), default=0, help="page size in bytes")
     p.add_argument("--cursor", default="", help="next_cursor of the previous page")
     evaluation_options(p)
 
@@ -170,10 +165,6 @@ def render_index(r: dict, out: TextIO) -> None:
               f"{last['documents']} documents)", file=out)
     else:
         print("last_rebuild: -", file=out)
-
-
-def always_ok(_: dict) -> int:
-    return 0
 
 
 # name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
