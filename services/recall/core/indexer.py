@@ -65,7 +65,6 @@ class Indexer:
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._positions: dict[str, int] = {}
         self._seen: dict[str, tuple[int, int]] = {}  # context -> (commit_seq, position)
         self._progress: dict[str, dict] = {}
 
@@ -77,11 +76,8 @@ class Indexer:
         return self._indexes.get(context)
 
     def position(self, context: str) -> int:
-        pos = self._positions.get(context)
-        if pos is None:
-            pos = self.index(context).snapshot()[1].get("position", 0)
-            self._positions[context] = pos
-        return pos
+        """Where the live index stands in the context's outbox (kept with its commits)."""
+        return self.index(context).snapshot()[1].get("position", 0)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
@@ -108,7 +104,6 @@ class Indexer:
                     idx.apply(docs.values(), dict(old_meta, context=context, position=new_pos),
                               deletes=deletes)
                     span.set_attribute("morphz.intents", len(rows))
-            self._positions[context] = new_pos
             return len(rows)
 
     def _docs(self, m: MindState, reader: Reader,
@@ -165,7 +160,6 @@ class Indexer:
             with self._lock(context):
                 fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
                 self._indexes.swap(context, fresh)
-                self._positions[context] = head
             return info
         finally:
             self._progress[context]["running"] = False

@@ -34,14 +34,16 @@ def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words:
         raw = idx.search(searcher, q, offset, chunk)
         events = _read_events(reader, raw[:limit - len(hits)])
         for i, h in enumerate(raw):
+            # With a state filter, drop a hit before reading its text and previewing it.
+            if states and not _qualifies(m, reader, h, states):
+                continue
             if len(hits) == limit:  # one more qualifying hit: the next page starts here
-                if _qualifies(m, reader, h, states):
+                if states or _qualifies(m, reader, h, states):
                     return hits, offset + i, ""
                 continue
             hit = _resolve(m, reader, h, marker, events)
-            if hit is None or (states and hit["state"] not in states):
-                continue
-            hits.append(hit)
+            if hit is not None:
+                hits.append(hit)
         if len(raw) < chunk:
             break
         offset += len(raw)
