@@ -2,6 +2,8 @@
 gRPC StorageClient talking to a real StorageService over loopback."""
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
@@ -134,13 +136,20 @@ def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(t
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(f"c{i}",)) for i in range(16)]
-    for t in threads:
-        t.start()
+    # Hold the leader's place until all 16 first commits are queued, so that batching
+    # is certain rather than left to thread scheduling.
+    with store._leader:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(store._queue) < 16 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(store._queue) == 16
     for t in threads:
         t.join()
     assert not errors
     assert store.stats["commits"] == 16 * 25
-    assert store.stats["write_transactions"] < store.stats["commits"]
+    assert store.stats["write_transactions"] <= store.stats["commits"] - 15
     for i in range(16):
         assert len(rows(store, f"c{i}", "frames")) == 25
     store.close()
