@@ -17,6 +17,7 @@ from morphz.shared import sexpr
 from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
 from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, Material
+from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
 
 REGIONS = ("protocol", "evaluation-profile", "inbox", "observation-state", "mind",
@@ -215,7 +216,7 @@ def pressure_item(p: Pressure) -> Item:
     facts += [form("permille", p.permille), form("level", Symbol(p.level))]
     if p.deferred:
         facts += [form("external-actions", Symbol("deferred")), form("until", MAINTENANCE_HINT)]
-    return item("pressure", "context", [runtime(*facts)], **{"pressure": p.view()})
+    return item("pressure", "context", [runtime(*facts)])
 
 
 def capabilities(m: Material) -> list[Item]:
@@ -258,7 +259,7 @@ def _region_text(name: str, lines: list[str]) -> str:
     return "(" + name + "".join("\n  " + ln for ln in lines) + ")"
 
 
-def render(m: Material, maintenance_permille: int = 900) -> Rendered:
+def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Rendered:
     regions: list[tuple[str, list[Item]]] = [
         ("protocol", protocol(m)), ("evaluation-profile", profile(m)), ("inbox", inbox(m)),
         ("observation-state", observation_state(m)), ("mind", mind(m)),
@@ -321,7 +322,7 @@ def render(m: Material, maintenance_permille: int = 900) -> Rendered:
             nbytes = len(it.line.encode())
             items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
                               "end": off + len(it.line), "parts": parts, **ITEM_DEFAULTS,
-                              **{k: v for k, v in it.facts.items() if k != "pressure"},
+                              **it.facts,
                               "bytes": nbytes})
         rtext = _region_text(name, [it.line for it in its])
         text_parts.append(rtext)

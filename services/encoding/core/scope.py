@@ -4,12 +4,13 @@ time range inside the parent's. The root of every chain is the evaluating sessio
 causal scope (seed 003, 8): its own observations, the shared Mind."""
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Optional
 
 from morphz.services.encoding.core.options import bad
-from morphz.shared.names import check_name
+from morphz.shared.names import check_lookup, check_name
 from morphz.shared.errors import MorphzError
 
 MAX_SCOPE_ENTRIES = 1024
@@ -42,8 +43,9 @@ class Scope:
             if len(values) > MAX_SCOPE_ENTRIES:
                 raise bad(f"scope {name} has more than {MAX_SCOPE_ENTRIES} entries",
                           field=f"scope.{name}")
+            check = check_lookup if name == "frames" else check_name  # frame ids: 200 chars
             for v in values:
-                check_name(v, f"scope.{name} entry")
+                check(v, f"scope.{name} entry")
         s, u = parse_time(since, "scope.since"), parse_time(until, "scope.until")
         if s and u and not s < u:
             raise bad("scope.since must be before scope.until", field="scope")
@@ -95,11 +97,20 @@ class Scope:
             return "outside scope: kind"
         if self.since or self.until:
             t = datetime.fromisoformat(time)
-            if self.since and t < parse_time(self.since, "since"):
+            if self.since and t < self._since:
                 return "outside scope: before since"
-            if self.until and t >= parse_time(self.until, "until"):
+            if self.until and t >= self._until:
                 return "outside scope: at or after until"
         return ""
+
+    # Parsed once per scope (checked in make), not once per event judged.
+    @functools.cached_property
+    def _since(self) -> Optional[datetime]:
+        return parse_time(self.since, "since")
+
+    @functools.cached_property
+    def _until(self) -> Optional[datetime]:
+        return parse_time(self.until, "until")
 
     def allows_frame(self, frame_id: str) -> bool:
         return not self.frames or frame_id in self.frames
