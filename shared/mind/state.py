@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 from morphz.shared.storage.api import Key, Reader, Write
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
-from morphz.shared.storage import keys as keycodec
+from morphz.shared.storage.overlay import overlay_scan
 
 
 _EVENT_CACHE = 1024
@@ -39,19 +39,7 @@ class MindState:
 
     def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
         """Rows of table under prefix, overlay applied, in key order."""
-        mine = [(k, v) for (t, k), v in self._overlay.items()
-                if t == table and k[:len(prefix)] == prefix]
-        if not mine:  # nothing written here yet: the reader's order is already right
-            yield from self._reader.scan(table, prefix)
-            return
-        rows = {k: v for k, v in self._reader.scan(table, prefix)}
-        for k, v in mine:
-            if v is None:
-                rows.pop(k, None)
-            else:
-                rows[k] = v
-        for k in sorted(rows, key=keycodec.encode):
-            yield k, rows[k]
+        return overlay_scan(self._reader, self._overlay, table, prefix)
 
     def rows(self, table: str) -> dict[Key, bytes]:
         """Every row of a table (overlay applied): for audit and projection rebuilds."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Iterator, Optional
 
-from morphz.shared.storage import keys as keycodec
+from morphz.shared.storage.overlay import overlay_scan
 from morphz.shared.storage.api import Key, Reader, Ticket, Write
 
 
@@ -34,25 +34,7 @@ class LayeredReader(Reader):
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
-        mine = {k: v for (t, k), v in self._over.items() if t == table and k[:len(prefix)] == prefix}
-        if not mine:
-            yield from self._base.scan(table, prefix, after, limit, reverse)
-            return
-        rows = dict(self._base.scan(table, prefix))
-        for k, v in mine.items():
-            if v is None:
-                rows.pop(k, None)
-            else:
-                rows[k] = v
-        ordered = sorted(rows, key=keycodec.encode, reverse=reverse)
-        if after is not None:
-            bound = keycodec.encode(after)
-            ordered = [k for k in ordered
-                       if (keycodec.encode(k) < bound if reverse else keycodec.encode(k) > bound)]
-        for n, k in enumerate(ordered):
-            if limit and n >= limit:
-                return
-            yield k, rows[k]
+        return overlay_scan(self._base, self._over, table, prefix, after, limit, reverse)
 
 
 class ContextPipeline:
