@@ -230,10 +230,11 @@ class RecallCore:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist",
                                   ref=frame_id[:80])
             nodes, edges, size, index, more = [], [], 0, 0, False
-            for index, (node, found) in enumerate(walk(m, frame_id, depth, direction,
+            for index, (make, found) in enumerate(walk(m, frame_id, depth, direction,
                                                        include_bodies, include_events)):
                 if index < start:
                     continue
+                node = make()
                 n = node_bytes(node, found)
                 if nodes and (len(nodes) >= max_nodes or size + n > max_bytes):
                     more = True

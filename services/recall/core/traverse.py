@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from morphz.services.recall.core.views import event_node, frame_node
 from morphz.shared.mind.records import is_ref, ref_seq
@@ -53,8 +53,9 @@ class Graph:
 
 
 def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bool,
-         include_events: bool) -> Iterator[tuple[dict, list[dict]]]:
-    """(node, edges found expanding it) in BFS order."""
+         include_events: bool) -> Iterator[tuple[Callable[[], dict], list[dict]]]:
+    """(node maker, edges found expanding it) in BFS order. A page past a cursor makes
+    only its own nodes (an event node reads and previews its event)."""
     graph = Graph(m, direction)
     seen = {root}
     seen_edges: set[tuple] = set()
@@ -63,10 +64,11 @@ def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bo
         nid, d = queue.popleft()
         if is_ref(nid):
             seq = ref_seq(nid)
-            yield event_node(m, nid, m.event(seq), d, include_events), []
+            yield (lambda nid=nid, seq=seq, d=d:
+                   event_node(m, nid, m.event(seq), d, include_events)), []
             continue
         f = m.frame(nid)
-        node = frame_node(f, nid, d, include_bodies)
+        node = (lambda f=f, nid=nid, d=d: frame_node(f, nid, d, include_bodies))
         edges = []
         if f is not None and d < depth:
             for nb, edge in graph.neighbours(nid):
