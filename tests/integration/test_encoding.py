@@ -10,13 +10,7 @@ from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.render import REGIONS
 from morphz.shared.sexpr import Ref, Symbol, parse_many
 
-RELEASE_TX = """(context-tx
-  (base-version {base})
-  (reason "测试结果已吸收，继续准备发布")
-  (derive test-result (from {ref}) (tests passed))
-  (revise release (goal ship-v1) (stage packaging))
-  (relate test-result supports release)
-  (retire {ref}))"""
+from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,13 @@
 """`morphz context recall ...` and `recall-index ...` as real subprocesses (RECALL-01..10)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
+
+from tests.integration.test_cli import run_json
 
 
 def morphz(address: str, *args: str, expect: int = 0) -> dict:
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", *args,
-                           "--server", address, "--format=json"],
-                          capture_output=True, timeout=60, env=env)
-    assert proc.returncode == expect, (proc.stdout, proc.stderr)
-    return json.loads(proc.stdout.decode("utf-8"))
+    return run_json(*args, address=address, expect=expect)
 
 
 def test_recall_cli_search_read_frame_and_index(address, mind):
