@@ -113,7 +113,7 @@ def cmd_deliver(client: TransactionClient, args: argparse.Namespace) -> dict:
 def cmd_tx(client: TransactionClient, args: argparse.Namespace) -> dict:
     text = read_text(args.file if args.file is not None else STDIN)
     return client.commit(args.context, text, session=args.session,
-                         request_id=args.request_id)
+                         request_id=args.request_id, activation=args.activation)
 
 
 def cmd_frame(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -325,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--activation", required=True)
 
     p = add("tx", "commit a context-tx transaction")
-    p.add_argument("--session", default="")
+    p.add_argument("--session", default="", help="the session whose evaluation made it")
+    p.add_argument("--activation", default="",
+                   help="the activation that read the Mind (its tick is the read tick)")
     p.add_argument("--request-id", default="", help="idempotency key")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--file", metavar="FILE", help="read the transaction from FILE (- = stdin)")

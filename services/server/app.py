@@ -21,6 +21,8 @@ from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core import rules as rulebook
+from morphz.services.transaction.core.rules import CURRENT as RULES_CURRENT
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.shared.faults import Faults
@@ -39,6 +41,9 @@ class ServerConfig:
     max_concurrent_rpcs: int = 256
     map_size: int = 8 << 30
     sync: bool = True
+    # The rules new transactions are decided under; only tests reproducing histories of
+    # an older version set it (replay always follows each event's own version).
+    rules_version: int = RULES_CURRENT
 
 
 class AllInOne:
@@ -46,6 +51,7 @@ class AllInOne:
 
     def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
         self.config = config
+        rulebook.rules(config.rules_version)  # an unknown version fails before anything opens
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
         faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
         self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
@@ -55,7 +61,7 @@ class AllInOne:
         self.index_position = None
         tracing = is_recording(self.tracer)
         self.transactions = TransactionCore(
-            self.store, faults=faults,
+            self.store, faults=faults, rules_version=config.rules_version,
             tracer=core_tracer(self.tracer, "morphz.transaction"),
             index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.

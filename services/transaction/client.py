@@ -44,10 +44,10 @@ class TransactionClient:
         return self._call("Deliver", pb.DeliverRequest, context=context, activation=activation)
 
     def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
-               request_id: str = "") -> dict:
+               request_id: str = "", activation: str = "") -> dict:
         form = {"text": tx} if isinstance(tx, str) else {"structured": tx_to_proto(tx)}
         return self._call("Commit", pb.CommitRequest, context=context, session=session,
-                          request_id=request_id, **form)
+                          request_id=request_id, activation=activation, **form)
 
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
         return self._call("GetFrame", pb.GetFrameRequest, context=context, frame_id=frame_id,

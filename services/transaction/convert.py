@@ -31,11 +31,14 @@ def tx_from_proto(t: pb.Transaction) -> Tx:
             ops.append(PlaceOp("place", v.frame_id, where, anchor))
         else:
             ops.append(NamedOp(name, v))
-    return check_tx(Tx(t.base_version, t.reason, ops))
+    base_tick = t.base_tick if t.HasField("base_tick") else None
+    return check_tx(Tx(t.base_version, t.reason, ops, base_tick))
 
 
 def tx_to_proto(tx: Tx) -> pb.Transaction:
     out = pb.Transaction(base_version=tx.base_version, reason=tx.reason)
+    if tx.base_tick is not None:
+        out.base_tick = tx.base_tick
     for o in tx.ops:
         field = o.op.replace("-", "_")
         op = out.ops.add()

@@ -49,7 +49,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             raise MorphzError("TX_INVALID", "give the transaction as text or structured")
         tx = request.text if form == "text" else tx_from_proto(request.structured)
         receipt = self._core.commit(request.context, tx, session=request.session,
-                                    request_id=request.request_id)
+                                    request_id=request.request_id,
+                                    activation=request.activation)
         return from_plain(receipt, pb.Receipt())
 
     @rpc_boundary

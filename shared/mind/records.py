@@ -60,6 +60,25 @@ class Meta:
     order_tail: int = 1 << 62
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """When a conflict boundary last changed: by the transaction that made `revision`,
+    or (tick set) by an activation at that tick while `revision` was the latest."""
+    revision: int
+    tick: Optional[int] = None
+
+    @staticmethod
+    def parse(raw: Optional[bytes]) -> Optional["Stamp"]:
+        if raw is None:
+            return None
+        rev, _, tick = raw.decode().partition("@")
+        return Stamp(int(rev), int(tick) if tick else None)
+
+    def encode(self) -> bytes:
+        return (str(self.revision) if self.tick is None
+                else f"{self.revision}@{self.tick}").encode()
+
+
 @dataclass
 class RetireRequest:
     generation: int

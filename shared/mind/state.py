@@ -256,12 +256,31 @@ class MindState:
         return out
 
     # -- conflict boundaries ---------------------------------------------------------------
-    def boundary_revision(self, boundary: str) -> int:
-        raw = self._get("boundaries", (boundary,))
-        return int(raw) if raw is not None else 0
+    # A stamp is "R" when the transaction making revision R changed the boundary, and
+    # "R@T" when an activation did at tick T while R was the latest revision (a window
+    # retirement makes no revision).
+    def boundary_stamp(self, boundary: str) -> Optional[R.Stamp]:
+        return R.Stamp.parse(self._get("boundaries", (boundary,)))
 
-    def set_boundary(self, boundary: str, revision: int) -> None:
-        self._put("boundaries", (boundary,), str(revision).encode())
+    def boundary_revision(self, boundary: str) -> int:
+        stamp = self.boundary_stamp(boundary)
+        return stamp.revision if stamp else 0
+
+    def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
+        self._put("boundaries", (boundary,), R.Stamp(revision, tick).encode())
+
+    def changed_rows(self, table: str) -> Iterator[tuple[Key, Optional[bytes], Optional[bytes]]]:
+        """(key, before, after) of each row of `table` this view has written and whose
+        bytes differ from the reader's: what the request being applied changed."""
+        for (t, key), after in list(self._overlay.items()):
+            if t == table:
+                before = self._reader.get(table, key)
+                if before != after:
+                    yield key, before, after
+
+    def order_before(self) -> list[str]:
+        """The frame order as the reader has it (before this view's writes)."""
+        return [raw.decode() for _, raw in self._reader.scan("order")]
 
     # -- idempotency and outbox -------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:

@@ -391,7 +391,9 @@ def test_core_21_receipt_and_structured_rejection(mind, expect_rejected):
     assert r["event_ref"].startswith("@e")
     err = expect_rejected("TX_CONFLICT", mind.tx, "(revise keep (z))", base=0)
     assert err.details["latest"] == r["revision"]
-    assert err.details["changed"] == [{"boundary": "frame:keep", "revision": 1}]
+    # Creating `keep` brought its content and its lifecycle into being (CONC-06).
+    assert err.details["changed"] == [{"boundary": "frame:keep", "revision": 1},
+                                      {"boundary": "life:keep", "revision": 1}]
     err = expect_rejected("FRAME_NOT_FOUND", mind.tx, "(create n (x)) (revise missing (x))")
     assert err.to_dict()["code"] == "NOT_FOUND"
     assert (err.details["op_index"], err.details["op"], err.details["ref"]) == \

@@ -162,6 +162,8 @@ class Model:
                     and f.revision == req.frame_revision:
                 f.state, f.due = RETIRED, None
                 done.append(f.id)
+                # No revision is made: stamped with the latest revision and this tick.
+                self.boundaries[f"life:{f.id}"] = (self.revision, self.tick)
         self.requests = keep
         return done
 
@@ -185,7 +187,10 @@ class Model:
         touched = cand._apply_ops(tx)
         superseded = cand._successor_rule()
         cand.revision += 1
-        for b in footprint(tx)[1] | {f"life:{fid}" for fid in superseded}:
+        # A frame that came into being also got its lifecycle and sources (CONC-06).
+        born = {f"{b}:{fid}" for fid in set(cand.frames) - set(self.frames)
+                for b in ("frame", "life", "sources")}
+        for b in footprint(tx)[1] | {f"life:{fid}" for fid in superseded} | born:
             cand.boundaries[b] = cand.revision
         seq = len(cand.events)
         cand.events.append("context-tx")
@@ -199,16 +204,22 @@ class Model:
         return dict(reply, replayed=False)
 
     def _check_base(self, tx: Tx) -> bool:
+        """A boundary changed after the transaction read (at its base revision, tick
+        unknown): by a later revision, or by a window retirement at its base revision."""
         if tx.base > self.revision:
             raise Rejected("BASE_VERSION_AHEAD")
-        if tx.base == self.revision:
-            return False
         reads, writes = footprint(tx)
-        changed = [{"boundary": b, "revision": self.boundaries[b]} for b in sorted(reads | writes)
-                   if self.boundaries.get(b, 0) > tx.base]
+        changed = []
+        for b in sorted(reads | writes):
+            stamp = self.boundaries.get(b, 0)
+            if isinstance(stamp, tuple):
+                if stamp[0] >= tx.base:
+                    changed.append({"boundary": b, "revision": stamp[0], "tick": stamp[1]})
+            elif stamp > tx.base:
+                changed.append({"boundary": b, "revision": stamp})
         if changed:
             raise Rejected("TX_CONFLICT", changed=changed)
-        return True
+        return tx.base < self.revision
 
     def _released(self, before: "Model", touched: set) -> dict:
         """Capacity the receipt must name, by the net effect of the transaction: what left

@@ -10,13 +10,26 @@ after B, and is rejected, naming the changed ones, when any did.
   sources:ID      a frame's declared sources
   order           frame projection order
   checkpoint:N    checkpoint identity
+  session:S       a session's attention (a commit made for session S reads it)
+
+Each boundary keeps a stamp of its last change (see changes.py for what changes
+which): the revision of the transaction that changed it, or, for a window retirement
+at an activation, the latest revision and the tick. A transaction reads at (base, tick):
+the tick is that of the activation it names, or its `(base-tick T)`, else unknown, and
+then a change after its base revision counts as unseen.
 """
 from __future__ import annotations
 
 from morphz.services.transaction.core.txlang import (
     EXACT_VERSION_OPS, EdgeOp, FrameOp, NamedOp, PlaceOp, TargetsOp, Tx, is_ref)
+from typing import Optional
+
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.records import Stamp
 from morphz.shared.mind.state import MindState
+
+# Stamped by every window retirement too: where the latest one happened.
+WINDOW = "window"
 
 
 def footprint(tx: Tx) -> tuple[set[str], set[str]]:
@@ -47,28 +60,49 @@ def footprint(tx: Tx) -> tuple[set[str], set[str]]:
         elif isinstance(op, NamedOp) and op.op in ("checkpoint", "rollback", "drop-checkpoint"):
             reads.add(f"checkpoint:{op.name}")
             writes.add(f"checkpoint:{op.name}")
+            if op.op == "rollback":  # it rewrites every lifecycle, window retirements too
+                reads.add(WINDOW)
     return reads, writes
 
 
-def check_base(m: MindState, tx: Tx, latest: int) -> bool:
+def unseen(stamp: Optional[Stamp], base: int, read_tick: Optional[int]) -> bool:
+    """Whether a change with this stamp happened after the read point (base, read_tick)."""
+    if stamp is None or stamp.revision < base:
+        return False
+    if stamp.tick is None:  # a transaction's: it made its revision
+        return stamp.revision > base
+    return stamp.revision > base or read_tick is None or stamp.tick > read_tick
+
+
+def check_base(m: MindState, tx: Tx, latest: int, *, session: str = "",
+               read_tick: Optional[int] = None) -> bool:
     """Accept a transaction at `latest`: exactly, or rebased when none of its boundaries
-    changed after its base (True), else reject naming what changed. Never last-writer-wins."""
+    changed after its read point (True), else reject naming what changed. Never
+    last-writer-wins."""
     base = tx.base_version
     if base > latest:
         raise MorphzError("BASE_VERSION_AHEAD", f"base-version {base} is ahead of the latest "
                           f"revision {latest}", base=base, latest=latest)
-    if base == latest:
-        return False
+    if base == latest and not unseen(m.boundary_stamp(WINDOW), base, read_tick):
+        return False  # nothing at all changed after the read point
     exact = sorted({o.op for o in tx.ops if o.op in EXACT_VERSION_OPS})
-    if exact:
+    if exact and base < latest:
         raise MorphzError("EXACT_VERSION_REQUIRED", f"{', '.join(exact)} need(s) the exact "
                           f"latest revision {latest}, not {base}", base=base, latest=latest,
                           ops=exact)
     reads, writes = footprint(tx)
-    changed = [{"boundary": b, "revision": r} for b in sorted(reads | writes)
-               if (r := m.boundary_revision(b)) > base]
+    if session:
+        reads.add(f"session:{session}")
+    changed = []
+    for b in sorted(reads | writes):
+        stamp = m.boundary_stamp(b)
+        if unseen(stamp, base, read_tick):
+            changed.append({"boundary": b, "revision": stamp.revision}
+                           if stamp.tick is None else
+                           {"boundary": b, "revision": stamp.revision, "tick": stamp.tick})
     if changed:
         raise MorphzError("TX_CONFLICT", f"{len(changed)} boundar{'y' if len(changed) == 1 else 'ies'}"
-                          f" changed since base-version {base}: reread and merge", base=base,
-                          latest=latest, changed=changed)
-    return True
+                          f" changed since base-version {base}"
+                          + (f" (tick {read_tick})" if read_tick is not None else "")
+                          + ": reread and merge", base=base, latest=latest, changed=changed)
+    return base < latest

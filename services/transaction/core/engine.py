@@ -18,6 +18,7 @@ from opentelemetry import trace
 
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.mind import records as R
+from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
 from morphz.services.transaction.core.replay import audit_report, rebuild_plan
@@ -51,8 +52,12 @@ class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
-                 index_position: Optional[Callable[[str], Optional[int]]] = None) -> None:
+                 index_position: Optional[Callable[[str], Optional[int]]] = None,
+                 rules_version: int = rulebook.CURRENT) -> None:
         self._store = store
+        # The rules new events are decided under (an older version only to reproduce old
+        # histories in tests); replay always uses each event's own version.
+        self._rules = rulebook.rules(rules_version)
         # Where the recall index stands in a context's outbox (None: not known here).
         self._index_position = index_position or (lambda context: None)
         self._tracer = tracer or NO_TRACING
@@ -197,7 +202,8 @@ class TransactionCore:
         def build(m: MindState) -> R.Event:
             meta = m.require_meta(context)
             return self._event(m, context, R.ACTIVATION, session=session, actor="runtime",
-                               data={"activation_id": f"a{meta.activations + 1}"})
+                               data={"activation_id": f"a{meta.activations + 1}",
+                                     **rulebook.stamp(self._rules.version)})
         return self._write(context, build)
 
     def deliver(self, context: str, activation: str) -> dict:
@@ -218,28 +224,37 @@ class TransactionCore:
 
     # -- transactions ------------------------------------------------------------------------
     def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
-               request_id: str = "") -> dict:
+               request_id: str = "", activation: str = "") -> dict:
+        """Commit a transaction. `session`: the session whose evaluation made it (it
+        reads that session's attention); `activation`: the evaluation that read the Mind,
+        whose tick is the read tick unless the transaction declares `(base-tick T)`."""
         check_name(context, "context")
         if session:
             check_name(session, "session")
+        if activation:
+            check_name(activation, "activation")
         with self._tracer.start_as_current_span("tx.parse"):
             parsed = parse_text(tx) if isinstance(tx, str) else tx
         payload = {"session": session, "tx": parsed.to_dict()}
+        if activation:  # absent otherwise: earlier payload hashes stay valid
+            payload["activation"] = activation
 
         def build(m: MindState) -> Union[R.Event, dict]:
             meta = m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
-            rebased = check_base(m, parsed, meta.revision)
-            if session and m.session(session) is None:
-                raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
-            data = {"tx": payload["tx"]}
+            evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick)
+            rebased = check_base(m, parsed, meta.revision, session=evaluating,
+                                 read_tick=read_tick)
+            data = {"tx": payload["tx"], **rulebook.stamp(self._rules.version)}
+            if activation:
+                data["activation"] = activation
             if request_id:  # only a retry is ever compared with it
                 data["payload_hash"] = payload_hash(payload)
             if rebased:
                 data["rebased_from"] = parsed.base_version
-            return self._event(m, context, R.CONTEXT_TX, session=session, actor="agent",
+            return self._event(m, context, R.CONTEXT_TX, session=evaluating, actor="agent",
                                text=parsed.render(), request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
 
@@ -364,6 +379,37 @@ class TransactionCore:
                 if (tail[0][0] + 1 if tail else 0) != meta.outbox_head:
                     problems.append(f"{context}: outbox ends before head {meta.outbox_head}")
         return problems
+
+
+def _read_point(m: MindState, tx: Tx, session: str, activation: str,
+                tick: int) -> tuple[str, Optional[int]]:
+    """(the session a commit is made for, the tick it read at): from the activation it
+    names, the session it names and the transaction's own `(base-tick T)`."""
+    read_tick = tx.base_tick
+    if read_tick is not None and read_tick > tick:
+        raise MorphzError("BASE_TICK_AHEAD", f"base-tick {read_tick} is ahead of the "
+                          f"cognitive tick {tick}", base_tick=read_tick, tick=tick)
+    if activation:
+        act = m.activation(activation)
+        if act is None:
+            raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
+                              activation=activation)
+        if session and act.session != session:
+            raise MorphzError("SCOPE_VIOLATION", f"activation {activation} belongs to session "
+                              f"{act.session}, not {session}", activation=activation,
+                              session=session)
+        session = act.session
+        if read_tick is None:
+            read_tick = act.tick
+    if session:
+        s = m.session(session)
+        if s is None:
+            raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
+        restoring = any(o.op == "restore-session" and o.name == session for o in tx.ops)
+        if s.state == R.RETIRED and not restoring:
+            raise MorphzError("SESSION_RETIRED", f"session {session} is retired: its "
+                              "evaluations can no longer commit", session=session)
+    return session, read_tick
 
 
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core.boundaries import footprint
+from morphz.services.transaction.core import rules as rulebook
+from morphz.services.transaction.core.boundaries import WINDOW, footprint
+from morphz.services.transaction.core.changes import changed_boundaries
 from morphz.services.transaction.core.ops import apply_ops
 from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import Tx
 from morphz.shared.errors import MorphzError
-
 
 def apply_event(m: MindState, ev: R.Event) -> dict:
     """Apply one event (its seq is the next one); returns the caller's reply."""
@@ -65,6 +66,12 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     if advanced:
         meta.tick += 1
         retired = _mature(m, meta.tick)
+        if retired and rulebook.of_event(ev.data).stamp_window_retirements:
+            # No revision is made: the stamp names the latest revision and this tick, so a
+            # transaction that read before it cannot undo the retirement unseen.
+            for fid in retired:
+                m.set_boundary(f"life:{fid}", meta.revision, meta.tick)
+            m.set_boundary(WINDOW, meta.revision, meta.tick)
     root = next((s for s in claimed if kinds[s] == "user-message"), None)
     meta.activations += 1
     act = R.Activation(ev.data["activation_id"], sid, claimed, root, meta.tick, advanced, retired)
@@ -102,11 +109,15 @@ def _apply_delivery(m: MindState, ev: R.Event) -> dict:
 
 def _apply_tx(m: MindState, ev: R.Event) -> dict:
     meta = m.meta()
+    rules = rulebook.of_event(ev.data)
     tx = Tx.from_dict(ev.data["tx"])
     meta.revision += 1
     run = apply_ops(m, tx)
-    _, writes = footprint(tx)
-    for boundary in writes | {f"life:{fid}" for fid in run.superseded}:
+    _, stamped = footprint(tx)
+    stamped |= {f"life:{fid}" for fid in run.superseded}
+    if rules.stamp_actual_changes:
+        stamped |= changed_boundaries(m)
+    for boundary in stamped:
         m.set_boundary(boundary, meta.revision)
     for fid in sorted(run.changed | set(run.released_now) | set(run.released_later)):
         if not fid.startswith("@"):

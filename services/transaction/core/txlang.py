@@ -76,18 +76,26 @@ class Tx:
     base_version: int
     reason: str
     ops: list[Op] = field(default_factory=list)
+    # The cognitive tick the agent read at, beside base_version (None: not declared).
+    base_tick: Optional[int] = None
 
     def to_dict(self) -> dict:
-        return {"base_version": self.base_version, "reason": self.reason,
-                "ops": [dict(vars(o)) for o in self.ops]}
+        d = {"base_version": self.base_version, "reason": self.reason,
+             "ops": [dict(vars(o)) for o in self.ops]}
+        if self.base_tick is not None:  # absent otherwise: older events stay as they were
+            d["base_tick"] = self.base_tick
+        return d
 
     @staticmethod
     def from_dict(d: dict) -> "Tx":
-        return Tx(d["base_version"], d["reason"], [_OP_TYPES[o["op"]](**o) for o in d["ops"]])
+        return Tx(d["base_version"], d["reason"], [_OP_TYPES[o["op"]](**o) for o in d["ops"]],
+                  d.get("base_tick"))
 
     def render(self) -> str:
         """Canonical context-tx text of this transaction."""
         parts = [f"(base-version {self.base_version})"]
+        if self.base_tick is not None:
+            parts.append(f"(base-tick {self.base_tick})")
         if self.reason:
             parts.append(f"(reason {sexpr.render(self.reason)})")
         for o in self.ops:
@@ -121,6 +129,7 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIM
     if not isinstance(form, list) or not form or form[0] != sexpr.Symbol("context-tx"):
         raise _bad("a transaction is one (context-tx ...) form")
     base: Optional[int] = None
+    base_tick: Optional[int] = None
     reason = ""
     ops: list[Op] = []
     for item in form[1:]:
@@ -131,6 +140,11 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIM
             if len(args) != 1 or not isinstance(args[0], int) or args[0] < 0 or base is not None:
                 raise _bad("(base-version N) takes one non-negative integer, once")
             base = args[0]
+        elif head == "base-tick":
+            if len(args) != 1 or not isinstance(args[0], int) or args[0] < 0 or \
+                    base_tick is not None:
+                raise _bad("(base-tick T) takes one non-negative integer, once")
+            base_tick = args[0]
         elif head == "reason":
             if len(args) != 1 or not isinstance(args[0], str) or reason:
                 raise _bad('(reason "...") takes one string, once')
@@ -142,7 +156,7 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIM
                               op=head[:80])
     if base is None:
         raise _bad("the transaction must declare (base-version N)")
-    return check_tx(Tx(base, reason, ops))
+    return check_tx(Tx(base, reason, ops, base_tick))
 
 
 def _show(node: object) -> str:
@@ -208,6 +222,8 @@ def check_tx(tx: Tx) -> Tx:
     """Shape rules common to the text and protobuf forms."""
     if tx.base_version < 0:
         raise _bad("base-version must be >= 0")
+    if tx.base_tick is not None and tx.base_tick < 0:
+        raise _bad("base-tick must be >= 0")
     if not tx.ops:
         raise _bad("the transaction has no operations")
     for i, o in enumerate(tx.ops):
