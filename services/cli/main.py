@@ -181,6 +181,8 @@ def render_activation(r: dict, out: TextIO) -> None:
     _line(out, "tick", f"{r['tick']}{' (advanced)' if r['tick_advanced'] else ''}")
     _line(out, "retired_frames", r["retired_frames"])
     _line(out, "delivered", r["delivered"])
+    if r.get("results"):  # results of its calls that came while it was open
+        _line(out, "results", r["results"])
 
 
 def render_receipt(r: dict, out: TextIO) -> None:
