@@ -335,3 +335,20 @@ def test_conc_07_promoted_evidence_becomes_visible_and_operators_see_everything(
     assert recall.read(mind.context, other["ref"])["session"] == "s2"
     assert other["ref"] in {h["ref"] for h in recall.search(mind.context, "scratch")["results"]}
     audited(mind, enc, e)
+
+
+def test_conc_07_an_open_evaluations_scope_does_not_widen_while_it_runs(mind, enc):
+    """What arrives for a session while its evaluation runs waits for the next activation:
+    the running causal scope is the one its activation claimed (no concurrent widening)."""
+    mind.event("summarize the incident", session="s2")
+    running = enc.compile(mind.context, "s2")
+    msg = mind.client.append_event(mind.context, "s1", "message", "new facts",
+                                   target_session="s2")
+    later = mind.event("and also this", session="s2")
+    again = enc.compile(mind.context, "s2", activation=running["activation"])
+    shown = items(again, "observation")
+    assert msg["ref"] not in shown and later["ref"] not in shown
+    assert {o["key"]: o["reason"] for o in again["omitted"]}[msg["ref"]].startswith("pending")
+    nxt = enc.compile(mind.context, "s2")
+    assert nxt["claimed"] == [msg["ref"], later["ref"]]
+    audited(mind, enc, running, again, nxt)
