@@ -2,6 +2,7 @@
 gRPC StorageClient talking to a real StorageService over loopback."""
 from __future__ import annotations
 
+import threading
 import time
 
 import grpc
@@ -26,7 +27,7 @@ def store(request, tmp_path):
     else:
         app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0")).start()
         channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-        yield StorageClient(channel, timeout=10)
+        yield StorageClient(channel, timeout=10, page_rows=3)  # scans span many RPCs
         channel.close()
         app.stop(grace=1)
 
@@ -108,17 +109,42 @@ def test_bad_tables_and_keys_are_structured_errors(store):
     assert store.contexts() == []
 
 
-def test_a_reader_never_sees_a_mix_of_versions(store):
-    store.commit("c", 0, [Write("frames", ("a",), b"old"), Write("frames", ("b",), b"old")])
+def _commit_in_thread(store, ctx, expect, writes):
+    """Commit from another thread, as a concurrent writer would, and wait for it."""
+    result = []
+    t = threading.Thread(target=lambda: result.append(store.commit(ctx, expect, writes)))
+    t.start()
+    t.join()
+    assert result == [expect + 1]
+
+
+def test_dist_05_a_reader_sees_one_version_while_other_threads_commit(store):
+    """Commits land between the gets and inside the paged scans of one reader: an LMDB or
+    remote reader keeps seeing the version it started on; the in-memory one refuses
+    (StaleRead) rather than mix versions."""
+    def version(n):
+        return [Write("frames", (f"f{i:02}",), f"v{n}".encode()) for i in range(10)] + \
+            [Write("meta", (), str(n).encode())]
+    store.commit("c", 0, version(0))
+    seq = 1
     with store.reader("c") as r:
-        first = r.get("frames", ("a",))
-        store.commit("c", 1, [Write("frames", ("a",), b"new"), Write("frames", ("b",), b"new")])
-        if isinstance(store, LmdbStore):  # a real snapshot: still the old version
-            assert first == b"old" and r.get("frames", ("b",)) == b"old"
-        else:  # remote/in-memory readers refuse instead of mixing
-            assert first == b"old"
-            with pytest.raises(StaleRead):
-                r.get("frames", ("b",))
+        assert r.get("meta", ()) == b"0"
+        for n in range(4):
+            _commit_in_thread(store, "c", seq, version(seq))
+            seq += 1
+            if isinstance(store, MemoryStore):
+                with pytest.raises(StaleRead):
+                    r.get("meta", ())
+                return
+            rows = r.scan("frames", reverse=n % 2 == 1)
+            seen = [next(rows)]
+            _commit_in_thread(store, "c", seq, version(seq))  # in the middle of a scan
+            seq += 1
+            seen += list(rows)
+            assert len(seen) == 10 and {v for _, v in seen} == {b"v0"}
+            assert r.get("frames", ("f09",)) == b"v0" and r.get("meta", ()) == b"0"
+            assert r.commit_seq == 1
+    assert read(store, "c", "meta", ()) == b"8"
 
 
 def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(tmp_path):
