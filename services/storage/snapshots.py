@@ -14,7 +14,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Reader, Store
