@@ -20,6 +20,8 @@ from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
+from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
+                                               SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.rules import CURRENT as RULES_CURRENT
@@ -41,6 +43,9 @@ class ServerConfig:
     max_concurrent_rpcs: int = 256
     map_size: int = 8 << 30
     sync: bool = True
+    # Remote readers' snapshots (services/storage/snapshots.py).
+    snapshot_lease_seconds: float = SNAPSHOT_LEASE_SECONDS
+    max_open_snapshots: int = MAX_OPEN_SNAPSHOTS
     # The rules new transactions are decided under; only tests reproducing histories of
     # an older version set it (replay always follows each event's own version).
     rules_version: int = RULES_CURRENT
@@ -77,8 +82,10 @@ class AllInOne:
                      ("grpc.so_reuseport", 0)])
         transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionServicer(self.transactions), self.server)
-        storage_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(self.store),
-                                                              self.server)
+        self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
+                                          limit=config.max_open_snapshots)
+        storage_pb2_grpc.add_StorageServiceServicer_to_server(
+            StorageServicer(self.store, self.snapshots), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
@@ -111,4 +118,5 @@ class AllInOne:
         for stopper in reversed(self._stoppers):
             stopper()
         self.tracer.shutdown()
+        self.snapshots.close()
         self.store.close()

@@ -1,9 +1,12 @@
-"""StorageService over gRPC: a thin adapter over any Store."""
+"""StorageService over gRPC: a thin adapter over any Store and its read snapshots."""
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
+from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import rpc_boundary
@@ -27,12 +30,23 @@ def key_to_proto(key: Key) -> list[common_pb2.KeyPart]:
 
 
 class StorageServicer(pb_grpc.StorageServiceServicer):
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, snapshots: SnapshotRegistry) -> None:
         self._store = store
+        self._snapshots = snapshots
+
+    @contextmanager
+    def _reader(self, request):
+        """The request's snapshot, or a reader of the latest version for this read only."""
+        if request.snapshot:
+            with self._snapshots.use(request.snapshot, request.context) as r:
+                yield r
+        else:
+            with self._store.reader(request.context) as r:
+                yield r
 
     @rpc_boundary
     def Get(self, request, context):
-        with self._store.reader(request.context) as r:
+        with self._reader(request) as r:
             value = r.get(request.table, key_from_proto(request.key))
             return pb.GetResponse(found=value is not None, value=value or b"",
                                   commit_seq=r.commit_seq)
@@ -41,7 +55,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def Scan(self, request, context):
         limit = min(request.limit or MAX_SCAN_ROWS, MAX_SCAN_ROWS)
         after = key_from_proto(request.after) if request.after else None
-        with self._store.reader(request.context) as r:
+        with self._reader(request) as r:
             rows = list(r.scan(request.table, key_from_proto(request.prefix), after, limit + 1,
                                request.reverse))
             return pb.ScanResponse(
@@ -52,8 +66,9 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def Commit(self, request, context):
         writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None)
                   for w in request.writes]
-        try:
-            seq = self._store.commit(request.context, request.expect_commit_seq, writes)
+        try:  # submit/wait: concurrent Commit RPCs share one write transaction
+            seq = self._store.wait(self._store.submit(request.context,
+                                                      request.expect_commit_seq, writes))
         except StaleCommit as e:
             raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
                               actual=e.actual) from None
@@ -62,3 +77,14 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     @rpc_boundary
     def ListContexts(self, request, context):
         return pb.ListContextsResponse(contexts=self._store.contexts())
+
+    @rpc_boundary
+    def OpenSnapshot(self, request, context):
+        snap_id, seq = self._snapshots.open(request.context)
+        return pb.OpenSnapshotResponse(snapshot=snap_id, commit_seq=seq,
+                                       lease_ms=int(self._snapshots.lease * 1000))
+
+    @rpc_boundary
+    def CloseSnapshot(self, request, context):
+        self._snapshots.close_snapshot(request.snapshot)
+        return pb.CloseSnapshotResponse()

@@ -53,7 +53,9 @@ class Write:
 
 
 class StaleRead(Exception):
-    """Reads of one reader saw different physical versions (remote stores only)."""
+    """A reader can no longer serve the version it started on (the in-memory store after
+    a commit; a remote reader whose snapshot lease ran out after the context moved):
+    redo the whole read."""
 
 
 class StaleCommit(Exception):

@@ -2,6 +2,7 @@
 gRPC StorageClient talking to a real StorageService over loopback."""
 from __future__ import annotations
 
+import threading
 import time
 
 import grpc
@@ -26,7 +27,7 @@ def store(request, tmp_path):
     else:
         app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0")).start()
         channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-        yield StorageClient(channel, timeout=10)
+        yield StorageClient(channel, timeout=10, page_rows=3)  # scans span many RPCs
         channel.close()
         app.stop(grace=1)
 
@@ -108,17 +109,42 @@ def test_bad_tables_and_keys_are_structured_errors(store):
     assert store.contexts() == []
 
 
-def test_a_reader_never_sees_a_mix_of_versions(store):
-    store.commit("c", 0, [Write("frames", ("a",), b"old"), Write("frames", ("b",), b"old")])
+def _commit_in_thread(store, ctx, expect, writes):
+    """Commit from another thread, as a concurrent writer would, and wait for it."""
+    result = []
+    t = threading.Thread(target=lambda: result.append(store.commit(ctx, expect, writes)))
+    t.start()
+    t.join()
+    assert result == [expect + 1]
+
+
+def test_dist_05_a_reader_sees_one_version_while_other_threads_commit(store):
+    """Commits land between the gets and inside the paged scans of one reader: an LMDB or
+    remote reader keeps seeing the version it started on; the in-memory one refuses
+    (StaleRead) rather than mix versions."""
+    def version(n):
+        return [Write("frames", (f"f{i:02}",), f"v{n}".encode()) for i in range(10)] + \
+            [Write("meta", (), str(n).encode())]
+    store.commit("c", 0, version(0))
+    seq = 1
     with store.reader("c") as r:
-        first = r.get("frames", ("a",))
-        store.commit("c", 1, [Write("frames", ("a",), b"new"), Write("frames", ("b",), b"new")])
-        if isinstance(store, LmdbStore):  # a real snapshot: still the old version
-            assert first == b"old" and r.get("frames", ("b",)) == b"old"
-        else:  # remote/in-memory readers refuse instead of mixing
-            assert first == b"old"
-            with pytest.raises(StaleRead):
-                r.get("frames", ("b",))
+        assert r.get("meta", ()) == b"0"
+        for n in range(4):
+            _commit_in_thread(store, "c", seq, version(seq))
+            seq += 1
+            if isinstance(store, MemoryStore):
+                with pytest.raises(StaleRead):
+                    r.get("meta", ())
+                return
+            rows = r.scan("frames", reverse=n % 2 == 1)
+            seen = [next(rows)]
+            _commit_in_thread(store, "c", seq, version(seq))  # in the middle of a scan
+            seq += 1
+            seen += list(rows)
+            assert len(seen) == 10 and {v for _, v in seen} == {b"v0"}
+            assert r.get("frames", ("f09",)) == b"v0" and r.get("meta", ()) == b"0"
+            assert r.commit_seq == 1
+    assert read(store, "c", "meta", ()) == b"8"
 
 
 def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(tmp_path):
@@ -153,3 +179,161 @@ def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(t
     for i in range(16):
         assert len(rows(store, f"c{i}", "frames")) == 25
     store.close()
+
+
+# -- read snapshots of the storage service (remote readers only) ----------------------
+
+class Clock:
+    """The registry's time source, moved by the test instead of waited for."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def snap(tmp_path):
+    """A real StorageService (LMDB, loopback gRPC) whose snapshots have a 5 s lease on a
+    test clock and a cap of 2."""
+    from concurrent import futures
+    from types import SimpleNamespace
+
+    from morphz.api.storage.v1 import storage_pb2_grpc
+    from morphz.services.storage.servicer import StorageServicer
+    from morphz.services.storage.snapshots import SnapshotRegistry
+
+    lmdb_store, clock = LmdbStore(str(tmp_path / "snap")), Clock()
+    registry = SnapshotRegistry(lmdb_store, lease=5.0, limit=2, clock=clock)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    storage_pb2_grpc.add_StorageServiceServicer_to_server(
+        StorageServicer(lmdb_store, registry), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    yield SimpleNamespace(client=StorageClient(channel, timeout=10), store=lmdb_store,
+                          registry=registry, clock=clock,
+                          stub=storage_pb2_grpc.StorageServiceStub(channel))
+    channel.close()
+    server.stop(None)
+    registry.close()
+    lmdb_store.close()
+
+
+def _reason(fn, *args):
+    from morphz.shared.grpc_errors import call
+    with pytest.raises(MorphzError) as info:
+        call(fn, *args, timeout=10)
+    return info.value
+
+
+def test_dist_05_closing_a_reader_releases_its_snapshot_and_the_cap_is_structured(snap):
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    first, second = snap.client.reader("c"), snap.client.reader("c")
+    assert first.get("frames", ("a",)) == second.get("frames", ("a",)) == b"A"
+    assert len(snap.registry) == 2
+    with pytest.raises(MorphzError) as info:
+        with snap.client.reader("c") as third:
+            third.get("frames", ("a",))
+    assert info.value.reason == "STORAGE_SNAPSHOT_LIMIT"
+    assert info.value.to_dict()["code"] == "RESOURCE_EXHAUSTED"
+    assert info.value.details["limit"] == 2
+    first.close()
+    assert len(snap.registry) == 1
+    with snap.client.reader("c") as third:
+        assert third.get("frames", ("a",)) == b"A"
+    second.close()
+    assert len(snap.registry) == 0
+
+
+def test_dist_05_an_expired_unknown_or_foreign_snapshot_is_a_structured_error(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    opened = snap.stub.OpenSnapshot(pb.OpenSnapshotRequest(context="c"), timeout=10)
+    assert opened.commit_seq == 1 and opened.lease_ms == 5000
+    foreign = _reason(snap.stub.Get, pb.GetRequest(context="other", table="frames",
+                                                    snapshot=opened.snapshot))
+    unknown = _reason(snap.stub.Scan, pb.ScanRequest(context="c", table="frames",
+                                                      snapshot="0" * 32))
+    snap.clock.now += 5.0
+    expired = _reason(snap.stub.Get, pb.GetRequest(context="c", table="frames",
+                                                    snapshot=opened.snapshot))
+    for err in (foreign, unknown, expired):
+        assert err.reason == "STORAGE_SNAPSHOT_EXPIRED"
+        assert err.to_dict()["code"] == "ABORTED"
+    assert len(snap.registry) == 0  # the expired one was released on use
+
+
+def test_dist_05_use_renews_the_lease_and_the_reaper_releases_forgotten_snapshots(snap):
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    kept, forgotten = snap.client.reader("c"), snap.client.reader("c")
+    kept.get("frames", ("a",))
+    forgotten.get("frames", ("a",))
+    for _ in range(3):  # 12 s in all, never 5 s without a use
+        snap.clock.now += 4.0
+        assert kept.get("frames", ("a",)) == b"A"
+    snap.registry.reap()  # (the background reaper may have been first)
+    assert len(snap.registry) == 1  # the forgotten one is gone; the kept one was renewed
+    kept.close()
+
+
+def test_dist_05_a_remote_reader_outliving_its_lease_continues_or_gets_stale_read(snap):
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    with snap.client.reader("c") as r:
+        assert r.get("frames", ("a",)) == b"A"
+        snap.clock.now += 6.0
+        # Nothing changed: a new snapshot at the same commit_seq continues the read.
+        assert list(r.scan("frames")) == [(("a",), b"A")] and r.commit_seq == 1
+        snap.clock.now += 6.0
+        snap.client.commit("c", 1, [Write("frames", ("a",), b"B")])
+        with pytest.raises(StaleRead):  # the version it read is gone: redo the whole read
+            r.get("frames", ("a",))
+    assert len(snap.registry) == 0
+    with snap.client.reader("c") as r:
+        assert r.get("frames", ("a",)) == b"B" and r.commit_seq == 2
+
+
+def test_dist_05_expired_snapshots_make_room_under_the_cap(snap):
+    readers = [snap.client.reader("c") for _ in range(2)]
+    for r in readers:
+        r.commit_seq  # opens its snapshot
+    snap.clock.now += 5.0
+    with snap.client.reader("c") as r:  # the cap is reached, but both leases ran out
+        assert r.commit_seq == 0
+    for r in readers:
+        r.close()  # already released: closing is harmless
+    assert len(snap.registry) == 0
+
+
+def test_dist_05_concurrent_remote_commits_share_lmdb_write_transactions(snap):
+    """Commit RPCs go through the store's group commit like in-process writers: held
+    at the leader until all 8 first commits are queued, they land in one write
+    transaction; then every one of 8 x 10 commits lands, in order per context."""
+    errors = []
+
+    def writer(ctx: str) -> None:
+        try:
+            for n in range(10):
+                assert snap.client.commit(ctx, n, [Write("frames", (f"f{n}",), b"x")]) == n + 1
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(f"c{i}",)) for i in range(8)]
+    with snap.store._leader:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(snap.store._queue) < 8 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(snap.store._queue) == 8
+        txn_before = snap.store._env.info()["last_txnid"]
+    for t in threads:
+        t.join()
+    assert not errors
+    stats = snap.store.stats
+    assert stats["commits"] == 80
+    assert stats["write_transactions"] <= 80 - 7
+    assert snap.store._env.info()["last_txnid"] - txn_before == stats["write_transactions"]
+    for i in range(8):
+        assert len(rows(snap.client, f"c{i}", "frames")) == 10
