@@ -27,7 +27,7 @@ from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClien
 from morphz.shared.errors import MorphzError
 
 DEFAULT_DATA_DIR = "./data"
-EVENT_KINDS = ("user-message", "tool-result", "approval", "external")
+EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
 MAX_MESSAGE_BYTES = 64 << 20
 STDIN = "-"
 
@@ -99,7 +99,8 @@ def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
     text = args.text if args.text is not None else read_text(args.file)
     return client.append_event(args.context, args.session, args.kind, text,
                                request_id=args.request_id, actor=args.actor,
-                               causal_refs=args.causal_refs)
+                               causal_refs=args.causal_refs, activation=args.activation,
+                               target_session=args.to)
 
 
 def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -158,13 +159,18 @@ def render_status(r: dict, out: TextIO) -> None:
     _line(out, "outbox_lag", r["outbox_lag"])
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
-        print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}",
-              file=out)
+        print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"
+              f" messages_waiting={s.get('messages_waiting', 0)}"
+              f" outstanding_calls={s.get('outstanding_calls', 0)}", file=out)
 
 
 def render_event_receipt(r: dict, out: TextIO) -> None:
     for key in ("ref", "seq", "id", "replayed"):
         _line(out, key, r[key])
+    # Where an action, a call's result or a message went (absent for other inputs).
+    for key in ("session", "activation", "call", "returned_to", "target_session"):
+        if r.get(key):
+            _line(out, key, r[key])
 
 
 def render_activation(r: dict, out: TextIO) -> None:
@@ -175,6 +181,8 @@ def render_activation(r: dict, out: TextIO) -> None:
     _line(out, "tick", f"{r['tick']}{' (advanced)' if r['tick_advanced'] else ''}")
     _line(out, "retired_frames", r["retired_frames"])
     _line(out, "delivered", r["delivered"])
+    if r.get("results"):  # results of its calls that came while it was open
+        _line(out, "results", r["results"])
 
 
 def render_receipt(r: dict, out: TextIO) -> None:
@@ -224,6 +232,9 @@ def render_event(r: dict, out: TextIO) -> None:
     for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
                 "protected", "causal_refs", "request_id", "context"):
         _line(out, key, r.get(key))
+    for key in ("activation", "call", "target_session"):
+        if r.get(key):
+            _line(out, key, r[key])
     print(file=out)
     print(r.get("text", ""), file=out)
 
@@ -307,9 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("status", "show a context's status")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
 
-    p = add("event", "append an input event")
-    p.add_argument("--session", required=True)
+    p = add("event", "append an input event, an action or a message")
+    p.add_argument("--session", default="",
+                   help="the event's session (a message's source); a tool result naming its "
+                   "call (--causal-ref @eN of the action) may leave it to the call")
     p.add_argument("--kind", required=True, choices=EVENT_KINDS)
+    p.add_argument("--activation", default="", metavar="ID",
+                   help="action: the open activation of --session that issued the call")
+    p.add_argument("--to", default="", metavar="SESSION",
+                   help="message: the other session it is addressed to")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the event text")
     src.add_argument("--file", metavar="FILE", help="read the event text from FILE (- = stdin)")

@@ -32,10 +32,12 @@ class TransactionClient:
         return self._call("GetStatus", pb.GetStatusRequest, context=context)
 
     def append_event(self, context: str, session: str, kind: str, text: str, *,
-                     request_id: str = "", actor: str = "", causal_refs=()) -> dict:
+                     request_id: str = "", actor: str = "", causal_refs=(),
+                     activation: str = "", target_session: str = "") -> dict:
         return self._call("AppendEvent", pb.AppendEventRequest, context=context,
                           session=session, kind=kind, text=text, request_id=request_id,
-                          actor=actor, causal_refs=list(causal_refs))
+                          actor=actor, causal_refs=list(causal_refs), activation=activation,
+                          target_session=target_session)
 
     def activate(self, context: str, session: str) -> dict:
         return self._call("Activate", pb.ActivateRequest, context=context, session=session)

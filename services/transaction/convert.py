@@ -1,38 +1,93 @@
-"""Protobuf <-> domain for the transaction service (the structured context-tx form)."""
+"""Protobuf <-> domain for the transaction service (the structured context-tx form).
+
+The structured form says exactly what the text form says, no more and no less: what
+proto3 cannot show (an empty `from` clause) is an explicit field, a oneof member whose
+value would contradict its name (`first: false`) is rejected, never guessed, @eN refs
+are read as the text form reads them, and the text form's limits hold for the whole
+transaction. The rules are documented on the messages in transaction.proto.
+"""
 from __future__ import annotations
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.services.transaction.core.txlang import (
-    EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx, parse_body)
+    EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx, header_nodes,
+    parse_body, text_nodes)
+from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.records import is_ref, ref, ref_seq
 
 _TARGET_FIELDS = ("retire", "restore", "protect", "unprotect")
-_NAMED_FIELDS = ("checkpoint", "rollback", "drop_checkpoint", "retire_session", "restore_session")
 
 
-def tx_from_proto(t: pb.Transaction) -> Tx:
-    ops: list[Op] = []
+def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> Tx:
+    size = t.ByteSize()
+    if size > limits.max_bytes:
+        raise MorphzError("TX_PARSE_ERROR", f"the transaction exceeds {limits.max_bytes} "
+                          "bytes", syntax="SEXPR_TOO_LARGE", bytes=size)
+    tx = Tx(t.base_version, t.reason, [], t.base_tick if t.HasField("base_tick") else None)
+    nodes = header_nodes(tx)
     for i, o in enumerate(t.ops):
-        kind = o.WhichOneof("op")
-        if kind is None:
-            raise MorphzError("TX_UNKNOWN_OP", "an op with no operation set", op_index=i)
-        v = getattr(o, kind)
-        name = kind.replace("_", "-")
-        if kind in ("create", "derive", "revise"):
-            sources = list(v.sources) if (v.sources or kind == "derive") else None
-            ops.append(FrameOp(name, v.frame_id, parse_body(v.body, i), sources))
-        elif kind in _TARGET_FIELDS:
-            ops.append(TargetsOp(name, list(v.targets)))
-        elif kind in ("relate", "unrelate"):
-            ops.append(EdgeOp(name, v.subject, v.name, v.object))
-        elif kind == "place":
-            where = v.WhichOneof("where") or ""
-            anchor = getattr(v, where) if where in ("before", "after") else ""
-            ops.append(PlaceOp("place", v.frame_id, where, anchor))
-        else:
-            ops.append(NamedOp(name, v))
-    base_tick = t.base_tick if t.HasField("base_tick") else None
-    return check_tx(Tx(t.base_version, t.reason, ops, base_tick))
+        # Counted op by op, so at most one body past the budget is ever read.
+        op, body_nodes = _op_from_proto(o, i, limits)
+        tx.ops.append(op)
+        nodes += text_nodes(op) + body_nodes
+        if nodes > limits.max_nodes:
+            raise MorphzError("TX_PARSE_ERROR", f"the transaction has more than "
+                              f"{limits.max_nodes} nodes in its text form",
+                              syntax="SEXPR_TOO_MANY_NODES", op_index=i)
+    return check_tx(tx)
+
+
+def _op_from_proto(o: pb.Op, i: int, limits: sexpr.Limits) -> tuple[Op, int]:
+    """One operation and the nodes of its body; shape checks are left to check_tx."""
+    kind = o.WhichOneof("op")
+    if kind is None:
+        raise MorphzError("TX_UNKNOWN_OP", "an op with no operation set", op_index=i)
+    v = getattr(o, kind)
+    name = kind.replace("_", "-")
+    if kind in ("create", "derive", "revise"):
+        body, body_nodes = parse_body(v.body, i, limits)
+        return FrameOp(name, v.frame_id, body, _sources(v, kind, i)), body_nodes
+    if kind in _TARGET_FIELDS:
+        return TargetsOp(name, [_target(s) for s in v.targets]), 0
+    if kind in ("relate", "unrelate"):
+        return EdgeOp(name, v.subject, v.name, v.object), 0
+    if kind == "place":
+        return _place(v, i), 0
+    return NamedOp(name, v), 0
+
+
+def _sources(v: pb.FrameBody, kind: str, i: int):
+    """The from clause: None when absent (revise keeps the frame's sources)."""
+    if v.clear_sources and (v.sources or kind == "create"):
+        raise MorphzError("TX_INVALID", "clear_sources says `(from)` with no sources: "
+                          + ("create has no sources" if kind == "create"
+                             else "it cannot come with sources"),
+                          op_index=i, ref=v.frame_id, field=f"{kind}.clear_sources")
+    if v.sources or v.clear_sources:
+        return [_target(s) for s in v.sources]
+    return [] if kind == "derive" else None  # derive without sources: check_tx says so
+
+
+def _target(s: str) -> str:
+    # The text form reads `@e007` as @e7: so must this form, or one observation would
+    # have two names (and two conflict boundaries).
+    return ref(ref_seq(s)) if is_ref(s) else s
+
+
+def _place(v: pb.Place, i: int) -> PlaceOp:
+    where = v.WhichOneof("where")
+    if where is None:
+        raise MorphzError("TX_INVALID", "place needs one of before, after, first, last",
+                          op_index=i, field="place.where")
+    if where in ("first", "last"):
+        # A oneof member is present even when false; `first: false` has no meaning
+        # (it does not say "not first"), so it is rejected rather than obeyed.
+        if not getattr(v, where):
+            raise MorphzError("TX_INVALID", f"place {where} must be true when set",
+                              op_index=i, field=f"place.{where}")
+        return PlaceOp("place", v.frame_id, where)
+    return PlaceOp("place", v.frame_id, where, getattr(v, where))
 
 
 def tx_to_proto(tx: Tx) -> pb.Transaction:
@@ -43,8 +98,9 @@ def tx_to_proto(tx: Tx) -> pb.Transaction:
         field = o.op.replace("-", "_")
         op = out.ops.add()
         if isinstance(o, FrameOp):
-            getattr(op, field).CopyFrom(pb.FrameBody(frame_id=o.frame_id, body=o.body,
-                                                     sources=o.sources or []))
+            getattr(op, field).CopyFrom(pb.FrameBody(
+                frame_id=o.frame_id, body=o.body, sources=o.sources or [],
+                clear_sources=o.sources == []))
         elif isinstance(o, TargetsOp):
             getattr(op, field).targets.extend(o.targets)
         elif isinstance(o, EdgeOp):

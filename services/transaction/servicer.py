@@ -30,7 +30,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         reply = self._core.append_event(
             request.context, request.session, request.kind, request.text,
             request_id=request.request_id, actor=request.actor,
-            causal_refs=list(request.causal_refs))
+            causal_refs=list(request.causal_refs), activation=request.activation,
+            target_session=request.target_session)
         return from_plain(reply, pb.AppendEventResponse())
 
     @rpc_boundary

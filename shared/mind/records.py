@@ -15,9 +15,15 @@ ACTIVE, RETIRING, RETIRED = "active", "retiring", "retired"
 
 # Input kinds an agent runtime appends. The external facts advance the cognitive
 # clock when claimed; `continuation` (the runtime's own follow-up) and `recall`
-# (results of a recall made for an evaluation) are observations that do not.
-EXTERNAL_KINDS = ("user-message", "tool-result", "approval", "external")
+# (results of a recall made for an evaluation) are observations that do not. A
+# `message` comes from another session and waits in its target's inbox.
+TOOL_RESULT, MESSAGE = "tool-result", "message"
+EXTERNAL_KINDS = ("user-message", TOOL_RESULT, "approval", "external", MESSAGE)
 INPUT_KINDS = EXTERNAL_KINDS + ("continuation", "recall")
+# An action (a tool call an activation issued) is appended too, but it is no
+# observation: it belongs to its activation's causal scope and waits for its result.
+ACTION = "action"
+APPEND_KINDS = INPUT_KINDS + (ACTION,)
 # Runtime events written by the transaction service itself.
 CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")
@@ -145,6 +151,17 @@ class Activation:
     tick_advanced: bool
     retired_frames: list[str] = field(default_factory=list)
     delivered: bool = False
+    # Results of this activation's own calls that arrived while it was open (CONC-04).
+    results: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Call:
+    """An action and where its result goes: the activation that issued it."""
+    activation: str
+    session: str
+    result: Optional[int] = None  # seq of the tool result that answered it
+    late: bool = False            # the result came after the activation was delivered
 
 
 @dataclass
@@ -159,7 +176,8 @@ class Checkpoint:
 def activation_view(act: Activation) -> dict:
     """An activation as services answer it: refs for the claimed inputs and the root."""
     return dict(plain(act), claimed=[ref(s) for s in act.claimed],
-                root=ref(act.root) if act.root is not None else "")
+                root=ref(act.root) if act.root is not None else "",
+                results=[ref(s) for s in act.results])
 
 
 T = TypeVar("T")

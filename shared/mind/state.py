@@ -235,12 +235,44 @@ class MindState:
 
     def put_activation(self, a: R.Activation) -> None:
         """Store an activation; an undelivered one keeps its root request protected."""
-        self._put("activations", (a.id,), R.dumps(a))
+        rec = R.plain(a)
+        if not rec["results"]:  # rows of activations without results keep their old bytes
+            del rec["results"]
+        self._put("activations", (a.id,), R.dumps(rec))
         if a.root is not None:
             self._put("root_requests", (a.root,), None if a.delivered else a.id.encode())
 
     def is_protected_root(self, seq: int) -> bool:
         return self._get("root_requests", (seq,)) is not None
+
+    # -- causal scopes: calls, messages, promoted evidence ----------------------------------
+    def call(self, seq: int) -> Optional[R.Call]:
+        return R.loads(R.Call, self._get("calls", (seq,)))
+
+    def put_call(self, seq: int, c: R.Call) -> None:
+        """Store a call; one without a result stays listed among its session's open calls."""
+        self._put("calls", (seq,), R.dumps(c))
+        self._put("open_calls", (c.session, seq),
+                  c.activation.encode() if c.result is None else None)
+
+    def open_calls(self, sid: str) -> list[tuple[int, str]]:
+        """(action seq, activation id) of the session's calls still waiting for a result."""
+        return [(k[1], raw.decode()) for k, raw in self._scan("open_calls", (sid,))]
+
+    def set_waiting(self, target: str, seq: int, source: Optional[str]) -> None:
+        self._put("messages_waiting", (target, seq), None if source is None else source.encode())
+
+    def waiting(self, target: str) -> list[int]:
+        """Messages addressed to the session that no activation of it has claimed yet."""
+        return [k[1] for k, _ in self._scan("messages_waiting", (target,))]
+
+    def is_promoted(self, seq: int) -> bool:
+        return self._get("promoted", (seq,)) is not None
+
+    def promote(self, seq: int, revision: int) -> None:
+        """Mark evidence as cited by the shared Mind; the first revision that did stays."""
+        if not self.is_promoted(seq):
+            self._put("promoted", (seq,), str(revision).encode())
 
     # -- organizing window ----------------------------------------------------------------
     def set_due(self, due_tick: int, frame_id: str, generation: Optional[int]) -> None:

@@ -42,7 +42,8 @@ def test_core_01_events_are_immutable(mind, storage, expect_rejected):
 
 
 def test_core_02_event_identity_sequence_kind_actor_session_causal_refs(mind):
-    first = mind.event("please ship v1", session="s1")
+    # A causal ref names evidence the event's session may see (CONC-07): its own.
+    first = mind.event("please ship v1", session="s2")
     second = mind.event("npm test: ok", kind="tool-result", session="s2", actor="npm",
                         causal_refs=[first["ref"]])
     assert second["seq"] == first["seq"] + 1 and second["ref"] == f"@e{second['seq']}"

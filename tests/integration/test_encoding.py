@@ -77,8 +77,8 @@ def test_core_23_only_claimed_observations_of_the_causal_scope_are_visible(mind,
     again = enc.compile(mind.context, "s1", activation=e["activation"])
     assert own["ref"] in items(e, "observation")
     assert other["ref"] not in items(e, "observation")
-    assert {"key": other["ref"], "reason": "outside scope: another session's causal scope"} \
-        in e["omitted"]
+    # Another session's private evidence is not even named: it reads as missing (CONC-07).
+    assert other["ref"] not in {o["key"] for o in e["omitted"]}
     # Not claimed yet: it waits for the next activation, then it is visible.
     assert late["ref"] not in items(again, "observation")
     assert {"key": late["ref"], "reason": "pending: arrives with the next activation"} \
@@ -88,6 +88,7 @@ def test_core_23_only_claimed_observations_of_the_causal_scope_are_visible(mind,
     err = expect_rejected("MUST_READ_MISSING", enc.compile, mind.context, "s1",
                           must_read=["@e999", other["ref"], "@e²"])
     assert set(err.details["missing"]) == {"@e999", other["ref"], "@e²"}
+    assert err.details["why"][other["ref"]] == err.details["why"]["@e999"]
 
 
 def test_core_24_large_tool_result_is_a_marked_preview_and_its_ref_reads_the_whole(
@@ -247,7 +248,8 @@ def test_asm_01_scope_can_only_be_narrowed_and_reads_outside_are_refused(mind, e
     # Reads and searches through a snapshot stay inside its frozen scope.
     assert enc.read(mind.context, child["snapshot"], log["ref"])["text"] == "build ok"
     expect_rejected("SCOPE_VIOLATION", enc.read, mind.context, child["snapshot"], ask["ref"])
-    expect_rejected("SCOPE_VIOLATION", enc.read, mind.context, parent["snapshot"],
+    # Another session's private evidence is answered as a missing one (CONC-07).
+    expect_rejected("EVENT_NOT_FOUND", enc.read, mind.context, parent["snapshot"],
                     foreign["ref"])
     expect_rejected("SCOPE_VIOLATION", enc.read, mind.context, parent["snapshot"], "notes")
     assert enc.search(mind.context, parent["snapshot"], "secret")["empty_reason"] == "no_match"
@@ -270,8 +272,10 @@ def test_asm_02_must_read_that_does_not_fit_fails_naming_it(mind, enc, expect_re
 def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, client,
                                                                expect_rejected):
     report = release_context(mind)
-    mind.event("not for s1", session="s2")
-    e = enc.compile(mind.context, "s1", budget_bytes=65_536)
+    foreign = mind.event("not for s1", session="s2")
+    approval = mind.event("approved", kind="approval", session="s1")
+    e = enc.compile(mind.context, "s1", budget_bytes=65_536,
+                    scope={"kinds": ["user-message", "tool-result"]})
     record = enc.show(mind.context, e["snapshot"])
     text = e["text"]
     assert record["hash"] == e["hash"] == \
@@ -286,7 +290,8 @@ def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, clien
     assert record["inputs"]["frames"] == [{"id": "release", "revision": 1, "state": "active",
                                            "protected": False, "retire_reason": "",
                                            "due_tick": 0, "remaining_ticks": 0}]
-    assert any(o["reason"].startswith("outside scope") for o in record["omitted"])
+    assert {"key": approval["ref"], "reason": "outside scope: kind"} in record["omitted"]
+    assert foreign["ref"] not in {o["key"] for o in record["omitted"]}  # not even named
     assert record["budget"]["bytes"] == 65_536 and record["scope"]["sessions"] == ["s1"]
     mind.client.commit(mind.context, RELEASE_TX.format(base=mind.revision(), ref=report["ref"]))
     assert enc.show(mind.context, e["snapshot"]) == record

@@ -14,6 +14,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
+from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import depcheck, search as searching
 from morphz.services.encoding.core.gather import gather
@@ -211,11 +212,15 @@ class EncodingCore:
             seq = R.parse_ref(ref)
             if seq is None:
                 seq = m.event_seq_by_id(ref)
+                # Another session's private evidence reads as a missing one (CONC-07).
+                if seq is not None and not Viewer(m, record["session"]).sees_seq(seq):
+                    seq = None
             if seq is not None:
                 ev = m.event(seq) if seq < meta.next_seq else None
-                if ev is None:
+                if ev is None or not Viewer(m, record["session"]).sees(ev):
                     raise MorphzError("EVENT_NOT_FOUND", f"no event {ref[:80]}", ref=ref[:80])
-                why = scope.why_not_event(ev.session, ev.kind, ev.time)
+                # What the session may see is its causal scope; kinds and times narrow it.
+                why = scope.why_not_event(record["session"], ev.kind, ev.time)
                 if why:
                     raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
                                       ref=R.ref(seq), snapshot=snapshot)

@@ -7,7 +7,9 @@ import json
 from dataclasses import dataclass, field
 
 from morphz.shared.mind import records as R
+from morphz.shared.mind.records import ref_seq
 from morphz.shared.mind.state import MindState
+from morphz.shared.mind.visibility import Viewer, home, target_of
 from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.scope import Scope
@@ -43,6 +45,8 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     meta = m.meta()
     pending = set(m.pending(session))
     claimed = set(act.claimed)
+    fresh = claimed | set(act.results)
+    viewer = Viewer(m, session)
     # Every undelivered root request stays an objective until its activation is
     # delivered, not only the current activation's (the transaction core indexes them).
     roots = {k[0] for k, _ in reader.scan("root_requests")}
@@ -52,7 +56,9 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     for seq in m.inbox():
         ev = m.event(seq)
         ref = R.ref(seq)
-        why = scope.why_not_event(ev.session, ev.kind, ev.time)
+        if home(ev) != session and not viewer.sees(ev):
+            continue  # another session's private evidence: not even named (CONC-07)
+        why = scope.why_not_event(home(ev), ev.kind, ev.time)
         if not why and seq in pending:
             why = PENDING
         if why:
@@ -64,7 +70,8 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
         big = len(ev.text.encode("utf-8")) > budget.preview_bytes
         observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, ev.text,
                                 PREVIEW if big and ref not in wanted else FULL, obs.protected,
-                                "new" if seq in claimed else "seen", seq in roots))
+                                "new" if seq in fresh else "seen", seq in roots,
+                                target_of(ev)))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     # The reader is fresh (no overlay), so its rows are read directly, in key order, per
@@ -87,7 +94,8 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     shown = {f.id for f in rendered}
     relations = [list(e) for e in m.relations() if e[0] in shown]
     checkpoints = [[k[0], json.loads(raw)["revision"]] for k, raw in reader.scan("checkpoints")]
-    sessions = [{"id": s.id, "state": s.state, "level": s.level} for s in m.sessions()]
+    sessions = [{"id": s.id, "state": s.state, "level": s.level,
+                 "waiting": len(m.waiting(s.id))} for s in m.sessions()]
 
     present = {R.ref(o.seq) for o in observations} | {f.id for f in rendered}
     for item in must_read:
@@ -96,9 +104,8 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
         seq = R.parse_ref(item)
         if seq is not None:
             obs = m.observation(seq)
-            g.missing[item] = ("no such observation" if obs is None and
-                               (seq >= meta.next_seq or m.event(seq) is None or
-                                m.event(seq).kind not in R.INPUT_KINDS)
+            g.missing[item] = ("no such observation" if obs is None or
+                               not viewer.sees_seq(seq)
                                else "retired observation: restore it or read it by ref")
         else:
             f = frames.get(item)
@@ -111,5 +118,25 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
         window=meta.window, activation=R.activation_view(act), observations=observations,
         frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
         pending=len(pending), scope=scope, time=time, env=env, budget=budget,
-        capabilities=capabilities)
+        capabilities=capabilities, calls=_open_calls(m, session),
+        late_results=_late_results(m, pending, claimed))
     return g
+
+
+def _open_calls(m: MindState, session: str) -> list[dict]:
+    return [{"ref": R.ref(seq), "activation": aid, "actor": m.event(seq).actor}
+            for seq, aid in m.open_calls(session)]
+
+
+def _late_results(m: MindState, pending: set[int], claimed: set[int]) -> list[dict]:
+    """Results of the session's calls that came after their activation was delivered,
+    still pending or claimed by this activation: the kernel announces them."""
+    out = []
+    for seq in sorted(pending | claimed):
+        ev = m.event(seq)
+        call = ev.data.get("call") if ev.kind == R.TOOL_RESULT else None
+        c = m.call(ref_seq(call)) if call else None
+        if c is not None and c.late:
+            out.append({"ref": R.ref(seq), "call": call, "activation": c.activation,
+                        "state": "pending" if seq in pending else "claimed"})
+    return out

@@ -25,8 +25,9 @@ class Obs:
     text: str
     residency: str = FULL
     protected: bool = False
-    freshness: str = "seen"  # new: claimed by this activation
+    freshness: str = "seen"  # new: claimed by this activation, or a result of its call
     root: bool = False       # the root request of an undelivered activation
+    target: str = ""         # a message's target session (its `session` is the source)
 
 
 @dataclass
@@ -54,11 +55,16 @@ class Material:
     frames: list[FrameIn]     # placement order
     relations: list[list[str]]
     checkpoints: list[list]   # [name, revision]
-    sessions: list[dict]      # {id, state, level}
+    sessions: list[dict]      # {id, state, level, waiting: messages addressed to it}
     pending: int              # this session's inputs waiting for the next activation
     scope: Scope
     time: str                 # local time with offset, fixed at compile
     env: Environment
     budget: Budget
     capabilities: dict = field(default_factory=dict)  # name -> list of verbs
+    # The evaluating session's calls still waiting for a result: {ref, activation, actor}.
+    calls: list[dict] = field(default_factory=list)
+    # Results of its calls that came after their activation was delivered (pending, or
+    # claimed by this activation): {ref, call, activation, state}.
+    late_results: list[dict] = field(default_factory=list)
     version: int = ENCODING_VERSION

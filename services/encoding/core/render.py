@@ -111,7 +111,10 @@ def inbox(m: Material) -> list[Item]:
     out = []
     for o in m.observations:
         total = len(o.text.encode("utf-8"))
-        meta = (f"(kind {atom_text(o.kind)}) (session {atom_text(o.session)}) "
+        # A message names where it comes from and goes to, and carries its text only.
+        whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
+                 else f"(session {atom_text(o.session)})")
+        meta = (f"(kind {atom_text(o.kind)}) {whose} "
                 f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) ")
         if o.residency == PREVIEW:
             shown = preview_text(o.text, m.budget.preview_bytes)
@@ -171,10 +174,28 @@ def mind(m: Material) -> list[Item]:
 
 
 def session_directory(m: Material) -> list[Item]:
-    return [item("session", s["id"], [runtime(form("state", atom(s["state"])),
-                                              form("level", atom(s["level"])),
-                                              form("current", yes(s["id"] == m.session)))])
-            for s in m.sessions]
+    out = []
+    for s in m.sessions:
+        facts = [form("state", atom(s["state"])), form("level", atom(s["level"])),
+                 form("current", yes(s["id"] == m.session))]
+        if s.get("waiting"):  # messages addressed to it, not claimed yet
+            facts.append(form("messages-waiting", s["waiting"]))
+        out.append(item("session", s["id"], [runtime(*facts)]))
+    return out
+
+
+def scope_items(m: Material) -> list[Item]:
+    """The evaluating session's calls still waiting for a result, and results of its
+    calls that came after their activation was delivered (CONC-04)."""
+    out = [item("call", c["ref"], [runtime(form("activation", atom(c["activation"])),
+                                           form("actor", c["actor"]),
+                                           form("result", Symbol("outstanding")))])
+           for c in m.calls]
+    out += [item("late-result", r["ref"], [runtime(
+        form("call", ref_or_atom(r["call"])), form("activation", atom(r["activation"])),
+        form("activation-delivered", Symbol("yes")), form("state", Symbol(r["state"])))])
+        for r in m.late_results]
+    return out
 
 
 def kernel_items(m: Material) -> list[Item]:
@@ -197,7 +218,10 @@ def kernel_items(m: Material) -> list[Item]:
             form("root", ref_or_atom(root) if root else Symbol("none")),
             form("tick", a["tick"]), form("tick-advanced", yes(a["tick_advanced"])),
             form("retired-frames", *map(atom, a.get("retired_frames", []))),
-            form("delivered", yes(a["delivered"])))]),
+            form("delivered", yes(a["delivered"])),
+            # Results of its calls that came while it was open (continuing it).
+            *([form("results", *map(ref_or_atom, a["results"]))] if a.get("results")
+              else []))]),
         *([item("objective", R.ref(o.seq), [runtime(form("root-request", ref_or_atom(
             R.ref(o.seq))), form("delivered", Symbol("no")))]) for o in m.observations if o.root]
           or [item("objective", None, [runtime(Symbol("none"))])]),
@@ -205,6 +229,7 @@ def kernel_items(m: Material) -> list[Item]:
                                             form("mind", Symbol("context-tx")), scope_form)]),
         item("scheduling", m.session,
              [runtime(form("pending-inputs", m.pending))]),
+        *scope_items(m),
     ]
 
 

@@ -41,13 +41,14 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
             "observations": [{"ref": f"@e{o.seq}", "kind": o.kind, "session": o.session,
                               "actor": o.actor, "time": o.time, "residency": o.residency,
                               "protected": o.protected, "freshness": o.freshness,
-                              "root": o.root} for o in m.observations],
+                              "root": o.root, **({"target": o.target} if o.target else {})}
+                             for o in m.observations],
             "frames": [{"id": f.id, "revision": f.revision, "state": f.state,
                         "protected": f.protected, "retire_reason": f.retire_reason,
                         "due_tick": f.due_tick, "remaining_ticks": f.remaining_ticks}
                        for f in m.frames],
             "relations": m.relations, "checkpoints": m.checkpoints, "sessions": m.sessions,
-            "pending": m.pending},
+            "pending": m.pending, "calls": m.calls, "late_results": m.late_results},
         "selected": len(m.observations) + len(m.frames),
         "omitted": omitted, "omitted_total": omitted_total,
         "regions": r.regions, "items": r.items, "pressure": r.pressure.view(),
@@ -122,7 +123,8 @@ def thaw(record: dict, m: MindState) -> tuple[Material, list[str]]:
                 if (ev.kind, ev.session, ev.time) != (o["kind"], o["session"], o["time"]):
                     problems.append(f"{o['ref']}: event identity differs from the record")
             observations.append(Obs(seq, o["kind"], o["session"], o["actor"], o["time"], text,
-                                    o["residency"], o["protected"], o["freshness"], o["root"]))
+                                    o["residency"], o["protected"], o["freshness"], o["root"],
+                                    o.get("target", "")))
         frames = []
         for f in inputs["frames"]:
             old = m.frame_at(f["id"], revision) if revision else None
@@ -143,7 +145,8 @@ def thaw(record: dict, m: MindState) -> tuple[Material, list[str]]:
             time=record["time"],
             env=Environment(env["model"], env["profile"], env["bindings"], env["capabilities"]),
             budget=Budget(b["bytes"], b["tokens"], b["preview_bytes"]),
-            capabilities=record["capabilities"], version=record["version"])
+            capabilities=record["capabilities"], version=record["version"],
+            calls=inputs.get("calls", []), late_results=inputs.get("late_results", []))
     except (KeyError, TypeError, ValueError) as e:
         raise _invalid(sid, f"malformed record ({type(e).__name__}: {e})") from None
     return material, problems

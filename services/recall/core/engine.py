@@ -2,8 +2,10 @@
 
 Reads of events and frames (read, traverse, and the records behind search hits)
 always come from the authoritative store; only the choice and ranking of search
-hits comes from the derived index. A recall made for an evaluation is recorded as a
-new `recall` observation through the transaction service (never a frame change).
+hits comes from the derived index. A recall made for an evaluation sees only what
+that evaluation's causal scope may see, plus the shared Mind (visibility.py): another
+session's private evidence is answered as a missing one. It is recorded as a new
+`recall` observation through the transaction service (never a frame change).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
+from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
 from morphz.shared.text.analyze import query_terms
 
@@ -140,6 +143,8 @@ class RecallCore:
         params = {"op": "search", "context": context, "terms": words, "since": since_us,
                   "until": until_us, "limit": limit, "kinds": kinds, "states": states,
                   "sessions": sessions}
+        if evaluation is not None:  # pages of one causal scope's evidence set
+            params["viewer"] = evaluation["session"]
         with self._tracer.start_as_current_span("recall.search"), \
                 self._store.reader(context) as reader:
             m = MindState(reader)
@@ -149,9 +154,10 @@ class RecallCore:
             position = imeta.get("position", 0)
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
+            viewer = _viewer(m, evaluation)
             hits, next_offset, empty = run_search(m, reader, idx, searcher, words, since_us,
                                                   until_us, kinds, states, sessions, start,
-                                                  limit)
+                                                  limit, viewer.sees_seq if viewer else None)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
                      "lag": max(0, meta.outbox_head - position),
                      "empty": empty if not hits and not start else ""}
@@ -174,6 +180,9 @@ class RecallCore:
             meta = m.require_meta(context)
             seq = ref_seq(ref) if is_ref(ref) else m.event_seq_by_id(ref)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            viewer = _viewer(m, evaluation)
+            if ev is not None and viewer and not viewer.sees(ev):
+                ev = None  # another session's private evidence: as if missing
             if ev is not None:
                 obs = m.observation(ev.seq)
                 head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
@@ -230,8 +239,10 @@ class RecallCore:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist",
                                   ref=frame_id[:80])
             nodes, edges, size, index, more = [], [], 0, 0, False
+            viewer = _viewer(m, evaluation)
             for index, (make, found) in enumerate(walk(m, frame_id, depth, direction,
-                                                       include_bodies, include_events)):
+                                                       include_bodies, include_events,
+                                                       viewer.sees_seq if viewer else None)):
                 if index < start:
                     continue
                 node = make()
@@ -268,6 +279,11 @@ class RecallCore:
         check_name(context, "context")
         self._indexer.rebuild(context)
         return self.inspect(context)
+
+
+def _viewer(m: MindState, evaluation: Optional[dict]) -> Optional[Viewer]:
+    """The evaluating session's view; None for an operator's read (sees everything)."""
+    return Viewer(m, evaluation["session"]) if evaluation else None
 
 
 def _refs_of(reply: dict) -> list[str]:

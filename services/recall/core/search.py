@@ -2,12 +2,13 @@
 
 The index chooses and ranks; the store supplies the records (and the lifecycle
 state, which the state filter checks here, since an observation's retirement is
-not an index intent). Offsets count raw index hits, so a cursor resumes exactly.
+not an index intent). A search for an evaluation drops, the same way, the events its
+causal scope may not see. Offsets count raw index hits, so a cursor resumes exactly.
 """
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Callable, Optional
 
 from morphz.services.recall.core.timeparse import from_us
 from morphz.services.recall.core.views import event_hit, event_state, frame_hit
@@ -21,24 +22,27 @@ MIN_CHUNK = 64
 
 def run_search(m: MindState, reader: Reader, idx: ContextIndex, searcher, words: list[str],
                since_us: Optional[int], until_us: Optional[int], kinds: list[str],
-               states: list[str], sessions: list[str], start: int,
-               limit: int) -> tuple[list[dict], Optional[int], str]:
-    """(hits, raw offset of the next page or None, why empty)."""
+               states: list[str], sessions: list[str], start: int, limit: int,
+               visible: Optional[Callable[[int], bool]] = None,
+               ) -> tuple[list[dict], Optional[int], str]:
+    """(hits, raw offset of the next page or None, why empty). `visible`: for a search
+    made for an evaluation, whether its causal scope may see event seq."""
     q = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us, until_us=until_us)
     marker = Highlighter(set(words))
     hits: list[dict] = []
     offset = start
-    # A state filter (checked here, not in the index) may skip hits: fetch more.
-    chunk = max(MIN_CHUNK, limit + 1) if states else limit + 1
+    filtered = bool(states) or visible is not None
+    # A filter checked here, not in the index, may skip hits: fetch more.
+    chunk = max(MIN_CHUNK, limit + 1) if filtered else limit + 1
     while True:
         raw = idx.search(searcher, q, offset, chunk)
         events = _read_events(reader, raw[:limit - len(hits)])
         for i, h in enumerate(raw):
-            # With a state filter, drop a hit before reading its text and previewing it.
-            if states and not _qualifies(m, reader, h, states):
+            # With a filter, drop a hit before reading its text and previewing it.
+            if filtered and not _qualifies(m, reader, h, states, visible):
                 continue
             if len(hits) == limit:  # one more qualifying hit: the next page starts here
-                if states or _qualifies(m, reader, h, states):
+                if filtered or _qualifies(m, reader, h, states, visible):
                     return hits, offset + i, ""
                 continue
             hit = _resolve(m, reader, h, marker, events)
@@ -76,12 +80,14 @@ def _resolve(m: MindState, reader: Reader, h, marker: Highlighter,
     return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker)
 
 
-def _qualifies(m: MindState, reader: Reader, h, states: list[str]) -> bool:
-    """Whether _resolve would give a hit passing the state filter (no preview)."""
+def _qualifies(m: MindState, reader: Reader, h, states: list[str],
+               visible: Optional[Callable[[int], bool]] = None) -> bool:
+    """Whether _resolve would give a hit passing the filters (no preview)."""
     kind, _, ident = h.key.partition(":")
     if kind == "e":
         seq = int(ident)
         return (reader.get("events", (seq,)) is not None and
-                (not states or event_state(reader, seq) in states))
+                (not states or event_state(reader, seq) in states) and
+                (visible is None or visible(seq)))
     f = m.frame(ident)
     return f is not None and (not states or f.state in states)

@@ -53,9 +53,11 @@ class Graph:
 
 
 def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bool,
-         include_events: bool) -> Iterator[tuple[Callable[[], dict], list[dict]]]:
+         include_events: bool, sees: Optional[Callable[[int], bool]] = None,
+         ) -> Iterator[tuple[Callable[[], dict], list[dict]]]:
     """(node maker, edges found expanding it) in BFS order. A page past a cursor makes
-    only its own nodes (an event node reads and previews its event)."""
+    only its own nodes (an event node reads and previews its event). `sees`: for an
+    evaluation, the events its causal scope may see; any other is a missing leaf."""
     graph = Graph(m, direction)
     seen = {root}
     seen_edges: set[tuple] = set()
@@ -65,7 +67,8 @@ def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bo
         if is_ref(nid):
             seq = ref_seq(nid)
             yield (lambda nid=nid, seq=seq, d=d:
-                   event_node(m, nid, m.event(seq), d, include_events)), []
+                   event_node(m, nid, m.event(seq) if sees is None or sees(seq) else None, d,
+                              include_events)), []
             continue
         f = m.frame(nid)
         node = (lambda f=f, nid=nid, d=d: frame_node(f, nid, d, include_bodies))

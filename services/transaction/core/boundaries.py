@@ -1,6 +1,6 @@
 """Semantic boundaries of a transaction: what it read and what it wrote.
 
-Conflicts are judged per boundary, not per Mind version (seed 001): a transaction
+Conflicts are judged per boundary, not per Mind version: a transaction
 based on version B commits at the latest version when none of its boundaries changed
 after B, and is rejected, naming the changed ones, when any did.
 
@@ -20,10 +20,10 @@ then a change after its base revision counts as unseen.
 """
 from __future__ import annotations
 
-from morphz.services.transaction.core.txlang import (
-    EXACT_VERSION_OPS, EdgeOp, FrameOp, NamedOp, PlaceOp, TargetsOp, Tx, is_ref)
 from typing import Optional
 
+from morphz.services.transaction.core.txlang import (
+    EXACT_VERSION_OPS, EdgeOp, FrameOp, NamedOp, PlaceOp, TargetsOp, Tx, is_ref)
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import Stamp
 from morphz.shared.mind.state import MindState

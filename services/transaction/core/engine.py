@@ -20,11 +20,13 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
+from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
 from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
+from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.errors import MorphzError
@@ -74,6 +76,7 @@ class TransactionCore:
 
     def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]]) -> dict:
         """`build` returns the event to apply, or a finished reply (idempotent retry).
+        A transaction committed for a session may name only what that session sees.
 
         The event is applied to the durable state plus this context's commits still in
         flight, submitted in order, and answered only once durable (see pipeline.py)."""
@@ -92,7 +95,9 @@ class TransactionCore:
                             if isinstance(ev, RawWrite):  # a record outside the Mind
                                 reply, writes = ev.reply, ev.writes
                             else:
-                                reply = apply_event(m, ev)
+                                sees = Viewer(m, ev.session).sees_seq \
+                                    if ev.kind == R.CONTEXT_TX and ev.session else None
+                                reply = apply_event(m, ev, sees)
                                 writes = m.writes()
                             ticket = self._store.submit(context, reader.commit_seq, writes)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
@@ -160,7 +165,9 @@ class TransactionCore:
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for f in m.frames():
                 by_state[f.state] += 1
-            sessions = [dict(R.plain(s), pending=len(m.pending(s.id))) for s in m.sessions()]
+            sessions = [dict(R.plain(s), pending=len(m.pending(s.id)),
+                             messages_waiting=len(m.waiting(s.id)),
+                             outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
                     "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
@@ -169,30 +176,32 @@ class TransactionCore:
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
-                     request_id: str = "", actor: str = "", causal_refs: list[str] = ()) -> dict:
+                     request_id: str = "", actor: str = "", causal_refs: list[str] = (),
+                     activation: str = "", target_session: str = "") -> dict:
+        """An input, an action of an open activation (`activation`), or a message to
+        another session (`target_session`); causal.py decides where it belongs."""
         check_name(context, "context")
-        check_name(session, "session")
-        if kind not in R.INPUT_KINDS:
-            raise MorphzError("EVENT_KIND_INVALID", f"kind must be one of {', '.join(R.INPUT_KINDS)}",
-                              kind=kind[:64])
+        req = Append(session, kind, list(causal_refs), activation, target_session)
+        check_shape(req)
         if len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"text exceeds {MAX_TEXT_BYTES} bytes",
                               field="text")
-        refs = list(causal_refs)
+        refs = req.refs
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
+        # Only when set, so requests made before these fields keep their payload hash.
+        payload.update({k: v for k, v in (("activation", activation),
+                                          ("target_session", target_session)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
-            meta = m.require_meta(context)
+            m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
-            for r in refs:
-                if not is_ref(r) or ref_seq(r) >= meta.next_seq:
-                    raise MorphzError("EVENT_NOT_FOUND", f"causal ref {r[:40]} does not exist",
-                                      ref=r[:40])
-            return self._event(m, context, kind, session=session, actor=actor or kind,
-                               causal_refs=refs, text=text, request_id=request_id,
-                               data={"payload_hash": payload_hash(payload)} if request_id else {})
+            owner, data = route(m, req)
+            if request_id:
+                data["payload_hash"] = payload_hash(payload)
+            return self._event(m, context, kind, session=owner, actor=actor or kind,
+                               causal_refs=refs, text=text, request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
 
     def activate(self, context: str, session: str) -> dict:
@@ -332,7 +341,11 @@ class TransactionCore:
                                   ref=ref_or_id[:80])
             obs = m.observation(seq)
             view = R.plain(ev)
-            del view["data"]  # runtime internals (payload hashes, ids) stay inside
+            data = view.pop("data")  # runtime internals (payload hashes, ids) stay inside
+            # ...except where an event belongs: an action's activation, a result's call,
+            # a message's target.
+            view.update({k: data[k] for k in ("activation", "call", "target_session")
+                         if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE)})
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)

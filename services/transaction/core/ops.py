@@ -37,6 +37,8 @@ class TxRun:
     results: list[Outcome] = field(default_factory=list)
     released_now: dict[str, int] = field(default_factory=dict)
     released_later: dict[str, int] = field(default_factory=dict)
+    # Which events the transaction may name (a commit naming a session: its causal scope).
+    sees: Callable[[int], bool] = lambda seq: True
     touched: set[str] = field(default_factory=set)  # frames the successor rule looks at
     superseded: set[str] = field(default_factory=set)  # retired at once by a successor
     changed: set[str] = field(default_factory=set)  # frames to re-index
@@ -62,7 +64,8 @@ def _check_sources(m: MindState, run: TxRun, sources: list[str]) -> None:
     meta = m.meta()
     for s in sources:
         if is_ref(s):
-            if ref_seq(s) >= meta.next_seq or m.event(ref_seq(s)) is None:
+            if ref_seq(s) >= meta.next_seq or m.event(ref_seq(s)) is None or \
+                    not run.sees(ref_seq(s)):
                 raise run.fail("SOURCE_NOT_FOUND", f"source event {s} does not exist", s)
         elif m.frame(s) is None:
             raise run.fail("SOURCE_NOT_FOUND", f"source frame {s} does not exist", s)
@@ -120,7 +123,7 @@ def apply_revise(m: MindState, run: TxRun, op: FrameOp) -> None:
 
 def _observation(m: MindState, run: TxRun, target: str) -> tuple[int, R.Event, R.Observation]:
     seq = ref_seq(target)
-    ev = m.event(seq) if seq < m.meta().next_seq else None
+    ev = m.event(seq) if seq < m.meta().next_seq and run.sees(seq) else None
     if ev is None:
         raise run.fail("EVENT_NOT_FOUND", f"event {target} does not exist", target)
     if ev.kind not in R.INPUT_KINDS:
@@ -373,8 +376,8 @@ _DISPATCH: dict[str, Callable[[MindState, TxRun, Op], None]] = {
 }
 
 
-def apply_ops(m: MindState, tx: Tx) -> TxRun:
-    run = TxRun(tx)
+def apply_ops(m: MindState, tx: Tx, sees: Optional[Callable[[int], bool]] = None) -> TxRun:
+    run = TxRun(tx) if sees is None else TxRun(tx, sees=sees)
     for run.index, op in enumerate(tx.ops):
         if isinstance(op, TargetsOp):
             for t in op.targets:

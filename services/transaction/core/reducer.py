@@ -6,10 +6,10 @@ the same code, so a replay that differs from the stored projection is real damag
 """
 from __future__ import annotations
 
-
+from typing import Callable, Optional
 
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import rules as rulebook
+from morphz.services.transaction.core import rules as rulebook, scope_reducer
 from morphz.services.transaction.core.boundaries import WINDOW, footprint
 from morphz.services.transaction.core.changes import changed_boundaries
 from morphz.services.transaction.core.ops import apply_ops
@@ -17,15 +17,18 @@ from morphz.shared.mind.state import MindState
 from morphz.services.transaction.core.txlang import Tx
 from morphz.shared.errors import MorphzError
 
-def apply_event(m: MindState, ev: R.Event) -> dict:
-    """Apply one event (its seq is the next one); returns the caller's reply."""
+
+def apply_event(m: MindState, ev: R.Event,
+                sees: Optional[Callable[[int], bool]] = None) -> dict:
+    """Apply one event (its seq is the next one); returns the caller's reply. `sees`:
+    which events a live commit naming a session may cite (replay never restricts)."""
     if ev.kind == R.CONTEXT_CREATED:
         m.init_meta(R.Meta(ev.context, window=ev.data["window"]))
     meta = m.require_meta(ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
     handler = _HANDLERS.get(ev.kind, _apply_input)
-    reply = handler(m, ev)
+    reply = handler(m, ev, sees) if ev.kind == R.CONTEXT_TX else handler(m, ev)
     # The event exists only after its own effects: a transaction cannot cite itself.
     meta.next_seq += 1
     m.add_event(ev)
@@ -61,6 +64,8 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     kinds = {seq: m.event(seq).kind for seq in claimed}
     for seq in claimed:
         m.set_pending(sid, seq, False)
+        if kinds[seq] == R.MESSAGE:
+            m.set_waiting(sid, seq, None)
     advanced = any(k in R.EXTERNAL_KINDS for k in kinds.values())
     retired: list[str] = []
     if advanced:
@@ -107,12 +112,21 @@ def _apply_delivery(m: MindState, ev: R.Event) -> dict:
     return R.activation_view(act)
 
 
-def _apply_tx(m: MindState, ev: R.Event) -> dict:
+def _apply_tool_result(m: MindState, ev: R.Event) -> dict:
+    """A tool result answering a call returns to the scope that issued it (CONC-04)."""
+    if ev.data.get("call"):
+        return scope_reducer.apply_call_result(m, ev)
+    return _apply_input(m, ev)
+
+
+def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] = None) -> dict:
     meta = m.meta()
     rules = rulebook.of_event(ev.data)
     tx = Tx.from_dict(ev.data["tx"])
     meta.revision += 1
-    run = apply_ops(m, tx)
+    run = apply_ops(m, tx, sees=sees)
+    if rules.promote_cited_evidence:
+        scope_reducer.promote_sources(m, tx, meta.revision)
     _, stamped = footprint(tx)
     stamped |= {f"life:{fid}" for fid in run.superseded}
     if rules.stamp_actual_changes:
@@ -144,4 +158,7 @@ _HANDLERS = {
     R.ACTIVATION: _apply_activation,
     R.DELIVERY: _apply_delivery,
     R.CONTEXT_TX: _apply_tx,
+    R.ACTION: scope_reducer.apply_action,
+    R.MESSAGE: scope_reducer.apply_message,
+    R.TOOL_RESULT: _apply_tool_result,
 }

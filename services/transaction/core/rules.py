@@ -9,7 +9,9 @@ rules of its own version, so changing a rule never makes old history look damage
      footprint) and the lifecycles the successor rule retired; activations stamp none.
   2  A transaction also stamps every boundary it actually changed (a rollback's
      frames, edges, order and lifecycles; a session's attention); a window retirement
-     at an activation stamps the frame's lifecycle with the revision and tick.
+     at an activation stamps the frame's lifecycle with the revision and tick. Events
+     a committed frame cites as sources are promoted into the shared Mind (visible to
+     every session's evaluations from then on).
 """
 from __future__ import annotations
 
@@ -23,11 +25,14 @@ class Rules:
     version: int
     stamp_actual_changes: bool
     stamp_window_retirements: bool
+    promote_cited_evidence: bool
 
 
 VERSIONS = {
-    1: Rules(1, stamp_actual_changes=False, stamp_window_retirements=False),
-    2: Rules(2, stamp_actual_changes=True, stamp_window_retirements=True),
+    1: Rules(1, stamp_actual_changes=False, stamp_window_retirements=False,
+             promote_cited_evidence=False),
+    2: Rules(2, stamp_actual_changes=True, stamp_window_retirements=True,
+             promote_cited_evidence=True),
 }
 CURRENT = max(VERSIONS)
 

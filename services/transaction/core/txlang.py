@@ -5,7 +5,7 @@ the Mind are in ops.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 from morphz.shared import sexpr
@@ -27,6 +27,10 @@ REASON_OPS = ("retire", "unprotect", "retire-session")
 MAX_ID_CHARS = 200
 _ID_BAD_CHAR = re.compile(r'[\s()";\x00]')  # \s is str.isspace()
 _INTEGER = re.compile(r"-?\d+\Z")
+# A body's first item `(from ...)` is the from clause to the text form (see _parse_op).
+_FROM_CLAUSE = re.compile(r"\(from[ )]")
+# Body items stand inside (context-tx (OP ID ...)): two lists deep in the text form.
+BODY_DEPTH = 2
 
 
 @dataclass
@@ -168,7 +172,8 @@ def _atom_id(node: object, index: int, what: str = "frame id") -> str:
         return check_frame_id(node.name, index, what)
     if isinstance(node, sexpr.Ref) and what == "target":
         return str(node)
-    raise _bad(f"expected a {what}, got {_show(node)}", index)
+    # `ref` names what was given, as check_frame_id does for the same id given structured.
+    raise _bad(f"expected a {what}, got {_show(node)}", index, ref=_show(node))
 
 
 def _target(node: object, index: int) -> str:
@@ -218,8 +223,47 @@ def _parse_op(head: str, args: list, index: int) -> Op:
     return NamedOp(head, _atom_id(node, index, "session id" if head in SESSION_OPS else "name"))
 
 
+def check_op(o: Op, i: int) -> None:
+    """Shape of one operation: what the text form checks while it reads the operation."""
+    if o.op not in _OP_TYPES or not isinstance(o, _OP_TYPES[o.op]):
+        raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {o.op!r}", op_index=i)
+    if isinstance(o, FrameOp):
+        check_frame_id(o.frame_id, i)
+        for s in o.sources or []:
+            check_target(s, i)
+        # Two shapes the text form cannot write (a Tx must render to text that reads
+        # back as itself): sources on create, and a revise that keeps its sources but
+        # whose body begins with `(from ...)`, which the text form reads as sources.
+        if o.op == "create" and o.sources is not None:
+            raise _bad("create takes no sources: use derive", i, ref=o.frame_id,
+                       field="create.sources")
+        if o.op == "revise" and o.sources is None and _FROM_CLAUSE.match(o.body):
+            raise _bad("a revise body that keeps the sources cannot begin with (from ...): "
+                       "the text form reads that as the sources", i, ref=o.frame_id,
+                       field="revise.body")
+    elif isinstance(o, TargetsOp):
+        if not o.targets:
+            raise _bad(f"{o.op} needs at least one target", i)
+        for t in o.targets:
+            check_target(t, i)
+    elif isinstance(o, EdgeOp):
+        check_frame_id(o.subject, i)
+        check_frame_id(o.name, i, "relation name")
+        check_frame_id(o.object, i)
+    elif isinstance(o, PlaceOp):
+        check_frame_id(o.frame_id, i)
+        if o.where not in ("before", "after", "first", "last"):
+            raise _bad("place needs before, after, first or last", i, field="place.where")
+        if o.where in ("before", "after"):
+            check_frame_id(o.anchor, i)
+    else:
+        check_frame_id(o.name, i, "session id" if o.op in SESSION_OPS else "name")
+
+
 def check_tx(tx: Tx) -> Tx:
-    """Shape rules common to the text and protobuf forms."""
+    """Shape rules common to the text and protobuf forms. Every operation's shape comes
+    first, as in the text form, which checks it while reading, so both forms report the
+    same first error."""
     if tx.base_version < 0:
         raise _bad("base-version must be >= 0")
     if tx.base_tick is not None and tx.base_tick < 0:
@@ -227,39 +271,39 @@ def check_tx(tx: Tx) -> Tx:
     if not tx.ops:
         raise _bad("the transaction has no operations")
     for i, o in enumerate(tx.ops):
-        if o.op not in _OP_TYPES or not isinstance(o, _OP_TYPES[o.op]):
-            raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {o.op!r}", op_index=i)
+        check_op(o, i)
+    for i, o in enumerate(tx.ops):
         if isinstance(o, FrameOp):
-            check_frame_id(o.frame_id, i)
             if o.op == "derive" and not o.sources:
                 raise _bad("derive needs (from SOURCE ...) with at least one source", i,
                            ref=o.frame_id)
-            for s in o.sources or []:
-                check_target(s, i)
-                if s == o.frame_id:
-                    raise _bad(f"frame {o.frame_id} cannot be its own source", i, ref=s)
-        elif isinstance(o, TargetsOp):
-            if not o.targets:
-                raise _bad(f"{o.op} needs at least one target", i)
-            for t in o.targets:
-                check_target(t, i)
-        elif isinstance(o, EdgeOp):
-            check_frame_id(o.subject, i)
-            check_frame_id(o.name, i, "relation name")
-            check_frame_id(o.object, i)
-        elif isinstance(o, PlaceOp):
-            check_frame_id(o.frame_id, i)
-            if o.where not in ("before", "after", "first", "last"):
-                raise _bad("place needs before, after, first or last", i)
-            if o.where in ("before", "after"):
-                check_frame_id(o.anchor, i)
-        else:
-            check_frame_id(o.name, i, "name")
+            if o.frame_id in (o.sources or []):
+                raise _bad(f"frame {o.frame_id} cannot be its own source", i, ref=o.frame_id)
         if o.op in REASON_OPS and not tx.reason.strip():
             raise MorphzError("TX_REASON_REQUIRED",
                               f"a transaction that does {o.op} must give (reason \"...\")",
                               op_index=i, op=o.op)
     return tx
+
+
+def text_nodes(o: Op) -> int:
+    """S-expression nodes the operation takes in the text form, its body's not counted
+    (every list, atom and string is one; see sexpr.Limits.max_nodes)."""
+    if isinstance(o, FrameOp):  # (OP ID [(from S...)] BODY...)
+        return 3 + (0 if o.sources is None else 2 + len(o.sources))
+    if isinstance(o, TargetsOp):
+        return 2 + len(o.targets)
+    if isinstance(o, EdgeOp):
+        return 5
+    if isinstance(o, PlaceOp):  # (place F first) or (place F (before G))
+        return 6 if o.where in ("before", "after") else 4
+    return 3
+
+
+def header_nodes(tx: Tx) -> int:
+    """Nodes of `(context-tx (base-version N) [(base-tick T)] [(reason "...")] ...)`
+    around the ops (a new header clause in render() adds its nodes here)."""
+    return 2 + 3 + (3 if tx.base_tick is not None else 0) + (3 if tx.reason else 0)
 
 
 def _render_op(o: Op) -> str:
@@ -277,10 +321,23 @@ def _render_op(o: Op) -> str:
     return f"({o.op} {o.name})"
 
 
-def parse_body(text: str, index: Optional[int] = None) -> str:
-    """Canonicalize body text given in the protobuf form."""
+def parse_body(text: str, index: Optional[int] = None,
+               limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> tuple[str, int]:
+    """Canonicalize body text given in the protobuf form; return it and its node count.
+    It may nest as deep as a body can in the text form (BODY_DEPTH lists in)."""
     try:
-        return sexpr.render_items(sexpr.parse_many(text))
+        items = sexpr.parse_many(text, replace(limits, max_depth=limits.max_depth - BODY_DEPTH))
     except sexpr.SexprError as e:
         raise MorphzError("TX_PARSE_ERROR", f"frame body: {e.message}", syntax=e.reason,
                           op_index=index, line=e.line, column=e.column) from None
+    return sexpr.render_items(items), _count_nodes(items)
+
+
+def _count_nodes(items: list) -> int:
+    count, stack = 0, [items]
+    while stack:
+        for node in stack.pop():
+            count += 1
+            if isinstance(node, list):
+                stack.append(node)
+    return count
