@@ -39,8 +39,8 @@ from typing import Optional
 from morphz.services.transaction.core.txlang import parse_text
 from morphz.shared.errors import MorphzError
 
-from reference import (ACTIVE, EXACT_VERSION_OPS, Stamp, after, changed_boundaries, footprint,
-                       frame_view, mind_view, parse_tx)
+from reference import (ACTIVE, EXACT_VERSION_OPS, WINDOW, Stamp, after, changed_boundaries,
+                       footprint, frame_view, mind_view, parse_tx)
 
 CONTEXT_TX, ACTIVATION = "context-tx", "activation"
 
@@ -273,8 +273,9 @@ def _changes(observed: list[dict], commits: dict, activations: set) -> tuple[lis
             wrong = sorted(b for b in boundaries if not b.startswith("life:"))
             if wrong:
                 problems.append(f"the activation @e{causes[0]} changed {', '.join(wrong)}")
-            changes.extend((b, Stamp(cur["revision"], cur["tick"], "window"), causes[0])
-                           for b in boundaries)
+            # a window retirement; `window` stands for all of them (a rollback reads it)
+            stamp = Stamp(cur["revision"], cur["tick"], "window")
+            changes.extend((b, stamp, causes[0]) for b in boundaries | {WINDOW})
 
     read_at: dict[str, tuple[dict, int]] = {}  # @eN -> (state last read, events then)
     prev = None

@@ -35,8 +35,13 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Optional
 
 DEFAULT_WINDOW = 8
-EXTERNAL_KINDS = ("user-message", "tool-result", "approval", "external")
+# Inputs are observations; claiming one of the external facts advances the clock. A message
+# comes from another session; an action (a tool call of an open activation) is no
+# observation and waits for its result, a tool result that names it.
+EXTERNAL_KINDS = ("user-message", "tool-result", "approval", "external", "message")
 INPUT_KINDS = EXTERNAL_KINDS + ("continuation", "recall")
+APPEND_KINDS = INPUT_KINDS + ("action",)
+SHARED_KINDS = ("context-created", "context-tx")  # seen by every session
 ACTIVE, RETIRING, RETIRED = "active", "retiring", "retired"
 SUPERSEDES = "supersedes"
 TARGET_OPS = ("retire", "restore", "protect", "unprotect")
@@ -139,13 +144,17 @@ class Model:
     window: int = DEFAULT_WINDOW
     revision: int = 0
     tick: int = 0
-    # events[seq] = kind; @e0 is the context-created event.
+    # events[seq] = kind and event_sessions[seq] its session; @e0 is the context-created event.
     events: list = field(default_factory=lambda: ["context-created"])
-    sessions_of: dict = field(default_factory=dict)    # seq -> session of an input event
+    event_sessions: list = field(default_factory=lambda: [""])
+    targets: dict = field(default_factory=dict)       # seq -> target session of a message
+    promoted: set = field(default_factory=set)        # seqs a committed frame cited
+    calls: dict = field(default_factory=dict)         # action seq -> {activation, session, result}
     observations: dict = field(default_factory=dict)  # seq -> {"retired": b, "protected": b}
     pending: dict = field(default_factory=dict)       # session -> [seq] not yet claimed
     sessions: dict = field(default_factory=dict)      # session -> attention state
-    activations: dict = field(default_factory=dict)   # id -> {root, delivered, tick, session}
+    activations: dict = field(default_factory=dict)   # id -> {root, delivered, tick, session,
+    #                                                        results}
     frames: dict = field(default_factory=dict)
     order: list = field(default_factory=list)         # projection order of the frames
     relations: set = field(default_factory=set)
@@ -153,30 +162,87 @@ class Model:
     last_known: dict = field(default_factory=dict)    # id -> Frame last seen before removal
     stamps: dict = field(default_factory=dict)        # boundary -> Stamp
     idempotency: dict = field(default_factory=dict)   # request id -> (payload, reply)
+    viewer: str = ""  # while a commit made for a session applies: the events it may name
 
     # -- inputs and activations -------------------------------------------------------------
     @property
     def event_count(self) -> int:
         return len(self.events)
 
-    def append_event(self, session: str, kind: str, text: str, request_id: str = "") -> dict:
-        if kind not in INPUT_KINDS:
+    def append_event(self, session: str, kind: str, text: str, request_id: str = "",
+                     activation: str = "", target: str = "", refs: tuple = ()) -> dict:
+        """An input, an action of an open activation of its session, a message to another
+        session, or the result of a call (a tool result naming the action among its refs:
+        it returns to the call's session, into its activation while that is open)."""
+        if kind not in APPEND_KINDS:
             raise Rejected("EVENT_KIND_INVALID")
-        payload = ("event", session, kind, text)
+        if (kind == "action") != bool(activation) or (kind == "message") != bool(target) \
+                or (target and target == session):
+            raise Rejected("CONTEXT_INPUT_INVALID")
+        payload = ("event", session, kind, text, tuple(refs), activation, target)
         if request_id:
             done = self._replay(request_id, payload)
             if done is not None:
                 return done
+        if any(ref_seq(r) >= len(self.events) for r in refs):
+            raise Rejected("EVENT_NOT_FOUND")
+        owner, call = session, None
+        if kind == "action":
+            act = self.activations.get(activation)
+            if act is None:
+                raise Rejected("ACTIVATION_NOT_FOUND")
+            if act["session"] != session:
+                raise Rejected("CAUSAL_SCOPE_VIOLATION")
+            if act["delivered"]:
+                raise Rejected("ACTIVATION_DELIVERED")
+        elif kind == "message" and target not in self.sessions:
+            raise Rejected("SESSION_NOT_FOUND")
+        elif kind == "tool-result":
+            called = sorted({ref_seq(r) for r in refs if self.events[ref_seq(r)] == "action"})
+            if len(called) > 1 or not (called or session):
+                raise Rejected("CONTEXT_INPUT_INVALID")
+            if called:
+                call = self.calls[called[0]]
+                if call["result"] is not None:
+                    raise Rejected("CALL_ANSWERED")
+                if session and session != call["session"]:
+                    raise Rejected("CAUSAL_SCOPE_VIOLATION")
+                owner = call["session"]
+        # Every other ref must be evidence the event's session may see.
+        if any(not self.sees(owner, ref_seq(r)) for r in refs
+               if call is None or ref_seq(r) != called[0]):
+            raise Rejected("EVENT_NOT_FOUND")
         seq = len(self.events)
         self.events.append(kind)
-        self.sessions_of[seq] = session
-        self.observations[seq] = {"retired": False, "protected": False}
-        self.pending.setdefault(session, []).append(seq)
-        self.sessions.setdefault(session, ACTIVE)  # a session exists once it had an input
+        self.event_sessions.append(owner)
+        if kind == "action":
+            self.calls[seq] = {"activation": activation, "session": owner, "result": None}
+        else:
+            self.observations[seq] = {"retired": False, "protected": False}
+            self.sessions.setdefault(owner, ACTIVE)  # a session exists once it had an input
+            if kind == "message":
+                self.targets[seq] = target
+                self.pending.setdefault(target, []).append(seq)
+            elif call is not None:
+                call["result"] = seq
+                act = self.activations[call["activation"]]
+                if act["delivered"]:  # late: back to its session, as an input
+                    self.pending.setdefault(owner, []).append(seq)
+                else:
+                    act["results"].append(seq)
+            else:
+                self.pending.setdefault(owner, []).append(seq)
         reply = {"ref": f"@e{seq}", "seq": seq}
         if request_id:
             self.idempotency[request_id] = (payload, reply)
         return dict(reply, replayed=False)
+
+    def sees(self, session: str, seq: int) -> bool:
+        """May an evaluation of `session` see event seq? The shared Mind's events, its own
+        session's, messages to it, and evidence a committed frame cites."""
+        return seq < len(self.events) and (
+            self.events[seq] in SHARED_KINDS or self.event_sessions[seq] in ("", session)
+            or self.targets.get(seq) == session or seq in self.promoted)
 
     def activate(self, session: str) -> dict:
         """Claim the session's pending inputs as one batch: the clock advances once when the
@@ -185,7 +251,7 @@ class Model:
         lifecycle change is stamped with (revision, new tick)."""
         if session not in self.sessions:
             raise Rejected("SESSION_NOT_FOUND")
-        claimed, self.pending[session] = self.pending[session], []
+        claimed, self.pending[session] = self.pending.get(session, []), []
         advanced = any(self.events[s] in EXTERNAL_KINDS for s in claimed)
         matured: list[str] = []
         if advanced:
@@ -198,8 +264,9 @@ class Model:
         root = next((s for s in claimed if self.events[s] == "user-message"), None)
         act_id = f"a{len(self.activations) + 1}"
         self.activations[act_id] = {"root": root, "delivered": False, "tick": self.tick,
-                                    "session": session}
+                                    "session": session, "results": []}
         self.events.append("activation")
+        self.event_sessions.append(session)
         return {"id": act_id, "claimed": [f"@e{s}" for s in claimed], "tick": self.tick,
                 "tick_advanced": advanced, "retired_frames": matured,
                 "root": f"@e{root}" if root is not None else ""}
@@ -211,6 +278,7 @@ class Model:
         if not act["delivered"]:  # delivering twice is a retry: no second event
             act["delivered"] = True
             self.events.append("delivery")
+            self.event_sessions.append(act["session"])
 
     def _mature(self) -> list[str]:
         done = []
@@ -241,9 +309,14 @@ class Model:
         rebased = self._check_base(tx, session, tau)
         cand = copy.deepcopy(self)
         before = self.view()
+        cand.viewer = session
         touched = cand._apply_ops(tx)
+        cand.viewer = ""
         cand._successor_rule()
         cand.revision += 1
+        # Evidence a committed frame cites joins the shared Mind: every session sees it.
+        cand.promoted.update(ref_seq(s) for op in tx.ops if op[0] in ("derive", "revise")
+                             and op[2] for s in op[2] if is_ref(s))
         _, writes = footprint(tx)
         changed = changed_boundaries(before, cand.view())
         rollback = any(op[0] == "rollback" for op in tx.ops)
@@ -252,6 +325,7 @@ class Model:
                                    "rollback" if rollback and b not in writes else "tx")
         seq = len(cand.events)
         cand.events.append("context-tx")
+        cand.event_sessions.append(session)
         reply = {"revision": cand.revision, "base_version": tx.base, "cognitive_tick": cand.tick,
                  "event_ref": f"@e{seq}", "rebased": rebased,
                  "rebased_from": tx.base if rebased else 0,
@@ -369,7 +443,7 @@ class Model:
         # event does not exist yet (it is written only if the transaction commits).
         for s in sources:
             if is_ref(s):
-                if ref_seq(s) >= len(self.events):
+                if not self._visible(ref_seq(s)):
                     raise Rejected("SOURCE_NOT_FOUND", i, s)
             elif s not in self.frames:
                 raise Rejected("SOURCE_NOT_FOUND", i, s)
@@ -404,9 +478,13 @@ class Model:
         f.body = body
         f.revision += 1
 
+    def _visible(self, seq: int) -> bool:
+        """Does the event exist, for the session the commit is made for (if any)?"""
+        return seq < len(self.events) and (not self.viewer or self.sees(self.viewer, seq))
+
     def _observation(self, i: int, target: str) -> dict:
         seq = ref_seq(target)
-        if seq >= len(self.events):
+        if not self._visible(seq):
             raise Rejected("EVENT_NOT_FOUND", i, target)
         if self.events[seq] not in INPUT_KINDS:
             raise Rejected("NOT_AN_OBSERVATION", i, target)

@@ -268,6 +268,11 @@ def test_conc_dur_history_checker_reports_a_lost_update_past_a_window_retirement
     assert check_events(blind, 3, named, [], observed) == []
     # No read tick at all: the retirement at its base revision was not seen.
     assert len(check_events(blind, 3, [], [], observed)) == 1
+    # A rollback rewrites every lifecycle: it must have seen the latest retirement.
+    rollback = events[:5] + [dict(events[5], text="(context-tx (base-version 2) (rollback cp))")]
+    problems = check_events(rollback, 3, [], [], observed)
+    assert len(problems) == 1 and "window (revision 2, tick 8 by the window)" in problems[0], \
+        problems
 
 
 def test_conc_dur_history_checker_reports_a_change_without_a_cause():

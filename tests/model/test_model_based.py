@@ -41,7 +41,7 @@ CHECKPOINTS = ("cp1", "cp2")
 OP_KINDS = ("create", "derive", "revise", "retire", "restore", "protect", "unprotect", "relate",
             "unrelate", "place", "checkpoint", "rollback", "drop-checkpoint", "retire-session",
             "restore-session")
-MAX_INPUTS = 16   # inputs per example from the `input` rule
+MAX_INPUTS = 16   # inputs per example from the `input` and `causal_event` rules
 MAX_TICKS = 24    # the clock per example (`advance_ticks`): a window (8) runs out in it
 # How many examples run the history checker at their end (reading every event back).
 HISTORY_EVERY = int(os.environ.get("MORPHZ_MODEL_HISTORY_EVERY", "1"))
@@ -343,18 +343,25 @@ class MindMachine(RuleBasedStateMachine):
     def commit_from_concurrent_session(self, data):
         """A transaction another session wrote against an older revision (rarely a future
         one): rebased when none of its boundaries changed since its base, else TX_CONFLICT."""
-        focus = self.focus
         if data.draw(st.integers(0, 19)) == 0:
             base = self.model.revision + 1
-        elif self.rolled_back and self.rolled_back[1] and data.draw(st.booleans()):
-            base, self.focus = self.rolled_back  # from before the latest rollback
         else:
             base = data.draw(st.integers(max(0, self.model.revision - 6), self.model.revision))
-        try:
-            tx = self._tx(data, base)
-        finally:
-            self.focus = focus
-        self._run_tx(tx)
+        self._run_tx(self._tx(data, base))
+
+    @precondition(lambda self: self.rolled_back and self.rolled_back[1])
+    @rule(data=st.data())
+    def commit_from_before_the_latest_rollback(self, data):
+        """A transaction based before the latest rollback, aimed at the frames it changed:
+        rejected, never applied over the rollback."""
+        base, focus = self.rolled_back
+        f = data.draw(st.sampled_from(focus))
+        aimed = data.draw(st.sampled_from((
+            ("revise", f, None, data.draw(st.sampled_from(BODIES))), ("retire", (f,)),
+            ("restore", (f,)), ("protect", (f,)), ("relate", f, "supports", self._frame(data)),
+            ("place", f, "first", ""))))
+        self._run_tx(self._tx(data, base, data.draw(st.permutations(
+            [aimed] + [self._op(data) for _ in range(data.draw(st.integers(0, 1)))]))))
 
     @rule(data=st.data())
     def commit_exact(self, data):
@@ -386,26 +393,62 @@ class MindMachine(RuleBasedStateMachine):
     @rule(data=st.data(), session=st.sampled_from(SESSIONS),
           kind=st.sampled_from(("user-message", "tool-result", "continuation")))
     def input(self, data, session, kind):
-        """A new input, or a retry of one (same payload: the original reply; other: rejected)."""
+        """A new input or a retry of one (same payload: the original reply; other:
+        rejected)."""
+        self._input(data, session, kind)
+
+    @precondition(lambda self: self.inputs < MAX_INPUTS)
+    @rule(data=st.data(), session=st.sampled_from(SESSIONS),
+          kind=st.sampled_from(("message", "action", "action", "tool-result", "tool-result")))
+    def causal_event(self, data, session, kind):
+        """A message to another session, an action (tool call) of an activation, or the
+        result of a call (in this rule mostly one that names its call)."""
+        self._input(data, session, kind)
+
+    def _input(self, data, session, kind):
         if self.event_requests and data.draw(st.integers(0, 3)) == 0:
             rid = data.draw(st.sampled_from(sorted(self.event_requests)))
-            session, kind, text = self.event_requests[rid]
+            session, kind, text, activation, target, refs = self.event_requests[rid]
             if data.draw(st.booleans()):
                 text += " (edited)"
         else:
             rid = next(self.rids) if data.draw(st.booleans()) else ""
             text = f"{kind} {len(self.model.events)}"
+            activation, target, refs = "", "", ()
+            if kind == "message":  # mostly to another session that exists
+                target = data.draw(st.sampled_from(
+                    [s for s in sorted(self.model.sessions) if s != session] * 3
+                    + list(SESSIONS) + ["nobody"]))
+            elif kind == "action":  # mostly of an open activation, of its session
+                acts = self.model.activations
+                open_ = [(a, v["session"]) for a, v in sorted(acts.items()) if not v["delivered"]]
+                if open_ and data.draw(st.integers(0, 4)):
+                    activation, session = data.draw(st.sampled_from(open_))
+                else:  # delivered, maybe another session's, or none
+                    activation = data.draw(st.sampled_from(sorted(acts)[-2:] + ["a0"]))
+            elif kind == "tool-result":
+                calls = sorted(s for s, c in self.model.calls.items() if c["result"] is None)
+                if calls and data.draw(st.integers(0, 1)):  # a call's result
+                    call = data.draw(st.sampled_from(calls))
+                    refs = (f"@e{call}",)
+                    session = data.draw(st.sampled_from(
+                        ("", "", self.model.calls[call]["session"], session)))
+            if data.draw(st.integers(0, 5)) == 0:  # evidence it follows from, maybe unseen
+                refs += (self._any_ref(data),)
         self.inputs += 1
-        self._append(session, kind, text, rid)
+        self._append(session, kind, text, rid, activation, target, refs)
 
-    def _append(self, session, kind, text, rid):
-        note(f"input {rid or '-'}: {session} {kind} {text!r}")
+    def _append(self, session, kind, text, rid, activation="", target="", refs=()):
+        note(f"input {rid or '-'}: {session or '-'} {kind} {text!r} {activation} {target} "
+             f"{' '.join(refs)}")
         try:
-            expected, expected_err = self.model.append_event(session, kind, text, rid), None
+            expected, expected_err = self.model.append_event(
+                session, kind, text, rid, activation, target, refs), None
         except Rejected as e:
             expected, expected_err = None, e
         got, err = _call(self.client.append_event, self.ctx, session, kind, text,
-                         request_id=rid)
+                         request_id=rid, activation=activation, target_session=target,
+                         causal_refs=refs)
         if expected_err is not None:
             assert err is not None and err.reason == expected_err.reason, (err, expected_err)
             _count(f"input rejected: {err.reason}")
@@ -413,20 +456,32 @@ class MindMachine(RuleBasedStateMachine):
         assert err is None, err
         assert (got["ref"], got["seq"], got["replayed"]) == \
             (expected["ref"], expected["seq"], expected["replayed"]), (got, expected)
-        if rid and not got["replayed"]:
-            self.event_requests[rid] = (session, kind, text)
+        if got["replayed"]:
+            return
+        if kind != "tool-result" or refs:
+            _count(f"input appended: {kind}" + (" (a call's result)" if got.get("call")
+                                                else ""))
+        if rid:
+            self.event_requests[rid] = (session, kind, text, activation, target, refs)
             self.acked.append({"request_id": rid, "text": text, "receipt": got})
         self.obs_to_check.add(got["ref"])
 
     @rule(data=st.data(), session=st.sampled_from(SESSIONS + ("nobody",)))
     def activate_or_deliver(self, data, session):
         if self.model.activations and data.draw(st.integers(0, 2)) == 0:
-            act = data.draw(st.sampled_from(sorted(self.model.activations)))
-            note(f"deliver {act}")
-            self.model.deliver(act)
-            self.client.deliver(self.ctx, act)
+            self._deliver(data.draw(st.sampled_from(sorted(self.model.activations))))
         else:
             self._activate(session)
+
+    def _deliver(self, act: str) -> None:
+        note(f"deliver {act}")
+        self.model.deliver(act)
+        got = self.client.deliver(self.ctx, act)
+        # the results of its calls that came while it was open came back into it
+        want = [f"@e{s}" for s in self.model.activations[act]["results"]]
+        assert got["delivered"] and got["results"] == want, (got, want)
+        if want:
+            _count("activation delivered with results of its calls")
 
     def _activate(self, session):
         note(f"activate {session}")
@@ -532,7 +587,8 @@ def test_conc_dur_model_based_transactions_match_reference_model(model_client):
                  "tx rejected: TX_CONFLICT (rollback)", "tx rejected: TX_CONFLICT (window)",
                  "tx rejected: IDEMPOTENCY_MISMATCH", "tx rejected: EXACT_VERSION_REQUIRED",
                  "tx retired a frame by the successor rule",
-                 "activation retired a frame (window over)",
+                 "activation retired a frame (window over)", "input appended: message",
+                 "input appended: action", "input appended: tool-result (a call's result)",
                  *(f"op committed: {kind}" for kind in OP_KINDS)):
         assert STATS[what] > 0, (what, STATS)
 
@@ -694,6 +750,34 @@ DIRECTED = {
         ("tx", "", [("create", "b", "(v 0)")], {"base": 1}),
         ("tx", T, [("retire-session", "s1")], {"base": 2, "expect": "EXACT_VERSION_REQUIRED"}),
         ("tx", "", [("restore-session", "s1")], {"session": "s1"})],
+    # CONC-04/05/07: actions, the results of calls (into their open activation, or late,
+    # back to its session), messages; a commit made for a session names only what that
+    # session sees (its own evidence, messages to it, what a committed frame cites).
+    "causal_scopes_and_visibility": [
+        ("input", "user-message", {"session": "s1"}),                       # @e1
+        ("input", "user-message", {"session": "s2"}),                       # @e2
+        ("activate", "s1"),                                                  # a1 @e3
+        ("input", "action", {"activation": "a1"}),                           # @e4
+        ("input", "tool-result", {"session": "", "refs": ("@e4",)}),         # @e5, into a1
+        ("input", "action", {"session": "s2", "activation": "a1",
+                             "expect": "CAUSAL_SCOPE_VIOLATION"}),
+        ("tx", "", [("derive", "x", ("@e2",), "(v 0)")],
+         {"session": "s1", "expect": "SOURCE_NOT_FOUND"}),
+        ("tx", T, [("retire", ("@e2",))], {"activation": "a1", "expect": "EVENT_NOT_FOUND"}),
+        ("tx", "", [("derive", "x", ("@e2",), "(v 0)")]),                   # @e6, promotes @e2
+        ("tx", "", [("derive", "y", ("@e2", "@e5"), "(v 1)")], {"session": "s1"}),  # @e7
+        ("input", "message", {"session": "s2", "target": "s1"}),             # @e8
+        ("tx", T, [("retire", ("@e8",))], {"activation": "a1"}),             # @e9
+        ("input", "action", {"activation": "a1"}),                           # @e10
+        ("deliver", "a1"),                                                   # @e11
+        ("input", "action", {"activation": "a1", "expect": "ACTIVATION_DELIVERED"}),
+        ("input", "tool-result", {"refs": ("@e10",)}),                       # @e12, late
+        ("input", "tool-result", {"refs": ("@e10",), "expect": "CALL_ANSWERED"}),
+        ("activate", "s1"),                                                  # claims @e8 @e12
+        ("input", "user-message", {"session": "s2", "refs": ("@e1",),
+                                   "expect": "EVENT_NOT_FOUND"}),
+        ("input", "message", {"target": "s1", "expect": "CONTEXT_INPUT_INVALID"}),
+        ("input", "message", {"target": "s3", "expect": "SESSION_NOT_FOUND"})],
 }
 
 
@@ -736,7 +820,20 @@ def test_conc_dur_directed_sequences_match_reference_model(model_client, name):
                 assert STATS[f"tx rejected: TX_CONFLICT ({opts['by']})"] > \
                     stats[f"tx rejected: TX_CONFLICT ({opts['by']})"], (name, step)
         elif step[0] == "input":
-            machine._append("s1", step[1], "x" * 10, "")
+            opts = step[2] if len(step) > 2 else {}
+            events, stats = machine.model.event_count, STATS.copy()
+            machine._append(opts.get("session", "s1"), step[1], "x" * 10, "",
+                            opts.get("activation", ""), opts.get("target", ""),
+                            opts.get("refs", ()))
+            appended = machine.model.event_count > events
+            assert appended == ("expect" not in opts), (name, step)
+            if "expect" in opts:
+                what = f"input rejected: {opts['expect']}"
+                assert STATS[what] > stats[what], (name, step)
+        elif step[0] == "activate":
+            machine._activate(step[1])
+        elif step[0] == "deliver":
+            machine._deliver(step[1])
         else:
             machine.advance_ticks(step[1])
         machine.check_step()
