@@ -301,14 +301,17 @@ class MindState:
     def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
         self._put("boundaries", (boundary,), R.Stamp(revision, tick).encode())
 
-    def changed_rows(self, table: str) -> Iterator[tuple[Key, Optional[bytes], Optional[bytes]]]:
-        """(key, before, after) of each row of `table` this view has written and whose
-        bytes differ from the reader's: what the request being applied changed."""
-        for (t, key), after in list(self._overlay.items()):
-            if t == table:
+    def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
+                                                                           Optional[bytes]]]]:
+        """Per table of `tables`: (key, before, after) of each row this view wrote whose
+        bytes differ from the reader's, i.e. what the request being applied changed."""
+        out: dict[str, list] = {t: [] for t in tables}
+        for (table, key), after in self._overlay.items():
+            if table in tables:
                 before = self._reader.get(table, key)
                 if before != after:
-                    yield key, before, after
+                    out[table].append((key, before, after))
+        return out
 
     def order_before(self) -> list[str]:
         """The frame order as the reader has it (before this view's writes)."""

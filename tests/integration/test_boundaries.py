@@ -130,3 +130,19 @@ def test_conc_06_rollback_needs_to_have_seen_the_window_retirements(client, ctx,
     r = m.tx(f"(base-tick {act['tick']}) (rollback cp)", base=base)
     assert r["revision"] == base + 1 and m.frame("old")["state"] == "retiring"
     assert client.audit(ctx + "-r")["match"]
+
+
+def test_conc_06_cli_commit_names_its_evaluation(address, client, ctx):
+    """`morphz context tx --activation aN`: the evaluation's tick is the read tick."""
+    from tests.integration.test_cli import assert_error, run_cli, run_json
+    m = _retiring(client, ctx + "-cli")
+    base = m.revision()
+    act = m.tick(1)
+    c = ("--context", ctx + "-cli")
+    tx = f"(context-tx (base-version {base}) (restore old))"
+    err = assert_error(run_cli("context", "tx", *c, "-", "--format=json", address=address,
+                               stdin=tx), "ABORTED", "TX_CONFLICT")
+    assert err["details"]["changed"][0]["tick"] == act["tick"]
+    receipt = run_json("context", "tx", *c, "--activation", act["id"], "-", address=address,
+                       stdin=tx)
+    assert receipt["revision"] == base + 1

@@ -1,8 +1,8 @@
 """CONC-07 paging: a search made for an evaluation drops the hits its causal scope may
 not see without breaking its cursors (the pages hold every visible hit once, in rank
 order). The cores run in-process on real LMDB and a real tantivy index, with no
-background worker: over the server, each page's own recall observation moves the index
-and a next cursor may be refused as stale, so the index is held still here instead."""
+background worker, so the index is held still (over the server, where each page's own
+recall observation moves it: tests/integration/test_sessions.py)."""
 from __future__ import annotations
 
 import pytest

@@ -34,6 +34,17 @@ def encode(kind: str, params: dict[str, Any], version: str, offset: int) -> str:
     return base64.urlsafe_b64encode(body).decode().rstrip("=") + "." + _check(body)
 
 
+def version_of(cursor: str) -> str:
+    """The data version a cursor names ('' when it is not a readable cursor; decode
+    then says why)."""
+    try:
+        data = cursor[:MAX_CURSOR_CHARS].rsplit(".", 1)[0]
+        version = json.loads(base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)))["v"]
+        return version if isinstance(version, str) else ""
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
 def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
     """The offset to continue from, or a MorphzError saying why not."""
     try:

@@ -18,6 +18,7 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.pins import SearchPins
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
@@ -68,10 +69,12 @@ def _choices(values, allowed, what: str) -> list[str]:
 
 class RecallCore:
     def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
-                 tracer: Optional[trace.Tracer] = None) -> None:
+                 tracer: Optional[trace.Tracer] = None,
+                 pins: Optional[SearchPins] = None) -> None:
         self._store = store
         self._tx = transactions
         self._indexer = indexer
+        self._pins = pins if pins is not None else SearchPins()
         self._tracer = tracer or NO_TRACING
 
     # -- helpers ------------------------------------------------------------------------
@@ -150,7 +153,10 @@ class RecallCore:
             m = MindState(reader)
             meta = m.require_meta(context)
             idx = self._indexer.index(context)
-            searcher, imeta = idx.snapshot()
+            snapshot = idx.snapshot()
+            if cursor:  # the next page comes from the searcher that answered the first
+                snapshot = self._pins.get(context, cursors.version_of(cursor)) or snapshot
+            searcher, imeta = snapshot
             position = imeta.get("position", 0)
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
@@ -163,6 +169,7 @@ class RecallCore:
                      "empty": empty if not hits and not start else ""}
             if next_offset is not None:
                 reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
+                self._pins.keep(context, version, snapshot)
         request = {"query": query, "since": since, "until": until, "limit": limit}
         return self._record(context, evaluation, "search", request, reply)
 

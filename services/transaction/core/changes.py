@@ -15,60 +15,64 @@ edges, order and lifecycles it never names, and each of those must be stamped.
 from __future__ import annotations
 
 import json
+from typing import Optional
 
+from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 
+_TABLES = frozenset(("frames", "observations", "relations", "order_rank", "checkpoints",
+                     "sessions"))
 
-def changed_boundaries(m: MindState) -> set[str]:
+
+def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set[str]:
+    """Every boundary the writes of `m` changed; rows whose boundaries are all in `known`
+    (already stamped) are not decoded."""
+    rows = m.changed_rows(_TABLES)
     out: set[str] = set()
-    for (fid,), before, after in m.changed_rows("frames"):
+    for (fid,), before, after in rows["frames"]:
+        names = (f"frame:{fid}", f"sources:{fid}", f"life:{fid}")
         if before is None or after is None:
-            out.update((f"frame:{fid}", f"sources:{fid}", f"life:{fid}"))
-            continue
-        b, a = json.loads(before), json.loads(after)
-        if (b["body"], b["revision"]) != (a["body"], a["revision"]):
-            out.add(f"frame:{fid}")
-        if b["sources"] != a["sources"]:
-            out.add(f"sources:{fid}")
-        if _lifecycle(b) != _lifecycle(a):
-            out.add(f"life:{fid}")
-    for (seq,), before, after in m.changed_rows("observations"):
+            out.update(names)
+        elif not known.issuperset(names):
+            out.update(_frame_changes(names, json.loads(before), m.frame(fid)))
+    for (seq,), before, after in rows["observations"]:
         if _flags(before) != _flags(after):
             out.add(f"life:@e{seq}")
-    for (s, n, o), _, _ in m.changed_rows("relations"):
-        out.add(f"edge:{s} {n} {o}")
-    if _order_changed(m):
+    out.update(f"edge:{s} {n} {o}" for (s, n, o), _, _ in rows["relations"])
+    if _order_changed(m, rows["order_rank"]):
         out.add("order")
-    for (name,), _, _ in m.changed_rows("checkpoints"):
-        out.add(f"checkpoint:{name}")
-    for (sid,), before, after in m.changed_rows("sessions"):
+    out.update(f"checkpoint:{name}" for (name,), _, _ in rows["checkpoints"])
+    for (sid,), before, after in rows["sessions"]:
         if _attention(before) != _attention(after):
             out.add(f"session:{sid}")
     return out
 
 
-def _lifecycle(frame: dict) -> tuple:
-    retire = frame.get("retire") or {}
-    return (frame["state"], frame["protected"], retire.get("generation"),
-            retire.get("due_tick"))
+def _frame_changes(names: tuple[str, str, str], b: dict, a: R.Frame) -> list[str]:
+    retire = b.get("retire") or {}
+    after_retire = a.retire
+    return [name for name, changed in zip(names, (
+        (b["body"], b["revision"]) != (a.body, a.revision),
+        b["sources"] != a.sources,
+        (b["state"], b["protected"], retire.get("generation"), retire.get("due_tick")) !=
+        (a.state, a.protected, after_retire.generation if after_retire else None,
+         after_retire.due_tick if after_retire else None))) if changed]
 
 
-def _flags(raw) -> tuple:
+def _flags(raw: Optional[bytes]) -> tuple:
     obs = json.loads(raw) if raw is not None else {}
     return bool(obs.get("retired")), bool(obs.get("protected"))
 
 
-def _attention(raw) -> tuple:
+def _attention(raw: Optional[bytes]) -> tuple:
     s = json.loads(raw) if raw is not None else {}
     return s.get("state"), s.get("level")
 
 
-def _order_changed(m: MindState) -> bool:
+def _order_changed(m: MindState, ranks: list) -> bool:
     # Only a frame that had a rank and still has another one can have moved; creating a
     # frame (a first rank) or removing one (no rank) changes no relative order.
-    moved = any(before is not None and after is not None
-                for _, before, after in m.changed_rows("order_rank"))
-    if not moved:
+    if not any(before is not None and after is not None for _, before, after in ranks):
         return False
     before, after = m.order_before(), m.order()
     common = set(before) & set(after)

@@ -130,7 +130,7 @@ def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] =
     _, stamped = footprint(tx)
     stamped |= {f"life:{fid}" for fid in run.superseded}
     if rules.stamp_actual_changes:
-        stamped |= changed_boundaries(m)
+        stamped |= changed_boundaries(m, frozenset(stamped))
     for boundary in stamped:
         m.set_boundary(boundary, meta.revision)
     for fid in sorted(run.changed | set(run.released_now) | set(run.released_later)):

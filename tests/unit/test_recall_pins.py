@@ -1,0 +1,72 @@
+"""RECALL-03: a search cursor pages the evidence set of its first page from the searcher
+kept for it; once that searcher is no longer kept (too old, or evicted), continuing is
+refused as stale, never answered from a moved index. In-process cores on real LMDB and a
+real tantivy index; the clock of the kept searchers is the test's."""
+from __future__ import annotations
+
+import pytest
+
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.pins import SearchPins
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.errors import MorphzError
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def setup(tmp_path):
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    tx = TransactionCore(store)
+    indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+    clock = Clock()
+    recall = RecallCore(store, tx, indexer, pins=SearchPins(capacity=2, seconds=60,
+                                                            clock=clock))
+    tx.create_context("c")
+    for i in range(6):
+        tx.append_event("c", "s1", "tool-result", f"incident report {i}")
+    while indexer.catch_up("c"):
+        pass
+    yield tx, indexer, recall, clock
+    store.close()
+
+
+def _moved(tx, indexer) -> None:
+    tx.append_event("c", "s1", "tool-result", "incident report late")
+    while indexer.catch_up("c"):
+        pass
+
+
+def test_recall_03_kept_searcher_pages_the_first_pages_set(setup):
+    tx, indexer, recall, clock = setup
+    first = recall.search("c", "incident", limit=4)
+    _moved(tx, indexer)
+    clock.now = 59
+    second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"])
+    refs = [h["ref"] for h in first["results"] + second["results"]]
+    assert len(refs) == len(set(refs)) == 6 and second["next_cursor"] == ""
+    assert second["index_position"] == first["index_position"]
+
+
+@pytest.mark.parametrize("how", ["expired", "evicted"])
+def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
+    tx, indexer, recall, clock = setup
+    first = recall.search("c", "incident", limit=4)
+    _moved(tx, indexer)
+    if how == "expired":
+        clock.now = 61
+    else:  # two newer pinned searches push it out (capacity 2)
+        recall.search("c", "incident", limit=1)
+        _moved(tx, indexer)
+        recall.search("c", "incident", limit=1)
+    with pytest.raises(MorphzError) as info:
+        recall.search("c", "incident", limit=4, cursor=first["next_cursor"])
+    assert info.value.reason == "RECALL_CURSOR_STALE"
