@@ -259,13 +259,15 @@ def _changes(observed: list[dict], commits: dict, activations: set) -> tuple[lis
         changes += [(f"checkpoint:{op[1]}", Stamp(rev), seq) for op in tx.ops
                     if op[0] in ("checkpoint", "drop-checkpoint")]
 
-    def put_down(boundaries: set, lo: int, cur: dict) -> None:
+    def put_down(boundaries: set, lo: int, cur: dict, by_activation: bool = True) -> None:
         if not boundaries:
             return
-        causes = [s for s in range(lo, cur["events"]) if s in commits or s in activations]
+        causes = [s for s in range(lo, cur["events"])
+                  if s in commits or (by_activation and s in activations)]
         where = f"between @e{lo} and @e{cur['events']}"
         if not causes:
-            problems.append(f"the Mind changed {where} without a transaction or activation: "
+            problems.append(f"the Mind changed {where} without a transaction"
+                            f"{' or activation' if by_activation else ''}: "
                             f"{', '.join(sorted(boundaries))}")
         elif len(causes) == 1 and causes[0] in commits:
             changes.extend((b, Stamp(commits[causes[0]][0]), causes[0]) for b in boundaries)
@@ -284,8 +286,8 @@ def _changes(observed: list[dict], commits: dict, activations: set) -> tuple[lis
             put_down(changed_boundaries(dict(prev, observations=None),
                                         dict(cur, observations=None)), prev["events"], cur)
         for ref, state in (cur["observations"] or {}).items():
-            if ref in read_at and read_at[ref][0] != state:
-                put_down({f"life:{ref}"}, read_at[ref][1], cur)
+            if ref in read_at and read_at[ref][0] != state:  # only a transaction can
+                put_down({f"life:{ref}"}, read_at[ref][1], cur, by_activation=False)
             read_at[ref] = (state, cur["events"])
         prev = cur
     return changes, problems
