@@ -1,34 +1,48 @@
-"""History checker for one context (issue 3): given what a test saw (acknowledged receipts and
-rejections) and the history the server gives back (its events), report every violation of
+"""History checker for one context (issue 3): given what a test saw (acknowledged receipts,
+rejections and the states of the Mind it observed) and the history the server gives back
+(its events), report every violation of
 
   - a gapless version chain: the committed context-tx events, in event order, are revisions
     1..R, R is the context's revision, every event @e0..@e(N-1) exists with its own seq;
-  - no lost update: no transaction was accepted at a revision when a boundary it reads or
-    writes was written after its base (in particular: no base version accepted twice for
-    the same boundary); exact-version operations only at their exact base;
+  - no lost update: no transaction was accepted although a boundary it reads or writes was
+    changed after its read point (base revision, and the tick it saw); what each transaction
+    and each activation changed is learnt from consecutive observed states, mapped to
+    boundaries and footprints by the reference model's rules (`reference.py`), never by the
+    server's own; exact-version operations only at their exact base;
+  - no change without a cause: the observed Mind changes only at a committed transaction or
+    an activation (an activation only retires frames);
   - every acknowledged commit present: its receipt's event is a context-tx event with the same
     request id (and text), at the receipt's revision, applied once;
   - every rejected request absent: no event carries it (unless another attempt of the same
     request was acknowledged).
 
-Use `check_history(client, ctx, acked, rejected)` against a server, or `check_events(events,
-revision, acked, rejected)` on a history already read (doctored histories in tests).
+Use `check_history(client, ctx, acked, rejected, observed)` against a server, or
+`check_events(events, revision, acked, rejected, observed)` on a history already read
+(doctored histories in tests).
 
-  acked:    [{"request_id": str, "receipt": dict, "text": str (optional)}]
+  acked:    [{"request_id": str, "receipt": dict, "text": str (optional),
+              "read_tick": int (optional: the tick of the activation the commit named;
+                                a declared (base-tick T) in its text wins)}]
             receipt of a transaction (has "event_ref", "revision") or of an event append
             (has "ref", "seq"); replayed receipts may be listed too.
   rejected: [{"request_id": str, "text": str, "kind": "tx" (default) | "event",
               "reason": str (optional, informative)}]
+  observed: [reference.mind_view(...)] in the order they were read, each naming the number
+            of events the history held when it was read ("events"); parts it did not read
+            are None (observations: only the @eN read). Without observations (None) no lost
+            update can be judged.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from morphz.services.transaction.core.boundaries import footprint
-from morphz.services.transaction.core.txlang import EXACT_VERSION_OPS, parse_text
+from morphz.services.transaction.core.txlang import parse_text
 from morphz.shared.errors import MorphzError
 
-CONTEXT_TX = "context-tx"
+from reference import (ACTIVE, EXACT_VERSION_OPS, WINDOW, Stamp, after, changed_boundaries,
+                       footprint, frame_view, mind_view, parse_tx)
+
+CONTEXT_TX, ACTIVATION = "context-tx", "activation"
 
 
 def read_history(client, ctx: str) -> tuple[list[Optional[dict]], int]:
@@ -44,9 +58,58 @@ def read_history(client, ctx: str) -> tuple[list[Optional[dict]], int]:
     return events, status["revision"]
 
 
-def check_history(client, ctx: str, acked: list[dict], rejected: list[dict]) -> list[str]:
+def observe_revisions(client, ctx: str, events: list[Optional[dict]]) -> list[dict]:
+    """Observations of a history made only of transactions (no activation, no rollback):
+    every frame as it stood at each revision (as-of reads), from an empty Mind on. Relations,
+    order, observations and sessions are not observed."""
+    ids = [f["id"] for f in client.list_frames(ctx)["frames"]]
+    views = [mind_view(0, 0, 1, {}, None, None, None, None)]
+    revision = 0
+    for n, ev in enumerate(events):
+        if ev is None or ev.get("kind") != CONTEXT_TX:
+            continue
+        revision += 1
+        frames = {}
+        for fid in ids:
+            try:
+                f = client.get_frame(ctx, fid, at_revision=revision)
+            except MorphzError:
+                continue
+            frames[fid] = _frame_of(f)
+        views.append(mind_view(revision, 0, n + 1, frames, None, None, None, None))
+    return views
+
+
+def observe(client, ctx: str, refs=()) -> dict:
+    """The Mind as the server shows it now, as a reference view: frames in projection order,
+    relations, session states, revision, tick, event count, and the observations in refs.
+    Its reads are not one snapshot: only for a context nobody else writes meanwhile."""
+    listed = client.list_frames(ctx)
+    status = client.status(ctx)
+    edges = {(e["subject"], e["name"], e["object"])
+             for f in listed["frames"] for e in f["relations"]}
+    observations = {}
+    for r in sorted(refs):
+        ev = client.get_event(ctx, r)
+        observations[r] = {"state": ev["state"] or ACTIVE, "protected": ev["protected"]}
+    return mind_view(status["revision"], status["cognitive_tick"], status["event_count"],
+                     {f["id"]: _frame_of(f) for f in listed["frames"]}, edges,
+                     [f["id"] for f in listed["frames"]], observations,
+                     {s["id"]: s["state"] for s in status["sessions"]})
+
+
+def _frame_of(f: dict) -> dict:
+    """A frame as the server shows it, in the reference model's view."""
+    retire = f.get("retire")
+    return frame_view(f["body"], f["revision"], f["state"], f["protected"], f["sources"],
+                      f["generation"],
+                      (retire["generation"], retire["due_tick"]) if retire else None)
+
+
+def check_history(client, ctx: str, acked: list[dict], rejected: list[dict],
+                  observed: Optional[list[dict]] = None) -> list[str]:
     events, revision = read_history(client, ctx)
-    return check_events(events, revision, acked, rejected)
+    return check_events(events, revision, acked, rejected, observed)
 
 
 def _canonical(text: str) -> Optional[str]:
@@ -57,12 +120,11 @@ def _canonical(text: str) -> Optional[str]:
 
 
 def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
-                 rejected: list[dict]) -> list[str]:
+                 rejected: list[dict], observed: Optional[list[dict]] = None) -> list[str]:
     problems: list[str] = []
 
     # -- the chain ---------------------------------------------------------------------
-    txs: list[tuple[int, dict]] = []  # (revision, event) of the committed transactions
-    rev_of_seq: dict[int, int] = {}
+    rev_of_seq: dict[int, int] = {}  # seq -> revision of the committed transactions
     for n, ev in enumerate(events):
         if ev is None:
             problems.append(f"@e{n} is missing from the history")
@@ -70,43 +132,38 @@ def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
         if ev.get("seq") != n or ev.get("ref", f"@e{n}") != f"@e{n}":
             problems.append(f"@e{n} carries seq {ev.get('seq')} / ref {ev.get('ref')}")
         if ev.get("kind") == CONTEXT_TX:
-            txs.append((len(txs) + 1, ev))
-            rev_of_seq[n] = len(txs)
-    if len(txs) != revision:
+            rev_of_seq[n] = len(rev_of_seq) + 1
+    if len(rev_of_seq) != revision:
         problems.append(f"the context is at revision {revision} but its history holds "
-                        f"{len(txs)} committed transactions: the version chain has a gap")
+                        f"{len(rev_of_seq)} committed transactions: the version chain has a gap")
 
-    # -- no lost update ------------------------------------------------------------------
-    parsed: dict[int, tuple[int, set, set, set]] = {}  # revision -> (base, reads, writes, ops)
-    for rev, ev in txs:
+    # -- no lost update, no change without a cause -----------------------------------------
+    read_ticks = {a["receipt"]["event_ref"]: a["read_tick"] for a in acked
+                  if a.get("read_tick") is not None and "event_ref" in (a.get("receipt") or {})}
+    commits: dict[int, tuple] = {}  # seq -> (revision, Tx, tau)
+    for n, rev in rev_of_seq.items():
         try:
-            tx = parse_text(ev.get("text", ""))
-        except MorphzError as e:
-            problems.append(f"revision {rev} (@e{ev['seq']}): its text does not parse: "
-                            f"{e.reason}")
+            tx = parse_tx(events[n].get("text", ""))
+        except (ValueError, IndexError, AssertionError) as e:
+            problems.append(f"revision {rev} (@e{n}): its text does not parse: {e!r}")
             continue
-        reads, writes = footprint(tx)
-        parsed[rev] = (tx.base_version, reads, writes, {o.op for o in tx.ops})
-    for rev, (base, reads, writes, ops) in sorted(parsed.items()):
-        if base >= rev:
-            problems.append(f"revision {rev} was accepted with base-version {base}, not "
+        tx.session = events[n].get("session", "")  # the session the commit named
+        # the tick it read at: declared, else that of the activation it named
+        tau = tx.base_tick if tx.base_tick is not None else read_ticks.get(f"@e{n}")
+        commits[n] = (rev, tx, tau)
+        exact = sorted({o[0] for o in tx.ops} & set(EXACT_VERSION_OPS))
+        if tx.base >= rev:
+            problems.append(f"revision {rev} was accepted with base-version {tx.base}, not "
                             "before it")
-            continue
-        if base != rev - 1 and ops & set(EXACT_VERSION_OPS):
-            problems.append(f"revision {rev} ({', '.join(sorted(ops & set(EXACT_VERSION_OPS)))})"
-                            f" needs the exact version but was rebased from {base}")
-        for between in range(base + 1, rev):
-            if between not in parsed:
-                continue
-            b_base, _, b_writes, _ = parsed[between]
-            overlap = sorted(b_writes & (reads | writes))
-            if not overlap:
-                continue
-            same = " (the same base version accepted twice for the same boundary)" \
-                if b_base == base else ""
-            problems.append(f"lost update: revision {rev} was accepted from base {base} although "
-                            f"revision {between} wrote {', '.join(overlap)} after that base"
-                            f"{same}")
+        elif tx.base != rev - 1 and exact:
+            problems.append(f"revision {rev} ({', '.join(exact)}) needs the exact version but "
+                            f"was rebased from {tx.base}")
+    if observed is not None:
+        activations = {n for n, ev in enumerate(events)
+                       if ev is not None and ev.get("kind") == ACTIVATION}
+        changes, found = _changes(observed, commits, activations)
+        problems += found
+        problems += _lost_updates(commits, changes)
 
     # -- request ids are applied once ----------------------------------------------------
     by_request: dict[str, list[dict]] = {}
@@ -154,7 +211,7 @@ def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
             if rev_of_seq.get(seq) != receipt.get("revision"):
                 problems.append(f"{what}: acknowledged as revision {receipt.get('revision')} "
                                 f"but it is revision {rev_of_seq.get(seq)} of the history")
-            base = parsed.get(rev_of_seq.get(seq), (None,))[0]
+            base = commits[seq][1].base if seq in commits else None
             if "base_version" in receipt and base is not None and \
                     receipt["base_version"] != base:
                 problems.append(f"{what}: acknowledged with base {receipt['base_version']} but "
@@ -188,3 +245,76 @@ def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
             problems.append(f"rejected request {rid or '(no id)'} "
                             f"({r.get('reason', 'rejected')}) is in the history at @e{n}")
     return problems
+
+
+# -- lost updates, from observed states ---------------------------------------------------------
+
+def _changes(observed: list[dict], commits: dict, activations: set) -> tuple[list, list[str]]:
+    """What changed where: [(boundary, Stamp, seq of the event that changed it)], from the
+    differences of consecutive observations; a difference is put down to the one transaction
+    or activation between them (several: it cannot be told which, and is left out)."""
+    changes: list[tuple[str, Stamp, int]] = []
+    problems: list[str] = []
+    for seq, (rev, tx, _) in commits.items():  # checkpoint identity: made or dropped
+        changes += [(f"checkpoint:{op[1]}", Stamp(rev), seq) for op in tx.ops
+                    if op[0] in ("checkpoint", "drop-checkpoint")]
+
+    def put_down(boundaries: set, lo: int, cur: dict, by_activation: bool = True) -> None:
+        if not boundaries:
+            return
+        causes = [s for s in range(lo, cur["events"])
+                  if s in commits or (by_activation and s in activations)]
+        where = f"between @e{lo} and @e{cur['events']}"
+        if not causes:
+            problems.append(f"the Mind changed {where} without a transaction"
+                            f"{' or activation' if by_activation else ''}: "
+                            f"{', '.join(sorted(boundaries))}")
+        elif len(causes) == 1 and causes[0] in commits:
+            changes.extend((b, Stamp(commits[causes[0]][0]), causes[0]) for b in boundaries)
+        elif len(causes) == 1:
+            wrong = sorted(b for b in boundaries if not b.startswith("life:"))
+            if wrong:
+                problems.append(f"the activation @e{causes[0]} changed {', '.join(wrong)}")
+            # a window retirement; `window` stands for all of them (a rollback reads it)
+            stamp = Stamp(cur["revision"], cur["tick"], "window")
+            changes.extend((b, stamp, causes[0]) for b in boundaries | {WINDOW})
+
+    read_at: dict[str, tuple[dict, int]] = {}  # @eN -> (state last read, events then)
+    prev = None
+    for cur in observed:
+        if prev is not None:
+            put_down(changed_boundaries(dict(prev, observations=None),
+                                        dict(cur, observations=None)), prev["events"], cur)
+        for ref, state in (cur["observations"] or {}).items():
+            if ref in read_at and read_at[ref][0] != state:  # only a transaction can
+                put_down({f"life:{ref}"}, read_at[ref][1], cur, by_activation=False)
+            read_at[ref] = (state, cur["events"])
+        prev = cur
+    return changes, problems
+
+
+def _lost_updates(commits: dict, changes: list) -> list[str]:
+    """A transaction accepted although a boundary of its own footprint changed after its
+    read point (before it committed)."""
+    problems = []
+    for seq, (rev, tx, tau) in sorted(commits.items()):
+        reads, writes = footprint(tx)
+        lost = sorted({(b, s) for b, s, at in changes
+                       if at < seq and b in reads | writes and after(s, tx.base, tau)})
+        if not lost:
+            continue
+        point = f"base {tx.base}" + (f", tick {tau}" if tau is not None else "")
+        what = ", ".join(f"{b} (revision {s.revision}" +
+                         (f", tick {s.tick} by the window)" if s.tick is not None else ")")
+                         for b, s in lost)
+        same = " (the same base version accepted twice for the same boundary)" \
+            if any(s.tick is None and s.revision in _bases(commits, tx.base) for _, s in lost) \
+            else ""
+        problems.append(f"lost update: revision {rev} was accepted from {point} although "
+                        f"{what} changed after it{same}")
+    return problems
+
+
+def _bases(commits: dict, base: int) -> set:
+    """Revisions accepted from this base."""
+    return {rev for rev, tx, _ in commits.values() if tx.base == base}
