@@ -399,3 +399,20 @@ def test_core_21_receipt_and_structured_rejection(mind, expect_rejected):
     assert err.to_dict()["code"] == "NOT_FOUND"
     assert (err.details["op_index"], err.details["op"], err.details["ref"]) == \
         (1, "revise", "missing")
+
+
+def test_core_21_rollback_receipt_names_what_it_released(mind):
+    """A rollback's receipt counts the frames it removes or puts back retired (released now)
+    and those it puts back into their window (released after it)."""
+    mind.tx("(create keep (x)) (create wait (y y)) (create gone (z))")
+    mind.tx("(retire wait gone)", reason="tidy")
+    mind.tx("(checkpoint cp)")
+    mind.tx("(restore wait gone) (create extra (e e e))")
+    r = mind.tx("(rollback cp)")
+    cap = r["capacity"]
+    # `wait` and `gone` were retiring at the checkpoint; `extra` did not exist yet.
+    assert sorted(cap["released_after_window"]) == ["gone", "wait"]
+    assert cap["released_now"] == ["extra"]
+    assert cap["released_now_bytes"] == len("extra") + len("(e e e)")
+    assert cap["released_after_window_bytes"] == len("wait(y y)") + len("gone(z)")
+    assert mind.client.audit(mind.context)["match"]

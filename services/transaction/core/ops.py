@@ -39,6 +39,9 @@ class TxRun:
     released_later: dict[str, int] = field(default_factory=dict)
     # Which events the transaction may name (a commit naming a session: its causal scope).
     sees: Callable[[int], bool] = lambda seq: True
+    # Whether the successor rule judges the frames a rollback brought back and the
+    # receipt counts what it released (rules.py).
+    rollback_settles_frames: bool = True
     touched: set[str] = field(default_factory=set)  # frames the successor rule looks at
     superseded: set[str] = field(default_factory=set)  # retired at once by a successor
     changed: set[str] = field(default_factory=set)  # frames to re-index
@@ -281,6 +284,8 @@ def _rollback(m: MindState, run: TxRun, cp: R.Checkpoint) -> None:
     saved = {f.id: f for f in cp.frames}
     for cur in list(m.frames()):
         if cur.id not in saved:
+            if run.rollback_settles_frames and cur.state != R.RETIRED:
+                run.released_now[cur.id] = cur.size()  # it leaves the Mind now
             _cancel_retire(m, cur)
             m.remove_frame(cur.id)
             run.changed.add(cur.id)
@@ -288,6 +293,8 @@ def _rollback(m: MindState, run: TxRun, cp: R.Checkpoint) -> None:
         cur = m.frame(fid) or m.last_version(fid)
         if cur is not None and m.frame(fid) is not None and _same_content(cur, snap):
             continue
+        if run.rollback_settles_frames:
+            _count_release(run, m.frame(fid), snap)
         if cur is not None and cur.retire is not None:
             m.set_due(cur.retire.due_tick, fid, None)
         restored = R.Frame(**{**snap.__dict__})
@@ -299,6 +306,8 @@ def _rollback(m: MindState, run: TxRun, cp: R.Checkpoint) -> None:
             m.set_due(restored.retire.due_tick, fid, restored.generation)
         m.put_frame(restored)
         run.changed.add(fid)
+    if run.rollback_settles_frames:  # the rule judges the final state, these included
+        run.touched.update(saved)
     wanted = {tuple(e) for e in cp.relations}
     for e in m.relations():
         if e not in wanted:
@@ -306,6 +315,15 @@ def _rollback(m: MindState, run: TxRun, cp: R.Checkpoint) -> None:
     for e in wanted:
         m.add_relation(*e)
     m.put_order(list(cp.order))
+
+
+def _count_release(run: TxRun, cur: Optional[R.Frame], snap: R.Frame) -> None:
+    """A frame a rollback puts back retired leaves now, retiring leaves after its window."""
+    was = cur.state if cur is not None else R.RETIRED  # absent: it occupied nothing
+    if snap.state == R.RETIRED and was != R.RETIRED:
+        run.released_now[snap.id] = snap.size()
+    elif snap.state == R.RETIRING and was == R.ACTIVE:
+        run.released_later[snap.id] = snap.size()
 
 
 def _same_content(a: R.Frame, b: R.Frame) -> bool:
@@ -376,8 +394,11 @@ _DISPATCH: dict[str, Callable[[MindState, TxRun, Op], None]] = {
 }
 
 
-def apply_ops(m: MindState, tx: Tx, sees: Optional[Callable[[int], bool]] = None) -> TxRun:
-    run = TxRun(tx) if sees is None else TxRun(tx, sees=sees)
+def apply_ops(m: MindState, tx: Tx, sees: Optional[Callable[[int], bool]] = None, *,
+              rollback_settles_frames: bool = True) -> TxRun:
+    run = TxRun(tx, rollback_settles_frames=rollback_settles_frames)
+    if sees is not None:
+        run.sees = sees
     for run.index, op in enumerate(tx.ops):
         if isinstance(op, TargetsOp):
             for t in op.targets:

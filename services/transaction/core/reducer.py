@@ -124,7 +124,8 @@ def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] =
     rules = rulebook.of_event(ev.data)
     tx = Tx.from_dict(ev.data["tx"])
     meta.revision += 1
-    run = apply_ops(m, tx, sees=sees)
+    run = apply_ops(m, tx, sees=sees,
+                    rollback_settles_frames=rules.rollback_settles_frames)
     if rules.promote_cited_evidence:
         scope_reducer.promote_sources(m, tx, meta.revision)
     _, stamped = footprint(tx)

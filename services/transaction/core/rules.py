@@ -11,7 +11,8 @@ rules of its own version, so changing a rule never makes old history look damage
      frames, edges, order and lifecycles; a session's attention); a window retirement
      at an activation stamps the frame's lifecycle with the revision and tick. Events
      a committed frame cites as sources are promoted into the shared Mind (visible to
-     every session's evaluations from then on).
+     every session's evaluations from then on). The successor rule also judges the
+     frames a rollback brought back, and the receipt counts what a rollback released.
 """
 from __future__ import annotations
 
@@ -26,13 +27,14 @@ class Rules:
     stamp_actual_changes: bool
     stamp_window_retirements: bool
     promote_cited_evidence: bool
+    rollback_settles_frames: bool
 
 
 VERSIONS = {
     1: Rules(1, stamp_actual_changes=False, stamp_window_retirements=False,
-             promote_cited_evidence=False),
+             promote_cited_evidence=False, rollback_settles_frames=False),
     2: Rules(2, stamp_actual_changes=True, stamp_window_retirements=True,
-             promote_cited_evidence=True),
+             promote_cited_evidence=True, rollback_settles_frames=True),
 }
 CURRENT = max(VERSIONS)
 
