@@ -9,6 +9,7 @@ import threading
 
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.roles import ServiceProcess, check_addresses
 
 ALL = "all"
 
@@ -27,11 +28,8 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction)
-    if role == ALL:
-        app = AllInOne(config).start()
-    else:
-        from morphz.services.server.roles import ServiceProcess
-        app = ServiceProcess(role, config).start()
+    check_addresses(role, config)
+    app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
     # One line a supervisor (or a test) can wait for.
     data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""

@@ -91,7 +91,7 @@ def _encoding(p: "ServiceProcess") -> Built:
 ROLES = {"storage": _storage, "transaction": _transaction, "recall": _recall,
          "encoding": _encoding}
 # The addresses each role needs (ServerConfig fields): the services it calls.
-NEEDS = {"storage": (), "transaction": ("storage",), "recall": ("storage", "transaction"),
+NEEDS = {"all": (), "storage": (), "transaction": ("storage",), "recall": ("storage", "transaction"),
          "encoding": ("storage", "transaction")}
 
 

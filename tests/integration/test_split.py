@@ -180,11 +180,15 @@ def test_dist_05_sigterm_drains_every_split_process(cluster):
         assert "morphz: stopped" in cluster[role].stderr()
 
 
-def test_dist_05_serve_role_rejects_missing_dependency_addresses(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", "recall",
-                           "--storage", "127.0.0.1:1", "--data", str(tmp_path)],
+@pytest.mark.parametrize("argv, field", [
+    (["recall", "--storage", "127.0.0.1:1"], "transaction"),  # one it calls is missing
+    (["all", "--storage", "127.0.0.1:1"], "storage"),  # all-in-one calls nothing remote
+], ids=["recall-without-transaction", "all-with-storage"])
+def test_dist_05_serve_role_gets_exactly_the_addresses_it_calls(tmp_path, argv, field):
+    proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
+                           "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1, proc.stderr
     error = json.loads(proc.stdout)["error"]
-    assert (error["reason"], error["details"]["field"]) == ("CONTEXT_INPUT_INVALID",
-                                                            "transaction")
+    assert (error["reason"], error["details"]["field"]) == ("CONTEXT_INPUT_INVALID", field)
+    assert not (tmp_path / "data").exists()  # refused before opening anything
