@@ -2,8 +2,9 @@
 
 `morphz serve` runs the all-in-one server (or one service: `serve storage|transaction|
 recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
-command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for). JSON output (`--format=json`) is the
-core's reply dict as is; text output is a readable rendering of the same dict.
+command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for). JSON
+output (`--format=json`) is the core's reply dict as is; text output is a readable
+rendering of the same dict.
 
 Every failure the caller can act on - a MorphzError from the server, a transport
 error (UNAVAILABLE, DEADLINE_EXCEEDED) or a bad local input (missing file, invalid

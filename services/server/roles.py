@@ -91,8 +91,8 @@ def _encoding(p: "ServiceProcess") -> Built:
 ROLES = {"storage": _storage, "transaction": _transaction, "recall": _recall,
          "encoding": _encoding}
 # The addresses each role needs (ServerConfig fields): the services it calls.
-NEEDS = {"all": (), "storage": (), "transaction": ("storage",), "recall": ("storage", "transaction"),
-         "encoding": ("storage", "transaction")}
+NEEDS = {"all": (), "storage": (), "transaction": ("storage",),
+         "recall": ("storage", "transaction"), "encoding": ("storage", "transaction")}
 
 
 def check_addresses(role: str, config: ServerConfig) -> None:
