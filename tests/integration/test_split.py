@@ -50,6 +50,13 @@ def wait_health(proc: ServerProcess, want) -> None:
         time.sleep(0.1)
 
 
+def wait_indexed(recall: RecallClient, context: str) -> None:
+    deadline = time.monotonic() + BOUND  # the index follows the outbox in the background
+    while recall.inspect(context)["lag"]:
+        assert time.monotonic() < deadline, recall.inspect(context)
+        time.sleep(0.1)
+
+
 def start(tmp_path, role: str, *args: str, listen: str = "127.0.0.1:0") -> ServerProcess:
     return ServerProcess(tmp_path / role, args=[role, *args], listen=listen).start()
 
@@ -83,10 +90,7 @@ def scenario(tx: TransactionClient, recall: RecallClient, enc: EncodingClient,
                               "(goal ship-v1) (stage waiting-tests)))", session="main")
     out["frame"] = tx.get_frame(context, "release")
     out["audit"] = tx.audit(context)
-    deadline = time.monotonic() + BOUND  # the index follows the outbox in the background
-    while recall.inspect(context)["lag"]:
-        assert time.monotonic() < deadline, recall.inspect(context)
-        time.sleep(0.1)
+    wait_indexed(recall, context)
     out["search"] = [(h["kind"], h["ref"], h["state"], h["preview"])
                      for h in recall.search(context, "regression")["results"]]
     e = enc.compile(context, "main")
@@ -172,6 +176,24 @@ def test_dist_05_a_service_is_not_serving_until_its_dependency_answers(tmp_path)
     finally:
         tx.kill()
         storage.kill()
+
+
+def test_dist_05_recall_keeps_indexing_across_a_storage_restart(cluster):
+    tx, recall, _ = clients(cluster["transaction"].address, cluster["recall"].address,
+                            cluster["encoding"].address)
+    tx.create_context("restart")
+    tx.append_event("restart", "main", "user-message", "before the outage")
+    wait_indexed(recall, "restart")
+    storage = cluster["storage"]
+    assert storage.stop() == 0
+    wait_health(cluster["recall"], NOT_SERVING)
+    storage.listen = storage.address
+    storage.start()
+    for role in ("transaction", "recall"):
+        wait_health(cluster[role], SERVING)
+    tx.append_event("restart", "main", "user-message", "after the outage")
+    wait_indexed(recall, "restart")
+    assert {h["ref"] for h in recall.search("restart", "outage")["results"]} == {"@e1", "@e2"}
 
 
 def test_dist_05_sigterm_drains_every_split_process(cluster):
