@@ -18,6 +18,7 @@ class Status(Enum):
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     INTERNAL = "INTERNAL"
     UNAVAILABLE = "UNAVAILABLE"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a service this one called did not answer in time
 
 
 # The error table: every reason code the services raise, with its status class.

@@ -63,6 +63,15 @@ class RemoteError(MorphzError):
         Exception.__init__(self, message)
         self.reason, self.message, self.details, self.code = reason, message, details, code
 
+    @property
+    def status(self) -> Status:
+        """Its gRPC code: a servicer passing on a failure of a service it called (one
+        out of reach, say) answers with that code, not a crash of its boundary."""
+        try:
+            return Status(self.code)
+        except ValueError:
+            return Status.INTERNAL
+
     def to_dict(self) -> dict:
         return {"code": self.code, "reason": self.reason, "message": self.message,
                 "details": self.details}

@@ -98,10 +98,14 @@ def expect_rejected():
 
 
 class ServerProcess:
-    """`morphz serve` as a real child process on a data directory that outlives it."""
+    """`morphz serve [ARGS]` as a real child process on a data directory that outlives it
+    (ARGS: a role and its flags, e.g. ["recall", "--storage", ADDR]; none: all-in-one).
+    It listens on `listen`; set that to `address` to restart it on the same port."""
 
-    def __init__(self, data_dir, env: dict | None = None) -> None:
+    def __init__(self, data_dir, env: dict | None = None, args: list[str] | None = None,
+                 listen: str = "127.0.0.1:0") -> None:
         self.data_dir, self.env = str(data_dir), env or {}
+        self.args, self.listen = list(args or []), listen
         self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
         self.proc = None
         self.address = ""
@@ -113,8 +117,8 @@ class ServerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen",
-                 "127.0.0.1:0", "--data", self.data_dir],
+                [sys.executable, "-m", "morphz.services.cli.main", "serve", *self.args,
+                 "--listen", self.listen, "--data", self.data_dir],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         line = self.proc.stdout.readline()
         assert line.startswith("morphz: serving on"), \

@@ -45,8 +45,9 @@ def global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) ->
     parser.add_argument("--format", choices=("json", "text"),
                         default=d.get("format", sup), help="output format (default: text)")
     parser.add_argument("--server", metavar="HOST:PORT", default=d.get("server", sup),
-                        help="server address (default: $MORPHZ_SERVER, else the server's "
-                        "default listen address)")
+                        help="server address (default: the command's service's "
+                        "$MORPHZ_TRANSACTION/$MORPHZ_RECALL/$MORPHZ_ENCODING, else "
+                        "$MORPHZ_SERVER, else the server's default listen address)")
     parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds,
                         default=d.get("timeout", sup),
                         help=f"deadline for every RPC (default: {DEFAULT_TIMEOUT:g})")

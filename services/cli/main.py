@@ -1,8 +1,10 @@
 """`morphz`: the command-line interface.
 
-`morphz serve` runs the all-in-one server; `morphz context ...` calls the transaction
-service over gRPC, one client call per command. JSON output (`--format=json`) is the
-core's reply dict as is; text output is a readable rendering of the same dict.
+`morphz serve` runs the all-in-one server (or one service: `serve storage|transaction|
+recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
+command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for). JSON
+output (`--format=json`) is the core's reply dict as is; text output is a readable
+rendering of the same dict.
 
 Every failure the caller can act on - a MorphzError from the server, a transport
 error (UNAVAILABLE, DEADLINE_EXCEEDED) or a bad local input (missing file, invalid
@@ -32,9 +34,21 @@ MAX_MESSAGE_BYTES = 64 << 20
 STDIN = "-"
 
 
+ROLES = ("all", "storage", "transaction", "recall", "encoding")
+
+
 def default_server() -> str:
     """$MORPHZ_SERVER, else the all-in-one server's default address."""
     return os.environ.get("MORPHZ_SERVER") or DEFAULT_LISTEN
+
+
+def server_for(service: str, given: Optional[str]) -> str:
+    """Where a command of `service` goes: --server if given (one server for all), else
+    $MORPHZ_<SERVICE> (a split cluster: MORPHZ_TRANSACTION, MORPHZ_RECALL,
+    MORPHZ_ENCODING), else default_server()."""
+    if given is not None:
+        return given
+    return os.environ.get(f"MORPHZ_{service.upper()}") or default_server()
 
 
 # -- local input -----------------------------------------------------------------------
@@ -281,7 +295,8 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
 
 
 # Modules adding `context` subcommands of other services. Each has
-# add_commands(add) -> names it added (add(name, help) returns a subparser) and
+# SERVICE (the service its commands call), add_commands(add) -> names it added
+# (add(name, help) returns a subparser) and
 # COMMANDS: name -> (call(channel, args) -> dict, text renderer, exit status of a reply).
 EXTENSIONS = (recall_cmds, encoding_cmds)
 
@@ -297,12 +312,20 @@ def build_parser() -> argparse.ArgumentParser:
     global_options(common, None)
 
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = top.add_parser("serve", parents=[common], help="run the all-in-one server")
+    serve = top.add_parser("serve", parents=[common],
+                           help="run the all-in-one server, or one service of a split cluster")
+    serve.add_argument("role", nargs="?", default="all", choices=ROLES,
+                       help="all (default): every service in one process; else one service")
     serve.add_argument("--listen", metavar="HOST:PORT", default=None,
                        help="address to listen on (default: the server's default listen "
                        "address)")
     serve.add_argument("--data", metavar="DIR", default=DEFAULT_DATA_DIR,
-                       help=f"data directory (default: {DEFAULT_DATA_DIR})")
+                       help=f"data directory (default: {DEFAULT_DATA_DIR}); the store's, or "
+                       "recall's index")
+    serve.add_argument("--storage", metavar="HOST:PORT", default="",
+                       help="transaction, recall, encoding: the storage service's address")
+    serve.add_argument("--transaction", metavar="HOST:PORT", default="",
+                       help="recall, encoding: the transaction service's address")
 
     context = top.add_parser("context", parents=[common], help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -377,14 +400,15 @@ def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
     listen = DEFAULT_LISTEN if args.listen is None else args.listen
     try:
-        return serve(listen, args.data)
+        return serve(listen, args.data, args.role, args.storage, args.transaction)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None
 
 
 def run_context(args: argparse.Namespace, out: TextIO) -> int:
-    server = default_server() if args.server is None else args.server
+    ext = next((e for e in EXTENSIONS if args.action in e.COMMANDS), None)
+    server = server_for(ext.SERVICE if ext else "transaction", args.server)
     channel = grpc.insecure_channel(check_server(server), options=[
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
@@ -393,7 +417,6 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
             call, render, exit_status = COMMANDS[args.action]
             reply = call(TransactionClient(channel, timeout=args.timeout), args)
         else:  # recall/encoding commands: they build their own client on the channel
-            ext = next(e for e in EXTENSIONS if args.action in e.COMMANDS)
             call, render, exit_status = ext.COMMANDS[args.action]
             reply = call(channel, args)
     finally:

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent import futures
 from dataclasses import dataclass
 from typing import Optional
 
-import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
-from opentelemetry.instrumentation.grpc import server_interceptor
 from opentelemetry.sdk.trace import TracerProvider
 
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
@@ -27,11 +22,12 @@ from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.rules import CURRENT as RULES_CURRENT
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, listen,
+                                            mark)
 from morphz.shared.faults import Faults
-from morphz.shared.telemetry import core_tracer, is_recording
+from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
-MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
 _log = logging.getLogger("morphz.server")
 
 
@@ -49,6 +45,10 @@ class ServerConfig:
     # The rules new transactions are decided under; only tests reproducing histories of
     # an older version set it (replay always follows each event's own version).
     rules_version: int = RULES_CURRENT
+    # The addresses of the services a one-service process calls (roles.py); AllInOne
+    # has them in-process.
+    storage: str = ""
+    transaction: str = ""
 
 
 class AllInOne:
@@ -64,7 +64,6 @@ class AllInOne:
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         # Set by the recall wiring: the index's outbox position, for status' outbox lag.
         self.index_position = None
-        tracing = is_recording(self.tracer)
         self.transactions = TransactionCore(
             self.store, faults=faults, rules_version=config.rules_version,
             tracer=core_tracer(self.tracer, "morphz.transaction"),
@@ -73,21 +72,13 @@ class AllInOne:
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:
             _log.error("startup check: %s (run `morphz context audit`)", problem)
-        self.server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=config.max_workers),
-            interceptors=[server_interceptor(tracer_provider=self.tracer)] if tracing else [],
-            maximum_concurrent_rpcs=config.max_concurrent_rpcs,
-            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.so_reuseport", 0)])
+        self.server = build_server(config, self.tracer)
         transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
         storage_pb2_grpc.add_StorageServiceServicer_to_server(
             StorageServicer(self.store, self.snapshots), self.server)
-        self.health = health.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
                  storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
@@ -95,13 +86,10 @@ class AllInOne:
         self._stoppers: list = []
         names += recall_wiring.register(self)
         names += encoding_wiring.register(self)
-        for name in names + [""]:
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        reflection.enable_server_reflection(names + [health.SERVICE_NAME,
-                                                     reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(config.listen)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {config.listen}")
+        self.health = expose(self.server, names)
+        mark(self.health, names, SERVING)  # its services call each other in-process
+        self._names = names
+        self.port = listen(self.server, config.listen)
 
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, extra stores)."""
@@ -112,8 +100,7 @@ class AllInOne:
         return self
 
     def stop(self, grace: float = 5.0) -> None:
-        for name in list(self.health._server_status):  # report NOT_SERVING while draining
-            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
         self.server.stop(grace).wait()
         for stopper in reversed(self._stoppers):
             stopper()

@@ -1,4 +1,4 @@
-"""`morphz serve`: run the all-in-one server until SIGINT/SIGTERM."""
+"""`morphz serve [ROLE]`: run the all-in-one server, or one service, until SIGINT/SIGTERM."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +9,9 @@ import threading
 
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.roles import ServiceProcess, check_addresses
+
+ALL = "all"
 
 
 def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
@@ -19,13 +22,19 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
         pass
 
 
-def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data") -> int:
+def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
+          storage: str = "", transaction: str = "") -> int:
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = AllInOne(ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen)).start()
+    config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
+                          transaction=transaction)
+    check_addresses(role, config)
+    app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
     # One line a supervisor (or a test) can wait for.
-    print(f"morphz: serving on {host}:{app.port} data={os.path.abspath(data_dir)}", flush=True)
+    data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""
+    print(f"morphz: serving on {host}:{app.port}{data}"
+          + ("" if role == ALL else f" role={role}"), flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

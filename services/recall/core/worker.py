@@ -25,6 +25,7 @@ class OutboxWorker:
         # pass is the expensive part). Search lags by about a pass and its rest.
         self._ratio = rest_ratio
         self._max_rest = max_rest_seconds
+        self._reachable = True  # whether the last listing of contexts worked (log once)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recall-outbox", daemon=True)
 
@@ -39,7 +40,15 @@ class OutboxWorker:
     def run_once(self) -> int:
         """One pass over all contexts; returns the number of intents applied."""
         applied = 0
-        for context in self._contexts():
+        try:
+            contexts = self._contexts()
+        except Exception:  # noqa: BLE001 - a remote store may be away for a while: retry
+            if self._reachable:
+                _log.warning("cannot list the contexts; will retry", exc_info=True)
+            self._reachable = False
+            return 0
+        self._reachable = True
+        for context in contexts:
             if self._stop.is_set():
                 break
             try:

@@ -1,0 +1,117 @@
+"""What every Morphz server process shares, all-in-one or one service: the gRPC server's
+options and tracing interceptor, health checking and reflection, channels to the
+services it depends on, and readiness that follows those dependencies' health."""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+from typing import Callable, Optional
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import server_interceptor
+from opentelemetry.sdk.trace import TracerProvider
+
+from morphz.shared.telemetry import is_recording
+
+MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+_log = logging.getLogger("morphz.server")
+
+
+def build_server(config, tracer: TracerProvider) -> grpc.Server:
+    """A gRPC server with the config's workers and limits, traced if anything records."""
+    return grpc.server(
+        futures.ThreadPoolExecutor(max_workers=config.max_workers),
+        interceptors=[server_interceptor(tracer_provider=tracer)] if is_recording(tracer) else [],
+        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+        options=_MESSAGE_OPTIONS + [("grpc.so_reuseport", 0)])
+
+
+def expose(server: grpc.Server, names: list[str]) -> health.HealthServicer:
+    """Add health checking (every name NOT_SERVING until marked) and reflection."""
+    checker = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+    mark(checker, names, NOT_SERVING)
+    reflection.enable_server_reflection(names + [health.SERVICE_NAME, reflection.SERVICE_NAME],
+                                        server)
+    return checker
+
+
+def mark(checker: health.HealthServicer, names: list[str], status) -> None:
+    """Set the status of every name and of the whole server ("")."""
+    for name in names + [""]:
+        checker.set(name, status)
+
+
+def listen(server: grpc.Server, address: str) -> int:
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return port
+
+
+def dependency_channel(address: str) -> grpc.Channel:
+    """A channel to a service this process calls. Reconnect backoff is capped at 1 s
+    (gRPC's default grows to 120 s), so a dependency that comes back is seen soon."""
+    return grpc.insecure_channel(address, options=_MESSAGE_OPTIONS + [
+        ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 1000)])
+
+
+class Readiness:
+    """Keeps this process's services NOT_SERVING until every dependency's health check
+    answers SERVING, and again while one does not: polled, each check with a deadline.
+    `on_ready` runs once, before the first SERVING (a start-up check, say); if it fails
+    the process stays NOT_SERVING and it is retried at the next poll."""
+
+    def __init__(self, checker: health.HealthServicer, names: list[str],
+                 dependencies: list[tuple[grpc.Channel, str]], *,
+                 on_ready: Optional[Callable[[], None]] = None,
+                 interval: float = 0.5, check_timeout: float = 2.0) -> None:
+        self._checker, self._names = checker, names
+        self._deps = [(health_pb2_grpc.HealthStub(ch), name) for ch, name in dependencies]
+        self._on_ready = on_ready
+        self._interval, self._timeout = interval, check_timeout
+        self._ready = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="readiness", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following the dependencies (before a drain marks everything NOT_SERVING)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _answers(self, stub, name: str) -> bool:
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=self._timeout)
+        except grpc.RpcError:
+            return False
+        return reply.status == SERVING
+
+    def _run(self) -> None:
+        fired = False
+        while not self._stop.is_set():
+            ready = all(self._answers(stub, name) for stub, name in self._deps)
+            if ready and not fired and self._on_ready is not None:
+                try:
+                    self._on_ready()
+                    fired = True
+                except Exception:  # noqa: BLE001 - a dependency dropped meanwhile: retry
+                    _log.exception("start-up check failed; retrying")
+                    ready = False
+            if ready != self._ready and not self._stop.is_set():
+                _log.info("dependencies %s: %s", "answer" if ready else "do not answer",
+                          "SERVING" if ready else "NOT_SERVING")
+                mark(self._checker, self._names, SERVING if ready else NOT_SERVING)
+                self._ready = ready
+            self._stop.wait(self._interval)
