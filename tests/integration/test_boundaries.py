@@ -106,7 +106,8 @@ def test_conc_06_window_retirement_seen_through_the_evaluations_activation(clien
     r = client.commit(ctx + "-a", f"(context-tx (base-version {base}) (restore old))",
                       activation=act["id"])
     assert r["revision"] == base + 1
-    assert client.get_event(ctx + "-a", r["event_ref"])["session"] == "s2"
+    committed = client.get_event(ctx + "-a", r["event_ref"])
+    assert (committed["session"], committed["activation"]) == ("s2", act["id"])
     expect_rejected("SCOPE_VIOLATION", client.commit, ctx + "-a",
                     f"(context-tx (base-version {base + 1}) (revise other (q)))",
                     session="s1", activation=act["id"])

@@ -343,9 +343,10 @@ class TransactionCore:
             view = R.plain(ev)
             data = view.pop("data")  # runtime internals (payload hashes, ids) stay inside
             # ...except where an event belongs: an action's activation, a result's call,
-            # a message's target.
+            # a message's target, the evaluation a transaction was committed for.
             view.update({k: data[k] for k in ("activation", "call", "target_session")
-                         if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE)})
+                         if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE,
+                                                      R.CONTEXT_TX)})
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)
