@@ -259,12 +259,10 @@ class MindState:
         """(action seq, activation id) of the session's calls still waiting for a result."""
         return [(k[1], raw.decode()) for k, raw in self._scan("open_calls", (sid,))]
 
-    def set_waiting(self, target: str, seq: int, source: Optional[str]) -> None:
-        self._put("messages_waiting", (target, seq), None if source is None else source.encode())
-
     def waiting(self, target: str) -> list[int]:
-        """Messages addressed to the session that no activation of it has claimed yet."""
-        return [k[1] for k, _ in self._scan("messages_waiting", (target,))]
+        """Messages addressed to the session that no activation of it has claimed yet:
+        its pending inputs that are messages."""
+        return [seq for seq in self.pending(target) if self.event(seq).kind == R.MESSAGE]
 
     def is_promoted(self, seq: int) -> bool:
         return self._get("promoted", (seq,)) is not None
@@ -293,10 +291,6 @@ class MindState:
     # retirement makes no revision).
     def boundary_stamp(self, boundary: str) -> Optional[R.Stamp]:
         return R.Stamp.parse(self._get("boundaries", (boundary,)))
-
-    def boundary_revision(self, boundary: str) -> int:
-        stamp = self.boundary_stamp(boundary)
-        return stamp.revision if stamp else 0
 
     def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
         self._put("boundaries", (boundary,), R.Stamp(revision, tick).encode())

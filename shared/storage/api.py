@@ -35,7 +35,6 @@ TABLES: dict[str, bool] = {
     "root_requests": False,   # (seq,) -> activation id: roots of undelivered activations
     "calls": False,           # (action seq,) -> call: activation, session, result seq or none
     "open_calls": False,      # (session, action seq) -> activation id: calls with no result yet
-    "messages_waiting": False,  # (target session, seq) -> source session: unclaimed messages
     "promoted": False,        # (seq,) -> revision that first cited the event as a frame source
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply

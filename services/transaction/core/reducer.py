@@ -64,8 +64,6 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     kinds = {seq: m.event(seq).kind for seq in claimed}
     for seq in claimed:
         m.set_pending(sid, seq, False)
-        if kinds[seq] == R.MESSAGE:
-            m.set_waiting(sid, seq, None)
     advanced = any(k in R.EXTERNAL_KINDS for k in kinds.values())
     retired: list[str] = []
     if advanced:

@@ -47,7 +47,6 @@ def apply_message(m: MindState, ev: R.Event) -> dict:
         m.put_session(R.Session(ev.session))
     m.put_observation(ev.seq, R.Observation())
     m.set_pending(target, ev.seq, True)
-    m.set_waiting(target, ev.seq, ev.session)
     return _receipt(ev, target_session=target)
 
 
