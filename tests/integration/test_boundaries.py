@@ -108,7 +108,7 @@ def test_conc_06_window_retirement_seen_through_the_evaluations_activation(clien
     assert r["revision"] == base + 1
     committed = client.get_event(ctx + "-a", r["event_ref"])
     assert (committed["session"], committed["activation"]) == ("s2", act["id"])
-    expect_rejected("SCOPE_VIOLATION", client.commit, ctx + "-a",
+    expect_rejected("CAUSAL_SCOPE_VIOLATION", client.commit, ctx + "-a",
                     f"(context-tx (base-version {base + 1}) (revise other (q)))",
                     session="s1", activation=act["id"])
     expect_rejected("BASE_TICK_AHEAD", m.tx, f"(base-tick {act['tick'] + 1}) (revise other (q))")

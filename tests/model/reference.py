@@ -348,7 +348,7 @@ class Model:
             if act is None:
                 raise Rejected("ACTIVATION_NOT_FOUND")
             if session and act["session"] != session:
-                raise Rejected("SCOPE_VIOLATION")
+                raise Rejected("CAUSAL_SCOPE_VIOLATION")
             session = act["session"]
             if tau is None:
                 tau = act["tick"]

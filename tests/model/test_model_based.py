@@ -724,7 +724,7 @@ DIRECTED = {
         ("tx", "", [("restore", ("a",))],
          {"activation": "a8", "base_tick": 7, "expect": "TX_CONFLICT", "by": "window"}),
         ("tx", "", [("restore", ("a",))],
-         {"activation": "a8", "session": "s2", "expect": "SCOPE_VIOLATION"}),
+         {"activation": "a8", "session": "s2", "expect": "CAUSAL_SCOPE_VIOLATION"}),
         ("tx", "", [("restore", ("a",))], {"base_tick": 9, "expect": "BASE_TICK_AHEAD"}),
         ("tx", "", [("revise", "b", None, "(v 1)")]),
         ("tx", "", [("restore", ("a",))], {"base": 2, "base_tick": 8}),

@@ -409,9 +409,9 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str,
             raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
                               activation=activation)
         if session and act.session != session:
-            raise MorphzError("SCOPE_VIOLATION", f"activation {activation} belongs to session "
-                              f"{act.session}, not {session}", activation=activation,
-                              session=session)
+            raise MorphzError("CAUSAL_SCOPE_VIOLATION", f"activation {activation} is a causal "
+                              f"scope of session {act.session}, not of {session}",
+                              activation=activation, session=session)
         session = act.session
         if read_tick is None:
             read_tick = act.tick
