@@ -36,11 +36,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from morphz.services.transaction.core.txlang import parse_text
 from morphz.shared.errors import MorphzError
 
 from reference import (ACTIVE, EXACT_VERSION_OPS, WINDOW, Stamp, after, changed_boundaries,
-                       footprint, frame_view, mind_view, parse_tx)
+                       _canon, footprint, frame_view, mind_view, parse_tx)
 
 CONTEXT_TX, ACTIVATION = "context-tx", "activation"
 
@@ -112,11 +111,15 @@ def check_history(client, ctx: str, acked: list[dict], rejected: list[dict],
     return check_events(events, revision, acked, rejected, observed)
 
 
-def _canonical(text: str) -> Optional[str]:
+def _canonical(text: Optional[str]) -> Optional[tuple]:
+    """A transaction text read by the reference model (not the server's parser, whose
+    rendering is part of what is checked): equal for the same transaction however spelled;
+    None when it does not read as one."""
     try:
-        return parse_text(text).render()
-    except MorphzError:
+        tx = parse_tx(text or "")
+    except Exception:  # noqa: BLE001 - any text the model cannot read is no transaction
         return None
+    return (tx.base, tx.base_tick, tx.reason, tuple(_canon(o) for o in tx.ops))
 
 
 def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
@@ -206,7 +209,7 @@ def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
                 problems.append(f"{what}: the event there is a {ev.get('kind')}, not a "
                                 "committed transaction")
                 continue
-            if text is not None and _canonical(text) != ev.get("text"):
+            if text is not None and _canonical(text) != _canonical(ev.get("text")):
                 problems.append(f"{what}: the committed text differs from the request")
             if rev_of_seq.get(seq) != receipt.get("revision"):
                 problems.append(f"{what}: acknowledged as revision {receipt.get('revision')} "
@@ -238,7 +241,8 @@ def check_events(events: list[Optional[dict]], revision: int, acked: list[dict],
                 continue
             if rid and ev.get("request_id") != rid:
                 continue
-            if canon is not None and ev.get("text") != canon:
+            if canon is not None and canon != (_canonical(ev.get("text")) if kind == "tx"
+                                               else ev.get("text")):
                 continue
             if not rid and canon is None:
                 continue
