@@ -19,7 +19,6 @@ from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEAS
                                                SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core import rules as rulebook
-from morphz.services.transaction.core.rules import CURRENT as RULES_CURRENT
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, listen,
@@ -44,7 +43,7 @@ class ServerConfig:
     max_open_snapshots: int = MAX_OPEN_SNAPSHOTS
     # The rules new transactions are decided under; only tests reproducing histories of
     # an older version set it (replay always follows each event's own version).
-    rules_version: int = RULES_CURRENT
+    rules_version: int = rulebook.CURRENT
     # The addresses of the services a one-service process calls (roles.py); AllInOne
     # has them in-process.
     storage: str = ""
