@@ -147,4 +147,4 @@ class SnapshotRegistry:
 def _expired(snap_id: str) -> MorphzError:
     return MorphzError("STORAGE_SNAPSHOT_EXPIRED",
                        "the read snapshot is unknown or its lease ran out; redo the whole read",
-                       snapshot=snap_id)
+                       snapshot=snap_id[:64])  # the caller's bytes, bounded

@@ -259,9 +259,12 @@ def test_dist_05_an_expired_unknown_or_foreign_snapshot_is_a_structured_error(sn
     snap.clock.now += 5.0
     expired = _reason(snap.stub.Get, pb.GetRequest(context="c", table="frames",
                                                     snapshot=opened.snapshot))
-    for err in (foreign, unknown, expired):
+    huge = _reason(snap.stub.Get, pb.GetRequest(context="c", table="frames",
+                                                 snapshot="x" * 100_000))
+    for err in (foreign, unknown, expired, huge):
         assert err.reason == "STORAGE_SNAPSHOT_EXPIRED"
         assert err.to_dict()["code"] == "ABORTED"
+    assert len(huge.details["snapshot"]) == 64  # a caller's id is never echoed whole
     assert len(snap.registry) == 0  # the expired one was released on use
 
 
