@@ -76,6 +76,7 @@ REASONS: dict[str, Status] = {
     "STORAGE_TABLE_UNKNOWN": Status.INVALID_ARGUMENT,
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # encoding (issue 5)

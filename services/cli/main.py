@@ -169,8 +169,7 @@ def render_status(r: dict, out: TextIO) -> None:
     order += sorted(set(frames) - set(order))
     _line(out, "frames", " ".join(f"{k}={frames[k]}" for k in order))
     _line(out, "event_count", r["event_count"])
-    _line(out, "outbox_head", r["outbox_head"])
-    _line(out, "outbox_lag", r["outbox_lag"])
+    _line(out, "commit_seq", r.get("commit_seq", 0))
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
         print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"

@@ -1,12 +1,12 @@
-"""Wires the recall service into the all-in-one server (services/server/app.py)."""
+"""Wires the recall service into a server (services/server/app.py, roles.py)."""
 from __future__ import annotations
 
 import os
 
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.core.worker import OutboxWorker
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.servicer import RecallServicer
 from morphz.shared.telemetry import core_tracer
@@ -23,10 +23,10 @@ def register(app) -> list[str]:
     # Derived data only: deleting this directory loses nothing (rebuild restores it).
     indexes = IndexDirectory(os.path.join(app.config.data_dir, "recall"))
     indexer = Indexer(app.store, indexes, tracer=tracer)
-    core = RecallCore(app.store, app.transactions, indexer, tracer=tracer)
-    worker = OutboxWorker(indexer, app.store.contexts).start()
-    app.on_stop(worker.stop)
+    follower = FeedFollower(app.store, indexer, indexes).start()
+    app.on_stop(follower.stop)
+    core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
+                      feed_status=follower.status)
     app.recall = core
-    app.index_position = indexer.position
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return [recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name]

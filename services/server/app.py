@@ -14,7 +14,7 @@ from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.services.storage.servicer import StorageServicer
+from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
                                                SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
@@ -41,6 +41,8 @@ class ServerConfig:
     # Remote readers' snapshots (services/storage/snapshots.py).
     snapshot_lease_seconds: float = SNAPSHOT_LEASE_SECONDS
     max_open_snapshots: int = MAX_OPEN_SNAPSHOTS
+    # Following change-feed watches (recall replicas): each holds a worker thread.
+    max_watches: int = MAX_WATCHES
     # The rules new transactions are decided under; only tests reproducing histories of
     # an older version set it (replay always follows each event's own version).
     rules_version: int = rulebook.CURRENT
@@ -61,12 +63,9 @@ class AllInOne:
         self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
-        # Set by the recall wiring: the index's outbox position, for status' outbox lag.
-        self.index_position = None
         self.transactions = TransactionCore(
             self.store, faults=faults, rules_version=config.rules_version,
-            tracer=core_tracer(self.tracer, "morphz.transaction"),
-            index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
+            tracer=core_tracer(self.tracer, "morphz.transaction"))
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:
@@ -76,8 +75,9 @@ class AllInOne:
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
-        storage_pb2_grpc.add_StorageServiceServicer_to_server(
-            StorageServicer(self.store, self.snapshots), self.server)
+        self._storage = StorageServicer(self.store, self.snapshots,
+                                        max_watches=config.max_watches)
+        storage_pb2_grpc.add_StorageServiceServicer_to_server(self._storage, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
                  storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
@@ -100,6 +100,7 @@ class AllInOne:
 
     def stop(self, grace: float = 5.0) -> None:
         mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
+        self._storage.close()  # feed watchers end now instead of at the grace's end
         self.server.stop(grace).wait()
         for stopper in reversed(self._stoppers):
             stopper()

@@ -47,16 +47,15 @@ def _storage(p: "ServiceProcess") -> Built:
     snapshots = SnapshotRegistry(p.store, lease=c.snapshot_lease_seconds,
                                  limit=c.max_open_snapshots)
     p.on_stop(snapshots.close)  # stoppers run in reverse: snapshots before the store
-    storage_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(p.store, snapshots),
-                                                          p.server)
+    servicer = StorageServicer(p.store, snapshots, max_watches=c.max_watches)
+    p.on_drain(servicer.close)  # feed watchers end when draining starts
+    storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, p.server)
     return [STORAGE], [], None
 
 
 def _transaction(p: "ServiceProcess") -> Built:
     storage = p.channel(p.config.storage)
     p.store = StorageClient(storage)
-    # Status' outbox_lag needs the recall index position, which lives in another
-    # process: here it counts from 0 (`recall-index inspect` shows the real lag).
     p.transactions = TransactionCore(p.store, faults=Faults.from_env(),
                                      rules_version=p.config.rules_version,
                                      tracer=core_tracer(p.tracer, "morphz.transaction"))
@@ -117,8 +116,8 @@ class ServiceProcess:
         self.role, self.config = role, config
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
         self.server = build_server(config, self.tracer)
-        self.index_position = None  # set by the recall wiring; nobody here reads it
         self._stoppers: list = []
+        self._drainers: list = []
         self._channels: list[grpc.Channel] = []
         self._names, deps, on_ready = ROLES[role](self)
         self.health = expose(self.server, self._names)
@@ -135,6 +134,10 @@ class ServiceProcess:
         """Run `stopper()` when the server stops (background workers, the store)."""
         self._stoppers.append(stopper)
 
+    def on_drain(self, drainer) -> None:
+        """Run `drainer()` when draining starts (to end streams the drain would await)."""
+        self._drainers.append(drainer)
+
     def start(self) -> "ServiceProcess":
         self.server.start()
         if self.readiness is None:
@@ -147,6 +150,8 @@ class ServiceProcess:
         if self.readiness is not None:
             self.readiness.stop()
         mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
+        for drainer in self._drainers:
+            drainer()
         self.server.stop(grace).wait()
         for stopper in reversed(self._stoppers):
             stopper()

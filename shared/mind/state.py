@@ -311,7 +311,7 @@ class MindState:
         """The frame order as the reader has it (before this view's writes)."""
         return [raw.decode() for _, raw in self._reader.scan("order")]
 
-    # -- idempotency and outbox -------------------------------------------------------------
+    # -- idempotency ----------------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:
         return R.loads(dict, self._get("idempotency", (request_id,)))
 
@@ -320,8 +320,3 @@ class MindState:
 
     def snapshot_exists(self, snapshot_id: str) -> bool:
         return self._get("snapshots", (snapshot_id,)) is not None
-
-    def add_intent(self, intent: dict) -> None:
-        meta = self.meta()
-        self._put("outbox", (meta.outbox_head,), R.dumps(intent))
-        meta.outbox_head += 1

@@ -9,7 +9,8 @@ import threading
 from typing import Iterator, Optional
 
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.api import (FEED_PAGE, TABLES, Change, FeedPage, Key, Reader,
+                                       StaleCommit, StaleRead, Store, Write, change_of)
 from morphz.shared.errors import MorphzError
 
 
@@ -17,7 +18,9 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
         self._versions: dict[str, int] = {}
+        self._feed: list[Change] = []  # position p is self._feed[p - 1]
         self._lock = threading.Lock()
+        self._feed_moved = threading.Condition(self._lock)
 
     def reader(self, context: str) -> "MemoryReader":
         return MemoryReader(self, context)
@@ -45,7 +48,25 @@ class MemoryStore(Store):
                 else:
                     self._tables[table][k] = v
             self._versions[context] = current + 1
+            self._feed.append(change_of(len(self._feed) + 1, context, current + 1, writes))
+            self._feed_moved.notify_all()
             return current + 1
+
+    def feed_head(self) -> int:
+        return len(self._feed)
+
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        limit = max(1, min(limit, FEED_PAGE))
+        with self._lock:
+            if not context:
+                return FeedPage(self._feed[after:after + limit], len(self._feed))
+            mine = [c for c in self._feed if c.context == context and c.commit_seq > after]
+            return FeedPage(mine[:limit], self._versions.get(context, 0))
+
+    def wait_changes(self, after: int, timeout: float) -> int:
+        with self._feed_moved:
+            self._feed_moved.wait_for(lambda: len(self._feed) > after, timeout)
+            return len(self._feed)
 
 
 class MemoryReader(Reader):

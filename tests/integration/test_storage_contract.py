@@ -207,13 +207,13 @@ def snap(tmp_path):
     lmdb_store, clock = LmdbStore(str(tmp_path / "snap")), Clock()
     registry = SnapshotRegistry(lmdb_store, lease=5.0, limit=2, clock=clock)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    storage_pb2_grpc.add_StorageServiceServicer_to_server(
-        StorageServicer(lmdb_store, registry), server)
+    servicer = StorageServicer(lmdb_store, registry, watch_idle=0.2)
+    storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     yield SimpleNamespace(client=StorageClient(channel, timeout=10), store=lmdb_store,
-                          registry=registry, clock=clock,
+                          registry=registry, clock=clock, servicer=servicer,
                           stub=storage_pb2_grpc.StorageServiceStub(channel))
     channel.close()
     server.stop(None)
@@ -340,3 +340,85 @@ def test_dist_05_concurrent_remote_commits_share_lmdb_write_transactions(snap):
     assert snap.store._env.info()["last_txnid"] - txn_before == stats["write_transactions"]
     for i in range(8):
         assert len(rows(snap.client, f"c{i}", "frames")) == 10
+
+
+# -- the change feed (DIST-06): one entry per committed batch, on every store --------------
+def test_dist_06_the_feed_has_one_entry_per_commit_naming_its_events_and_frames(store):
+    store.commit("a", 0, [Write("events", (0,), b"e0"), Write("sessions", ("s",), b"s")])
+    store.commit("b", 0, [Write("events", (0,), b"e0")])
+    store.commit("a", 1, [Write("events", (1,), b"e1"), Write("frames", ("x",), b"X"),
+                          Write("frames", ("y",), None), Write("relations", ("x", "r", "y"), b"")])
+    with pytest.raises(StaleCommit):  # a rejected batch is not in the feed
+        store.commit("a", 1, [Write("events", (2,), b"e2")])
+    with pytest.raises(MorphzError):
+        store.commit("a", 2, [Write("events", (0,), b"again")])
+    page = store.changes(0)
+    assert [(c.position, c.context, c.commit_seq, c.events, c.frames) for c in page.changes] \
+        == [(1, "a", 1, (0,), ()), (2, "b", 1, (0,), ()), (3, "a", 2, (1,), ("x", "y"))]
+    assert page.head == store.feed_head() == 3
+    assert [c.position for c in store.changes(1, limit=1).changes] == [2]
+    assert store.changes(3).changes == [] and store.changes(3).head == 3
+    # One context's feed counts in its own commit_seq.
+    mine = store.changes(0, context="a")
+    assert [(c.position, c.commit_seq) for c in mine.changes] == [(1, 1), (3, 2)]
+    assert mine.head == 2
+    assert [c.position for c in store.changes(1, context="a").changes] == [3]
+    assert store.changes(0, context="nobody").changes == []
+
+
+def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
+    store.commit("a", 0, [Write("events", (0,), b"e0")])
+    stop, pages = threading.Event(), []
+
+    def follow():
+        for page in store.watch(1, stop=stop, idle=0.2):
+            pages.append(page)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        store.commit("a", 1, [Write("events", (1,), b"e1")])
+        store.commit("b", 0, [Write("frames", ("f",), b"F")])
+        deadline = time.monotonic() + 30
+        while sum(len(p.changes) for p in pages) < 2 or pages[-1].changes:
+            assert time.monotonic() < deadline, pages
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    seen = [c for p in pages for c in p.changes]
+    assert [(c.position, c.context, c.events, c.frames) for c in seen] == \
+        [(2, "a", (1,), ()), (3, "b", (), ("f",))]
+    assert pages[-1].head == 3  # an idle page: nothing new, the head as it stands
+
+
+def test_dist_06_wait_changes_returns_at_a_commit_or_at_its_timeout(store):
+    assert store.wait_changes(0, 0.1) == 0  # nothing committed: the timeout ends it
+    threading.Timer(0.2, lambda: store.commit("a", 0, [Write("events", (0,), b"e")])).start()
+    assert store.wait_changes(0, 30) == 1
+
+
+def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    streams = [snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30) for _ in range(4)]
+    for s in streams:
+        assert next(s).head == 0  # each is being served
+    with pytest.raises(grpc.RpcError) as info:
+        next(snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30))
+    from morphz.shared.grpc_errors import from_rpc_error
+    assert from_rpc_error(info.value).reason == "STORAGE_WATCH_LIMIT"
+    streams[0].cancel()  # a cancelled watch gives its slot back
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            extra = snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30)
+            next(extra)
+            break
+        except grpc.RpcError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    snap.servicer.close()  # drain: every following watch ends with OK
+    for s in streams[1:] + [extra]:
+        assert [r.changes for r in s] is not None
+        assert s.code() == grpc.StatusCode.OK

@@ -10,7 +10,7 @@ session's private evidence is answered as a missing one. It is recorded as a new
 from __future__ import annotations
 
 import json
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from opentelemetry import trace
 
@@ -70,8 +70,10 @@ def _choices(values, allowed, what: str) -> list[str]:
 class RecallCore:
     def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
                  tracer: Optional[trace.Tracer] = None,
-                 pins: Optional[SearchPins] = None) -> None:
+                 pins: Optional[SearchPins] = None,
+                 feed_status: Callable[[], dict] = dict) -> None:
         self._store = store
+        self._feed_status = feed_status  # this replica's place in the change feed
         self._tx = transactions
         self._indexer = indexer
         self._pins = pins if pins is not None else SearchPins()
@@ -151,7 +153,7 @@ class RecallCore:
         with self._tracer.start_as_current_span("recall.search"), \
                 self._store.reader(context) as reader:
             m = MindState(reader)
-            meta = m.require_meta(context)
+            m.require_meta(context)
             idx = self._indexer.index(context)
             snapshot = idx.snapshot()
             if cursor:  # the next page comes from the searcher that answered the first
@@ -165,7 +167,7 @@ class RecallCore:
                                                   until_us, kinds, states, sessions, start,
                                                   limit, viewer.sees_seq if viewer else None)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
-                     "lag": max(0, meta.outbox_head - position),
+                     "lag": max(0, reader.commit_seq - position),
                      "empty": empty if not hits and not start else ""}
             if next_offset is not None:
                 reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
@@ -270,14 +272,15 @@ class RecallCore:
     def inspect(self, context: str) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
-            meta = MindState(reader).require_meta(context)
+            MindState(reader).require_meta(context)
+            head = reader.commit_seq
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)
         position = imeta.get("position", 0)
         return {"context": context, "documents": counts["events"] + counts["frames"],
                 **counts, "terms": ContextIndex.term_count(searcher), "position": position,
-                "outbox_head": meta.outbox_head, "lag": max(0, meta.outbox_head - position),
+                "head": head, "lag": max(0, head - position), **self._feed_status(),
                 "last_rebuild": imeta.get("last_rebuild"),
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": idx.path}

@@ -54,14 +54,11 @@ class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
-                 index_position: Optional[Callable[[str], Optional[int]]] = None,
                  rules_version: int = rulebook.CURRENT) -> None:
         self._store = store
         # The rules new events are decided under (an older version only to reproduce old
         # histories in tests); replay always uses each event's own version.
         self._rules = rulebook.rules(rules_version)
-        # Where the recall index stands in a context's outbox (None: not known here).
-        self._index_position = index_position or (lambda context: None)
         self._tracer = tracer or NO_TRACING
         self._faults = faults
         self._pipelines: dict[str, ContextPipeline] = {}
@@ -170,9 +167,7 @@ class TransactionCore:
                              outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
-                    "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
-                    "outbox_lag": meta.outbox_head - min(
-                        meta.outbox_head, self._index_position(context) or 0)}
+                    "event_count": meta.next_seq, "commit_seq": reader.commit_seq}
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
@@ -377,7 +372,7 @@ class TransactionCore:
 
     def startup_check(self) -> list[str]:
         """Cheap structural checks of every context, run when a server starts: the event
-        sequence and the outbox must end where the context's meta says."""
+        sequence must end where the context's meta says."""
         problems = []
         for context in self._store.contexts():
             with self._store.reader(context) as reader:
@@ -389,9 +384,6 @@ class TransactionCore:
                 if (last[0][0] + 1 if last else 0) != meta.next_seq:
                     problems.append(f"{context}: events end at {last[0][0] if last else None}, "
                                     f"meta expects next {meta.next_seq}")
-                tail = next(reader.scan("outbox", reverse=True, limit=1), None)
-                if (tail[0][0] + 1 if tail else 0) != meta.outbox_head:
-                    problems.append(f"{context}: outbox ends before head {meta.outbox_head}")
         return problems
 
 
