@@ -126,7 +126,7 @@ class ServiceProcess:
         self.port = listen(self.server, config.listen)
 
     def channel(self, address: str) -> grpc.Channel:
-        ch = dependency_channel(address)
+        ch = dependency_channel(address, self.tracer)
         self._channels.append(ch)
         return ch
 

@@ -47,7 +47,7 @@ def test_every_rpc_and_inner_step_is_traced(tmp_path):
             c.commit("traced", "(context-tx (base-version 0) (create f (x)))")
         names = [s.name for s in exporter.get_finished_spans()]
         assert f"/{TX_SERVICE}/CreateContext" in names and f"/{TX_SERVICE}/Commit" in names
-        assert {"tx.parse", "mind.validate_apply", "storage.commit"} <= set(names)
+        assert {"tx.parse", "tx.rebase", "mind.validate_apply", "storage.commit"} <= set(names)
         spans = exporter.get_finished_spans()
         rpc = next(s for s in spans if s.name.endswith("/Commit"))
         inner = {s.name for s in spans if s.parent and s.parent.span_id == rpc.context.span_id}

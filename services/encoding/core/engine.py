@@ -66,6 +66,7 @@ class EncodingCore:
         requested = Scope.from_dict(scope)
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.session", session)
             parent_scope = causal_scope(session)
             if parent_snapshot:
                 check_name(parent_snapshot, "parent_snapshot")
@@ -110,6 +111,9 @@ class EncodingCore:
             with self._tracer.start_as_current_span("encoding.freeze"):
                 self._tx.record_snapshot(context, snapshot_id, pack(record))
             span.set_attribute("morphz.encoding.bytes", r.bytes)
+            span.set_attribute("morphz.encoding.items", len(r.items))
+            span.set_attribute("morphz.snapshot", snapshot_id)
+            span.set_attribute("morphz.activation", act.id)
         return {"snapshot": snapshot_id, "hash": record["hash"], "text": r.text,
                 "bytes": r.bytes, "chars": len(r.text), "regions": r.regions,
                 "items": r.items, "pressure": r.pressure.view(), "activation": act.id,

@@ -150,8 +150,12 @@ class RecallCore:
                   "sessions": sessions}
         if evaluation is not None:  # pages of one causal scope's evidence set
             params["viewer"] = evaluation["session"]
-        with self._tracer.start_as_current_span("recall.search"), \
+        with self._tracer.start_as_current_span("recall.search") as span, \
                 self._store.reader(context) as reader:
+            # Counts, never the words: a query's text stays out of spans.
+            span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.search.terms", len(words))
+            span.set_attribute("morphz.limit", limit)
             m = MindState(reader)
             m.require_meta(context)
             idx = self._indexer.index(context)
@@ -166,6 +170,8 @@ class RecallCore:
             hits, next_offset, empty = run_search(m, reader, idx, searcher, words, since_us,
                                                   until_us, kinds, states, sessions, start,
                                                   limit, viewer.sees_seq if viewer else None)
+            span.set_attribute("morphz.results", len(hits))
+            span.set_attribute("morphz.index_position", position)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
                      "lag": max(0, reader.commit_seq - position),
                      "empty": empty if not hits and not start else ""}
@@ -237,8 +243,10 @@ class RecallCore:
         params = {"op": "frame", "context": context, "frame": frame_id, "depth": depth,
                   "direction": direction, "bodies": include_bodies, "events": include_events,
                   "max_nodes": max_nodes, "max_bytes": max_bytes}
-        with self._tracer.start_as_current_span("recall.traverse"), \
+        with self._tracer.start_as_current_span("recall.traverse") as span, \
                 self._store.reader(context) as reader:
+            span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.traverse.depth", depth)
             m = MindState(reader)
             meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
@@ -262,6 +270,8 @@ class RecallCore:
                 nodes.append(node)
                 edges.extend(found)
                 size += n
+            span.set_attribute("morphz.nodes", len(nodes))
+            span.set_attribute("morphz.bytes", size)
         reply = {"root": frame_id, "direction": direction, "depth": depth, "version": version,
                  "nodes": nodes, "edges": edges, "page_bytes": size,
                  "next_cursor": cursors.encode("frame", params, version, index) if more else ""}

@@ -82,7 +82,8 @@ class TransactionCore:
             try:
                 with pipe.lock:
                     with self._store.reader(context) as durable, \
-                            self._tracer.start_as_current_span("mind.validate_apply"):
+                            self._tracer.start_as_current_span("mind.validate_apply") as span:
+                        span.set_attribute("morphz.context", context)
                         reader = LayeredReader(durable, pipe.layers(durable.commit_seq))
                         m = MindState(reader)
                         ev = build(m)
@@ -106,6 +107,9 @@ class TransactionCore:
                 try:
                     with self._tracer.start_as_current_span("storage.commit") as span:
                         span.set_attribute("morphz.writes", len(writes))
+                        if span.is_recording():  # sizes only: the values hold the texts
+                            span.set_attribute("morphz.bytes", sum(
+                                len(w.value) for w in writes if w.value is not None))
                         self._store.wait(ticket)
                     failed = False
                 finally:
@@ -237,8 +241,11 @@ class TransactionCore:
             check_name(session, "session")
         if activation:
             check_name(activation, "activation")
-        with self._tracer.start_as_current_span("tx.parse"):
+        with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
+            if isinstance(tx, str):
+                span.set_attribute("morphz.tx.chars", len(tx))
+            span.set_attribute("morphz.tx.ops", len(parsed.ops))
         payload = {"session": session, "tx": parsed.to_dict()}
         if activation:  # absent otherwise: earlier payload hashes stay valid
             payload["activation"] = activation
@@ -249,8 +256,13 @@ class TransactionCore:
             if done is not None:
                 return done
             evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick)
-            rebased = check_base(m, parsed, meta.revision, session=evaluating,
-                                 read_tick=read_tick)
+            with self._tracer.start_as_current_span("tx.rebase") as span:
+                span.set_attribute("morphz.revision", meta.revision)
+                rebased = check_base(m, parsed, meta.revision, session=evaluating,
+                                     read_tick=read_tick)
+                # Once accepted: an unchecked base-version may not fit an attribute's int64.
+                span.set_attribute("morphz.tx.base_version", parsed.base_version)
+                span.set_attribute("morphz.tx.rebased", rebased)
             data = {"tx": payload["tx"], **rulebook.stamp(self._rules.version)}
             if activation:
                 data["activation"] = activation
