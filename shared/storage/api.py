@@ -112,7 +112,7 @@ class Reader(abc.ABC):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass
 
     def __enter__(self) -> "Reader":
@@ -192,5 +192,5 @@ class Store(abc.ABC):
     def feed_head(self) -> int:
         """The position of the latest change (0: none yet)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most stores hold nothing
         pass

@@ -14,7 +14,6 @@ import logging
 import queue
 import threading
 import time
-from typing import Optional
 
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory

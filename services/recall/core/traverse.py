@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from functools import partial
 from typing import Callable, Iterator, Optional
 
 from morphz.services.recall.core.views import event_node, frame_node
@@ -71,7 +72,7 @@ def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bo
                               include_events)), []
             continue
         f = m.frame(nid)
-        node = (lambda f=f, nid=nid, d=d: frame_node(f, nid, d, include_bodies))
+        node = partial(frame_node, f, nid, d, include_bodies)
         edges = []
         if f is not None and d < depth:
             for nb, edge in graph.neighbours(nid):
