@@ -121,6 +121,15 @@ class LmdbStore(Store):
             self._queue.append(sub)
         return sub
 
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        encoded = [(self._dbs[table], True, table,
+                    keys.encode_in(keys.context_prefix(context), key), value)]
+        sub = _Submission(context, None, encoded)  # no expected version: see _put_side
+        with self._queue_lock:
+            self._queue.append(sub)
+        self.wait(sub)
+
     def wait(self, ticket: Ticket) -> int:
         sub: _Submission = ticket  # type: ignore[assignment]
         # Leader/follower: whoever holds the leader lock commits everything queued so
@@ -163,6 +172,9 @@ class LmdbStore(Store):
         with self._env.begin(write=True) as txn:
             seqs: dict[str, int] = {}
             for sub in batch:
+                if sub.expect is None:  # a side record: shares the fsync, not the version
+                    self._put_side(txn, sub)
+                    continue
                 current = seqs.get(sub.context)
                 if current is None:
                     current = self._commit_seq(txn, sub.context)
@@ -193,6 +205,17 @@ class LmdbStore(Store):
             self._faults.hit("after-puts-before-commit")
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
+
+    def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
+        """put_record's one write, in the group's write transaction: the context's
+        commit_seq is read (it must exist) but never moved."""
+        (db, _, table, key, value), = sub.encoded
+        if not self._commit_seq(txn, sub.context):
+            sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
+                                    "nothing committed", context=sub.context[:80])
+        elif not txn.put(key, value, db=db, overwrite=False):
+            sub.error = MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                    table=table)
 
     def _grow(self) -> bool:
         """Double the map (up to max_map_size) once no reader is open; False at the max."""

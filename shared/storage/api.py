@@ -1,9 +1,11 @@
-"""The storage interface the transaction service writes through.
+"""The storage interface the services write through.
 
 Storage keeps named tables of opaque records (bytes) under per-context keys. Keys
 are tuples of str and int. Storage enforces only physical rules: one commit is one
 atomic batch, append-only tables are never overwritten, and a commit names the
 context's physical version (`commit_seq`) it was computed from (optimistic control).
+Side tables are the exception: their records are put one at a time, beside the
+versioned state, and do not move `commit_seq` (see Store.put_record).
 Implementations: LmdbStore (authoritative), MemoryStore (replay/audit), and
 StorageClient (the same interface over gRPC).
 """
@@ -42,6 +44,10 @@ TABLES: dict[str, bool] = {
     "outbox": True,           # (position,) -> index intent for the recall service
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
 }
+
+# Append-only records kept beside a context's versioned state, written by put_record:
+# no transaction reads them, so writing one must not make a concurrent commit stale.
+SIDE_TABLES: frozenset[str] = frozenset({"snapshots"})
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,15 @@ class Store(abc.ABC):
 
     def wait(self, ticket: Ticket) -> int:
         return ticket.get()
+
+    @abc.abstractmethod
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        """Write one record of a side table (SIDE_TABLES), once, durably. The context
+        must exist (CONTEXT_NOT_FOUND); its commit_seq does not move, so no reader or
+        commit computed on it goes stale. A reader sees the records put before its
+        version was taken (a remote reader renewing its snapshot may see later ones).
+        Raises MorphzError: STORAGE_APPEND_ONLY (the key exists), STORAGE_TABLE_INVALID
+        (not a side table), STORAGE_KEY_INVALID, STORAGE_FULL."""
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...

@@ -9,7 +9,8 @@ import threading
 from typing import Iterator, Optional
 
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.api import (SIDE_TABLES, TABLES, Key, Reader, StaleCommit,
+                                      StaleRead, Store, Write)
 from morphz.shared.errors import MorphzError
 
 
@@ -18,6 +19,10 @@ class MemoryStore(Store):
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
         self._versions: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Side records are numbered as put, so a reader hides those put after it was
+        # taken, as an LMDB read transaction would (they do not move a version).
+        self._side_puts = 0
+        self._born: dict[tuple[str, bytes], int] = {}
 
     def reader(self, context: str) -> "MemoryReader":
         return MemoryReader(self, context)
@@ -47,6 +52,20 @@ class MemoryStore(Store):
             self._versions[context] = current + 1
             return current + 1
 
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        k = keys.encode((context, *key))
+        with self._lock:
+            if not self._versions.get(context):
+                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} has nothing "
+                                  "committed", context=context[:80])
+            if k in self._tables[table]:
+                raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                  table=table)
+            self._side_puts += 1
+            self._born[(table, k)] = self._side_puts
+            self._tables[table][k] = value
+
 
 class MemoryReader(Reader):
     """Reads the live dicts; a commit in between makes further reads fail (StaleRead),
@@ -56,6 +75,11 @@ class MemoryReader(Reader):
         self._store = store
         self._context = context
         self.commit_seq = store._versions.get(context, 0)
+        self._side_mark = store._side_puts
+
+    def _visible(self, table: str, k: bytes) -> bool:
+        return table not in SIDE_TABLES or \
+            self._store._born.get((table, k), 0) <= self._side_mark
 
     def _check(self) -> None:
         if self._store._versions.get(self._context, 0) != self.commit_seq:
@@ -64,14 +88,16 @@ class MemoryReader(Reader):
     def get(self, table: str, key: Key) -> Optional[bytes]:
         keys.check_table(table)
         self._check()
-        return self._store._tables[table].get(keys.encode((self._context, *key)))
+        k = keys.encode((self._context, *key))
+        return self._store._tables[table].get(k) if self._visible(table, k) else None
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         keys.check_table(table)
         self._check()
         pre = keys.encode((self._context, *prefix))
-        rows = sorted((k, v) for k, v in self._store._tables[table].items() if k.startswith(pre))
+        rows = sorted((k, v) for k, v in self._store._tables[table].items()
+                      if k.startswith(pre) and self._visible(table, k))
         if reverse:
             rows.reverse()
         if after is not None:
