@@ -19,6 +19,7 @@ class Status(Enum):
     INTERNAL = "INTERNAL"
     UNAVAILABLE = "UNAVAILABLE"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a service this one called did not answer in time
+    DATA_LOSS = "DATA_LOSS"  # a stored record is corrupt
 
 
 # The error table: every reason code the services raise, with its status class.
@@ -84,6 +85,7 @@ REASONS: dict[str, Status] = {
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,
     "SCOPE_VIOLATION": Status.FAILED_PRECONDITION,
     "SNAPSHOT_INVALID": Status.FAILED_PRECONDITION,
+    "SNAPSHOT_CORRUPT": Status.DATA_LOSS,  # a stored record that cannot be decoded or read
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,
