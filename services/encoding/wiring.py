@@ -10,8 +10,8 @@ from morphz.services.encoding.servicer import EncodingServicer
 def register(app) -> list[str]:
     """Add the encoding servicer to app.server; return the gRPC service names it serves.
 
-    The core reads projections from app.store and persists (activations, snapshots)
-    only through app.transactions, the transaction service's interface.
+    The core reads projections and keeps its snapshots in app.store, and claims
+    activations through app.transactions, the transaction service's interface.
     """
     core = EncodingCore(app.store, app.transactions,
                         tracer=core_tracer(app.tracer, "morphz.encoding"))

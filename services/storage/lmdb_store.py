@@ -18,7 +18,8 @@ import lmdb
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, Store, Ticket, Write
+from morphz.shared.storage.api import (SIDE_TABLES, TABLES, Key, Reader, StaleCommit, Store,
+                                      Ticket, Write)
 
 _VERSION_DB = b"_version"
 _log = logging.getLogger("morphz.storage")
@@ -112,8 +113,8 @@ class LmdbStore(Store):
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued
             db = self._dbs.get(w.table)
-            if db is None:
-                keys.check_table(w.table)
+            if db is None or w.table in SIDE_TABLES:
+                keys.check_commit_table(w.table)
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
         sub = _Submission(context, expect_commit_seq, encoded)

@@ -205,9 +205,6 @@ class MindState(MindView):
     def put_idempotency(self, request_id: str, record: dict) -> None:
         self._put("idempotency", (request_id,), R.dumps(record))
 
-    def snapshot_exists(self, snapshot_id: str) -> bool:
-        return self._get("snapshots", (snapshot_id,)) is not None
-
     def add_intent(self, intent: dict) -> None:
         meta = self.meta()
         self._put("outbox", (meta.outbox_head,), R.dumps(intent))

@@ -115,7 +115,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
         """Apply all writes atomically or none; returns the new commit_seq.
-        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL, ...)."""
+        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL,
+        STORAGE_TABLE_INVALID for a side table, ...)."""
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         """Queue a commit; commits of one context apply in submission order. Stores that

@@ -20,6 +20,14 @@ def check_table(table: str) -> None:
         raise MorphzError("STORAGE_TABLE_UNKNOWN", f"unknown table {table!r}", table=table)
 
 
+def check_commit_table(table: str) -> None:
+    """A table a commit may write: any but the side tables (put_record writes those)."""
+    check_table(table)
+    if table in SIDE_TABLES:
+        raise MorphzError("STORAGE_TABLE_INVALID", f"table {table} takes side records "
+                          "(put_record), not commits", table=table)
+
+
 def check_side_record(table: str, value: object) -> None:
     """What put_record accepts: a side table, and a value (None would delete: the
     tables are append-only)."""

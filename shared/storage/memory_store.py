@@ -37,7 +37,7 @@ class MemoryStore(Store):
                 raise StaleCommit(expect_commit_seq, current)
             staged: dict[tuple[str, bytes], Optional[bytes]] = {}
             for w in writes:
-                keys.check_table(w.table)
+                keys.check_commit_table(w.table)
                 k = keys.encode((context, *w.key))
                 exists = (w.table, k) in staged or k in self._tables[w.table]
                 if TABLES[w.table] and (w.value is None or exists):

@@ -127,12 +127,15 @@ def test_a_side_record_moves_no_version_so_a_commit_computed_before_it_lands(sto
     assert read(store, "c", "frames", ("f",)) == b"F"
 
 
-def test_side_records_are_written_once(store):
+def test_side_records_are_written_once_by_put_record_only(store):
     store.commit("c", 0, [Write("meta", (), b"M")])
     store.put_record("c", "snapshots", ("s1",), b"first")
     cases = [(lambda: store.put_record("c", "snapshots", ("s1",), b"forged"),
               "STORAGE_APPEND_ONLY"),
              (lambda: store.put_record("c", "snapshots", ("s2",), None), "STORAGE_APPEND_ONLY"),
+             (lambda: store.commit("c", 1, [Write("frames", ("f",), b"F"),
+                                            Write("snapshots", ("s3",), b"x")]),
+              "STORAGE_TABLE_INVALID"),
              (lambda: store.put_record("c", "frames", ("f",), b"F"), "STORAGE_TABLE_INVALID"),
              (lambda: store.put_record("c", "nope", ("f",), b"F"), "STORAGE_TABLE_UNKNOWN"),
              (lambda: store.put_record("c", "snapshots", ("a\x00b",), b""),
@@ -145,6 +148,7 @@ def test_side_records_are_written_once(store):
         assert info.value.reason == reason
     assert read(store, "c", "snapshots", ("s1",)) == b"first"
     assert rows(store, "c", "snapshots") == [(("s1",), b"first")]
+    assert read(store, "c", "frames", ("f",)) is None  # the mixed batch was refused whole
     with store.reader("c") as r:
         assert r.commit_seq == 1
     assert store.contexts() == ["c"]
