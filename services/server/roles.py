@@ -17,6 +17,7 @@ from morphz.services.recall import wiring as recall_wiring
 from morphz.services.server.app import ServerConfig
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
                                             dependency_channel, expose, listen, mark)
+from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
@@ -80,12 +81,14 @@ def _remote_cores(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
 
 def _recall(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return recall_wiring.register(p), deps, None  # its index: <data>/recall
+    # Its index (<data>/recall); the transaction service that would show its position in
+    # status' outbox lag is another process.
+    return p.adopt(recall_wiring.register(p)), deps, None
 
 
 def _encoding(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return encoding_wiring.register(p), deps, None
+    return p.adopt(encoding_wiring.register(p)), deps, None
 
 
 ROLES = {"storage": _storage, "transaction": _transaction, "recall": _recall,
@@ -107,7 +110,7 @@ def check_addresses(role: str, config: ServerConfig) -> None:
 
 class ServiceProcess:
     """One role's server: offers recall/encoding wiring the same attributes AllInOne does
-    (server, store, transactions, tracer, config, on_stop); `port` is the bound port.
+    (server, store, transactions, tracer, config); `port` is the bound port.
     Its services report NOT_SERVING until the services it calls answer (Readiness)."""
 
     def __init__(self, role: str, config: ServerConfig,
@@ -117,7 +120,6 @@ class ServiceProcess:
         self.role, self.config = role, config
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
         self.server = build_server(config, self.tracer)
-        self.index_position = None  # set by the recall wiring; nobody here reads it
         self._stoppers: list = []
         self._channels: list[grpc.Channel] = []
         self._names, deps, on_ready = ROLES[role](self)
@@ -134,6 +136,12 @@ class ServiceProcess:
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, the store)."""
         self._stoppers.append(stopper)
+
+    def adopt(self, wired: Wired) -> list[str]:
+        """Take on what a service's wiring added: its stoppers; returns its names."""
+        for stopper in wired.stoppers:
+            self.on_stop(stopper)
+        return wired.names
 
     def start(self) -> "ServiceProcess":
         self.server.start()
