@@ -124,9 +124,15 @@ def test_sec_03_a_corrupt_snapshot_record_is_snapshot_corrupt_on_every_rpc_readi
 
 
 def test_sec_03_the_record_a_compile_writes_reads_back_on_every_rpc(good, enc):
-    """The reference for the test above: the same RPCs on the record as written."""
+    """The reference for the test above: the same RPCs on the record as written; an id
+    naming nothing (one too long to be a storage key included) is not found on each."""
     for rpc, attempt in _readers(enc, good["context"], good["snapshot"]).items():
         assert attempt(), rpc
+    for sid in ("enc-missing", "\U0001f600" * 128):
+        for rpc, attempt in _readers(enc, good["context"], sid).items():
+            with pytest.raises(MorphzError) as e:
+                attempt()
+            assert e.value.reason == "SNAPSHOT_NOT_FOUND", (rpc, sid[:8])
 
 
 def test_a_compile_writes_its_snapshot_without_moving_the_context_version(server, client,

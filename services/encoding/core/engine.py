@@ -180,13 +180,14 @@ class EncodingCore:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._tracer.start_as_current_span("encoding.replay"), \
-                self._store.reader(context) as reader, snapshot_store.reading(snapshot):
+                self._store.reader(context) as reader:
             m = MindView(reader)
             record = snapshot_store.load(m, context, snapshot)
-            material, problems = thaw(record, m)
+            with snapshot_store.reading(snapshot):
+                material, problems = thaw(record, m)
+                deps = depcheck.check(record, m)
             r = render(material, record["budget"].get("maintenance_permille",
                                                       MAINTENANCE_PERMILLE))
-            deps = depcheck.check(record, m)
         replay_hash = text_hash(r.text)
         ranges_match = r.items == record["items"] and r.regions == record["regions"]
         return {"snapshot": snapshot, "hash": record["hash"], "replay_hash": replay_hash,
@@ -197,9 +198,11 @@ class EncodingCore:
     def check(self, context: str, snapshot: str) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
-        with self._store.reader(context) as reader, snapshot_store.reading(snapshot):
+        with self._store.reader(context) as reader:
             m = MindView(reader)
-            return depcheck.check(snapshot_store.load(m, context, snapshot), m)
+            record = snapshot_store.load(m, context, snapshot)
+            with snapshot_store.reading(snapshot):
+                return depcheck.check(record, m)
 
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
@@ -249,11 +252,12 @@ class EncodingCore:
         terms, limit = searching.check_query(query, limit)  # before anything is read
         check_name(context, "context")
         check_name(snapshot, "snapshot")
-        with self._store.reader(context) as reader, snapshot_store.reading(snapshot):
+        with self._store.reader(context) as reader:
             m = MindView(reader)
             record = snapshot_store.load(m, context, snapshot)
-            _check_access(record, m)
-            material, _ = thaw(record, m)
+            with snapshot_store.reading(snapshot):
+                _check_access(record, m)
+                material, _ = thaw(record, m)
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)

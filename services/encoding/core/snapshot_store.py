@@ -27,7 +27,12 @@ def put(store: Store, context: str, record: dict) -> None:
 
 def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
     view.require_meta(context)
-    stored = view.snapshot(snapshot_id)
+    try:
+        stored = view.snapshot(snapshot_id)
+    except MorphzError as e:  # an id too long to be a key names no snapshot
+        if e.reason != "STORAGE_KEY_INVALID":
+            raise
+        stored = None
     if stored is None:
         raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
                           snapshot=snapshot_id[:80])
@@ -55,8 +60,8 @@ def load(view: MindView, context: str, snapshot_id: str) -> dict:
 
 @contextlib.contextmanager
 def reading(snapshot_id: str) -> Iterator[None]:
-    """Lookups by the ids a record names: one the store could never have held as a key
-    (STORAGE_KEY_INVALID) means the record is corrupt, not that the caller erred."""
+    """Around lookups by the ids a record names (never the caller's): one the store
+    could never have held as a key (STORAGE_KEY_INVALID) means the record is corrupt."""
     try:
         yield
     except MorphzError as e:
