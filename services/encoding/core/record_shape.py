@@ -18,94 +18,114 @@ from morphz.shared.names import check_name
 from morphz.shared.storage.keys import MAX_KEY_BYTES
 from morphz.services.encoding.core.scope import Scope
 
-Check = Callable[[object, str], None]
+Check = Callable[[object], None]
 _SURROGATE = re.compile("[\ud800-\udfff]")  # JSON can escape one; UTF-8 cannot carry it
 _MAX_COUNT = 1 << 63  # counts, ticks, revisions and offsets fit a uint64 reply field
 
 
 class _Bad(Exception):
-    pass
+    """What is wrong; containers add where on the way out (no path is built for a
+    record that checks, which is nearly all of them)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what, self.where = what, []
+
+    def __str__(self) -> str:
+        return f"{''.join(reversed(self.where)).lstrip('.')[:160]}: {self.what}"
 
 
-def _fail(path: str, what: str) -> None:
-    raise _Bad(f"{path[:160]}: {what}")
+def _fail(what: str) -> None:
+    raise _Bad(what)
 
 
-def count(v: object, path: str) -> None:
+def count(v: object) -> None:
     if type(v) is not int or not 0 <= v < _MAX_COUNT:
-        _fail(path, "not a non-negative integer")
+        _fail("not a non-negative integer")
 
 
-def positive(v: object, path: str) -> None:
-    count(v, path)
+def positive(v: object) -> None:
+    count(v)
     if v == 0:
-        _fail(path, "zero")
+        _fail("zero")
 
 
-def text(v: object, path: str) -> None:
+def text(v: object) -> None:
     if type(v) is not str:
-        _fail(path, "not a string")
+        _fail("not a string")
     if not v.isascii() and _SURROGATE.search(v):
-        _fail(path, "a lone surrogate, not Unicode text")
+        _fail("a lone surrogate, not Unicode text")
 
 
-def ident(v: object, path: str) -> None:
+def ident(v: object) -> None:
     """An id the record names and replay looks up: it was a storage key once."""
-    text(v, path)
+    text(v)
     if "\x00" in v or len(v.encode()) > MAX_KEY_BYTES:
-        _fail(path, "not an id a store could hold")
+        _fail("not an id a store could hold")
 
 
-def name(v: object, path: str) -> None:
+def name(v: object) -> None:
     """A session (or other) name as requests give them."""
     try:
-        check_name(v, path)
+        check_name(v, "name")
     except MorphzError:
-        _fail(path, "not a name")
+        _fail("not a name")
 
 
-def flag(v: object, path: str) -> None:
+def flag(v: object) -> None:
     if type(v) is not bool:
-        _fail(path, "not a boolean")
+        _fail("not a boolean")
 
 
-def ref(v: object, path: str) -> None:
+def ref(v: object) -> None:
     if type(v) is not str or not R.is_ref(v):
-        _fail(path, "not an @eN ref")
+        _fail("not an @eN ref")
 
 
 def one_of(*values: str) -> Check:
-    def check(v: object, path: str) -> None:
+    def check(v: object) -> None:
         if v not in values:
-            _fail(path, f"not one of {', '.join(values)}")
+            _fail(f"not one of {', '.join(values)}")
     return check
 
 
 def list_of(item: Check) -> Check:
-    def check(v: object, path: str) -> None:
+    def check(v: object) -> None:
         if type(v) is not list:
-            _fail(path, "not a list")
+            _fail("not a list")
         for i, x in enumerate(v):
-            item(x, f"{path}[{i}]")
+            try:
+                item(x)
+            except _Bad as e:
+                e.where.append(f"[{i}]")
+                raise
     return check
 
 
 def tuple_of(*items: Check) -> Check:
-    def check(v: object, path: str) -> None:
+    def check(v: object) -> None:
         if type(v) is not list or len(v) != len(items):
-            _fail(path, f"not a list of {len(items)}")
+            _fail(f"not a list of {len(items)}")
         for i, (x, c) in enumerate(zip(v, items)):
-            c(x, f"{path}[{i}]")
+            try:
+                c(x)
+            except _Bad as e:
+                e.where.append(f"[{i}]")
+                raise
     return check
 
 
 def map_of(value: Check) -> Check:
-    def check(v: object, path: str) -> None:
+    def check(v: object) -> None:
         if type(v) is not dict:
-            _fail(path, "not an object")
+            _fail("not an object")
         for k, x in v.items():
-            text(k, f"{path} key")
-            value(x, f"{path}.{k[:40]}")
+            try:
+                text(k)
+                value(x)
+            except _Bad as e:
+                e.where.append(f".{k[:40]}")
+                raise
     return check
 
 
@@ -115,27 +135,34 @@ def obj(required: dict[str, Check], optional: dict[str, Check] = None) -> Check:
     optional = optional or {}
     allowed = {**required, **optional}
 
-    def check(v: object, path: str) -> None:
+    def check(v: object) -> None:
         if type(v) is not dict:
-            _fail(path, "not an object")
-        missing = [k for k in required if k not in v]
-        if missing:
-            _fail(path, f"no field {missing[0]}")
+            _fail("not an object")
+        for k in required:
+            if k not in v:
+                _fail(f"no field {k}")
         for k, x in v.items():
             c = allowed.get(k)
             if c is None:
-                _fail(path, f"unknown field {str(k)[:40]}")
-            c(x, f"{path}.{k}" if path else k)
+                _fail(f"unknown field {k[:40]}")
+            try:
+                c(x)
+            except _Bad as e:
+                e.where.append(f".{k}")
+                raise
     return check
 
 
-def _scope(v: object, path: str) -> None:
-    obj({"sessions": list_of(text), "kinds": list_of(text), "since": text, "until": text,
-         "frames": list_of(text)})(v, path)
+_SCOPE_FIELDS = obj({"sessions": list_of(text), "kinds": list_of(text), "since": text,
+                     "until": text, "frames": list_of(text)})
+
+
+def _scope(v: object) -> None:
+    _SCOPE_FIELDS(v)
     try:  # a stored scope must still be one a request could have made
         Scope.from_dict(v)
     except MorphzError as e:
-        _fail(path, e.message)
+        _fail(e.message)
 
 
 STRINGS = list_of(text)
@@ -203,6 +230,6 @@ def check_body(record: dict, snapshot_id: str) -> None:
 
 def _check(spec: Check, value: dict, snapshot_id: str) -> None:
     try:
-        spec(value, "")
+        spec(value)
     except _Bad as e:
         raise snapshot_corrupt(snapshot_id, str(e)) from None
