@@ -21,6 +21,7 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.wired import Wired
 from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, listen,
                                             mark)
 from morphz.shared.faults import Faults
@@ -81,10 +82,11 @@ class AllInOne:
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
                  storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
-        # app's store, transaction core and tracer) and returns its service names.
+        # app's store, transaction core and tracer) and returns what it added.
         self._stoppers: list = []
-        names += recall_wiring.register(self)
-        names += encoding_wiring.register(self)
+        recall = recall_wiring.register(self)
+        encoding = encoding_wiring.register(self)
+        names += self.adopt(recall) + self.adopt(encoding)
         self.health = expose(self.server, names)
         mark(self.health, names, SERVING)  # its services call each other in-process
         self._names = names
@@ -93,6 +95,12 @@ class AllInOne:
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, extra stores)."""
         self._stoppers.append(stopper)
+
+    def adopt(self, wired: Wired) -> list[str]:
+        """Take on what a service's wiring added: its stoppers; returns its names."""
+        for stopper in wired.stoppers:
+            self.on_stop(stopper)
+        return wired.names
 
     def start(self) -> "AllInOne":
         self.server.start()

@@ -17,6 +17,7 @@ from morphz.services.recall import wiring as recall_wiring
 from morphz.services.server.app import ServerConfig
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
                                             dependency_channel, expose, listen, mark)
+from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
@@ -79,12 +80,13 @@ def _remote_cores(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
 
 def _recall(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return recall_wiring.register(p), deps, None  # its index: <data>/recall
+    # Its index: <data>/recall, following the storage service's change feed.
+    return p.adopt(recall_wiring.register(p)), deps, None
 
 
 def _encoding(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return encoding_wiring.register(p), deps, None
+    return p.adopt(encoding_wiring.register(p)), deps, None
 
 
 ROLES = {"storage": _storage, "transaction": _transaction, "recall": _recall,
@@ -106,7 +108,7 @@ def check_addresses(role: str, config: ServerConfig) -> None:
 
 class ServiceProcess:
     """One role's server: offers recall/encoding wiring the same attributes AllInOne does
-    (server, store, transactions, tracer, config, on_stop); `port` is the bound port.
+    (server, store, transactions, tracer, config); `port` is the bound port.
     Its services report NOT_SERVING until the services it calls answer (Readiness)."""
 
     def __init__(self, role: str, config: ServerConfig,
@@ -137,6 +139,12 @@ class ServiceProcess:
     def on_drain(self, drainer) -> None:
         """Run `drainer()` when draining starts (to end streams the drain would await)."""
         self._drainers.append(drainer)
+
+    def adopt(self, wired: Wired) -> list[str]:
+        """Take on what a service's wiring added: its stoppers; returns its names."""
+        for stopper in wired.stoppers:
+            self.on_stop(stopper)
+        return wired.names
 
     def start(self) -> "ServiceProcess":
         self.server.start()

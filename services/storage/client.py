@@ -10,6 +10,7 @@ import grpc
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.errors import MorphzError
+from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, Change, FeedPage, Key, Reader, StaleCommit,
                                        StaleRead, Store, Write)
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
@@ -53,6 +54,12 @@ class StorageClient(Store):
                 raise StaleCommit(int(d.get("expected", expect_commit_seq)),
                                   int(d.get("actual", -1))) from None
             raise
+
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)  # as the stores do: None is no empty record
+        call(self._stub.PutRecord, pb.PutRecordRequest(
+            context=context, table=table, key=key_to_proto(key), value=value),
+            timeout=self._timeout)
 
 
     # -- the change feed (StorageService.Watch) -----------------------------------------

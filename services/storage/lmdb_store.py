@@ -21,8 +21,8 @@ import lmdb
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, TABLES, Change, FeedPage, Key, Reader,
-                                       StaleCommit, Store, Ticket, Write, change_of)
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+                                       Reader, StaleCommit, Store, Ticket, Write, change_of)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -31,7 +31,8 @@ _log = logging.getLogger("morphz.storage")
 
 
 class _Submission(Ticket):
-    def __init__(self, context: str, expect: int, encoded: list, change: Change) -> None:
+    def __init__(self, context: str, expect: Optional[int], encoded: list,
+                 change: Optional[Change] = None) -> None:
         super().__init__()
         self.context, self.expect, self.encoded = context, expect, encoded
         self.change = change  # its keys; position and commit_seq are set when it applies
@@ -173,14 +174,23 @@ class LmdbStore(Store):
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued
             db = self._dbs.get(w.table)
-            if db is None:
-                keys.check_table(w.table)
+            if db is None or w.table in SIDE_TABLES:
+                keys.check_commit_table(w.table)
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
         sub = _Submission(context, expect_commit_seq, encoded, change)
         with self._queue_lock:
             self._queue.append(sub)
         return sub
+
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        encoded = [(self._dbs[table], True, table,
+                    keys.encode_in(keys.context_prefix(context), key), value)]
+        sub = _Submission(context, None, encoded)  # no expected version: see _put_side
+        with self._queue_lock:
+            self._queue.append(sub)
+        self.wait(sub)
 
     def wait(self, ticket: Ticket) -> int:
         sub: _Submission = ticket  # type: ignore[assignment]
@@ -225,6 +235,9 @@ class LmdbStore(Store):
         with self._env.begin(write=True) as txn:
             seqs: dict[str, int] = {}
             for sub in batch:
+                if sub.expect is None:  # a side record: shares the fsync, not the version
+                    self._put_side(txn, sub)
+                    continue
                 current = seqs.get(sub.context)
                 if current is None:
                     current = self._commit_seq(txn, sub.context)
@@ -264,6 +277,17 @@ class LmdbStore(Store):
             self._feed_moved.notify_all()
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
+
+    def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
+        """put_record's one write, in the group's write transaction: the context's
+        commit_seq is read (it must exist) but never moved."""
+        (db, _, table, key, value), = sub.encoded
+        if not self._commit_seq(txn, sub.context):
+            sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
+                                    "nothing committed", context=sub.context[:80])
+        elif not txn.put(key, value, db=db, overwrite=False):
+            sub.error = MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                    table=table)
 
     def _grow(self) -> bool:
         """Double the map (up to max_map_size) once no reader is open; False at the max."""

@@ -104,6 +104,12 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         return pb.CommitResponse(commit_seq=seq)
 
     @rpc_boundary
+    def PutRecord(self, request, context):
+        self._store.put_record(request.context, request.table, key_from_proto(request.key),
+                               request.value)
+        return pb.PutRecordResponse()
+
+    @rpc_boundary
     def ListContexts(self, request, context):
         return pb.ListContextsResponse(contexts=self._store.contexts())
 

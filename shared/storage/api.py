@@ -1,4 +1,4 @@
-"""The storage interface the transaction service writes through.
+"""The storage interface the services write through.
 
 Storage keeps named tables of opaque records (bytes) under per-context keys. Keys
 are tuples of str and int. Storage enforces only physical rules: one commit is one
@@ -6,8 +6,10 @@ atomic batch, append-only tables are never overwritten, and a commit names the
 context's physical version (`commit_seq`) it was computed from (optimistic control).
 Every commit also adds one entry to the store's change feed (`changes`, `watch`):
 the keys the batch wrote in the events and frames tables, which is what the recall
-index follows. Implementations: LmdbStore (authoritative), MemoryStore (replay/audit),
-and StorageClient (the same interface over gRPC).
+index follows. Side tables are the exception: their records are put one at a time,
+beside the versioned state, and neither move `commit_seq` nor enter the feed (see
+Store.put_record). Implementations: LmdbStore (authoritative), MemoryStore
+(replay/audit), and StorageClient (the same interface over gRPC).
 """
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ TABLES: dict[str, bool] = {
     "boundaries": False,      # (boundary,) -> revision that last changed it
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
 }
+
+# Append-only records kept beside a context's versioned state, written by put_record:
+# no transaction reads them, so writing one must not make a concurrent commit stale.
+SIDE_TABLES: frozenset[str] = frozenset({"snapshots"})
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
         """Apply all writes atomically or none; returns the new commit_seq.
-        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL, ...)."""
+        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL,
+        STORAGE_TABLE_INVALID for a side table, ...)."""
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         """Queue a commit; commits of one context apply in submission order. Stores that
@@ -157,6 +164,15 @@ class Store(abc.ABC):
 
     def wait(self, ticket: Ticket) -> int:
         return ticket.get()
+
+    @abc.abstractmethod
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        """Write one record of a side table (SIDE_TABLES), once, durably. The context
+        must exist (CONTEXT_NOT_FOUND); its commit_seq does not move, so no reader or
+        commit computed on it goes stale. A reader sees the records put before its
+        version was taken (a remote reader renewing its snapshot may see later ones).
+        Raises MorphzError: STORAGE_APPEND_ONLY (the key exists), STORAGE_TABLE_INVALID
+        (not a side table), STORAGE_KEY_INVALID, STORAGE_FULL."""
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...

@@ -13,7 +13,8 @@ from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 
-from tests.integration.test_split import SERVING, start, wait_health, BOUND
+from tests.conftest import ServerProcess
+from tests.integration.test_split import BOUND, SERVING, start, wait_health
 
 CONTEXTS = ("feed-a", "feed-b")
 
@@ -24,8 +25,8 @@ def replicas(tmp_path):
     store = ["--storage", procs["storage"].address]
     procs["transaction"] = start(tmp_path, "transaction", *store)
     both = store + ["--transaction", procs["transaction"].address]
-    procs["recall-1"] = start(tmp_path, "recall", *both)
-    procs["recall-2"] = start(tmp_path, "recall", *both)
+    for replica in ("recall-1", "recall-2"):  # each with its own index folder
+        procs[replica] = ServerProcess(tmp_path / replica, args=["recall", *both]).start()
     for p in procs.values():
         wait_health(p, SERVING)
     yield procs
@@ -150,3 +151,19 @@ def test_dist_06_a_replica_killed_mid_feed_resumes_from_its_position(replicas):
         assert restarted[context]["documents"] == survivor[context]["documents"] == want
         assert restarted[context]["events"] == tx.status(context)["event_count"]
         assert answers(recall(victim), context) == answers(recall(replicas["recall-1"]), context)
+
+
+def test_dist_06_two_replicas_cannot_share_an_index_folder(replicas):
+    import json
+    import subprocess
+    import sys
+    first = replicas["recall-1"]
+    both = ["--storage", replicas["storage"].address,
+            "--transaction", replicas["transaction"].address]
+    second = subprocess.run(
+        [sys.executable, "-m", "morphz.services.cli.main", "serve", "recall", *both,
+         "--listen", "127.0.0.1:0", "--data", first.data_dir],
+        capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert json.loads(second.stdout)["error"]["reason"] == "RECALL_INDEX_LOCKED"
+    assert not first.died()  # the replica holding the folder goes on serving

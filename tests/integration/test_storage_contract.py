@@ -109,6 +109,89 @@ def test_bad_tables_and_keys_are_structured_errors(store):
     assert store.contexts() == []
 
 
+def test_a_side_record_moves_no_version_so_a_commit_computed_before_it_lands(store):
+    """put_record (encoding snapshots) beside a transaction computed on commit_seq 1: the
+    transaction still commits at 1 -> 2, and a reader taken before the put keeps its
+    view; a reader taken after sees the record at the same version."""
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    with store.reader("c") as before:
+        assert before.get("snapshots", ("s1",)) is None and before.commit_seq == 1
+        store.put_record("c", "snapshots", ("s1",), b"what one evaluation saw")
+        with store.reader("c") as after:
+            assert after.commit_seq == 1
+            assert after.get("snapshots", ("s1",)) == b"what one evaluation saw"
+            assert list(after.scan("snapshots")) == [(("s1",), b"what one evaluation saw")]
+        assert before.get("snapshots", ("s1",)) is None
+        assert list(before.scan("snapshots")) == []
+        assert store.commit("c", 1, [Write("frames", ("f",), b"F")]) == 2
+    assert read(store, "c", "frames", ("f",)) == b"F"
+
+
+def test_side_records_are_written_once_by_put_record_only(store):
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    store.put_record("c", "snapshots", ("s1",), b"first")
+    cases = [(lambda: store.put_record("c", "snapshots", ("s1",), b"forged"),
+              "STORAGE_APPEND_ONLY"),
+             (lambda: store.put_record("c", "snapshots", ("s2",), None), "STORAGE_APPEND_ONLY"),
+             (lambda: store.commit("c", 1, [Write("frames", ("f",), b"F"),
+                                            Write("snapshots", ("s3",), b"x")]),
+              "STORAGE_TABLE_INVALID"),
+             (lambda: store.put_record("c", "frames", ("f",), b"F"), "STORAGE_TABLE_INVALID"),
+             (lambda: store.put_record("c", "nope", ("f",), b"F"), "STORAGE_TABLE_UNKNOWN"),
+             (lambda: store.put_record("c", "snapshots", ("a\x00b",), b""),
+              "STORAGE_KEY_INVALID"),
+             (lambda: store.put_record("ghost", "snapshots", ("s1",), b"x"),
+              "CONTEXT_NOT_FOUND")]
+    for attempt, reason in cases:
+        with pytest.raises(MorphzError) as info:
+            attempt()
+        assert info.value.reason == reason
+    assert read(store, "c", "snapshots", ("s1",)) == b"first"
+    assert rows(store, "c", "snapshots") == [(("s1",), b"first")]
+    assert read(store, "c", "frames", ("f",)) is None  # the mixed batch was refused whole
+    with store.reader("c") as r:
+        assert r.commit_seq == 1
+    assert store.contexts() == ["c"]
+
+
+def test_side_records_share_the_group_commit_of_concurrent_commits(tmp_path):
+    """Held at the leader until 8 commits and 8 side records are queued, all 16 land in
+    one LMDB write transaction; the side records moved no context's version."""
+    store = LmdbStore(str(tmp_path / "side"))
+    for i in range(8):
+        store.commit(f"c{i}", 0, [Write("meta", (), b"M")])
+    before = store.stats["write_transactions"]
+    errors = []
+
+    def run(fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(store.commit, f"c{i}", 1,
+                                                  [Write("frames", ("f",), b"F")]))
+               for i in range(8)]
+    threads += [threading.Thread(target=run, args=(store.put_record, f"c{i}", "snapshots",
+                                                   ("s",), b"S")) for i in range(8)]
+    with store._leader:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(store._queue) < 16 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(store._queue) == 16
+    for t in threads:
+        t.join()
+    assert not errors
+    assert store.stats["write_transactions"] - before == 1
+    for i in range(8):
+        with store.reader(f"c{i}") as r:
+            assert r.commit_seq == 2
+            assert r.get("frames", ("f",)) == b"F" and r.get("snapshots", ("s",)) == b"S"
+    store.close()
+
+
 def _commit_in_thread(store, ctx, expect, writes):
     """Commit from another thread, as a concurrent writer would, and wait for it."""
     result = []

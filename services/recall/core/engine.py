@@ -19,7 +19,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.pins import SearchPins
-from morphz.shared.mind.records import is_ref, ref_seq
+from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
@@ -27,7 +27,7 @@ from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
 from morphz.shared.text.analyze import query_terms
@@ -90,7 +90,7 @@ class RecallCore:
         check_name(session, "session")
         check_name(activation, "activation")
         with self._store.reader(context) as reader:
-            act = MindState(reader).activation(activation)
+            act = MindView(reader).activation(activation)
         if act is None or act.session != session:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               f"no activation {activation} in session {session}",
@@ -156,7 +156,7 @@ class RecallCore:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.search.terms", len(words))
             span.set_attribute("morphz.limit", limit)
-            m = MindState(reader)
+            m = MindView(reader)
             m.require_meta(context)
             idx = self._indexer.index(context)
             snapshot = idx.snapshot()
@@ -167,7 +167,7 @@ class RecallCore:
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
             viewer = _viewer(m, evaluation)
-            hits, next_offset, empty = run_search(m, reader, idx, searcher, words, since_us,
+            hits, next_offset, empty = run_search(m, idx, searcher, words, since_us,
                                                   until_us, kinds, states, sessions, start,
                                                   limit, viewer.sees_seq if viewer else None)
             span.set_attribute("morphz.results", len(hits))
@@ -191,17 +191,15 @@ class RecallCore:
         limit = _limit(limit, DEFAULT_READ_CHARS, MAX_READ_CHARS, "limit")
         evaluation = self._check_evaluation(context, evaluation)
         with self._store.reader(context) as reader:
-            m = MindState(reader)
-            meta = m.require_meta(context)
-            seq = ref_seq(ref) if is_ref(ref) else m.event_seq_by_id(ref)
-            ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            m = MindView(reader)
+            m.require_meta(context)
+            ev = m.event_by_ref(ref)
             viewer = _viewer(m, evaluation)
             if ev is not None and viewer and not viewer.sees(ev):
                 ev = None  # another session's private evidence: as if missing
             if ev is not None:
-                obs = m.observation(ev.seq)
                 head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
-                        "state": (R.RETIRED if obs.retired else R.ACTIVE) if obs else "",
+                        "state": m.observation_state(ev.seq),
                         "time": ev.time, "session": ev.session, "event_kind": ev.kind,
                         "revision": 0}
                 text = ev.text
@@ -247,7 +245,7 @@ class RecallCore:
                 self._store.reader(context) as reader:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.traverse.depth", depth)
-            m = MindState(reader)
+            m = MindView(reader)
             meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
             version = f"r{meta.revision}-t{meta.tick}"
@@ -282,7 +280,7 @@ class RecallCore:
     def inspect(self, context: str) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
-            MindState(reader).require_meta(context)
+            MindView(reader).require_meta(context)
             head = reader.commit_seq
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
@@ -301,7 +299,7 @@ class RecallCore:
         return self.inspect(context)
 
 
-def _viewer(m: MindState, evaluation: Optional[dict]) -> Optional[Viewer]:
+def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
     """The evaluating session's view; None for an operator's read (sees everything)."""
     return Viewer(m, evaluation["session"]) if evaluation else None
 

@@ -9,15 +9,18 @@ covers, so a restart resumes exactly where the last commit ended.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 import tantivy
+
+from morphz.shared.errors import MorphzError
 
 META_KEY = "__meta__"
 _TOKENIZER = "morphz_terms"
@@ -259,6 +262,20 @@ def _key_order(key: str) -> tuple:
 def _any(schema: tantivy.Schema, fld: str, values: list[str]) -> tantivy.Query:
     return tantivy.Query.boolean_query(
         [(tantivy.Occur.Should, tantivy.Query.term_query(schema, fld, v)) for v in values])
+
+
+def lock_root(root: str) -> Callable[[], None]:
+    """Hold `<root>/LOCK` for this process (one recall process per index folder: two
+    would interleave their generations and feed positions); returns the release."""
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise MorphzError("RECALL_INDEX_LOCKED", "another recall process uses this index "
+                          "folder; give each replica its own --data") from None
+    return lambda: os.close(fd)
 
 
 class IndexDirectory:

@@ -274,36 +274,6 @@ class TransactionCore:
                                text=parsed.render(), request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
 
-    # -- encoding snapshots ----------------------------------------------------------------
-    def record_snapshot(self, context: str, snapshot_id: str, record: dict) -> dict:
-        """Store what one evaluation saw, immutably (written once, never changed)."""
-        check_name(context, "context")
-        check_name(snapshot_id, "snapshot id")
-        raw = R.dumps(record)
-
-        def build(m: MindState) -> RawWrite:
-            m.require_meta(context)
-            if m.snapshot_exists(snapshot_id):
-                raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
-                                  snapshot=snapshot_id)
-            return RawWrite({"id": snapshot_id, "bytes": len(raw)},
-                            [Write("snapshots", (snapshot_id,), raw)])
-        return self._write(context, build)
-
-    def get_snapshot(self, context: str, snapshot_id: str) -> dict:
-        return R.loads(dict, self.get_snapshot_json(context, snapshot_id))
-
-    def get_snapshot_json(self, context: str, snapshot_id: str) -> bytes:
-        """The stored record as it is (JSON): what a remote caller gets, not re-encoded."""
-        check_name(context, "context")
-        with self._store.reader(context) as reader:
-            MindState(reader).require_meta(context)
-            raw = reader.get("snapshots", (snapshot_id,))
-        if raw is None:
-            raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
-                              snapshot=snapshot_id[:80])
-        return raw
-
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
         check_name(context, "context")
