@@ -132,6 +132,10 @@ def check_addresses(role: str, config: ServerConfig) -> None:
         if getattr(config, name) and not config.etcd:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"--{name} goes with --etcd",
                               field=name, role=role)
+    host, _, port = config.etcd.rpartition(":")
+    if config.etcd and not (host and port.isdigit() and 0 < int(port) < 65536):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"--etcd must be HOST:PORT, got "
+                          f"{config.etcd[:200]!r}", field="etcd", role=role)
     if config.etcd and config.lease_ttl < 2:
         raise MorphzError("CONTEXT_INPUT_INVALID", "--lease-ttl must be at least 2 seconds",
                           field="lease_ttl", role=role)

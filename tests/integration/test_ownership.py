@@ -279,9 +279,10 @@ def test_dist_04_an_owner_cut_off_from_etcd_refuses_then_resumes(cluster, etcd):
 @pytest.mark.parametrize("argv, field", [
     (["storage", "--etcd", "127.0.0.1:1"], "etcd"),
     (["transaction", "--storage", "127.0.0.1:1", "--instance", "x"], "instance"),
+    (["transaction", "--storage", "127.0.0.1:1", "--etcd", "http://etcd"], "etcd"),
     (["transaction", "--storage", "127.0.0.1:1", "--etcd", "127.0.0.1:1",
       "--lease-ttl", "1"], "lease_ttl"),
-], ids=["storage-with-etcd", "instance-without-etcd", "ttl-too-short"])
+], ids=["storage-with-etcd", "instance-without-etcd", "etcd-not-host-port", "ttl-too-short"])
 def test_dist_01_only_transaction_instances_take_etcd(tmp_path, argv, field):
     proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
                            "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
