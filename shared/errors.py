@@ -78,8 +78,14 @@ REASONS: dict[str, Status] = {
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
     "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
+    # a commit whose fencing token is below the highest the context accepted: a newer
+    # owner took the context over (retrying it cannot succeed)
+    "FENCED": Status.FAILED_PRECONDITION,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
+    # context ownership (transaction instances run with --etcd)
+    "NOT_OWNER": Status.FAILED_PRECONDITION,   # another instance owns it: details name it
+    "OWNERSHIP_LOST": Status.UNAVAILABLE,      # this instance's lease is not renewed (yet)
     # encoding (issue 5)
     "ENCODING_BUDGET_EXCEEDED": Status.RESOURCE_EXHAUSTED,
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,

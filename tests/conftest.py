@@ -160,3 +160,12 @@ def server_process(tmp_path):
     yield make
     for p in procs:
         p.kill()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A real etcd on loopback (tests/etcd_server.py), stopped after the test."""
+    from tests.etcd_server import EtcdServer
+    server = EtcdServer(tmp_path / "etcd")
+    yield server.start()
+    server.stop()

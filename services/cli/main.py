@@ -27,6 +27,7 @@ from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_optio
 from morphz.services.cli.tracing import command_trace
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
+from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.shared.errors import MorphzError
 
 DEFAULT_DATA_DIR = "./data"
@@ -326,6 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="transaction, recall, encoding: the storage service's address")
     serve.add_argument("--transaction", metavar="HOST:PORT", default="",
                        help="recall, encoding: the transaction service's address")
+    serve.add_argument("--etcd", metavar="HOST:PORT", default="",
+                       help="transaction: own contexts through this etcd (leases, fencing "
+                       "tokens), so several transaction instances can share one storage")
+    serve.add_argument("--instance", metavar="ID", default="",
+                       help="with --etcd: this instance's unique id (default: its address)")
+    serve.add_argument("--advertise", metavar="HOST:PORT", default="",
+                       help="with --etcd: the address clients reach this instance at, named "
+                       "to them when another instance owns their context (default: the "
+                       "bound listen address)")
+    serve.add_argument("--lease-ttl", metavar="SECONDS", type=int, default=DEFAULT_LEASE_TTL,
+                       help="with --etcd: the ownership lease's TTL: how soon another "
+                       f"instance takes over a dead one's contexts (default: {DEFAULT_LEASE_TTL})")
 
     context = top.add_parser("context", parents=[common], help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -400,7 +413,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
     listen = DEFAULT_LISTEN if args.listen is None else args.listen
     try:
-        return serve(listen, args.data, args.role, args.storage, args.transaction)
+        return serve(listen, args.data, args.role, args.storage, args.transaction,
+                     etcd=args.etcd, instance=args.instance, advertise=args.advertise,
+                     lease_ttl=args.lease_ttl)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

@@ -18,6 +18,7 @@ from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
                                                SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.ownership import DEFAULT_TTL
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
@@ -51,6 +52,15 @@ class ServerConfig:
     # has them in-process.
     storage: str = ""
     transaction: str = ""
+    # Context ownership, for transaction instances sharing one storage service: etcd's
+    # client address (empty: this is the only transaction instance, commits carry no
+    # fencing token), this instance's id (default: its address) and the address its
+    # clients reach it at (default: the bound listen address), named in NOT_OWNER
+    # errors; the lease TTL in seconds.
+    etcd: str = ""
+    instance: str = ""
+    advertise: str = ""
+    lease_ttl: int = DEFAULT_TTL
 
 
 class AllInOne:

@@ -23,11 +23,12 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 
 
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
-          storage: str = "", transaction: str = "") -> int:
+          storage: str = "", transaction: str = "", **ownership) -> int:
+    """`ownership`: ServerConfig's etcd, instance, advertise and lease_ttl."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
-                          transaction=transaction)
+                          transaction=transaction, **ownership)
     check_addresses(role, config)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]

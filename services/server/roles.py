@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Callable, Optional
 
 import grpc
@@ -25,6 +26,8 @@ from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.ownership import (SOLE_OWNER, Instance, LeaseOwnership,
+                                                        Ownership)
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import Faults
@@ -54,12 +57,31 @@ def _storage(p: "ServiceProcess") -> Built:
     return [STORAGE], [], None
 
 
+def _ownership(p: "ServiceProcess") -> Ownership:
+    """With --etcd: contexts owned under this instance's etcd lease, commits fenced."""
+    c = p.config
+    if not c.etcd:
+        return SOLE_OWNER
+    from morphz.shared.coord.etcd import EtcdCoordinator  # etcd3gw loads only when used
+    # Each etcd request waits at most a renewal period: a renewal that cannot be made
+    # in that time counts as failed (fail closed), and the next is due anyway.
+    coordinator = EtcdCoordinator(c.etcd, timeout=max(1.0, c.lease_ttl / 3))
+    p.on_stop(coordinator.close)
+    address = c.advertise or p.address
+    owners = LeaseOwnership(coordinator, Instance(c.instance or address, address),
+                            ttl=c.lease_ttl)
+    p.on_start(owners.start)
+    p.on_stop(owners.close)  # stoppers run in reverse: the lease is revoked first
+    return owners
+
+
 def _transaction(p: "ServiceProcess") -> Built:
     storage = p.channel(p.config.storage)
     p.store = StorageClient(storage)
     p.transactions = TransactionCore(p.store, faults=Faults.from_env(),
                                      rules_version=p.config.rules_version,
-                                     tracer=core_tracer(p.tracer, "morphz.transaction"))
+                                     tracer=core_tracer(p.tracer, "morphz.transaction"),
+                                     owners=_ownership(p))
     transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
         TransactionServicer(p.transactions), p.server)
 
@@ -97,13 +119,28 @@ NEEDS = {"all": (), "storage": (), "transaction": ("storage",),
 
 
 def check_addresses(role: str, config: ServerConfig) -> None:
-    """A role gets exactly the addresses of the services it calls."""
+    """A role gets exactly the addresses of the services it calls; only transaction
+    instances take --etcd (and what goes with it)."""
     for name in ("storage", "transaction"):
         given = bool(getattr(config, name))
         if given != (name in NEEDS[role]):
             raise MorphzError("CONTEXT_INPUT_INVALID",
                               f"serve {role} {'needs' if not given else 'takes no'} --{name}",
                               field=name, role=role)
+    if config.etcd and role != "transaction":
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --etcd: only "
+                          "transaction instances own contexts", field="etcd", role=role)
+    for name in ("instance", "advertise"):
+        if getattr(config, name) and not config.etcd:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--{name} goes with --etcd",
+                              field=name, role=role)
+    host, _, port = config.etcd.rpartition(":")
+    if config.etcd and not (host and port.isdigit() and 0 < int(port) < 65536):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"--etcd must be HOST:PORT, got "
+                          f"{config.etcd[:200]!r}", field="etcd", role=role)
+    if config.etcd and config.lease_ttl < 2:
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--lease-ttl must be at least 2 seconds",
+                          field="lease_ttl", role=role)
 
 
 class ServiceProcess:
@@ -118,19 +155,33 @@ class ServiceProcess:
         self.role, self.config = role, config
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
         self.server = build_server(config, self.tracer)
+        self._starters: list = []
         self._stoppers: list = []
         self._drainers: list = []
         self._channels: list[grpc.Channel] = []
+        # Bound before the role is wired, so it knows its address (--listen may say :0).
+        self.port = listen(self.server, config.listen)
         self._names, deps, on_ready = ROLES[role](self)
         self.health = expose(self.server, self._names)
         self.readiness = Readiness(self.health, self._names, deps, on_ready=on_ready) \
             if deps else None
-        self.port = listen(self.server, config.listen)
+
+    @property
+    def address(self) -> str:
+        """HOST:PORT this process is reached at (the host's name if it listens on all)."""
+        host = self.config.listen.rsplit(":", 1)[0]
+        if host in ("", "0.0.0.0", "[::]", "::"):
+            host = socket.gethostname()
+        return f"{host}:{self.port}"
 
     def channel(self, address: str) -> grpc.Channel:
         ch = dependency_channel(address, self.tracer)
         self._channels.append(ch)
         return ch
+
+    def on_start(self, starter) -> None:
+        """Run `starter()` when the server starts, before it serves."""
+        self._starters.append(starter)
 
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, the store)."""
@@ -147,6 +198,8 @@ class ServiceProcess:
         return wired.names
 
     def start(self) -> "ServiceProcess":
+        for starter in self._starters:
+            starter()
         self.server.start()
         if self.readiness is None:
             mark(self.health, self._names, SERVING)

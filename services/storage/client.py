@@ -43,9 +43,11 @@ class StorageClient(Store):
         return list(call(self._stub.ListContexts, pb.ListContextsRequest(),
                          timeout=self._timeout).contexts)
 
-    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> int:
         req = pb.CommitRequest(context=context, expect_commit_seq=expect_commit_seq, writes=[
-            pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value) for w in writes])
+            pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value) for w in writes],
+            fence=fence)
         try:
             return call(self._stub.Commit, req, timeout=self._timeout).commit_seq
         except Exception as e:  # the server reports a stale batch as CONCURRENT_UPDATE

@@ -3,7 +3,9 @@
 Every table key starts with the context id. A storage-owned `_version` database
 holds each context's physical version (commit_seq); `_feed` holds the change feed
 (position -> change) and `_feed_ctx` its per-context index ((context, commit_seq) ->
-position), both written in the commit's own transaction. Commits are group-committed:
+position), both written in the commit's own transaction, and `_fence` the highest
+fencing token each context accepted (checked and raised in that transaction too, so a
+token and the commits it let through can never disagree). Commits are group-committed:
 concurrent submissions are applied by one leader in one LMDB write transaction (one
 fsync), each in its own nested transaction so a rejected batch changes nothing and
 does not disturb its neighbours. Nothing is acknowledged before the fsync.
@@ -22,19 +24,21 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       Reader, StaleCommit, Store, Ticket, Write, change_of)
+                                       Reader, StaleCommit, Store, Ticket, Write, change_of,
+                                       fenced)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
+_FENCE_DB = b"_fence"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
 
 
 class _Submission(Ticket):
     def __init__(self, context: str, expect: Optional[int], encoded: list,
-                 change: Optional[Change] = None) -> None:
+                 change: Optional[Change] = None, fence: int = 0) -> None:
         super().__init__()
-        self.context, self.expect, self.encoded = context, expect, encoded
+        self.context, self.expect, self.encoded, self.fence = context, expect, encoded, fence
         self.change = change  # its keys; position and commit_seq are set when it applies
         self.done = threading.Event()
 
@@ -99,6 +103,7 @@ class LmdbStore(Store):
         self._version = self._env.open_db(_VERSION_DB)
         self._feed = self._env.open_db(_FEED_DB)
         self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
+        self._fence = self._env.open_db(_FENCE_DB)
         with self._env.begin() as txn:
             last = txn.cursor(db=self._feed)
             self._head = int.from_bytes(last.key(), "big") if last.last() else 0
@@ -165,10 +170,12 @@ class LmdbStore(Store):
             return self._head
 
     # -- writes -----------------------------------------------------------------------
-    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
-        return self.wait(self.submit(context, expect_commit_seq, writes))
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> int:
+        return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
 
-    def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> Ticket:
         encoded = []
         change = change_of(0, context, 0, writes)
         prefix = keys.context_prefix(context)
@@ -178,7 +185,7 @@ class LmdbStore(Store):
                 keys.check_commit_table(w.table)
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
-        sub = _Submission(context, expect_commit_seq, encoded, change)
+        sub = _Submission(context, expect_commit_seq, encoded, change, fence)
         with self._queue_lock:
             self._queue.append(sub)
         return sub
@@ -234,9 +241,17 @@ class LmdbStore(Store):
         head = self._head
         with self._env.begin(write=True) as txn:
             seqs: dict[str, int] = {}
+            fences: dict[str, int] = {}  # highest token per context, as this batch left it
             for sub in batch:
                 if sub.expect is None:  # a side record: shares the fsync, not the version
                     self._put_side(txn, sub)
+                    continue
+                highest = fences.get(sub.context)
+                if highest is None:
+                    raw = txn.get(keys.context_prefix(sub.context), db=self._fence)
+                    highest = int.from_bytes(raw, "big") if raw else 0
+                if sub.fence < highest:  # before the version: retrying cannot help it
+                    sub.error = fenced(sub.context, sub.fence, highest)
                     continue
                 current = seqs.get(sub.context)
                 if current is None:
@@ -256,6 +271,8 @@ class LmdbStore(Store):
                             child.put(key, value, db=db)
                     prefix = keys.context_prefix(sub.context)
                     child.put(prefix, _u64(current + 1), db=self._version)
+                    if sub.fence > highest:
+                        child.put(prefix, _u64(sub.fence), db=self._fence)
                     c = sub.change
                     change = Change(head + 1, c.context, current + 1, c.events, c.frames)
                     child.put(_u64(change.position), _pack_change(change), db=self._feed)
@@ -270,6 +287,7 @@ class LmdbStore(Store):
                     raise
                 child.commit()
                 seqs[sub.context] = sub.result = current + 1
+                fences[sub.context] = max(highest, sub.fence)
                 head += 1
             self._faults.hit("after-puts-before-commit")
         with self._feed_moved:  # durable now: followers may read it

@@ -97,7 +97,8 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                   for w in request.writes]
         try:  # submit/wait: concurrent Commit RPCs share one write transaction
             seq = self._store.wait(self._store.submit(request.context,
-                                                      request.expect_commit_seq, writes))
+                                                      request.expect_commit_seq, writes,
+                                                      fence=request.fence))
         except StaleCommit as e:
             raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
                               actual=e.actual) from None

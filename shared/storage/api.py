@@ -4,6 +4,9 @@ Storage keeps named tables of opaque records (bytes) under per-context keys. Key
 are tuples of str and int. Storage enforces only physical rules: one commit is one
 atomic batch, append-only tables are never overwritten, and a commit names the
 context's physical version (`commit_seq`) it was computed from (optimistic control).
+A commit may carry its writer's fencing token (`fence`, 0: none): the store keeps the
+highest it accepted per context with the commits and refuses a lower one (FENCED), so a
+former owner of a context cannot write once a newer owner's commit landed.
 Every commit also adds one entry to the store's change feed (`changes`, `watch`):
 the keys the batch wrote in the events and frames tables, which is what the recall
 index follows. Side tables are the exception: their records are put one at a time,
@@ -17,6 +20,8 @@ import abc
 import threading
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
+
+from morphz.shared.errors import MorphzError
 
 Key = tuple[Union[str, int], ...]
 
@@ -96,6 +101,13 @@ class StaleRead(Exception):
     redo the whole read."""
 
 
+def fenced(context: str, fence: int, highest: int) -> MorphzError:
+    """The rejection of a commit whose fencing token is below the context's highest."""
+    return MorphzError("FENCED", f"context {context} accepted fencing token {highest}; this "
+                       f"commit carries {fence}: a newer owner holds the context",
+                       context=context, fence=fence, highest=highest)
+
+
 class StaleCommit(Exception):
     """The context's physical version moved since the batch was computed."""
 
@@ -146,18 +158,22 @@ class Store(abc.ABC):
     def reader(self, context: str) -> Reader: ...
 
     @abc.abstractmethod
-    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
-        """Apply all writes atomically or none; returns the new commit_seq.
-        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL,
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> int:
+        """Apply all writes atomically or none; returns the new commit_seq. `fence` is
+        the writer's fencing token (0: none); it is checked before the version.
+        Raises MorphzError FENCED (a higher token was accepted for this context), then
+        StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL,
         STORAGE_TABLE_INVALID for a side table, ...)."""
 
-    def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> Ticket:
         """Queue a commit; commits of one context apply in submission order. Stores that
         batch concurrent commits (group commit) override this and `wait`; the default
         commits at once."""
         ticket = Ticket()
         try:
-            ticket.result = self.commit(context, expect_commit_seq, writes)
+            ticket.result = self.commit(context, expect_commit_seq, writes, fence=fence)
         except Exception as e:  # noqa: BLE001 - handed to the waiter
             ticket.error = e
         return ticket

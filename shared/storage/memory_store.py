@@ -10,7 +10,8 @@ from typing import Iterator, Optional
 
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       Reader, StaleCommit, StaleRead, Store, Write, change_of)
+                                       Reader, StaleCommit, StaleRead, Store, Write, change_of,
+                                       fenced)
 from morphz.shared.errors import MorphzError
 
 
@@ -18,6 +19,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
         self._versions: dict[str, int] = {}
+        self._fences: dict[str, int] = {}  # context -> highest fencing token accepted
         self._feed: list[Change] = []  # position p is self._feed[p - 1]
         self._lock = threading.Lock()
         self._feed_moved = threading.Condition(self._lock)
@@ -32,8 +34,12 @@ class MemoryStore(Store):
     def contexts(self) -> list[str]:
         return sorted(self._versions)
 
-    def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> int:
         with self._lock:
+            highest = self._fences.get(context, 0)
+            if fence < highest:
+                raise fenced(context, fence, highest)
             current = self._versions.get(context, 0)
             if current != expect_commit_seq:
                 raise StaleCommit(expect_commit_seq, current)
@@ -52,6 +58,8 @@ class MemoryStore(Store):
                 else:
                     self._tables[table][k] = v
             self._versions[context] = current + 1
+            if fence > highest:
+                self._fences[context] = fence
             self._feed.append(change_of(len(self._feed) + 1, context, current + 1, writes))
             self._feed_moved.notify_all()
             return current + 1

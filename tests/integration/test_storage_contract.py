@@ -264,6 +264,88 @@ def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(t
     store.close()
 
 
+# -- fencing tokens (DIST-02) ----------------------------------------------------------
+
+def fenced_error(store, *args, **kw) -> MorphzError:
+    with pytest.raises(MorphzError) as info:
+        store.commit(*args, **kw)
+    assert info.value.reason == "FENCED", info.value
+    return info.value
+
+
+def test_dist_02_a_lower_fencing_token_is_fenced_even_at_the_current_version(store):
+    assert store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5) == 1
+    err = fenced_error(store, "c", 1, [Write("frames", ("a",), b"stale")], fence=3)
+    assert err.details == {"context": "c", "fence": 3, "highest": 5}
+    assert read(store, "c", "frames", ("a",)) == b"1"  # nothing written, version kept
+    with store.reader("c") as r:
+        assert r.commit_seq == 1
+    fenced_error(store, "c", 1, [Write("frames", ("a",), b"none")])  # no token is 0
+    assert store.commit("c", 1, [Write("frames", ("a",), b"2")], fence=5) == 2  # equal: ok
+    assert store.commit("c", 2, [Write("frames", ("a",), b"3")], fence=8) == 3  # higher: ok
+    fenced_error(store, "c", 3, [Write("frames", ("a",), b"old")], fence=5)
+    assert read(store, "c", "frames", ("a",)) == b"3"
+    # Tokens are per context; a context never fenced takes commits without one.
+    assert store.commit("d", 0, [Write("frames", ("a",), b"1")], fence=2) == 1
+    assert store.commit("e", 0, [Write("frames", ("a",), b"1")]) == 1
+
+
+def test_dist_02_the_token_is_checked_before_the_version(store):
+    """A fenced writer is told FENCED, never StaleCommit (which would invite a retry)."""
+    store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=9)
+    store.commit("c", 1, [Write("frames", ("a",), b"2")], fence=9)
+    fenced_error(store, "c", 0, [Write("frames", ("a",), b"x")], fence=4)
+
+
+def test_dist_02_a_rejected_batch_does_not_raise_the_token(store):
+    """The highest token moves only with a commit that lands (same transaction)."""
+    store.commit("c", 0, [Write("events", (1,), b"e1")], fence=3)
+    with pytest.raises(MorphzError) as info:
+        store.commit("c", 1, [Write("events", (1,), b"again")], fence=7)
+    assert info.value.reason == "STORAGE_APPEND_ONLY"
+    with pytest.raises(StaleCommit):
+        store.commit("c", 0, [Write("frames", ("a",), b"x")], fence=7)
+    assert store.commit("c", 1, [Write("frames", ("a",), b"ok")], fence=3) == 2
+
+
+def test_dist_02_one_group_commit_fences_a_lower_token_behind_a_higher_one(tmp_path):
+    """Two commits of one context in one LMDB write transaction: the second, with a
+    lower token, sees the first's token although neither is durable yet."""
+    store = LmdbStore(str(tmp_path / "g"))
+    with store._leader:  # both queued before any leader runs: one write transaction
+        first = store.submit("c", 0, [Write("frames", ("a",), b"new owner")], fence=9)
+        second = store.submit("c", 1, [Write("frames", ("a",), b"old owner")], fence=4)
+    assert store.wait(first) == 1
+    with pytest.raises(MorphzError) as info:
+        store.wait(second)
+    assert info.value.reason == "FENCED"
+    assert store.stats["write_transactions"] == 1
+    store.close()
+
+
+def test_dist_02_the_highest_token_is_durable_with_its_commit(tmp_path):
+    """Kept across a reopen; and a process SIGKILLed after the puts but before its LMDB
+    commit leaves neither the commit nor its token behind."""
+    import subprocess
+    import sys
+    path = str(tmp_path / "d")
+    store = LmdbStore(path)
+    store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
+    store.close()
+    crash = ("from morphz.services.storage.lmdb_store import LmdbStore\n"
+             "from morphz.shared.faults import Faults\n"
+             "from morphz.shared.storage.api import Write\n"
+             f"s = LmdbStore({path!r}, faults=Faults('after-puts-before-commit'))\n"
+             "s.commit('c', 1, [Write('frames', ('a',), b'lost')], fence=50)\n")
+    proc = subprocess.run([sys.executable, "-c", crash], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr
+    store = LmdbStore(path)
+    fenced_error(store, "c", 1, [Write("frames", ("a",), b"x")], fence=4)
+    assert store.commit("c", 1, [Write("frames", ("a",), b"2")], fence=6) == 2
+    assert read(store, "c", "frames", ("a",)) == b"2"
+    store.close()
+
+
 # -- read snapshots of the storage service (remote readers only) ----------------------
 
 class Clock:

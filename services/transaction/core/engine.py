@@ -1,8 +1,9 @@
 """TransactionCore: the transaction service's one entry point, free of gRPC and LMDB.
 
-Every write follows the same path: open a reader, build one event, apply it with
-the reducer to a candidate MindState, hand the resulting batch to storage with the
-physical version it was computed from. If another writer got there first, redo it.
+Every write follows the same path: make sure this instance owns the context (its
+fencing token; ownership.py), open a reader, build one event, apply it with the reducer
+to a candidate MindState, hand the resulting batch to storage with the physical version
+it was computed from and the token. If another writer got there first, redo it.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from morphz.shared.mind import records as R
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
+from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
 from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
@@ -54,8 +56,10 @@ class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
-                 rules_version: int = rulebook.CURRENT) -> None:
+                 rules_version: int = rulebook.CURRENT,
+                 owners: Ownership = SOLE_OWNER) -> None:
         self._store = store
+        self._owners = owners  # which contexts this instance may write, and their tokens
         # The rules new events are decided under (an older version only to reproduce old
         # histories in tests); replay always uses each event's own version.
         self._rules = rulebook.rules(rules_version)
@@ -81,6 +85,8 @@ class TransactionCore:
         for _ in range(_WRITE_ATTEMPTS):
             try:
                 with pipe.lock:
+                    # First: a context this instance may not write is refused unread.
+                    fence = self._owners.token(context)
                     with self._store.reader(context) as durable, \
                             self._tracer.start_as_current_span("mind.validate_apply") as span:
                         span.set_attribute("morphz.context", context)
@@ -97,7 +103,8 @@ class TransactionCore:
                                     if ev.kind == R.CONTEXT_TX and ev.session else None
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
-                            ticket = self._store.submit(context, reader.commit_seq, writes)
+                            ticket = self._store.submit(context, reader.commit_seq, writes,
+                                                        fence=fence)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
                 if isinstance(ev, dict):
                     if ticket is not None:
@@ -112,6 +119,10 @@ class TransactionCore:
                                 len(w.value) for w in writes if w.value is not None))
                         self._store.wait(ticket)
                     failed = False
+                except MorphzError as e:
+                    if e.reason == "FENCED":  # a newer owner committed: ask etcd again
+                        self._owners.fenced(context, fence)
+                    raise
                 finally:
                     with pipe.lock:
                         pipe.done(ticket, failed)

@@ -1,0 +1,95 @@
+"""A real etcd server for tests: Debian's `etcd` binary (package etcd-server, installed
+by scripts/bootstrap) on loopback ports chosen free, with its data in a temporary
+directory. `pause`/`resume` stop and continue the process (SIGSTOP/SIGCONT)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+BOUND = 30.0  # seconds etcd may take to answer after starting
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EtcdServer:
+    def __init__(self, workdir) -> None:
+        self.workdir = str(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self.address = ""
+
+    def start(self) -> "EtcdServer":
+        binary = shutil.which("etcd")
+        if binary is None:
+            pytest.fail("no `etcd` binary: run scripts/bootstrap as root, or "
+                        "apt-get install etcd-server")
+        for _ in range(3):  # a port taken between choosing and binding: choose again
+            client, peer = _free_port(), _free_port()
+            self.address = f"127.0.0.1:{client}"
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    [binary, "--name", "test", "--data-dir", os.path.join(self.workdir, "data"),
+                     "--listen-client-urls", f"http://{self.address}",
+                     "--advertise-client-urls", f"http://{self.address}",
+                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                     "--initial-cluster", f"test=http://127.0.0.1:{peer}"],
+                    stdout=subprocess.DEVNULL, stderr=log)
+            if self._wait_healthy():
+                return self
+        pytest.fail(f"etcd did not start:\n{self.log()[-3000:]}")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.workdir, "etcd.log")
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1) as r:
+                return json.load(r).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def _wait_healthy(self) -> bool:
+        deadline = time.monotonic() + BOUND
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            if self.healthy():
+                return True
+            time.sleep(0.1)
+        self.stop()
+        return False
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.resume()  # a stopped process would not act on SIGTERM
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)

@@ -1,0 +1,292 @@
+"""DIST-01..04: one owner per context through etcd leases, and fencing tokens checked by
+storage. A real etcd on loopback (tests/etcd_server.py); the ownership core over the
+real etcd adapter in-process, then a real storage process and two transaction processes
+started with --etcd, one of them SIGKILLed.
+
+A commit sent to an instance that does not own the context is refused (NOT_OWNER, its
+details naming the owner and its address), not forwarded."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import etcd3gw
+import grpc
+import pytest
+
+from morphz.services.storage.client import StorageClient
+from morphz.services.transaction.core.ownership import (OWNERS_PREFIX, Instance,
+                                                        LeaseOwnership)
+from morphz.shared.coord.etcd import EtcdCoordinator
+from morphz.shared.errors import MorphzError
+from morphz.shared.storage.api import Write
+
+from tests.conftest import ServerProcess
+
+TTL = 3  # seconds: the lease TTL of every instance here
+BOUND = 60.0  # seconds any wait below may take before the test fails
+
+
+def owner_key(context: str) -> str:
+    return OWNERS_PREFIX + context
+
+
+def key_holder(etcd, context: str) -> tuple[str, int]:
+    """(the instance named in the context's ownership key, its create_revision), read
+    from etcd directly; ("", 0) if nobody owns it."""
+    host, port = etcd.address.rsplit(":", 1)
+    c = etcd3gw.client(host=host, port=int(port), timeout=5, api_path="/v3/")
+    try:
+        found = c.get(owner_key(context).encode(), metadata=True)
+    finally:
+        c.session.close()
+    if not found:
+        return "", 0
+    value, meta = found[0]
+    return json.loads(value)["instance"], int(meta["create_revision"])
+
+
+def refused(reason: str, fn, *args, **kwargs) -> MorphzError:
+    with pytest.raises(MorphzError) as info:
+        fn(*args, **kwargs)
+    assert info.value.reason == reason, info.value.to_dict()
+    return info.value
+
+
+def eventually(fn, what: str):
+    """fn() once it stops raising MorphzError (bounded); the errors seen meanwhile."""
+    seen, deadline = [], time.monotonic() + BOUND
+    while True:
+        try:
+            return fn(), seen
+        except MorphzError as e:
+            seen.append(e)
+            assert time.monotonic() < deadline, f"{what}: still {e.to_dict()}"
+        time.sleep(0.1)
+
+
+def wait_until(cond, what: str) -> None:
+    deadline = time.monotonic() + BOUND
+    while not cond():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def until_refused(fn, reason: str, what: str) -> MorphzError:
+    """Call fn() until it is refused with `reason` (bounded); that error."""
+    deadline = time.monotonic() + BOUND
+    while True:
+        try:
+            fn()
+        except MorphzError as e:
+            if e.reason == reason:
+                return e
+            raise
+        assert time.monotonic() < deadline, f"{what}: never refused with {reason}"
+        time.sleep(0.1)
+
+
+# -- the ownership core over the real etcd adapter, in-process ---------------------------
+
+@pytest.fixture
+def owners(etcd):
+    """make(id) -> a started LeaseOwnership of instance `id` on the test's etcd."""
+    made = []
+
+    def make(instance_id: str) -> LeaseOwnership:
+        coord = EtcdCoordinator(etcd.address, timeout=1.0)
+        o = LeaseOwnership(coord, Instance(instance_id, f"{instance_id}.test:7072"), ttl=TTL)
+        o.start()
+        made.append((o, coord))
+        return o
+    yield make
+    for o, coord in made:
+        o.close()
+        coord.close()
+
+
+def test_dist_01_one_instance_owns_a_context_the_other_is_refused_naming_it(owners, etcd):
+    a, b = owners("a"), owners("b")
+    token = a.token("c1")
+    assert token == a.token("c1") == key_holder(etcd, "c1")[1]  # create_revision
+    err = refused("NOT_OWNER", b.token, "c1")
+    assert err.status.value == "FAILED_PRECONDITION"
+    assert err.details == {"context": "c1", "owner": "a", "owner_address": "a.test:7072"}
+    assert b.token("c2") > token  # each context has its own owner
+    assert refused("NOT_OWNER", a.token, "c2").details["owner"] == "b"
+    a.close()  # revokes its lease: its contexts are free at once
+    assert b.token("c1") > token  # taken again: a higher token fences a's commits
+    assert key_holder(etcd, "c1")[0] == "b"
+
+
+def test_dist_01_a_second_process_with_the_same_id_does_not_take_a_live_context(owners):
+    """A key naming this instance's id under another lease (a duplicate id, or the
+    previous process of a restarted instance) is waited out like any other owner's."""
+    first, second = owners("a"), owners("a")
+    token = first.token("c")
+    assert refused("NOT_OWNER", second.token, "c").details["owner"] == "a"
+    assert first.token("c") == token  # still the owner
+
+
+def test_dist_04_a_lease_not_renewed_refuses_at_once_and_resumes_once_owning_again(
+        owners, etcd):
+    a = owners("a")
+    old = a.token("c")
+    etcd.pause()
+    try:
+        err = until_refused(lambda: a.token("c"), "OWNERSHIP_LOST", "etcd paused")
+        assert err.status.value == "UNAVAILABLE"
+        assert err.details["instance"] == "a" and err.details["context"] == "c"
+        time.sleep(TTL + 1)  # past the TTL: etcd will find the lease expired
+        refused("OWNERSHIP_LOST", a.token, "c")
+    finally:
+        etcd.resume()
+    token, _ = eventually(lambda: a.token("c"), "etcd resumed")
+    assert token > old  # owned again under a new lease, not the expired one
+    assert key_holder(etcd, "c") == ("a", token)
+
+
+# -- real processes: storage, two transaction instances, etcd ------------------------------
+
+def transaction_instance(tmp_path, name: str, storage: ServerProcess, etcd) -> ServerProcess:
+    return ServerProcess(tmp_path / name, args=[
+        "transaction", "--storage", storage.address, "--etcd", etcd.address,
+        "--lease-ttl", str(TTL)]).start()
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    """A storage process and two transaction instances (a, b) owning contexts through
+    the test's etcd; each instance's id is its address (the default)."""
+    procs = {"storage": ServerProcess(tmp_path / "storage", args=["storage"]).start()}
+    for name in ("a", "b"):
+        procs[name] = transaction_instance(tmp_path, name, procs["storage"], etcd)
+    yield procs
+    for p in procs.values():
+        p.kill()
+
+
+def tx(base: int, ops: str) -> str:
+    return f"(context-tx (base-version {base}) {ops})"
+
+
+def test_dist_01_a_second_transaction_process_is_refused_with_the_owner(cluster, etcd):
+    a, b = cluster["a"].client(), cluster["b"].client()
+    a.create_context("dist-01")
+    a.commit("dist-01", tx(0, "(create plan (goal ship))"))
+    assert key_holder(etcd, "dist-01")[0] == cluster["a"].address
+    err = refused("NOT_OWNER", b.commit, "dist-01", tx(1, "(create other (x 1))"))
+    assert err.details == {"context": "dist-01", "owner": cluster["a"].address,
+                           "owner_address": cluster["a"].address}
+    # Every write is the owner's; reads are anyone's.
+    refused("NOT_OWNER", b.append_event, "dist-01", "main", "user-message", "hi")
+    assert b.status("dist-01")["revision"] == 1
+    # The other instance owns the contexts it writes first.
+    b.create_context("dist-01-b")
+    err = refused("NOT_OWNER", a.commit, "dist-01-b", tx(0, "(create x (y 1))"))
+    assert err.details["owner_address"] == cluster["b"].address
+    assert a.commit("dist-01", tx(1, "(create next (x 2))"))["revision"] == 2
+
+
+def test_dist_02_storage_rejects_a_stale_token_even_at_the_current_version(cluster, etcd):
+    a = cluster["a"].client()
+    a.create_context("dist-02")
+    a.commit("dist-02", tx(0, "(create plan (goal ship))"))
+    _, token = key_holder(etcd, "dist-02")
+    with grpc.insecure_channel(cluster["storage"].address) as channel:
+        store = StorageClient(channel, timeout=10)
+        with store.reader("dist-02") as r:
+            current = r.commit_seq
+        for stale in (token - 1, 0):  # a former owner's token; none at all
+            err = refused("FENCED", store.commit, "dist-02", current,
+                          [Write("frames", ("intruder",), b"{}")], fence=stale)
+            assert err.details == {"context": "dist-02", "fence": stale, "highest": token}
+        with store.reader("dist-02") as r:
+            assert r.commit_seq == current and r.get("frames", ("intruder",)) is None
+    assert a.commit("dist-02", tx(1, "(create next (x 2))"))["revision"] == 2
+
+
+def test_dist_03_the_owner_killed_another_instance_takes_over_with_nothing_lost(
+        cluster, etcd):
+    a, b = cluster["a"].client(timeout=10), cluster["b"].client(timeout=10)
+    a.create_context("dist-03")
+    acked: list[int] = []
+
+    def writer() -> None:  # commits one frame after another until its server dies
+        try:
+            for n in range(10_000):
+                a.commit("dist-03", tx(n, f"(create f{n} (n {n}))"))
+                acked.append(n)
+        except MorphzError:
+            return
+    thread = threading.Thread(target=writer)
+    thread.start()
+    wait_until(lambda: len(acked) >= 5, "the first commits")
+    cluster["a"].kill()  # SIGKILL, mid-stream
+    thread.join(timeout=BOUND)
+    assert not thread.is_alive()
+    old_owner, old_token = key_holder(etcd, "dist-03")
+    assert old_owner == cluster["a"].address
+    started = time.monotonic()
+
+    def take_over():
+        return b.commit("dist-03", tx(b.status("dist-03")["revision"],
+                                      "(create after-takeover (by b))"))
+    receipt, refusals = eventually(take_over, "takeover by b")
+    took = time.monotonic() - started
+    # Until the dead owner's lease expired, b was told who owned the context.
+    assert {e.reason for e in refusals} <= {"NOT_OWNER"}
+    assert all(e.details["owner"] == cluster["a"].address for e in refusals)
+    assert key_holder(etcd, "dist-03")[1] > old_token
+    frames = {f["id"] for f in b.list_frames("dist-03")["frames"]}
+    assert {f"f{n}" for n in acked} <= frames  # every acknowledged commit is there
+    assert "after-takeover" in frames
+    # Continues from the committed state: all of it, acknowledged or not, in order.
+    assert receipt["revision"] == len(frames) == b.status("dist-03")["revision"]
+    print(f"takeover after {took:.1f} s (TTL {TTL} s), {len(acked)} commits acknowledged")
+
+
+def test_dist_04_an_owner_cut_off_from_etcd_refuses_then_resumes(cluster, etcd):
+    a = cluster["a"].client(timeout=10)
+    a.create_context("dist-04")
+    a.commit("dist-04", tx(0, "(create plan (goal ship))"))
+    _, old_token = key_holder(etcd, "dist-04")
+    revision = 1
+    etcd.pause()
+    try:
+        def commit():
+            nonlocal revision
+            a.commit("dist-04", tx(revision, f"(create r{revision} (x 1))"))
+            revision += 1
+        err = until_refused(commit, "OWNERSHIP_LOST", "etcd paused")
+        assert err.status.value == "UNAVAILABLE"
+        assert err.details["instance"] == cluster["a"].address
+        assert "lease" in err.message and "dist-04" in err.message
+        time.sleep(TTL + 1)  # etcd will find the lease expired when it runs again
+        refused("OWNERSHIP_LOST", commit)
+    finally:
+        etcd.resume()
+    receipt, _ = eventually(lambda: a.commit("dist-04", tx(revision, "(create back (x 1))")),
+                            "etcd resumed")
+    assert receipt["revision"] == revision + 1  # nothing was written while refused
+    owner, token = key_holder(etcd, "dist-04")
+    assert (owner, token > old_token) == (cluster["a"].address, True)
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["storage", "--etcd", "127.0.0.1:1"], "etcd"),
+    (["transaction", "--storage", "127.0.0.1:1", "--instance", "x"], "instance"),
+    (["transaction", "--storage", "127.0.0.1:1", "--etcd", "http://etcd"], "etcd"),
+    (["transaction", "--storage", "127.0.0.1:1", "--etcd", "127.0.0.1:1",
+      "--lease-ttl", "1"], "lease_ttl"),
+], ids=["storage-with-etcd", "instance-without-etcd", "etcd-not-host-port", "ttl-too-short"])
+def test_dist_01_only_transaction_instances_take_etcd(tmp_path, argv, field):
+    proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
+                           "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert (error["reason"], error["details"]["field"]) == ("CONTEXT_INPUT_INVALID", field)
