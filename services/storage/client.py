@@ -12,7 +12,7 @@ from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, Change, FeedPage, Key, Reader, StaleCommit,
-                                       StaleRead, Store, Write)
+                                       StaleRead, Store, Ticket, Write)
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
@@ -45,17 +45,21 @@ class StorageClient(Store):
 
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> int:
+        return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
+
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> "_CommitCall":
+        """Send the Commit without waiting for it: the transaction core builds the next
+        commit of the context on this one meanwhile (its pipeline), and the storage
+        service group-commits those that arrive together."""
         req = pb.CommitRequest(context=context, expect_commit_seq=expect_commit_seq, writes=[
             pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value) for w in writes],
             fence=fence)
-        try:
-            return call(self._stub.Commit, req, timeout=self._timeout).commit_seq
-        except Exception as e:  # the server reports a stale batch as CONCURRENT_UPDATE
-            if getattr(e, "reason", None) == "CONCURRENT_UPDATE":
-                d = getattr(e, "details", {})
-                raise StaleCommit(int(d.get("expected", expect_commit_seq)),
-                                  int(d.get("actual", -1))) from None
-            raise
+        return _CommitCall(self._stub.Commit.future(req, timeout=self._timeout),
+                           expect_commit_seq)
+
+    def wait(self, ticket: Ticket) -> int:
+        return ticket.get()
 
     def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
         keys.check_side_record(table, value)  # as the stores do: None is no empty record
@@ -106,6 +110,27 @@ class StorageClient(Store):
                     return  # a bounded wait (wait_changes) ends at its deadline
             finally:
                 stream.cancel()
+
+
+class _CommitCall(Ticket):
+    """A Commit RPC in flight; `get` waits for its answer."""
+
+    def __init__(self, future, expect: int) -> None:
+        super().__init__()
+        self._future, self._expect = future, expect
+
+    def get(self) -> int:
+        if self.result is None and self.error is None:
+            try:
+                self.result = self._future.result().commit_seq
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                if err.reason == "CONCURRENT_UPDATE":  # a stale batch
+                    d = err.details
+                    err = StaleCommit(int(d.get("expected", self._expect)),
+                                      int(d.get("actual", -1)))
+                self.error = err
+        return super().get()
 
 
 class RemoteReader(Reader):

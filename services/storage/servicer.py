@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 
 from morphz.api.common.v1 import common_pb2
@@ -17,6 +18,8 @@ MAX_SCAN_ROWS = 10_000
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = 4
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
+# How long a commit that arrived before its predecessor waits for it (see Commit).
+REORDER_WAIT_SECONDS = 2.0
 
 
 def key_from_proto(parts) -> Key:
@@ -46,12 +49,14 @@ def page_to_proto(page: FeedPage) -> pb.WatchResponse:
 class StorageServicer(pb_grpc.StorageServiceServicer):
     def __init__(self, store: Store, snapshots: SnapshotRegistry, *,
                  max_watches: int = MAX_WATCHES,
-                 watch_idle: float = WATCH_IDLE_SECONDS) -> None:
+                 watch_idle: float = WATCH_IDLE_SECONDS,
+                 reorder_wait: float = REORDER_WAIT_SECONDS) -> None:
         self._store = store
         self._snapshots = snapshots
         self._watch_slots = threading.BoundedSemaphore(max_watches)
         self._max_watches = max_watches
         self._watch_idle = watch_idle
+        self._reorder_wait = reorder_wait
         self._watchers: set[threading.Event] = set()  # the stop flag of each following Watch
         self._closed = False
         self._guard = threading.Lock()
@@ -95,14 +100,23 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def Commit(self, request, context):
         writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None)
                   for w in request.writes]
-        try:  # submit/wait: concurrent Commit RPCs share one write transaction
-            seq = self._store.wait(self._store.submit(request.context,
-                                                      request.expect_commit_seq, writes,
-                                                      fence=request.fence))
-        except StaleCommit as e:
-            raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
-                              actual=e.actual) from None
-        return pb.CommitResponse(commit_seq=seq)
+        # A remote writer pipelines a context's commits (each built on the one before and
+        # sent without waiting for it), so one may arrive before its predecessor: a batch
+        # expecting a version the store has not reached yet waits for it, briefly.
+        deadline = time.monotonic() + self._reorder_wait
+        while True:
+            head = self._store.feed_head()
+            try:  # submit/wait: concurrent Commit RPCs share one write transaction
+                seq = self._store.wait(self._store.submit(request.context,
+                                                          request.expect_commit_seq, writes,
+                                                          fence=request.fence))
+                return pb.CommitResponse(commit_seq=seq)
+            except StaleCommit as e:
+                left = deadline - time.monotonic()
+                if e.expected <= e.actual or left <= 0:
+                    raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
+                                      actual=e.actual) from None
+                self._store.wait_changes(head, left)
 
     @rpc_boundary
     def PutRecord(self, request, context):
