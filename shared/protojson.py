@@ -27,16 +27,26 @@ def to_plain(msg: Message) -> dict:
     return out
 
 
+class ReplyShapeError(Exception):
+    """A core's result has a key its reply message lacks: a mismatch between the core and
+    the proto, never trimmed silently (the servicer's boundary answers INTERNAL)."""
+
+
 def from_plain(d: dict, msg: Message) -> Message:
-    """Fill msg from a core dict; keys the message does not have and None values are
-    ignored. Direct attribute assignment (every reply passes here, json_format costs
-    several times more); a value of another type than the field's (a float for an
-    int, base64 text for bytes...) takes json_format's conversions instead."""
+    """Fill msg from a core dict; None values are left unset, any other key the message
+    does not have raises ReplyShapeError. Direct attribute assignment (every reply passes here,
+    json_format costs several times more); a value of another type than the field's (a
+    float for an int, base64 text for bytes...) takes json_format's conversions instead."""
     try:
         _fill(msg, d)
+    except ReplyShapeError:
+        raise
     except (TypeError, ValueError, AttributeError):
         msg.Clear()
-        json_format.ParseDict(_drop_none(d), msg, ignore_unknown_fields=True)
+        try:
+            json_format.ParseDict(_drop_none(d), msg)
+        except json_format.ParseError as e:
+            raise ReplyShapeError(str(e)) from None
     return msg
 
 
@@ -64,9 +74,11 @@ def _fill(msg: Message, d: dict) -> None:
         raise TypeError(f"expected a dict for {msg.DESCRIPTOR.full_name}")
     plan = _plan(msg.DESCRIPTOR)
     for key, value in d.items():
-        kind = plan.get(key)
-        if kind is None or value is None:
+        if value is None:  # absent, whether or not the message has the field
             continue
+        kind = plan.get(key)
+        if kind is None:
+            raise ReplyShapeError(f"{msg.DESCRIPTOR.full_name} has no field {key!r}")
         if kind == _SCALAR:
             setattr(msg, key, value)
         elif kind == _MESSAGE:

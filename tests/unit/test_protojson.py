@@ -7,11 +7,11 @@ from morphz.shared.protojson import _drop_none, from_plain, to_plain
 
 
 def reference(d: dict, msg):
-    return json_format.ParseDict(_drop_none(d), msg, ignore_unknown_fields=True)
+    return json_format.ParseDict(_drop_none(d), msg)
 
 
 CASES = [
-    (pb.Receipt, {"revision": 7, "rebased": True, "rebased_from": 3, "unknown_key": [1, 2],
+    (pb.Receipt, {"revision": 7, "rebased": True, "rebased_from": 3,
                   "capacity": {"released_now_bytes": 10, "released_after_window_bytes": 0},
                   "results": [{"op": "revise", "target": "a", "outcome": "revised",
                                "frame_revision": 2, "extra": None}]}),
