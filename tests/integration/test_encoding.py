@@ -14,8 +14,8 @@ from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
 
 
 @pytest.fixture(scope="module")
-def enc(address):
-    channel = grpc.insecure_channel(address, options=[
+def enc(endpoints):
+    channel = grpc.insecure_channel(endpoints.encoding, options=[
         ("grpc.max_receive_message_length", 64 << 20)])
     yield EncodingClient(channel, timeout=30)
     channel.close()
