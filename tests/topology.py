@@ -171,8 +171,8 @@ class SplitServers:
             assert code == 0, f"{role} exited {code}\n{self.procs[role].stderr()}"
 
     def kill(self) -> None:
-        for proc in self.procs.values():
-            proc.kill()
+        for role in reversed(list(self.procs)):  # callers first, as stop does
+            self.procs[role].kill()
 
     close = kill  # whatever still runs after a test (one that failed midway)
 
