@@ -32,11 +32,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--topology") != SPLIT:
-        return
     keep, drop = [], []
     for item in items:
-        (drop if item.get_closest_marker("all_in_one") else keep).append(item)
+        marker = item.get_closest_marker("all_in_one")
+        if marker is not None and not marker.kwargs.get("reason"):
+            raise pytest.UsageError(f"{item.nodeid}: all_in_one needs reason=...")
+        (drop if marker is not None and config.getoption("--topology") == SPLIT
+         else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -60,11 +62,12 @@ def endpoints(session_servers) -> Endpoints:
 
 
 @pytest.fixture(scope="session")
-def server(session_servers, request):
+def server(session_servers):
     """The in-process AllInOne (tests that use it are marked all_in_one)."""
     app = getattr(session_servers, "app", None)
     if app is None:
-        pytest.fail(f"{request.node.nodeid} uses the in-process server: mark it all_in_one")
+        pytest.fail("the in-process server exists only with --topology all-in-one: mark the "
+                    "test that uses it all_in_one")
     return app
 
 
