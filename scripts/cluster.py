@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         "ports the system chooses, printed)")
     args = parser.parse_args(argv)
     if not 0 <= args.port_base <= 65535 - len(PROCESSES):
-        parser.error(f"--port-base must be 1..{65535 - len(PROCESSES)}")
+        parser.error(f"--port-base must be 1..{65535 - len(PROCESSES)} (0: ports chosen)")
     layout = Layout(Path(args.dir))
     return {"start": lambda: start(layout, args.port_base), "stop": lambda: stop(layout),
             "status": lambda: status(layout)}[args.command]()
