@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("start", "stop", "status"))
     parser.add_argument("dir", nargs="?", default=str(DEFAULT_DIR),
-                        help="where data, logs and pid files go (default: ./cluster-data)")
+                        help="where data, logs and pid files go (default: the repository's "
+                        "cluster-data/)")
     parser.add_argument("--port-base", type=int, default=0, metavar="PORT",
                         help="start: listen on PORT..PORT+4 in the order above (default: "
                         "ports the system chooses, printed)")
