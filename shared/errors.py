@@ -19,6 +19,7 @@ class Status(Enum):
     INTERNAL = "INTERNAL"
     UNAVAILABLE = "UNAVAILABLE"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a service this one called did not answer in time
+    DATA_LOSS = "DATA_LOSS"  # a stored record is corrupt
 
 
 # The error table: every reason code the services raise, with its status class.
@@ -44,7 +45,6 @@ REASONS: dict[str, Status] = {
     # rules of the Mind
     "FRAME_EXISTS": Status.ALREADY_EXISTS,
     "CHECKPOINT_EXISTS": Status.ALREADY_EXISTS,
-    "SNAPSHOT_EXISTS": Status.ALREADY_EXISTS,
     "SNAPSHOT_NOT_FOUND": Status.NOT_FOUND,
     "FRAME_RETIRED": Status.FAILED_PRECONDITION,
     "FRAME_PROTECTED": Status.FAILED_PRECONDITION,
@@ -74,8 +74,10 @@ REASONS: dict[str, Status] = {
     "STORAGE_FULL": Status.RESOURCE_EXHAUSTED,
     "STORAGE_KEY_INVALID": Status.INVALID_ARGUMENT,
     "STORAGE_TABLE_UNKNOWN": Status.INVALID_ARGUMENT,
+    "STORAGE_TABLE_INVALID": Status.INVALID_ARGUMENT,  # a side table in a commit, or back
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # encoding (issue 5)
@@ -83,6 +85,7 @@ REASONS: dict[str, Status] = {
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,
     "SCOPE_VIOLATION": Status.FAILED_PRECONDITION,
     "SNAPSHOT_INVALID": Status.FAILED_PRECONDITION,
+    "SNAPSHOT_CORRUPT": Status.DATA_LOSS,  # a stored record that cannot be decoded or read
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,
@@ -93,6 +96,7 @@ REASONS: dict[str, Status] = {
     "RECALL_CURSOR_STALE": Status.FAILED_PRECONDITION,
     "RECALL_ACTIVATION_INVALID": Status.FAILED_PRECONDITION,
     "RECALL_REBUILD_RUNNING": Status.ABORTED,
+    "RECALL_INDEX_LOCKED": Status.FAILED_PRECONDITION,
 }
 
 

@@ -56,6 +56,22 @@ def rpc_boundary(method: Callable) -> Callable:
     return wrapper
 
 
+def rpc_stream_boundary(method: Callable) -> Callable:
+    """rpc_boundary for a server-streaming method (a generator): errors raised while it
+    streams end the stream with the same structured status."""
+    @functools.wraps(method)
+    def wrapper(self, request, context: grpc.ServicerContext):
+        try:
+            yield from method(self, request, context)
+        except MorphzError as err:
+            context.abort_with_status(rpc_status.to_status(to_status(err)))
+        except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
+            _log.exception("unhandled error in %s", method.__qualname__)
+            err = MorphzError("INTERNAL", "internal error; see the server log")
+            context.abort_with_status(rpc_status.to_status(to_status(err)))
+    return wrapper
+
+
 class RemoteError(MorphzError):
     """A MorphzError received over gRPC (reason may be a transport-level one)."""
 

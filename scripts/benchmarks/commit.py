@@ -30,6 +30,15 @@ environment's last transaction id is read before and after each window, giving t
 number of durable LMDB write transactions (fsyncs) per acknowledged commit. Server and
 client CPU use over each window come from /proc ("srv CPU ms/op" is the server's CPU
 time per operation, all threads; "srv CPU" / "cli CPU" are cores busy on average).
+Recall indexes commits in the background, partly after the window: for the morphz rows
+the load starts once recall has indexed the set-up, and after the window the benchmark
+waits (bounded, --catchup-bound) until InspectIndex reports lag 0 for every context
+used; "CPU ms/commit+idx" is the server CPU from the start of the load until then over
+the commits made (the contexts' heads before and after, warm-up included; the CPU of
+the waiting's own InspectIndex calls, measured after, taken out), and
+"idx caught up s" the time from the window's end until then (it includes the time the
+load processes take to finish their last calls and report). scripts/benchmarks/split.py measures
+the same rows with each service in its own process.
 
 Targets (issue 3): 64-in-flight commits/s >= 0.6 x echo 64-in-flight calls/s, and
 single-client commit p50 <= 1.5 x (echo p50 + raw LMDB commit p50).
@@ -53,6 +62,8 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import grpc
 import lmdb
@@ -362,29 +373,131 @@ def measure_lmdb(args, tmp: str, shaped: bool = False) -> dict:
         env.close()
 
 
-def drive(args, what: str, driver, specs: list[dict], server: ServerProcess,
-          store_path: str = "") -> dict:
-    """Run `driver` over `specs`; sample the server's CPU (and LMDB txn id) over the window."""
+def drive(args, what: str, driver, specs: list[dict], server,
+          store_path: str = "", indexing: Optional["IndexWait"] = None) -> dict:
+    """Run `driver` over `specs`; sample the server's CPU (and LMDB txn id) over the window.
+
+    `server` is a ServerProcess or {name: ServerProcess} (a split cluster): CPU is summed
+    over the processes, and also given per process. With `indexing` (an IndexWait on the
+    contexts the load uses), CPU is also counted from `go` (recall caught up with the
+    untimed set-up) until recall has indexed every commit of the load, and divided by
+    those commits (the contexts' heads before and after, warm-up included), less the CPU
+    of the waiting's own InspectIndex calls: all the server CPU a commit causes, its
+    indexing included."""
+    procs = server if isinstance(server, dict) else {"server": server}
+
+    def cpu() -> dict[str, float]:
+        return {k: p.cpu_seconds() for k, p in procs.items()}
+    start: dict = {}
+
+    def before() -> None:
+        if indexing is not None:
+            start["settled"] = indexing.wait()
+            indexing.calls = 0
+        start["cpu"] = cpu()
+
     def during() -> dict:
         time.sleep(args.warmup)
-        c0, x0 = server.cpu_seconds(), last_txnid(store_path)
+        c0, x0 = cpu(), last_txnid(store_path)
         with Progress(what, args.seconds):
             time.sleep(args.seconds)
-        return {"cpu": server.cpu_seconds() - c0, "txns": last_txnid(store_path) - x0}
-    res, seen = run_drivers(driver, specs, during=during)
+        c1, x1 = cpu(), last_txnid(store_path)
+        return {"cpu": {k: c1[k] - c0[k] for k in c1}, "txns": x1 - x0,
+                "end": time.monotonic()}
+    res, seen = run_drivers(driver, specs, during=during, before=before)
     n = len(res.latencies_s)
-    extra = {"server_cpu_ms_per_op": seen["cpu"] / n * 1e3 if n else float("nan"),
-             "server_cpu_util": seen["cpu"] / args.seconds,
+    window_cpu = sum(seen["cpu"].values())
+    extra = {"server_cpu_ms_per_op": window_cpu / n * 1e3 if n else float("nan"),
+             "server_cpu_util": window_cpu / args.seconds,
              "client_cpu_util": res.cpu_s / args.seconds}
+    if len(procs) > 1:
+        extra["process_cpu_util"] = {k: v / args.seconds for k, v in seen["cpu"].items()}
     if store_path:
         # Read over the same window as the CPU; commits in it ~ n (windows match to a few ms).
         extra["lmdb_txns"] = seen["txns"]
         extra["txns_per_op"] = seen["txns"] / n if n else float("nan")
+    if indexing is not None:
+        with Progress(f"{what}: recall catching up", indexing.bound):
+            done = indexing.wait()
+        calls = indexing.calls
+        spent = {k: v - start["cpu"][k] for k, v in cpu().items()}
+        # The waiting's own InspectIndex calls are not the commits' cost: take them out.
+        polls = {k: calls * v for k, v in indexing.call_cost(cpu).items()}
+        spent = {k: v - polls[k] for k, v in spent.items()}
+        commits = done["head"] - start["settled"]["head"]
+        per = (lambda v: v / commits * 1e3) if commits else (lambda v: float("nan"))
+        extra.update(indexed_commits=commits,
+                     caught_up=done["caught_up"] and start["settled"]["caught_up"],
+                     catch_up_s=done["at"] - seen["end"],
+                     cpu_ms_per_commit_indexed=per(sum(spent.values())),
+                     process_cpu_ms_per_commit={k: per(v) for k, v in spent.items()},
+                     inspect_calls=calls,
+                     inspect_cpu_ms_per_commit_removed=per(sum(polls.values())))
     if res.errors:
         extra["errors"] = res.errors
     if res.tags:
         extra["receipts"] = res.tags
     return summarize(res.latencies_s, args.seconds, **extra)
+
+
+class IndexWait:
+    """Waits (at most `bound` seconds) until the recall service at `address` has indexed
+    every commit of `contexts` (InspectIndex: lag 0 for each). While the replica's
+    feed_lag says it is behind, only one context is asked, at growing intervals (0.02 s
+    up to `poll` s); then each context not yet seen at lag 0. `calls` counts the
+    InspectIndex calls, whose server CPU `call_cost` measures (to take it out)."""
+
+    def __init__(self, address: str, contexts: list[str], bound: float = 120.0,
+                 poll: float = 0.2) -> None:
+        from morphz.services.recall.client import RecallClient
+        self.contexts, self.bound, self.poll = list(contexts), bound, poll
+        self.calls = 0
+        self._channel = grpc.insecure_channel(address)
+        self._recall = RecallClient(self._channel, timeout=30)
+
+    def _inspect(self, context: str) -> dict:
+        self.calls += 1
+        return self._recall.inspect(context)
+
+    def wait(self) -> dict:
+        """{"caught_up", "at" (time.monotonic() when seen), "head" (the contexts' heads
+        summed: commits so far)}."""
+        deadline = time.monotonic() + self.bound
+        heads: dict[str, int] = {}
+        pending, pause = list(self.contexts), 0.02
+        while True:
+            st = self._inspect(pending[0])
+            if not st["feed_lag"] and not st["lag"]:
+                still = []
+                for c in pending:
+                    st = self._inspect(c)
+                    heads[c] = st["head"]
+                    if st["lag"]:
+                        still.append(c)
+                pending = still
+                if not pending:
+                    return {"caught_up": True, "at": time.monotonic(),
+                            "head": sum(heads.values())}
+            if time.monotonic() > deadline:
+                at = time.monotonic()
+                for c in pending:
+                    heads[c] = self._inspect(c)["head"]
+                log(f"    recall not caught up after {self.bound:g} s: {len(pending)} "
+                    "context(s) behind")
+                return {"caught_up": False, "at": at, "head": sum(heads.values())}
+            time.sleep(pause)
+            pause = min(self.poll, pause * 1.5)
+
+    def call_cost(self, cpu, n: int = 20) -> dict[str, float]:
+        """Server CPU seconds of one InspectIndex, by process (`cpu()` reads them), from
+        `n` calls made while idle."""
+        c0 = cpu()
+        for _ in range(n):
+            self._recall.inspect(self.contexts[0])
+        return {k: (v - c0[k]) / n for k, v in cpu().items()}
+
+    def close(self) -> None:
+        self._channel.close()
 
 
 def last_txnid(store_path: str) -> int:
@@ -467,16 +580,50 @@ def create_contexts(address: str, names: list[str]) -> None:
             client.create_context(name)
 
 
-def measure_commit(args, server: ServerProcess, store_path: str, inflight: int,
-                   contexts: int, label: str) -> dict:
-    """Morphz: `inflight` clients committing 5-op transactions to `contexts` contexts."""
+@dataclass
+class Topology:
+    """Where commit load goes: the transaction service's address, the recall service's
+    that reports indexing ("" = do not wait for it), the server processes whose CPU is
+    summed, and the LMDB store whose write transactions are counted."""
+    name: str
+    transaction: str
+    recall: str
+    processes: dict
+    store: str
+
+
+def all_in_one(srv: ServerProcess, data: str, name: str = "morphz") -> Topology:
+    return Topology(name, srv.address, srv.address, {"all-in-one": srv},
+                    os.path.join(data, "store"))
+
+
+def measure_commit(args, topo: Topology, inflight: int, contexts: int, label: str) -> dict:
+    """`inflight` clients committing 5-op transactions to `contexts` contexts; with
+    topo.recall, CPU counted until recall has indexed them too (see drive)."""
     names = [f"bench-{label}-{i}" for i in range(contexts)]
-    create_contexts(server.address, names)
+    create_contexts(topo.transaction, names)
     where = "1 context" if contexts == 1 else f"{contexts} contexts"
-    name = f"morphz commit, {where}"
-    r = drive(args, f"{name} x{inflight}", commit_driver,
-              specs_for(args, server.address, inflight, contexts=names), server, store_path)
+    name = f"{topo.name} commit, {where}"
+    indexing = IndexWait(topo.recall, names, args.catchup_bound) if topo.recall else None
+    try:
+        r = drive(args, f"{name} x{inflight}", commit_driver,
+                  specs_for(args, topo.transaction, inflight, contexts=names),
+                  topo.processes, topo.store, indexing)
+    finally:
+        if indexing is not None:
+            indexing.close()
     return {"name": name, "inflight": inflight, **r}
+
+
+MORPHZ_ROWS = (("commit-1", 1, 1), ("commit-64x1", 64, 1), ("commit-64x64", 64, 64))
+
+
+def measure_morphz(args, topo: Topology, rows: dict, prefix: str = "") -> None:
+    """The three commit rows (1 in flight, 64 on one context, 64 over 64 contexts) into
+    rows[prefix + key]."""
+    for key, n, contexts in MORPHZ_ROWS:
+        log(f"  {topo.name}, {n} in flight, {contexts} context(s)")
+        rows[prefix + key] = measure_commit(args, topo, n, contexts, prefix + key)
 
 
 def profile_server(args, tmp: str) -> None:
@@ -491,7 +638,9 @@ def profile_server(args, tmp: str) -> None:
                          args.profile, args.profile_clock],
                         log_path=os.path.join(tmp, "profiled-server.log"))
     try:
-        r = measure_commit(args, srv, os.path.join(data, "store"), n, 1, "profile")
+        topo = all_in_one(srv, data, "morphz (profiled)")
+        topo.recall = ""  # the profile is of the commit path: no waiting for the index
+        r = measure_commit(args, topo, n, 1, "profile")
     finally:
         srv.stop()
     log(f"  profiled run: {r['ops_per_s']:.0f} commits/s, server CPU "
@@ -514,26 +663,29 @@ def profile_server(args, tmp: str) -> None:
 COLUMNS = [("name", "measurement"), ("inflight", "in flight"), ("ops_per_s", "ops/s"),
            ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("server_cpu_ms_per_op", "srv CPU ms/op"),
            ("server_cpu_util", "srv CPU"), ("client_cpu_util", "cli CPU"),
-           ("txns_per_op", "LMDB txns/op")]
+           ("txns_per_op", "LMDB txns/op"), ("cpu_ms_per_commit_indexed", "CPU ms/commit+idx"),
+           ("catch_up_s", "idx caught up s")]
 
 
-def verdict(rows: dict) -> list[dict]:
-    """The issue's two targets, against the stricter of the two echo servers each time
-    (the faster at 64 in flight, the lower p50 at 1)."""
+def verdict(rows: dict, prefix: str = "", label: str = "", info: bool = True) -> list[dict]:
+    """The issue's two targets for the rows prefix + commit-*, against the stricter of the
+    two echo servers each time (the faster at 64 in flight, the lower p50 at 1); `info`:
+    the same ratios for the floor services too."""
     echo64 = max((rows["echo-aio-64"], rows["echo-sync-64"]), key=lambda r: r["ops_per_s"])
     echo1 = min((rows["echo-aio-1"], rows["echo-sync-1"]), key=lambda r: r["p50_ms"])
     lm = rows["lmdb"]
     out = []
     for key, what in (("commit-64x1", "one context"), ("commit-64x64", "64 contexts")):
-        ratio = rows[key]["ops_per_s"] / echo64["ops_per_s"]
-        out.append({"target": f"64-in-flight commits/s ({what}) / {echo64['name']} x64 calls/s",
-                    "value": ratio, "goal": f">= {TARGET_THROUGHPUT}",
+        ratio = rows[prefix + key]["ops_per_s"] / echo64["ops_per_s"]
+        out.append({"target": f"{label}64-in-flight commits/s ({what}) / {echo64['name']} "
+                    "x64 calls/s", "value": ratio, "goal": f">= {TARGET_THROUGHPUT}",
                     "met": ratio >= TARGET_THROUGHPUT})
-    ratio = rows["commit-1"]["p50_ms"] / (echo1["p50_ms"] + lm["p50_ms"])
-    out.append({"target": f"1-client commit p50 / ({echo1['name']} x1 p50 + raw LMDB p50)",
-                "value": ratio, "goal": f"<= {TARGET_LATENCY}", "met": ratio <= TARGET_LATENCY})
+    ratio = rows[prefix + "commit-1"]["p50_ms"] / (echo1["p50_ms"] + lm["p50_ms"])
+    out.append({"target": f"{label}1-client commit p50 / ({echo1['name']} x1 p50 + raw LMDB "
+                "p50)", "value": ratio, "goal": f"<= {TARGET_LATENCY}",
+                "met": ratio <= TARGET_LATENCY})
     # The same two ratios for the floor service: what is left for all of Morphz's logic.
-    if "floor-aio-64" in rows:  # the better of the two floor services each time
+    if info and "floor-aio-64" in rows:  # the better of the two floor services each time
         floor64 = max((rows["floor-aio-64"], rows["floor-sync-64"]), key=lambda r: r["ops_per_s"])
         floor1 = min((rows["floor-aio-1"], rows["floor-sync-1"]), key=lambda r: r["p50_ms"])
         ratio = floor64["ops_per_s"] / echo64["ops_per_s"]
@@ -547,14 +699,15 @@ def verdict(rows: dict) -> list[dict]:
     return out
 
 
-def report(rows: dict, verdicts: list[dict]) -> None:
-    print(table(list(rows.values()), COLUMNS))
-    print()
+def print_verdicts(verdicts: list[dict]) -> None:
     for v in verdicts:
         print(f"{v['target']}: {v['value']:.2f} (target {v['goal']}): "
               f"{'MET' if v['met'] else 'NOT MET'}")
-    for key in ("commit-1", "commit-64x1", "commit-64x64"):
-        r = rows[key]
+
+
+def print_notes(rows: list[dict]) -> None:
+    """Per commit row: receipts, errors, group commit, and whether recall caught up."""
+    for r in rows:
         notes = []
         if r.get("receipts"):
             notes.append("receipts " + ", ".join(f"{k} {v}" for k, v in r["receipts"].items()))
@@ -562,7 +715,41 @@ def report(rows: dict, verdicts: list[dict]) -> None:
             notes.append("ERRORS " + ", ".join(f"{k} {v}" for k, v in r["errors"].items()))
         if r.get("txns_per_op"):
             notes.append(f"{1 / r['txns_per_op']:.1f} commits per LMDB write txn (fsync)")
+        if "indexed_commits" in r:
+            notes.append(f"{r['indexed_commits']} commits indexed"
+                         + ("" if r["caught_up"] else " (recall NOT caught up: bound reached)"))
         print(f"{r['name']} x{r['inflight']}: " + "; ".join(notes))
+
+
+def report(rows: dict, verdicts: list[dict]) -> None:
+    print(table(list(rows.values()), COLUMNS))
+    print()
+    print_verdicts(verdicts)
+    print_notes([rows[key] for key, _, _ in MORPHZ_ROWS])
+    print('"CPU ms/commit+idx": server CPU from the start of the load until recall had '
+          'indexed it all, per commit; "idx caught up s": from the window\'s end')
+
+
+def measure_baselines(args, tmp: str, rows: dict, info: bool = True) -> None:
+    """raw LMDB, the echo and the floor servers (and, `info`, the shaped raw LMDB loop
+    and the transaction core alone), into `rows`."""
+    log("  raw LMDB durable commit loop")
+    rows["lmdb"] = measure_lmdb(args, tmp)
+    if info:
+        log("  raw LMDB loop shaped like a Morphz commit (information)")
+        rows["lmdb-shaped"] = measure_lmdb(args, tmp, shaped=True)
+    for mode in ("aio", "sync"):
+        for n in (1, 64):
+            log(f"  echo, {mode} server, {n} in flight")
+            rows[f"echo-{mode}-{n}"] = measure_echo(args, mode, n)
+    if info:
+        log("  transaction core alone, in this process (no gRPC, no fsync)")
+        rows["core"] = measure_core(args, tmp)
+    for mode in ("aio", "sync"):
+        for n in (1, 64):
+            log(f"  floor: {mode} echo server making a Morphz-shaped durable LMDB txn, "
+                f"{n} in flight")
+            rows[f"floor-{mode}-{n}"] = measure_floor(args, tmp, mode, n)
 
 
 def measure_all(args, tmp: str) -> None:
@@ -570,30 +757,12 @@ def measure_all(args, tmp: str) -> None:
     rows: dict[str, dict] = {}
     log(f"== commit benchmark: {args.seconds:g} s per measurement, data in {tmp}, "
         f"{os.cpu_count()} CPUs")
-    log("  raw LMDB durable commit loop")
-    rows["lmdb"] = measure_lmdb(args, tmp)
-    log("  raw LMDB loop shaped like a Morphz commit (information)")
-    rows["lmdb-shaped"] = measure_lmdb(args, tmp, shaped=True)
-    for mode in ("aio", "sync"):
-        for n in (1, 64):
-            log(f"  echo, {mode} server, {n} in flight")
-            rows[f"echo-{mode}-{n}"] = measure_echo(args, mode, n)
-    log("  transaction core alone, in this process (no gRPC, no fsync)")
-    rows["core"] = measure_core(args, tmp)
-    for mode in ("aio", "sync"):
-        for n in (1, 64):
-            log(f"  floor: {mode} echo server making a Morphz-shaped durable LMDB txn, "
-                f"{n} in flight")
-            rows[f"floor-{mode}-{n}"] = measure_floor(args, tmp, mode, n)
+    measure_baselines(args, tmp, rows)
     data = os.path.join(tmp, "morphz")
     with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
                        log_path=os.path.join(tmp, "morphz-server.log")) as srv:
         log(f"  {srv.first_line}")
-        store = os.path.join(data, "store")
-        for key, n, contexts in (("commit-1", 1, 1), ("commit-64x1", 64, 1),
-                                 ("commit-64x64", 64, 64)):
-            log(f"  morphz, {n} in flight, {contexts} context(s)")
-            rows[key] = measure_commit(args, srv, store, n, contexts, key)
+        measure_morphz(args, all_in_one(srv, data), rows)
     verdicts = verdict(rows)
     report(rows, verdicts)
     if args.json:
@@ -601,21 +770,33 @@ def measure_all(args, tmp: str) -> None:
                                "results": rows, "targets": verdicts})
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def load_options(ap: argparse.ArgumentParser) -> None:
+    """The options of a commit-load benchmark (this one and split.py)."""
     ap.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
     ap.add_argument("--warmup", type=float, default=1.0, help="untimed seconds before each")
     ap.add_argument("--quick", action="store_true", help="1.5 s per measurement, 0.5 s warm-up")
     ap.add_argument("--driver-procs", type=int, default=1,
                     help="client processes sharing the in-flight calls (default 1)")
+    ap.add_argument("--catchup-bound", type=float, default=120.0, metavar="S",
+                    help="longest wait for recall to index a window's commits (default 120)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--data", help="parent directory for the LMDB files (default: $TMPDIR)")
+
+
+def quick(args) -> None:
+    if args.quick:
+        args.seconds, args.warmup = min(args.seconds, 1.5), min(args.warmup, 0.5)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    load_options(ap)
     ap.add_argument("--profile", metavar="PATH",
                     help="then cProfile the server under load; pstats to PATH")
     ap.add_argument("--profile-inflight", type=int, default=64, metavar="N",
                     help="clients in flight while profiling (default 64)")
     ap.add_argument("--profile-only", action="store_true",
                     help="with --profile: skip the measurements, only profile")
-    ap.add_argument("--data", help="parent directory for the LMDB files (default: $TMPDIR)")
     ap.add_argument("--echo-server", choices=("aio", "sync"), help=argparse.SUPPRESS)
     ap.add_argument("--profile-clock", choices=("cpu", "wall"), default="cpu",
                     help="cProfile timer: thread CPU time (default) or wall clock")
@@ -631,9 +812,7 @@ def main() -> int:
     if args.profiled_server:
         serve_profiled(*args.profiled_server)
         return 0
-    if args.quick:
-        args.seconds, args.warmup = min(args.seconds, 1.5), min(args.warmup, 0.5)
-
+    quick(args)
     tmp = tempfile.mkdtemp(prefix="morphz-bench-commit-", dir=args.data)
     try:
         if not (args.profile and args.profile_only):
@@ -643,8 +822,6 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
-
-
 
 
 if __name__ == "__main__":

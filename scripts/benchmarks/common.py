@@ -207,12 +207,15 @@ def _driver_main(fn, spec, ready, go, out) -> None:
 
 
 def run_drivers(fn: Callable[[dict, Any, Any], LoadResult], specs: Sequence[dict], *,
-                during: Callable[[], Any] = lambda: None, timeout: float = 600) -> tuple[LoadResult, Any]:
+                during: Callable[[], Any] = lambda: None,
+                before: Callable[[], Any] = lambda: None,
+                timeout: float = 600) -> tuple[LoadResult, Any]:
     """Run `fn(spec, ready, go)` in one spawned process per spec and merge their results.
 
     Each driver sets its `ready` event after its (untimed) set-up and waits for `go`, so
-    all start together; `during()` runs in this process once they are going, and its
-    return value is handed back (e.g. server CPU sampled over the window)."""
+    all start together; `before()` runs in this process once all are ready (before `go`),
+    `during()` once they are going, and its return value is handed back (e.g. server CPU
+    sampled over the window)."""
     mp = multiprocessing.get_context("spawn")
     out = mp.Queue()
     go = mp.Event()
@@ -227,6 +230,7 @@ def run_drivers(fn: Callable[[dict, Any, Any], LoadResult], specs: Sequence[dict
         for r in readies:
             if not r.wait(timeout):
                 raise RuntimeError("load driver did not get ready")
+        before()
         go.set()
         observed = during()
         results = []

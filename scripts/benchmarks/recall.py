@@ -67,7 +67,7 @@ def vocabulary(rng: random.Random) -> list[str]:
         words.append(f"svc-{rng.randrange(10**4):04d}" if i % 3 == 0 else
                      "".join(rng.choice("abcdefghijklmnopqrstuvwxyz")
                              for _ in range(rng.randint(4, 9))))
-    for i in range(1500):
+    for _ in range(1500):
         words.append(rng.choice(ZH) + rng.choice(ZH))
     return words
 

@@ -24,6 +24,7 @@ import grpc
 from morphz.services.cli import encoding_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_options,
                                         print_json, unsigned)
+from morphz.services.cli.tracing import command_trace
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.shared.errors import MorphzError
@@ -169,8 +170,7 @@ def render_status(r: dict, out: TextIO) -> None:
     order += sorted(set(frames) - set(order))
     _line(out, "frames", " ".join(f"{k}={frames[k]}" for k in order))
     _line(out, "event_count", r["event_count"])
-    _line(out, "outbox_head", r["outbox_head"])
-    _line(out, "outbox_lag", r["outbox_lag"])
+    _line(out, "commit_seq", r.get("commit_seq", 0))
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
         print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"
@@ -409,18 +409,20 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_context(args: argparse.Namespace, out: TextIO) -> int:
     ext = next((e for e in EXTENSIONS if args.action in e.COMMANDS), None)
     server = server_for(ext.SERVICE if ext else "transaction", args.server)
-    channel = grpc.insecure_channel(check_server(server), options=[
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
-    try:
-        if args.action in COMMANDS:
-            call, render, exit_status = COMMANDS[args.action]
-            reply = call(TransactionClient(channel, timeout=args.timeout), args)
-        else:  # recall/encoding commands: they build their own client on the channel
-            call, render, exit_status = ext.COMMANDS[args.action]
-            reply = call(channel, args)
-    finally:
-        channel.close()
+    context = getattr(args, "context_name", None) or args.context
+    with command_trace(args.action, context[:200]) as traced:
+        channel = traced(grpc.insecure_channel(check_server(server), options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+        try:
+            if args.action in COMMANDS:
+                call, render, exit_status = COMMANDS[args.action]
+                reply = call(TransactionClient(channel, timeout=args.timeout), args)
+            else:  # recall/encoding commands: they build their own client on the channel
+                call, render, exit_status = ext.COMMANDS[args.action]
+                reply = call(channel, args)
+        finally:
+            channel.close()
     if args.format == "json":
         print_json(reply, out)
     else:

@@ -157,8 +157,8 @@ def render_recall(r: dict, out: TextIO) -> None:
 
 def render_index(r: dict, out: TextIO) -> None:
     for key in ("context", "documents", "events", "frames", "terms", "position",
-                "outbox_head", "lag", "index_bytes", "path"):
-        print(f"{key}: {r[key]}", file=out)
+                "head", "lag", "feed_position", "feed_head", "feed_lag", "index_bytes", "path"):
+        print(f"{key}: {r.get(key, 0)}", file=out)
     last = r.get("last_rebuild")
     if last:
         print(f"last_rebuild: {last['at']} ({last['duration_ms']} ms, "

@@ -5,16 +5,16 @@ from morphz.api.encoding.v1 import encoding_pb2, encoding_pb2_grpc
 from morphz.shared.telemetry import core_tracer
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.servicer import EncodingServicer
+from morphz.services.server.wired import Wired
 
 
-def register(app) -> list[str]:
-    """Add the encoding servicer to app.server; return the gRPC service names it serves.
+def register(app) -> Wired:
+    """Add the encoding servicer to app.server; return what it added (no stoppers).
 
-    The core reads projections from app.store and persists (activations, snapshots)
-    only through app.transactions, the transaction service's interface.
+    The core reads projections and keeps its snapshots in app.store, and claims
+    activations through app.transactions, the transaction service's interface.
     """
     core = EncodingCore(app.store, app.transactions,
                         tracer=core_tracer(app.tracer, "morphz.encoding"))
-    app.encoding = core
     encoding_pb2_grpc.add_EncodingServiceServicer_to_server(EncodingServicer(core), app.server)
-    return [encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"].full_name]
+    return Wired([encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"].full_name], core)

@@ -14,13 +14,14 @@ from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.services.storage.servicer import StorageServicer
+from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
                                                SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.wired import Wired
 from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, listen,
                                             mark)
 from morphz.shared.faults import Faults
@@ -41,6 +42,8 @@ class ServerConfig:
     # Remote readers' snapshots (services/storage/snapshots.py).
     snapshot_lease_seconds: float = SNAPSHOT_LEASE_SECONDS
     max_open_snapshots: int = MAX_OPEN_SNAPSHOTS
+    # Following change-feed watches (recall replicas): each holds a worker thread.
+    max_watches: int = MAX_WATCHES
     # The rules new transactions are decided under; only tests reproducing histories of
     # an older version set it (replay always follows each event's own version).
     rules_version: int = rulebook.CURRENT
@@ -61,12 +64,9 @@ class AllInOne:
         self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
-        # Set by the recall wiring: the index's outbox position, for status' outbox lag.
-        self.index_position = None
         self.transactions = TransactionCore(
             self.store, faults=faults, rules_version=config.rules_version,
-            tracer=core_tracer(self.tracer, "morphz.transaction"),
-            index_position=lambda ctx: self.index_position(ctx) if self.index_position else None)
+            tracer=core_tracer(self.tracer, "morphz.transaction"))
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:
@@ -76,15 +76,17 @@ class AllInOne:
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
-        storage_pb2_grpc.add_StorageServiceServicer_to_server(
-            StorageServicer(self.store, self.snapshots), self.server)
+        self._storage = StorageServicer(self.store, self.snapshots,
+                                        max_watches=config.max_watches)
+        storage_pb2_grpc.add_StorageServiceServicer_to_server(self._storage, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
                  storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
-        # app's store, transaction core and tracer) and returns its service names.
+        # app's store, transaction core and tracer) and returns what it added.
         self._stoppers: list = []
-        names += recall_wiring.register(self)
-        names += encoding_wiring.register(self)
+        recall = recall_wiring.register(self)
+        encoding = encoding_wiring.register(self)
+        names += self.adopt(recall) + self.adopt(encoding)
         self.health = expose(self.server, names)
         mark(self.health, names, SERVING)  # its services call each other in-process
         self._names = names
@@ -94,12 +96,19 @@ class AllInOne:
         """Run `stopper()` when the server stops (background workers, extra stores)."""
         self._stoppers.append(stopper)
 
+    def adopt(self, wired: Wired) -> list[str]:
+        """Take on what a service's wiring added: its stoppers; returns its names."""
+        for stopper in wired.stoppers:
+            self.on_stop(stopper)
+        return wired.names
+
     def start(self) -> "AllInOne":
         self.server.start()
         return self
 
     def stop(self, grace: float = 5.0) -> None:
         mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
+        self._storage.close()  # feed watchers end now instead of at the grace's end
         self.server.stop(grace).wait()
         for stopper in reversed(self._stoppers):
             stopper()

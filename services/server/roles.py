@@ -17,6 +17,7 @@ from morphz.services.recall import wiring as recall_wiring
 from morphz.services.server.app import ServerConfig
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
                                             dependency_channel, expose, listen, mark)
+from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
@@ -47,16 +48,15 @@ def _storage(p: "ServiceProcess") -> Built:
     snapshots = SnapshotRegistry(p.store, lease=c.snapshot_lease_seconds,
                                  limit=c.max_open_snapshots)
     p.on_stop(snapshots.close)  # stoppers run in reverse: snapshots before the store
-    storage_pb2_grpc.add_StorageServiceServicer_to_server(StorageServicer(p.store, snapshots),
-                                                          p.server)
+    servicer = StorageServicer(p.store, snapshots, max_watches=c.max_watches)
+    p.on_drain(servicer.close)  # feed watchers end when draining starts
+    storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, p.server)
     return [STORAGE], [], None
 
 
 def _transaction(p: "ServiceProcess") -> Built:
     storage = p.channel(p.config.storage)
     p.store = StorageClient(storage)
-    # Status' outbox_lag needs the recall index position, which lives in another
-    # process: here it counts from 0 (`recall-index inspect` shows the real lag).
     p.transactions = TransactionCore(p.store, faults=Faults.from_env(),
                                      rules_version=p.config.rules_version,
                                      tracer=core_tracer(p.tracer, "morphz.transaction"))
@@ -80,12 +80,13 @@ def _remote_cores(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
 
 def _recall(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return recall_wiring.register(p), deps, None  # its index: <data>/recall
+    # Its index: <data>/recall, following the storage service's change feed.
+    return p.adopt(recall_wiring.register(p)), deps, None
 
 
 def _encoding(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    return encoding_wiring.register(p), deps, None
+    return p.adopt(encoding_wiring.register(p)), deps, None
 
 
 ROLES = {"storage": _storage, "transaction": _transaction, "recall": _recall,
@@ -107,7 +108,7 @@ def check_addresses(role: str, config: ServerConfig) -> None:
 
 class ServiceProcess:
     """One role's server: offers recall/encoding wiring the same attributes AllInOne does
-    (server, store, transactions, tracer, config, on_stop); `port` is the bound port.
+    (server, store, transactions, tracer, config); `port` is the bound port.
     Its services report NOT_SERVING until the services it calls answer (Readiness)."""
 
     def __init__(self, role: str, config: ServerConfig,
@@ -117,8 +118,8 @@ class ServiceProcess:
         self.role, self.config = role, config
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
         self.server = build_server(config, self.tracer)
-        self.index_position = None  # set by the recall wiring; nobody here reads it
         self._stoppers: list = []
+        self._drainers: list = []
         self._channels: list[grpc.Channel] = []
         self._names, deps, on_ready = ROLES[role](self)
         self.health = expose(self.server, self._names)
@@ -127,13 +128,23 @@ class ServiceProcess:
         self.port = listen(self.server, config.listen)
 
     def channel(self, address: str) -> grpc.Channel:
-        ch = dependency_channel(address)
+        ch = dependency_channel(address, self.tracer)
         self._channels.append(ch)
         return ch
 
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, the store)."""
         self._stoppers.append(stopper)
+
+    def on_drain(self, drainer) -> None:
+        """Run `drainer()` when draining starts (to end streams the drain would await)."""
+        self._drainers.append(drainer)
+
+    def adopt(self, wired: Wired) -> list[str]:
+        """Take on what a service's wiring added: its stoppers; returns its names."""
+        for stopper in wired.stoppers:
+            self.on_stop(stopper)
+        return wired.names
 
     def start(self) -> "ServiceProcess":
         self.server.start()
@@ -147,6 +158,8 @@ class ServiceProcess:
         if self.readiness is not None:
             self.readiness.stop()
         mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
+        for drainer in self._drainers:
+            drainer()
         self.server.stop(grace).wait()
         for stopper in reversed(self._stoppers):
             stopper()

@@ -11,10 +11,9 @@ from typing import Callable, Optional
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from opentelemetry.instrumentation.grpc import server_interceptor
 from opentelemetry.sdk.trace import TracerProvider
 
-from morphz.shared.telemetry import is_recording
+from morphz.shared.rpc_tracing import client_tracing, server_tracing
 
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -25,10 +24,11 @@ _log = logging.getLogger("morphz.server")
 
 
 def build_server(config, tracer: TracerProvider) -> grpc.Server:
-    """A gRPC server with the config's workers and limits, traced if anything records."""
+    """A gRPC server with the config's workers and limits, traced if anything records
+    (continuing the caller's trace: shared/rpc_tracing.py)."""
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
-        interceptors=[server_interceptor(tracer_provider=tracer)] if is_recording(tracer) else [],
+        interceptors=server_tracing(tracer),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         options=_MESSAGE_OPTIONS + [("grpc.so_reuseport", 0)])
 
@@ -56,12 +56,13 @@ def listen(server: grpc.Server, address: str) -> int:
     return port
 
 
-def dependency_channel(address: str) -> grpc.Channel:
-    """A channel to a service this process calls. Reconnect backoff is capped at 1 s
-    (gRPC's default grows to 120 s), so a dependency that comes back is seen soon."""
-    return grpc.insecure_channel(address, options=_MESSAGE_OPTIONS + [
+def dependency_channel(address: str, tracer: TracerProvider) -> grpc.Channel:
+    """A channel to a service this process calls, passing on the trace of the request
+    it serves. Reconnect backoff is capped at 1 s (gRPC's default grows to 120 s), so a
+    dependency that comes back is seen soon."""
+    return client_tracing(grpc.insecure_channel(address, options=_MESSAGE_OPTIONS + [
         ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 1000)])
+        ("grpc.max_reconnect_backoff_ms", 1000)]), tracer)
 
 
 class Readiness:

@@ -2,6 +2,7 @@
 against a remote storage service exactly as against an in-process LmdbStore."""
 from __future__ import annotations
 
+import threading
 from typing import Iterator, Optional
 
 import grpc
@@ -9,12 +10,23 @@ import grpc
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage import keys
+from morphz.shared.storage.api import (FEED_PAGE, Change, FeedPage, Key, Reader, StaleCommit,
+                                       StaleRead, Store, Write)
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
-from morphz.shared.grpc_errors import call
+from morphz.shared.grpc_errors import call, from_rpc_error
 
 PAGE_ROWS = 1000  # rows per Scan RPC (the server caps a page at MAX_SCAN_ROWS)
+# A following Watch is reopened from where it stood this often, so no stream lives
+# without a deadline (a silent peer is noticed within this time, or the idle page's).
+WATCH_STREAM_SECONDS = 300.0
+_FAR = (1 << 64) - 1  # a position past any head: the page is empty, the head is current
+
+
+def page_from_proto(r: pb.WatchResponse) -> FeedPage:
+    return FeedPage([Change(c.position, c.context, c.commit_seq, tuple(c.events),
+                            tuple(c.frames)) for c in r.changes], r.head)
 
 
 class StorageClient(Store):
@@ -42,6 +54,56 @@ class StorageClient(Store):
                 raise StaleCommit(int(d.get("expected", expect_commit_seq)),
                                   int(d.get("actual", -1))) from None
             raise
+
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)  # as the stores do: None is no empty record
+        call(self._stub.PutRecord, pb.PutRecordRequest(
+            context=context, table=table, key=key_to_proto(key), value=value),
+            timeout=self._timeout)
+
+
+    # -- the change feed (StorageService.Watch) -----------------------------------------
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        stream = self._stub.Watch(pb.WatchRequest(context=context, after=after,
+                                                  page_size=limit), timeout=self._timeout)
+        return page_from_proto(call(next, stream))
+
+    def feed_head(self) -> int:
+        return self.changes(_FAR, 1).head
+
+    def wait_changes(self, after: int, timeout: float) -> int:
+        stop = threading.Event()
+        for page in self.watch(after, stop=stop, stream_seconds=timeout):
+            if page.changes or page.head > after:
+                return page.head
+        return after  # the stream's deadline passed first: nothing new
+
+    def watch(self, after: int, *, context: str = "", stop: Optional[threading.Event] = None,
+              idle: float = 1.0, limit: int = FEED_PAGE,
+              stream_seconds: float = WATCH_STREAM_SECONDS) -> Iterator[FeedPage]:
+        """Follow the feed over one Watch stream at a time (the server sends an empty page
+        when idle, so `stop` is noticed within its idle time)."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            stream = self._stub.Watch(pb.WatchRequest(context=context, after=after,
+                                                      follow=True, page_size=limit),
+                                      timeout=stream_seconds)
+            try:
+                for r in stream:
+                    page = page_from_proto(r)
+                    if page.changes:
+                        last = page.changes[-1]
+                        after = last.commit_seq if context else last.position
+                    yield page
+                    if stop.is_set():
+                        break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise from_rpc_error(e) from None
+                if stream_seconds < WATCH_STREAM_SECONDS:
+                    return  # a bounded wait (wait_changes) ends at its deadline
+            finally:
+                stream.cancel()
 
 
 class RemoteReader(Reader):

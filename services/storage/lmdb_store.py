@@ -1,13 +1,16 @@
 """The authoritative store: one LMDB environment, one named database per table.
 
 Every table key starts with the context id. A storage-owned `_version` database
-holds each context's physical version (commit_seq). Commits are group-committed:
+holds each context's physical version (commit_seq); `_feed` holds the change feed
+(position -> change) and `_feed_ctx` its per-context index ((context, commit_seq) ->
+position), both written in the commit's own transaction. Commits are group-committed:
 concurrent submissions are applied by one leader in one LMDB write transaction (one
 fsync), each in its own nested transaction so a rejected batch changes nothing and
 does not disturb its neighbours. Nothing is acknowledged before the fsync.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -18,17 +21,36 @@ import lmdb
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, Store, Ticket, Write
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+                                       Reader, StaleCommit, Store, Ticket, Write, change_of)
 
 _VERSION_DB = b"_version"
+_FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
+_LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
 
 
 class _Submission(Ticket):
-    def __init__(self, context: str, expect: int, encoded: list) -> None:
+    def __init__(self, context: str, expect: Optional[int], encoded: list,
+                 change: Optional[Change] = None) -> None:
         super().__init__()
         self.context, self.expect, self.encoded = context, expect, encoded
+        self.change = change  # its keys; position and commit_seq are set when it applies
         self.done = threading.Event()
+
+
+def _u64(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+def _pack_change(c: Change) -> bytes:
+    return json.dumps({"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames},
+                      ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _unpack_change(position: int, raw: bytes) -> Change:
+    d = json.loads(raw)
+    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
 
 
 class _ReaderGate:
@@ -67,7 +89,7 @@ class LmdbStore(Store):
     def __init__(self, path: str, *, map_size: int = 1 << 30, max_map_size: int = 1 << 40,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
-        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 2,
+        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
                               max_readers=512, sync=sync, metasync=sync, subdir=True)
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
         stale = self._env.reader_check()
@@ -75,6 +97,12 @@ class LmdbStore(Store):
             _log.warning("cleared %d stale LMDB reader slot(s) left by dead processes", stale)
         self._dbs = {name: self._env.open_db(name.encode()) for name in TABLES}
         self._version = self._env.open_db(_VERSION_DB)
+        self._feed = self._env.open_db(_FEED_DB)
+        self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
+        with self._env.begin() as txn:
+            last = txn.cursor(db=self._feed)
+            self._head = int.from_bytes(last.key(), "big") if last.last() else 0
+        self._feed_moved = threading.Condition()
         self._max_map_size = max(max_map_size, map_size)
         self._faults = faults
         self._gate = _ReaderGate()
@@ -103,23 +131,66 @@ class LmdbStore(Store):
         raw = txn.get(keys.context_prefix(context), db=self._version)
         return int.from_bytes(raw, "big") if raw else 0
 
+    # -- the change feed --------------------------------------------------------------
+    def feed_head(self) -> int:
+        return self._head
+
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        limit = max(1, min(limit, FEED_PAGE))
+        first = _u64(min(after + 1, _LAST))
+        with self.reader(context) as r:
+            txn, out = r._txn, []
+            if context:
+                prefix = keys.context_prefix(context)
+                cur = txn.cursor(db=self._feed_ctx)
+                if cur.set_range(prefix + first):
+                    for k, pos in cur:
+                        if not k.startswith(prefix) or len(out) >= limit:
+                            break
+                        position = int.from_bytes(pos, "big")
+                        out.append(_unpack_change(position, txn.get(pos, db=self._feed)))
+                return FeedPage(out, r.commit_seq)
+            cur = txn.cursor(db=self._feed)
+            head = int.from_bytes(cur.key(), "big") if cur.last() else 0
+            if cur.set_range(first):
+                for k, raw in cur:
+                    out.append(_unpack_change(int.from_bytes(k, "big"), raw))
+                    if len(out) >= limit:
+                        break
+            return FeedPage(out, head)
+
+    def wait_changes(self, after: int, timeout: float) -> int:
+        with self._feed_moved:
+            self._feed_moved.wait_for(lambda: self._head > after, timeout)
+            return self._head
+
     # -- writes -----------------------------------------------------------------------
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
         return self.wait(self.submit(context, expect_commit_seq, writes))
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         encoded = []
+        change = change_of(0, context, 0, writes)
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued
             db = self._dbs.get(w.table)
-            if db is None:
-                keys.check_table(w.table)
+            if db is None or w.table in SIDE_TABLES:
+                keys.check_commit_table(w.table)
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
-        sub = _Submission(context, expect_commit_seq, encoded)
+        sub = _Submission(context, expect_commit_seq, encoded, change)
         with self._queue_lock:
             self._queue.append(sub)
         return sub
+
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        encoded = [(self._dbs[table], True, table,
+                    keys.encode_in(keys.context_prefix(context), key), value)]
+        sub = _Submission(context, None, encoded)  # no expected version: see _put_side
+        with self._queue_lock:
+            self._queue.append(sub)
+        self.wait(sub)
 
     def wait(self, ticket: Ticket) -> int:
         sub: _Submission = ticket  # type: ignore[assignment]
@@ -160,9 +231,13 @@ class LmdbStore(Store):
                 sub.done.set()
 
     def _write_batch(self, batch: list[_Submission]) -> None:
+        head = self._head
         with self._env.begin(write=True) as txn:
             seqs: dict[str, int] = {}
             for sub in batch:
+                if sub.expect is None:  # a side record: shares the fsync, not the version
+                    self._put_side(txn, sub)
+                    continue
                 current = seqs.get(sub.context)
                 if current is None:
                     current = self._commit_seq(txn, sub.context)
@@ -179,8 +254,13 @@ class LmdbStore(Store):
                             child.delete(key, db=db)
                         else:
                             child.put(key, value, db=db)
-                    child.put(keys.context_prefix(sub.context),
-                              (current + 1).to_bytes(8, "big"), db=self._version)
+                    prefix = keys.context_prefix(sub.context)
+                    child.put(prefix, _u64(current + 1), db=self._version)
+                    c = sub.change
+                    change = Change(head + 1, c.context, current + 1, c.events, c.frames)
+                    child.put(_u64(change.position), _pack_change(change), db=self._feed)
+                    child.put(prefix + _u64(current + 1), _u64(change.position),
+                              db=self._feed_ctx)
                 except MorphzError as e:
                     child.abort()
                     sub.error = e
@@ -190,9 +270,24 @@ class LmdbStore(Store):
                     raise
                 child.commit()
                 seqs[sub.context] = sub.result = current + 1
+                head += 1
             self._faults.hit("after-puts-before-commit")
+        with self._feed_moved:  # durable now: followers may read it
+            self._head = head
+            self._feed_moved.notify_all()
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
+
+    def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
+        """put_record's one write, in the group's write transaction: the context's
+        commit_seq is read (it must exist) but never moved."""
+        (db, _, table, key, value), = sub.encoded
+        if not self._commit_seq(txn, sub.context):
+            sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
+                                    "nothing committed", context=sub.context[:80])
+        elif not txn.put(key, value, db=db, overwrite=False):
+            sub.error = MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                    table=table)
 
     def _grow(self) -> bool:
         """Double the map (up to max_map_size) once no reader is open; False at the max."""

@@ -1,17 +1,22 @@
 """StorageService over gRPC: a thin adapter over any Store and its read snapshots."""
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.services.storage.snapshots import SnapshotRegistry
-from morphz.shared.storage.api import Key, StaleCommit, Store, Write
+from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
+from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
+# Each following Watch holds one of the server's worker threads for as long as it runs.
+MAX_WATCHES = 4
+WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
 
 
 def key_from_proto(parts) -> Key:
@@ -29,10 +34,34 @@ def key_to_proto(key: Key) -> list[common_pb2.KeyPart]:
             for k in key]
 
 
+def change_to_proto(c: Change) -> pb.Change:
+    return pb.Change(position=c.position, context=c.context, commit_seq=c.commit_seq,
+                     events=c.events, frames=c.frames)
+
+
+def page_to_proto(page: FeedPage) -> pb.WatchResponse:
+    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head)
+
+
 class StorageServicer(pb_grpc.StorageServiceServicer):
-    def __init__(self, store: Store, snapshots: SnapshotRegistry) -> None:
+    def __init__(self, store: Store, snapshots: SnapshotRegistry, *,
+                 max_watches: int = MAX_WATCHES,
+                 watch_idle: float = WATCH_IDLE_SECONDS) -> None:
         self._store = store
         self._snapshots = snapshots
+        self._watch_slots = threading.BoundedSemaphore(max_watches)
+        self._max_watches = max_watches
+        self._watch_idle = watch_idle
+        self._watchers: set[threading.Event] = set()  # the stop flag of each following Watch
+        self._closed = False
+        self._guard = threading.Lock()
+
+    def close(self) -> None:
+        """End the following Watch streams, so a draining server need not wait them out."""
+        with self._guard:
+            self._closed = True
+            for stop in self._watchers:
+                stop.set()
 
     @contextmanager
     def _reader(self, request):
@@ -75,6 +104,12 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         return pb.CommitResponse(commit_seq=seq)
 
     @rpc_boundary
+    def PutRecord(self, request, context):
+        self._store.put_record(request.context, request.table, key_from_proto(request.key),
+                               request.value)
+        return pb.PutRecordResponse()
+
+    @rpc_boundary
     def ListContexts(self, request, context):
         return pb.ListContextsResponse(contexts=self._store.contexts())
 
@@ -88,3 +123,31 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def CloseSnapshot(self, request, context):
         self._snapshots.close_snapshot(request.snapshot)
         return pb.CloseSnapshotResponse()
+
+    @rpc_stream_boundary
+    def Watch(self, request, context):
+        if request.context:
+            check_name(request.context, "context")
+        size = min(request.page_size or FEED_PAGE, FEED_PAGE)
+        if not request.follow:
+            yield page_to_proto(self._store.changes(request.after, size, request.context))
+            return
+        if not self._watch_slots.acquire(blocking=False):
+            raise MorphzError("STORAGE_WATCH_LIMIT", f"at most {self._max_watches} following "
+                              "watches at once", limit=self._max_watches)
+        stop = threading.Event()
+        context.add_callback(stop.set)  # the caller cancelled or went away
+        with self._guard:
+            self._watchers.add(stop)
+            if self._closed:
+                stop.set()
+        try:
+            for page in self._store.watch(request.after, context=request.context, stop=stop,
+                                          idle=self._watch_idle, limit=size):
+                if stop.is_set():
+                    return
+                yield page_to_proto(page)
+        finally:
+            with self._guard:
+                self._watchers.discard(stop)
+            self._watch_slots.release()

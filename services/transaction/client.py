@@ -2,7 +2,6 @@
 dict replies, same MorphzError reasons), with a deadline on every call."""
 from __future__ import annotations
 
-import json
 from typing import Union
 
 import grpc
@@ -60,16 +59,6 @@ class TransactionClient:
 
     def get_event(self, context: str, ref_or_id: str) -> dict:
         return self._call("GetEvent", pb.GetEventRequest, context=context, ref=ref_or_id)
-
-    def record_snapshot(self, context: str, snapshot_id: str, record: dict) -> dict:
-        raw = json.dumps(record, ensure_ascii=False).encode()
-        return self._call("RecordSnapshot", pb.RecordSnapshotRequest, context=context,
-                          id=snapshot_id, record_json=raw)
-
-    def get_snapshot(self, context: str, snapshot_id: str) -> dict:
-        request = build_request(pb.GetSnapshotRequest, context=context, id=snapshot_id)
-        reply = call(self._stub.GetSnapshot, request, timeout=self._timeout)
-        return json.loads(reply.record_json)
 
     def rebuild_projections(self, context: str) -> dict:
         return self._call("RebuildProjections", pb.RebuildProjectionsRequest, context=context)

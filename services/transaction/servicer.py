@@ -1,8 +1,6 @@
 """TransactionService over gRPC: request shape -> TransactionCore -> reply message."""
 from __future__ import annotations
 
-import json
-
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_from_proto
@@ -70,20 +68,6 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     @rpc_boundary
     def RebuildProjections(self, request, context):
         return from_plain(self._core.rebuild_projections(request.context), pb.RebuildReport())
-
-    @rpc_boundary
-    def RecordSnapshot(self, request, context):
-        try:
-            record = json.loads(request.record_json)
-        except ValueError:
-            raise MorphzError("CONTEXT_INPUT_INVALID", "record_json is not JSON") from None
-        return from_plain(self._core.record_snapshot(request.context, request.id, record),
-                          pb.SnapshotRef())
-
-    @rpc_boundary
-    def GetSnapshot(self, request, context):
-        return pb.SnapshotRecord(
-            record_json=self._core.get_snapshot_json(request.context, request.id))
 
     @rpc_boundary
     def Audit(self, request, context):

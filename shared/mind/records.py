@@ -59,7 +59,6 @@ class Meta:
     revision: int = 0
     tick: int = 0
     next_seq: int = 0
-    outbox_head: int = 0
     activations: int = 0
     # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
     order_head: int = 1 << 62
@@ -213,7 +212,9 @@ def loads(cls: type[T], raw: Optional[bytes]) -> Optional[T]:
 def from_dict(cls: type[T], obj: Any) -> T:
     if cls in (list, dict):
         return obj
-    if cls is Frame:
+    if cls is Meta and "outbox_head" in obj:  # written before the change feed replaced it
+        obj = {k: v for k, v in obj.items() if k != "outbox_head"}
+    elif cls is Frame:
         obj = dict(obj, retire=RetireRequest(**obj["retire"]) if obj.get("retire") else None)
     elif cls is Checkpoint:
         obj = dict(obj, frames=[from_dict(Frame, f) for f in obj["frames"]])

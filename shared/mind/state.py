@@ -1,4 +1,5 @@
-"""A candidate Mind: typed reads over a storage Reader plus an overlay of writes.
+"""A candidate Mind: the read model (view.py) over a storage Reader, plus an overlay of
+writes that every read sees.
 
 Every change a transaction, event or activation makes lands in the overlay first;
 `writes()` is the batch handed to storage. Nothing touches storage until then, so a
@@ -9,24 +10,15 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
-from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
+from morphz.shared.mind.view import MindView
 from morphz.shared.storage.overlay import overlay_scan
 
 
-_EVENT_CACHE = 1024
-
-
-class MindState:
+class MindState(MindView):
     def __init__(self, reader: Reader) -> None:
-        self._reader = reader
+        super().__init__(reader)
         self._overlay: dict[tuple[str, Key], Optional[bytes]] = {}
-        self._meta: Optional[R.Meta] = None
-        # Decoded frames of this request; callers change a frame only through put_frame.
-        self._frames: dict[str, Optional[R.Frame]] = {}
-        # Decoded events: immutable, and the indexer asks for the same one once per
-        # frame a transaction changed.
-        self._events: dict[int, R.Event] = {}
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -51,62 +43,20 @@ class MindState:
         return [Write(t, k, v) for (t, k), v in self._overlay.items()]
 
     # -- meta -------------------------------------------------------------------
-    def meta(self) -> Optional[R.Meta]:
-        if self._meta is None:
-            self._meta = R.loads(R.Meta, self._get("meta", ()))
-        return self._meta
-
-    def require_meta(self, context: str) -> R.Meta:
-        """The context's meta, or CONTEXT_NOT_FOUND: every service's first check."""
-        meta = self.meta()
-        if meta is None:
-            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
-                              context=context)
-        return meta
-
     def init_meta(self, meta: R.Meta) -> None:
         self._meta = meta
 
     # -- events and observations -------------------------------------------------
-    def event(self, seq: int) -> Optional[R.Event]:
-        """The event (shared with other callers of this view: never change it)."""
-        ev = self._events.get(seq)
-        if ev is None:
-            if len(self._events) >= _EVENT_CACHE:  # a long scan (a rebuild) stays bounded
-                self._events.clear()
-            ev = self._events[seq] = R.loads(R.Event, self._get("events", (seq,)))
-        return ev
-
-    def event_seq_by_id(self, event_id: str) -> Optional[int]:
-        raw = self._get("event_ids", (event_id,))
-        return int(raw) if raw is not None else None
-
     def add_event(self, ev: R.Event) -> None:
         self._put("events", (ev.seq,), R.dumps(ev))
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
-
-    def events(self) -> Iterator[R.Event]:
-        for _, raw in self._reader.scan("events"):
-            yield R.loads(R.Event, raw)
-
-    def observation(self, seq: int) -> Optional[R.Observation]:
-        return R.loads(R.Observation, self._get("observations", (seq,)))
 
     def put_observation(self, seq: int, obs: R.Observation) -> None:
         """Store an observation's state and keep the active-inbox index in step."""
         self._put("observations", (seq,), R.dumps(obs))
         self._put("inbox", (seq,), None if obs.retired else b"")
 
-    def inbox(self) -> list[int]:
-        """Active (not retired) observations in event sequence order."""
-        return [k[0] for k, _ in self._scan("inbox")]
-
     # -- frames -------------------------------------------------------------------
-    def frame(self, frame_id: str) -> Optional[R.Frame]:
-        if frame_id not in self._frames:
-            self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
-        return self._frames[frame_id]
-
     def put_frame(self, f: R.Frame) -> None:
         """Store a frame and its as-of version at the current context revision."""
         f.changed_at = self.meta().revision
@@ -119,25 +69,7 @@ class MindState:
         self._put("frames", (frame_id,), None)
         self._frames[frame_id] = None
 
-    def frames(self) -> Iterator[R.Frame]:
-        for _, raw in self._scan("frames"):
-            yield R.loads(R.Frame, raw)
-
-    def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
-        """The frame as it stood at context revision `revision` (committed state only)."""
-        for _, raw in self._reader.scan("frame_versions", (frame_id,), after=(frame_id, revision + 1),
-                                        limit=1, reverse=True):
-            return R.loads(R.Frame, raw)
-        return None
-
-    def last_version(self, frame_id: str) -> Optional[R.Frame]:
-        rows = list(self._scan("frame_versions", (frame_id,)))
-        return R.loads(R.Frame, rows[-1][1]) if rows else None
-
     # -- relations ------------------------------------------------------------------
-    def has_relation(self, s: str, name: str, o: str) -> bool:
-        return self._get("relations", (s, name, o)) is not None
-
     def add_relation(self, s: str, name: str, o: str) -> None:
         self._put("relations", (s, name, o), b"")
         self._put("relations_in", (o, name, s), b"")
@@ -146,22 +78,10 @@ class MindState:
         self._put("relations", (s, name, o), None)
         self._put("relations_in", (o, name, s), None)
 
-    def relations_from(self, s: str) -> list[tuple[str, str, str]]:
-        return [k for k, _ in self._scan("relations", (s,))]
-
-    def relations_to(self, o: str) -> list[tuple[str, str, str]]:
-        return [(s, n, o2) for (o2, n, s), _ in self._scan("relations_in", (o,))]
-
-    def relations(self) -> list[tuple[str, str, str]]:
-        return [k for k, _ in self._scan("relations")]
-
     # -- order and checkpoints ---------------------------------------------------------
     # Order is kept as ranks with gaps, so appending a frame writes two small rows
     # instead of rewriting the whole list; `place` takes a midpoint or renumbers.
     ORDER_GAP = 1 << 20
-
-    def order(self) -> list[str]:
-        return [raw.decode() for _, raw in self._scan("order")]
 
     def _ranked(self) -> list[tuple[int, str]]:
         return [(k[0], raw.decode()) for k, raw in self._scan("order")]
@@ -205,9 +125,6 @@ class MindState:
             meta.order_tail += self.ORDER_GAP
             self._set_rank(fid, meta.order_tail)
 
-    def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
-        return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
-
     def put_checkpoint(self, cp: R.Checkpoint) -> None:
         self._put("checkpoints", (cp.name,), R.dumps(cp))
 
@@ -215,23 +132,11 @@ class MindState:
         self._put("checkpoints", (name,), None)
 
     # -- sessions, inputs, activations ---------------------------------------------------
-    def session(self, sid: str) -> Optional[R.Session]:
-        return R.loads(R.Session, self._get("sessions", (sid,)))
-
     def put_session(self, s: R.Session) -> None:
         self._put("sessions", (s.id,), R.dumps(s))
 
-    def sessions(self) -> list[R.Session]:
-        return [R.loads(R.Session, raw) for _, raw in self._scan("sessions")]
-
-    def pending(self, sid: str) -> list[int]:
-        return [k[1] for k, _ in self._scan("pending", (sid,))]
-
     def set_pending(self, sid: str, seq: int, on: bool) -> None:
         self._put("pending", (sid, seq), b"" if on else None)
-
-    def activation(self, aid: str) -> Optional[R.Activation]:
-        return R.loads(R.Activation, self._get("activations", (aid,)))
 
     def put_activation(self, a: R.Activation) -> None:
         """Store an activation; an undelivered one keeps its root request protected."""
@@ -242,30 +147,12 @@ class MindState:
         if a.root is not None:
             self._put("root_requests", (a.root,), None if a.delivered else a.id.encode())
 
-    def is_protected_root(self, seq: int) -> bool:
-        return self._get("root_requests", (seq,)) is not None
-
     # -- causal scopes: calls, messages, promoted evidence ----------------------------------
-    def call(self, seq: int) -> Optional[R.Call]:
-        return R.loads(R.Call, self._get("calls", (seq,)))
-
     def put_call(self, seq: int, c: R.Call) -> None:
         """Store a call; one without a result stays listed among its session's open calls."""
         self._put("calls", (seq,), R.dumps(c))
         self._put("open_calls", (c.session, seq),
                   c.activation.encode() if c.result is None else None)
-
-    def open_calls(self, sid: str) -> list[tuple[int, str]]:
-        """(action seq, activation id) of the session's calls still waiting for a result."""
-        return [(k[1], raw.decode()) for k, raw in self._scan("open_calls", (sid,))]
-
-    def waiting(self, target: str) -> list[int]:
-        """Messages addressed to the session that no activation of it has claimed yet:
-        its pending inputs that are messages."""
-        return [seq for seq in self.pending(target) if self.event(seq).kind == R.MESSAGE]
-
-    def is_promoted(self, seq: int) -> bool:
-        return self._get("promoted", (seq,)) is not None
 
     def promote(self, seq: int, revision: int) -> None:
         """Mark evidence as cited by the shared Mind; the first revision that did stays."""
@@ -311,17 +198,10 @@ class MindState:
         """The frame order as the reader has it (before this view's writes)."""
         return [raw.decode() for _, raw in self._reader.scan("order")]
 
-    # -- idempotency and outbox -------------------------------------------------------------
+    # -- idempotency ----------------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:
         return R.loads(dict, self._get("idempotency", (request_id,)))
 
     def put_idempotency(self, request_id: str, record: dict) -> None:
         self._put("idempotency", (request_id,), R.dumps(record))
 
-    def snapshot_exists(self, snapshot_id: str) -> bool:
-        return self._get("snapshots", (snapshot_id,)) is not None
-
-    def add_intent(self, intent: dict) -> None:
-        meta = self.meta()
-        self._put("outbox", (meta.outbox_head,), R.dumps(intent))
-        meta.outbox_head += 1

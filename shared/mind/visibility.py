@@ -10,7 +10,7 @@ Operators' reads outside an evaluation do not use a Viewer and see everything.
 from __future__ import annotations
 
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 
 SHARED_KINDS = frozenset((R.CONTEXT_CREATED, R.CONTEXT_TX))
 
@@ -28,7 +28,7 @@ def home(ev: R.Event) -> str:
 class Viewer:
     """What an evaluation of `session` may see."""
 
-    def __init__(self, m: MindState, session: str) -> None:
+    def __init__(self, m: MindView, session: str) -> None:
         self._m = m
         self.session = session
 

@@ -1,21 +1,26 @@
-"""The storage interface the transaction service writes through.
+"""The storage interface the services write through.
 
 Storage keeps named tables of opaque records (bytes) under per-context keys. Keys
 are tuples of str and int. Storage enforces only physical rules: one commit is one
 atomic batch, append-only tables are never overwritten, and a commit names the
 context's physical version (`commit_seq`) it was computed from (optimistic control).
-Implementations: LmdbStore (authoritative), MemoryStore (replay/audit), and
-StorageClient (the same interface over gRPC).
+Every commit also adds one entry to the store's change feed (`changes`, `watch`):
+the keys the batch wrote in the events and frames tables, which is what the recall
+index follows. Side tables are the exception: their records are put one at a time,
+beside the versioned state, and neither move `commit_seq` nor enter the feed (see
+Store.put_record). Implementations: LmdbStore (authoritative), MemoryStore
+(replay/audit), and StorageClient (the same interface over gRPC).
 """
 from __future__ import annotations
 
 import abc
+import threading
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
 Key = tuple[Union[str, int], ...]
 
-# table -> append-only? Events and the index-intent outbox are never rewritten.
+# table -> append-only? Events are never rewritten.
 TABLES: dict[str, bool] = {
     "meta": False,            # () -> context meta (revision, tick, sequences, window)
     "events": True,           # (seq,) -> event record
@@ -39,9 +44,12 @@ TABLES: dict[str, bool] = {
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply
     "boundaries": False,      # (boundary,) -> revision that last changed it
-    "outbox": True,           # (position,) -> index intent for the recall service
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
 }
+
+# Append-only records kept beside a context's versioned state, written by put_record:
+# no transaction reads them, so writing one must not make a concurrent commit stale.
+SIDE_TABLES: frozenset[str] = frozenset({"snapshots"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,37 @@ class Write:
     table: str
     key: Key
     value: Optional[bytes]  # None deletes
+
+
+# The tables whose keys a change names: what recall indexes.
+FEED_TABLES = ("events", "frames")
+FEED_PAGE = 500  # changes per page of the change feed
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed batch in the change feed. `position` orders all commits of the
+    store (1, 2, ...); `commit_seq` is the context's version the batch made. `events` and
+    `frames` are the keys it wrote (put or deleted) in those tables."""
+    position: int
+    context: str
+    commit_seq: int
+    events: tuple[int, ...] = ()
+    frames: tuple[str, ...] = ()
+
+
+def change_of(position: int, context: str, commit_seq: int, writes: list[Write]) -> Change:
+    """The feed entry of one batch of writes (every store derives it the same way)."""
+    events = tuple(sorted({w.key[0] for w in writes if w.table == "events"}))
+    frames = tuple(sorted({w.key[0] for w in writes if w.table == "frames"}))
+    return Change(position, context, commit_seq, events, frames)
+
+
+@dataclass(frozen=True)
+class FeedPage:
+    """Changes after a position, and the feed's head when they were read."""
+    changes: list[Change]
+    head: int
 
 
 class StaleRead(Exception):
@@ -79,7 +118,7 @@ class Reader(abc.ABC):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass
 
     def __enter__(self) -> "Reader":
@@ -109,7 +148,8 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> int:
         """Apply all writes atomically or none; returns the new commit_seq.
-        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL, ...)."""
+        Raises StaleCommit, or MorphzError (STORAGE_APPEND_ONLY, STORAGE_FULL,
+        STORAGE_TABLE_INVALID for a side table, ...)."""
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write]) -> Ticket:
         """Queue a commit; commits of one context apply in submission order. Stores that
@@ -126,7 +166,47 @@ class Store(abc.ABC):
         return ticket.get()
 
     @abc.abstractmethod
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        """Write one record of a side table (SIDE_TABLES), once, durably. The context
+        must exist (CONTEXT_NOT_FOUND); its commit_seq does not move, so no reader or
+        commit computed on it goes stale. A reader sees the records put before its
+        version was taken (a remote reader renewing its snapshot may see later ones).
+        Raises MorphzError: STORAGE_APPEND_ONLY (the key exists), STORAGE_TABLE_INVALID
+        (not a side table), STORAGE_KEY_INVALID, STORAGE_FULL."""
+
+    @abc.abstractmethod
     def contexts(self) -> list[str]: ...
 
-    def close(self) -> None:
+    # -- the change feed -------------------------------------------------------------------
+    @abc.abstractmethod
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        """Up to `limit` changes after `after` in order. All contexts: `after` is a feed
+        position. One context: `after` is that context's commit_seq, and the page's
+        head is the context's latest commit_seq."""
+
+    @abc.abstractmethod
+    def wait_changes(self, after: int, timeout: float) -> int:
+        """Block until the feed's head passes `after` or `timeout` ends; the head."""
+
+    def watch(self, after: int, *, context: str = "", stop: Optional[threading.Event] = None,
+              idle: float = 1.0, limit: int = FEED_PAGE) -> Iterator[FeedPage]:
+        """Follow the feed from `after`: each page of changes as they commit, and an empty
+        page after `idle` seconds without any (its head tells a follower how far behind
+        it is). Ends when `stop` is set."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            mark = self.feed_head()  # read before the page: a commit after it wakes the wait
+            page = self.changes(after, limit, context)
+            yield page
+            if page.changes:
+                last = page.changes[-1]
+                after = last.commit_seq if context else last.position
+            else:
+                self.wait_changes(mark, idle)
+
+    @abc.abstractmethod
+    def feed_head(self) -> int:
+        """The position of the latest change (0: none yet)."""
+
+    def close(self) -> None:  # noqa: B027 - optional: most stores hold nothing
         pass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from morphz.shared.storage.api import TABLES, Key
+from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key
 from morphz.shared.errors import MorphzError
 
 _INT, _STR, _END = b"\x01", b"\x02", b"\x00"
@@ -18,6 +18,25 @@ MAX_KEY_BYTES = 480  # LMDB's default key limit is 511 bytes
 def check_table(table: str) -> None:
     if table not in TABLES:
         raise MorphzError("STORAGE_TABLE_UNKNOWN", f"unknown table {table!r}", table=table)
+
+
+def check_commit_table(table: str) -> None:
+    """A table a commit may write: any but the side tables (put_record writes those)."""
+    check_table(table)
+    if table in SIDE_TABLES:
+        raise MorphzError("STORAGE_TABLE_INVALID", f"table {table} takes side records "
+                          "(put_record), not commits", table=table)
+
+
+def check_side_record(table: str, value: object) -> None:
+    """What put_record accepts: a side table, and a value (None would delete: the
+    tables are append-only)."""
+    check_table(table)
+    if table not in SIDE_TABLES:
+        raise MorphzError("STORAGE_TABLE_INVALID", f"table {table} is versioned: write it "
+                          "in a commit", table=table)
+    if value is None:
+        raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only", table=table)
 
 
 def encode(key: Key) -> bytes:

@@ -9,7 +9,8 @@ import threading
 from typing import Iterator, Optional
 
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Key, Reader, StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+                                       Reader, StaleCommit, StaleRead, Store, Write, change_of)
 from morphz.shared.errors import MorphzError
 
 
@@ -17,7 +18,13 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._tables: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
         self._versions: dict[str, int] = {}
+        self._feed: list[Change] = []  # position p is self._feed[p - 1]
         self._lock = threading.Lock()
+        self._feed_moved = threading.Condition(self._lock)
+        # Side records are numbered as put, so a reader hides those put after it was
+        # taken, as an LMDB read transaction would (they do not move a version).
+        self._side_puts = 0
+        self._born: dict[tuple[str, bytes], int] = {}
 
     def reader(self, context: str) -> "MemoryReader":
         return MemoryReader(self, context)
@@ -32,7 +39,7 @@ class MemoryStore(Store):
                 raise StaleCommit(expect_commit_seq, current)
             staged: dict[tuple[str, bytes], Optional[bytes]] = {}
             for w in writes:
-                keys.check_table(w.table)
+                keys.check_commit_table(w.table)
                 k = keys.encode((context, *w.key))
                 exists = (w.table, k) in staged or k in self._tables[w.table]
                 if TABLES[w.table] and (w.value is None or exists):
@@ -45,7 +52,38 @@ class MemoryStore(Store):
                 else:
                     self._tables[table][k] = v
             self._versions[context] = current + 1
+            self._feed.append(change_of(len(self._feed) + 1, context, current + 1, writes))
+            self._feed_moved.notify_all()
             return current + 1
+
+    def feed_head(self) -> int:
+        return len(self._feed)
+
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        limit = max(1, min(limit, FEED_PAGE))
+        with self._lock:
+            if not context:
+                return FeedPage(self._feed[after:after + limit], len(self._feed))
+            mine = [c for c in self._feed if c.context == context and c.commit_seq > after]
+            return FeedPage(mine[:limit], self._versions.get(context, 0))
+
+    def wait_changes(self, after: int, timeout: float) -> int:
+        with self._feed_moved:
+            self._feed_moved.wait_for(lambda: len(self._feed) > after, timeout)
+            return len(self._feed)
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        k = keys.encode((context, *key))
+        with self._lock:
+            if not self._versions.get(context):
+                raise MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} has nothing "
+                                  "committed", context=context[:80])
+            if k in self._tables[table]:
+                raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                  table=table)
+            self._side_puts += 1
+            self._born[(table, k)] = self._side_puts
+            self._tables[table][k] = value
 
 
 class MemoryReader(Reader):
@@ -56,6 +94,11 @@ class MemoryReader(Reader):
         self._store = store
         self._context = context
         self.commit_seq = store._versions.get(context, 0)
+        self._side_mark = store._side_puts
+
+    def _visible(self, table: str, k: bytes) -> bool:
+        return table not in SIDE_TABLES or \
+            self._store._born.get((table, k), 0) <= self._side_mark
 
     def _check(self) -> None:
         if self._store._versions.get(self._context, 0) != self.commit_seq:
@@ -64,14 +107,16 @@ class MemoryReader(Reader):
     def get(self, table: str, key: Key) -> Optional[bytes]:
         keys.check_table(table)
         self._check()
-        return self._store._tables[table].get(keys.encode((self._context, *key)))
+        k = keys.encode((self._context, *key))
+        return self._store._tables[table].get(k) if self._visible(table, k) else None
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         keys.check_table(table)
         self._check()
         pre = keys.encode((self._context, *prefix))
-        rows = sorted((k, v) for k, v in self._store._tables[table].items() if k.startswith(pre))
+        rows = sorted((k, v) for k, v in self._store._tables[table].items()
+                      if k.startswith(pre) and self._visible(table, k))
         if reverse:
             rows.reverse()
         if after is not None:

@@ -11,7 +11,7 @@ import pytest
 
 SEED_002_REASON = "测试结果已吸收，继续准备发布"
 STATUS_KEYS = {"revision", "cognitive_tick", "frames_by_state", "sessions", "event_count",
-               "outbox_lag"}
+               "commit_seq"}
 
 
 def _env(**extra: str) -> dict:

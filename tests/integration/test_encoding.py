@@ -8,9 +8,18 @@ import pytest
 
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.render import REGIONS
+from morphz.services.storage.client import StorageClient
 from morphz.shared.sexpr import Ref, Symbol, parse_many
 
 from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
+
+
+@pytest.fixture(scope="module")
+def storage(endpoints):
+    """The storage service (internal API): how a record gets there otherwise."""
+    channel = grpc.insecure_channel(endpoints.storage)
+    yield StorageClient(channel, timeout=30)
+    channel.close()
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +278,7 @@ def test_asm_02_must_read_that_does_not_fit_fails_naming_it(mind, enc, expect_re
     assert "z" * 5_000 in e["text"]
 
 
-def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, client,
+def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, storage,
                                                                expect_rejected):
     report = release_context(mind)
     foreign = mind.event("not for s1", session="s2")
@@ -295,8 +304,9 @@ def test_asm_03_snapshot_is_immutable_with_hash_and_item_ranges(mind, enc, clien
     assert record["budget"]["bytes"] == 65_536 and record["scope"]["sessions"] == ["s1"]
     mind.client.commit(mind.context, RELEASE_TX.format(base=mind.revision(), ref=report["ref"]))
     assert enc.show(mind.context, e["snapshot"]) == record
-    expect_rejected("SNAPSHOT_EXISTS", client.record_snapshot, mind.context, e["snapshot"],
-                    {"forged": True})
+    # Written once by the encoding service: not even the storage API rewrites it.
+    expect_rejected("STORAGE_APPEND_ONLY", storage.put_record, mind.context, "snapshots",
+                    (e["snapshot"],), b'{"forged": true}')
     assert enc.show(mind.context, e["snapshot"]) == record
 
 

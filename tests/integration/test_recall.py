@@ -397,9 +397,9 @@ def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, en
     mind.event("部署到 cn-hangzhou 时沙箱权限配置失败 sandbox permission denied")
     mind.tx('(create memory/sandbox (note "沙箱权限配置失败"))')
     mind.tx('(revise memory/sandbox (note "沙箱权限配置失败，已修复 sandbox permission fixed"))')
-    head = mind.status()["outbox_head"]
+    head = mind.status()["commit_seq"]
     st = caught_up(recall, mind.context)
-    assert st["position"] == st["outbox_head"] == head and st["lag"] == 0
+    assert st["position"] == st["head"] == head and st["lag"] == 0
     assert st["frames"] == 4 and st["events"] == mind.status()["event_count"]
     assert st["documents"] == st["events"] + st["frames"] and st["terms"] > 0
     assert st["last_rebuild"] is None
@@ -412,12 +412,12 @@ def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, en
     assert rebuilt["documents"] == st["documents"] and rebuilt["position"] == head
     assert _answers(recall, mind.context) == before_answers
     assert found(recall.search(mind.context, "沙箱 权限"))[0] == "memory/sandbox"
-    # Commits after the rebuild are picked up again by the worker.
+    # Commits after the rebuild are picked up again from the change feed.
     e = mind.event("post-rebuild 沙箱 note")
     assert found(search(recall, mind, "post-rebuild")) == [e["ref"]]
 
 
-def test_recall_10_worker_resumes_exactly_after_restart(fresh_servers):
+def test_recall_10_follower_resumes_exactly_after_restart(fresh_servers):
     from morphz.services.transaction.client import TransactionClient
     servers = fresh_servers()
 

@@ -58,7 +58,7 @@ def test_every_rpc_and_inner_step_is_traced(tmp_path):
             c.commit("traced", "(context-tx (base-version 0) (create f (x)))")
         names = [s.name for s in exporter.get_finished_spans()]
         assert f"/{TX_SERVICE}/CreateContext" in names and f"/{TX_SERVICE}/Commit" in names
-        assert {"tx.parse", "mind.validate_apply", "storage.commit"} <= set(names)
+        assert {"tx.parse", "tx.rebase", "mind.validate_apply", "storage.commit"} <= set(names)
         spans = exporter.get_finished_spans()
         rpc = next(s for s in spans if s.name.endswith("/Commit"))
         inner = {s.name for s in spans if s.parent and s.parent.span_id == rpc.context.span_id}
@@ -131,3 +131,39 @@ def test_morphz_serve_stops_when_a_non_main_thread_receives_sigterm(server_proce
     _signal_thread(pid, others[-1], signal.SIGTERM)
     assert server.proc.wait(timeout=20) == 0
     assert "morphz: stopped" in server.stderr()
+
+
+def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
+    """recall and encoding wiring hand the composition root their service names, core and
+    stoppers; the object they were given gains no attribute."""
+    from concurrent import futures
+    from types import SimpleNamespace
+
+    from morphz.services.encoding import wiring as encoding_wiring
+    from morphz.services.encoding.core.engine import EncodingCore
+    from morphz.services.recall import wiring as recall_wiring
+    from morphz.services.recall.core.engine import RecallCore
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+
+    store = LmdbStore(str(tmp_path / "store"))
+    app = SimpleNamespace(server=grpc.server(futures.ThreadPoolExecutor(max_workers=2)),
+                          store=store, transactions=TransactionCore(store),
+                          tracer=tracer_provider("wiring-test"),
+                          config=ServerConfig(str(tmp_path), "127.0.0.1:0"))
+    given = set(vars(app))
+    recall = recall_wiring.register(app)
+    encoding = encoding_wiring.register(app)
+    try:
+        assert set(vars(app)) == given
+        assert recall.names == ["morphz.api.recall.v1.RecallService"]
+        assert encoding.names == ["morphz.api.encoding.v1.EncodingService"]
+        assert isinstance(recall.core, RecallCore) and isinstance(encoding.core, EncodingCore)
+        assert len(recall.stoppers) == 2 and encoding.stoppers == []  # follower, folder lock
+        app.transactions.create_context("c")
+        assert recall.core.inspect("c")["context"] == "c"  # the core it handed back serves
+    finally:
+        for stop in recall.stoppers:
+            stop()
+        app.tracer.shutdown()
+        store.close()

@@ -109,6 +109,89 @@ def test_bad_tables_and_keys_are_structured_errors(store):
     assert store.contexts() == []
 
 
+def test_a_side_record_moves_no_version_so_a_commit_computed_before_it_lands(store):
+    """put_record (encoding snapshots) beside a transaction computed on commit_seq 1: the
+    transaction still commits at 1 -> 2, and a reader taken before the put keeps its
+    view; a reader taken after sees the record at the same version."""
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    with store.reader("c") as before:
+        assert before.get("snapshots", ("s1",)) is None and before.commit_seq == 1
+        store.put_record("c", "snapshots", ("s1",), b"what one evaluation saw")
+        with store.reader("c") as after:
+            assert after.commit_seq == 1
+            assert after.get("snapshots", ("s1",)) == b"what one evaluation saw"
+            assert list(after.scan("snapshots")) == [(("s1",), b"what one evaluation saw")]
+        assert before.get("snapshots", ("s1",)) is None
+        assert list(before.scan("snapshots")) == []
+        assert store.commit("c", 1, [Write("frames", ("f",), b"F")]) == 2
+    assert read(store, "c", "frames", ("f",)) == b"F"
+
+
+def test_side_records_are_written_once_by_put_record_only(store):
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    store.put_record("c", "snapshots", ("s1",), b"first")
+    cases = [(lambda: store.put_record("c", "snapshots", ("s1",), b"forged"),
+              "STORAGE_APPEND_ONLY"),
+             (lambda: store.put_record("c", "snapshots", ("s2",), None), "STORAGE_APPEND_ONLY"),
+             (lambda: store.commit("c", 1, [Write("frames", ("f",), b"F"),
+                                            Write("snapshots", ("s3",), b"x")]),
+              "STORAGE_TABLE_INVALID"),
+             (lambda: store.put_record("c", "frames", ("f",), b"F"), "STORAGE_TABLE_INVALID"),
+             (lambda: store.put_record("c", "nope", ("f",), b"F"), "STORAGE_TABLE_UNKNOWN"),
+             (lambda: store.put_record("c", "snapshots", ("a\x00b",), b""),
+              "STORAGE_KEY_INVALID"),
+             (lambda: store.put_record("ghost", "snapshots", ("s1",), b"x"),
+              "CONTEXT_NOT_FOUND")]
+    for attempt, reason in cases:
+        with pytest.raises(MorphzError) as info:
+            attempt()
+        assert info.value.reason == reason
+    assert read(store, "c", "snapshots", ("s1",)) == b"first"
+    assert rows(store, "c", "snapshots") == [(("s1",), b"first")]
+    assert read(store, "c", "frames", ("f",)) is None  # the mixed batch was refused whole
+    with store.reader("c") as r:
+        assert r.commit_seq == 1
+    assert store.contexts() == ["c"]
+
+
+def test_side_records_share_the_group_commit_of_concurrent_commits(tmp_path):
+    """Held at the leader until 8 commits and 8 side records are queued, all 16 land in
+    one LMDB write transaction; the side records moved no context's version."""
+    store = LmdbStore(str(tmp_path / "side"))
+    for i in range(8):
+        store.commit(f"c{i}", 0, [Write("meta", (), b"M")])
+    before = store.stats["write_transactions"]
+    errors = []
+
+    def run(fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(store.commit, f"c{i}", 1,
+                                                  [Write("frames", ("f",), b"F")]))
+               for i in range(8)]
+    threads += [threading.Thread(target=run, args=(store.put_record, f"c{i}", "snapshots",
+                                                   ("s",), b"S")) for i in range(8)]
+    with store._leader:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(store._queue) < 16 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(store._queue) == 16
+    for t in threads:
+        t.join()
+    assert not errors
+    assert store.stats["write_transactions"] - before == 1
+    for i in range(8):
+        with store.reader(f"c{i}") as r:
+            assert r.commit_seq == 2
+            assert r.get("frames", ("f",)) == b"F" and r.get("snapshots", ("s",)) == b"S"
+    store.close()
+
+
 def _commit_in_thread(store, ctx, expect, writes):
     """Commit from another thread, as a concurrent writer would, and wait for it."""
     result = []
@@ -207,13 +290,13 @@ def snap(tmp_path):
     lmdb_store, clock = LmdbStore(str(tmp_path / "snap")), Clock()
     registry = SnapshotRegistry(lmdb_store, lease=5.0, limit=2, clock=clock)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    storage_pb2_grpc.add_StorageServiceServicer_to_server(
-        StorageServicer(lmdb_store, registry), server)
+    servicer = StorageServicer(lmdb_store, registry, watch_idle=0.2)
+    storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     yield SimpleNamespace(client=StorageClient(channel, timeout=10), store=lmdb_store,
-                          registry=registry, clock=clock,
+                          registry=registry, clock=clock, servicer=servicer,
                           stub=storage_pb2_grpc.StorageServiceStub(channel))
     channel.close()
     server.stop(None)
@@ -300,7 +383,7 @@ def test_dist_05_a_remote_reader_outliving_its_lease_continues_or_gets_stale_rea
 def test_dist_05_expired_snapshots_make_room_under_the_cap(snap):
     readers = [snap.client.reader("c") for _ in range(2)]
     for r in readers:
-        r.commit_seq  # opens its snapshot
+        assert r.commit_seq == 0  # opens its snapshot
     snap.clock.now += 5.0
     with snap.client.reader("c") as r:  # the cap is reached, but both leases ran out
         assert r.commit_seq == 0
@@ -340,3 +423,85 @@ def test_dist_05_concurrent_remote_commits_share_lmdb_write_transactions(snap):
     assert snap.store._env.info()["last_txnid"] - txn_before == stats["write_transactions"]
     for i in range(8):
         assert len(rows(snap.client, f"c{i}", "frames")) == 10
+
+
+# -- the change feed (DIST-06): one entry per committed batch, on every store --------------
+def test_dist_06_the_feed_has_one_entry_per_commit_naming_its_events_and_frames(store):
+    store.commit("a", 0, [Write("events", (0,), b"e0"), Write("sessions", ("s",), b"s")])
+    store.commit("b", 0, [Write("events", (0,), b"e0")])
+    store.commit("a", 1, [Write("events", (1,), b"e1"), Write("frames", ("x",), b"X"),
+                          Write("frames", ("y",), None), Write("relations", ("x", "r", "y"), b"")])
+    with pytest.raises(StaleCommit):  # a rejected batch is not in the feed
+        store.commit("a", 1, [Write("events", (2,), b"e2")])
+    with pytest.raises(MorphzError):
+        store.commit("a", 2, [Write("events", (0,), b"again")])
+    page = store.changes(0)
+    assert [(c.position, c.context, c.commit_seq, c.events, c.frames) for c in page.changes] \
+        == [(1, "a", 1, (0,), ()), (2, "b", 1, (0,), ()), (3, "a", 2, (1,), ("x", "y"))]
+    assert page.head == store.feed_head() == 3
+    assert [c.position for c in store.changes(1, limit=1).changes] == [2]
+    assert store.changes(3).changes == [] and store.changes(3).head == 3
+    # One context's feed counts in its own commit_seq.
+    mine = store.changes(0, context="a")
+    assert [(c.position, c.commit_seq) for c in mine.changes] == [(1, 1), (3, 2)]
+    assert mine.head == 2
+    assert [c.position for c in store.changes(1, context="a").changes] == [3]
+    assert store.changes(0, context="nobody").changes == []
+
+
+def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
+    store.commit("a", 0, [Write("events", (0,), b"e0")])
+    stop, pages = threading.Event(), []
+
+    def follow():
+        for page in store.watch(1, stop=stop, idle=0.2):
+            pages.append(page)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        store.commit("a", 1, [Write("events", (1,), b"e1")])
+        store.commit("b", 0, [Write("frames", ("f",), b"F")])
+        deadline = time.monotonic() + 30
+        while sum(len(p.changes) for p in pages) < 2 or pages[-1].changes:
+            assert time.monotonic() < deadline, pages
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    seen = [c for p in pages for c in p.changes]
+    assert [(c.position, c.context, c.events, c.frames) for c in seen] == \
+        [(2, "a", (1,), ()), (3, "b", (), ("f",))]
+    assert pages[-1].head == 3  # an idle page: nothing new, the head as it stands
+
+
+def test_dist_06_wait_changes_returns_at_a_commit_or_at_its_timeout(store):
+    assert store.wait_changes(0, 0.1) == 0  # nothing committed: the timeout ends it
+    threading.Timer(0.2, lambda: store.commit("a", 0, [Write("events", (0,), b"e")])).start()
+    assert store.wait_changes(0, 30) == 1
+
+
+def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    streams = [snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30) for _ in range(4)]
+    for s in streams:
+        assert next(s).head == 0  # each is being served
+    with pytest.raises(grpc.RpcError) as info:
+        next(snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30))
+    from morphz.shared.grpc_errors import from_rpc_error
+    assert from_rpc_error(info.value).reason == "STORAGE_WATCH_LIMIT"
+    streams[0].cancel()  # a cancelled watch gives its slot back
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            extra = snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30)
+            next(extra)
+            break
+        except grpc.RpcError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    snap.servicer.close()  # drain: every following watch ends with OK
+    for s in streams[1:] + [extra]:
+        list(s)  # what is left of the stream, up to its end
+        assert s.code() == grpc.StatusCode.OK

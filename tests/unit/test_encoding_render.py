@@ -12,7 +12,8 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.sexpr import parse_many
 
 
-def material(text_sizes=(10,), budget=Budget(), frames=1, **kw) -> Material:
+def material(text_sizes=(10,), budget=None, frames=1, **kw) -> Material:
+    budget = budget or Budget()
     act = {"id": "a1", "session": "s1", "claimed": ["@e1"], "root": "@e1", "tick": 3,
            "tick_advanced": True, "retired_frames": [], "delivered": False}
     obs = [Obs(i + 1, "tool-result", "s1", "npm", "2026-08-04T09:00:00+08:00", "é" * n)

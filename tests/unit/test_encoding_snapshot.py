@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
+from morphz.services.encoding.core.record_shape import check_body, check_head
 from morphz.services.encoding.core.snapshot import freeze, pack, text_hash, thaw, unpack
 from morphz.services.encoding.core.render import render
 from morphz.shared.errors import MorphzError
@@ -36,3 +38,30 @@ def test_asm_04_replay_refuses_a_record_of_an_unknown_version():
     with pytest.raises(MorphzError) as e:
         thaw(rec, None)
     assert e.value.reason == "SNAPSHOT_INVALID"
+
+
+def test_sec_03_what_freeze_writes_has_the_shape_every_read_checks():
+    """Records are valid by construction: freeze's record, stored as JSON, passes the
+    checks reads make; one field off is SNAPSHOT_CORRUPT naming where."""
+    m = material((10, 20), calls=[{"ref": "@e3", "activation": "a1", "actor": "npm"}],
+                 late_results=[{"ref": "@e4", "call": "@e3", "activation": "a0",
+                                "state": "claimed"}])
+    r = render(m)
+    rec = freeze("enc-1", m, r, parent="", must_read=["@e1"], omitted=[], omitted_total=0,
+                 maintenance_permille=900)
+    stored = json.loads(json.dumps(pack(rec)))
+    check_head(stored, "enc-1", "c")
+    check_body(unpack(stored), "enc-1")
+    assert unpack(stored) == json.loads(json.dumps(rec))
+    for bad, where in ((dict(stored, revision=-1), "revision"),
+                       (dict(stored, env=dict(stored["env"], bindings={"k": 1})),
+                        "env.bindings.k"),
+                       (dict(stored, id="enc-2"), "another snapshot")):
+        with pytest.raises(MorphzError) as e:
+            check_head(bad, "enc-1", "c")
+        assert e.value.reason == "SNAPSHOT_CORRUPT" and where in e.value.details["why"]
+    body = unpack(stored)
+    body["inputs"]["late_results"][0]["state"] = "later"
+    with pytest.raises(MorphzError) as e:
+        check_body(body, "enc-1")
+    assert e.value.details["why"].startswith("inputs.late_results[0].state")

@@ -1,6 +1,7 @@
 """from_plain fills messages by direct assignment; it must give what json_format gives."""
 from google.protobuf import json_format
 
+from morphz.api.encoding.v1 import encoding_pb2
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.shared.protojson import _drop_none, from_plain, to_plain
 
@@ -18,7 +19,7 @@ CASES = [
                         "sessions": [{"id": "s", "pending": 0}], "window": None}),
     (pb.Receipt, {"capacity": {}}),            # an empty dict marks the field present
     (pb.Receipt, {"revision": 3.0}),            # float for an int: json_format's conversion
-    (pb.SnapshotRecord, {"record_json": "e30="}),  # base64 text for bytes
+    (encoding_pb2.SnapshotRecord, {"record_json": "e30="}),  # base64 text for bytes
 ]
 
 

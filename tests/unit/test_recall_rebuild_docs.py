@@ -105,8 +105,10 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         opened.clear()
         info = indexer.rebuild("c")
         assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
-        # one snapshot (frames, head), then 7 chunks; none open while another is
-        assert len(opened) == 1 + 7 and most[0] == 1
+        # one snapshot (frames, version), one page of the context's change feed (which
+        # commit last wrote each frame), one read of those events, then 7 chunks; none
+        # open while another is
+        assert len(opened) == 1 + 1 + 1 + 7 and most[0] == 1
         idx = indexer.index("c")
         hits = idx.search(idx.snapshot()[0], Query(terms=query_terms("sandbox")), 0, 50)
         assert {h.key for h in hits} >= {"f:f1"}

@@ -5,10 +5,10 @@ what the evaluation saw."""
 from __future__ import annotations
 
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 
 
-def check(record: dict, m: MindState) -> dict:
+def check(record: dict, m: MindView) -> dict:
     inputs = record["inputs"]
     changed: list[dict] = []
 

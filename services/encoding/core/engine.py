@@ -1,6 +1,7 @@
 """EncodingCore: compile, freeze, replay, check, and scoped read/search. Free of gRPC
-and LMDB: it reads projections through a Store's readers and persists only through
-the transaction service's interface (activate, record_snapshot, get_snapshot)."""
+and LMDB: it reads through the read model (MindView) over a Store's readers, claims
+activations through the transaction service's interface, and keeps its own snapshots
+(snapshot_store.py)."""
 from __future__ import annotations
 
 import uuid
@@ -13,10 +14,10 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
-from morphz.services.encoding.core import depcheck, search as searching
+from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
 from morphz.services.encoding.core.gather import gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
@@ -24,7 +25,7 @@ from morphz.services.encoding.core.options import (
 from morphz.shared.names import check_lookup, check_name
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.scope import Scope, causal_scope
-from morphz.services.encoding.core.snapshot import freeze, pack, text_hash, thaw, unpack
+from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
 
 DEFAULT_READ_CHARS, MAX_READ_CHARS = 256 << 10, 4 << 20
 MAX_ERROR_ITEMS = 20
@@ -66,15 +67,17 @@ class EncodingCore:
         requested = Scope.from_dict(scope)
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.session", session)
             parent_scope = causal_scope(session)
             if parent_snapshot:
                 check_name(parent_snapshot, "parent_snapshot")
-                parent = self._tx.get_snapshot(context, parent_snapshot)
-                if parent.get("session") != session:
+                with self._store.reader(context) as reader:
+                    parent = snapshot_store.head(MindView(reader), context, parent_snapshot)
+                if parent["session"] != session:
                     raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
                                       "session; it cannot be narrowed for another",
                                       snapshot=parent_snapshot, session=session)
-                parent_scope = Scope.from_dict(parent.get("scope"))
+                parent_scope = Scope.from_dict(parent["scope"])
             frozen = parent_scope.narrow(requested)
             self._check_session(context, session)
             if activation:
@@ -84,7 +87,7 @@ class EncodingCore:
                     act_id = self._tx.activate(context, session)["id"]
             with self._store.reader(context) as reader, \
                     self._tracer.start_as_current_span("encoding.gather"):
-                m = MindState(reader)
+                m = MindView(reader)
                 act = m.activation(act_id)
                 if act is None:
                     raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
@@ -92,7 +95,7 @@ class EncodingCore:
                 if act.session != session:
                     raise MorphzError("SCOPE_VIOLATION", f"activation {act_id} belongs to "
                                       f"session {act.session}", activation=act_id)
-                g = gather(m, reader, context=context, session=session, act=act,
+                g = gather(m, context=context, session=session, act=act,
                            scope=frozen, budget=budget, env=env, must_read=wanted,
                            time=self._clock().isoformat(timespec="seconds"),
                            capabilities=CAPABILITIES if env.capabilities else {})
@@ -108,8 +111,11 @@ class EncodingCore:
                             must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
                             maintenance_permille=self._maintenance)
             with self._tracer.start_as_current_span("encoding.freeze"):
-                self._tx.record_snapshot(context, snapshot_id, pack(record))
+                snapshot_store.put(self._store, context, record)
             span.set_attribute("morphz.encoding.bytes", r.bytes)
+            span.set_attribute("morphz.encoding.items", len(r.items))
+            span.set_attribute("morphz.snapshot", snapshot_id)
+            span.set_attribute("morphz.activation", act.id)
         return {"snapshot": snapshot_id, "hash": record["hash"], "text": r.text,
                 "bytes": r.bytes, "chars": len(r.text), "regions": r.regions,
                 "items": r.items, "pressure": r.pressure.view(), "activation": act.id,
@@ -119,7 +125,7 @@ class EncodingCore:
 
     def _check_session(self, context: str, session: str) -> None:
         with self._store.reader(context) as reader:
-            m = MindState(reader)
+            m = MindView(reader)
             m.require_meta(context)
             s = m.session(session)
         if s is None:
@@ -171,17 +177,21 @@ class EncodingCore:
     def show(self, context: str, snapshot: str) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
-        return unpack(self._tx.get_snapshot(context, snapshot))
+        with self._store.reader(context) as reader:
+            return snapshot_store.load(MindView(reader), context, snapshot)
 
     def replay(self, context: str, snapshot: str) -> dict:
-        record = self.show(context, snapshot)
+        check_name(context, "context")
+        check_name(snapshot, "snapshot")
         with self._tracer.start_as_current_span("encoding.replay"), \
                 self._store.reader(context) as reader:
-            m = MindState(reader)
-            material, problems = thaw(record, m)
+            m = MindView(reader)
+            record = snapshot_store.load(m, context, snapshot)
+            with snapshot_store.reading(snapshot):
+                material, problems = thaw(record, m)
+                deps = depcheck.check(record, m)
             r = render(material, record["budget"].get("maintenance_permille",
                                                       MAINTENANCE_PERMILLE))
-            deps = depcheck.check(record, m)
         replay_hash = text_hash(r.text)
         ranges_match = r.items == record["items"] and r.regions == record["regions"]
         return {"snapshot": snapshot, "hash": record["hash"], "replay_hash": replay_hash,
@@ -190,9 +200,13 @@ class EncodingCore:
                 "dependencies": deps, "problems": problems}
 
     def check(self, context: str, snapshot: str) -> dict:
-        record = self.show(context, snapshot)
+        check_name(context, "context")
+        check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
-            return depcheck.check(record, MindState(reader))
+            m = MindView(reader)
+            record = snapshot_store.load(m, context, snapshot)
+            with snapshot_store.reading(snapshot):
+                return depcheck.check(record, m)
 
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
@@ -202,31 +216,27 @@ class EncodingCore:
             raise bad(f"limit must be 0..{MAX_READ_CHARS} characters", field="limit")
         check_name(context, "context")
         check_name(snapshot, "snapshot")
-        # Only the top-level scope, session and id are needed: no unpacking of the items.
-        record = self._tx.get_snapshot(context, snapshot)
-        scope = Scope.from_dict(record["scope"])
         with self._store.reader(context) as reader:
-            m = MindState(reader)
-            _check_access(record, m)
-            meta = m.meta()
-            seq = R.parse_ref(ref)
-            if seq is None:
-                seq = m.event_seq_by_id(ref)
-                # Another session's private evidence reads as a missing one (CONC-07).
-                if seq is not None and not Viewer(m, record["session"]).sees_seq(seq):
-                    seq = None
-            if seq is not None:
-                ev = m.event(seq) if seq < meta.next_seq else None
-                if ev is None or not Viewer(m, record["session"]).sees(ev):
-                    raise MorphzError("EVENT_NOT_FOUND", f"no event {ref[:80]}", ref=ref[:80])
+            m = MindView(reader)
+            # Only the head (scope, session, id) is needed: no unpacking of the items.
+            record = snapshot_store.head(m, context, snapshot)
+            scope = Scope.from_dict(record["scope"])
+            with snapshot_store.reading(snapshot):
+                _check_access(record, m)
+            ev = m.event_by_ref(ref)
+            if ev is not None and not Viewer(m, record["session"]).sees(ev):
+                ev = None  # another session's private evidence reads as missing (CONC-07)
+            if ev is None and R.is_ref(ref):
+                raise MorphzError("EVENT_NOT_FOUND", f"no event {ref[:80]}", ref=ref[:80])
+            if ev is not None:
+                seq = ev.seq
                 # What the session may see is its causal scope; kinds and times narrow it.
                 why = scope.why_not_event(record["session"], ev.kind, ev.time)
                 if why:
                     raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
                                       ref=R.ref(seq), snapshot=snapshot)
-                obs = m.observation(seq)
                 text, kind, key, revision = ev.text, "event", R.ref(seq), 0
-                state = (R.RETIRED if obs.retired else R.ACTIVE) if obs else ""
+                state = m.observation_state(seq)
             else:
                 if not scope.allows_frame(ref):
                     raise MorphzError("SCOPE_VIOLATION", f"frame {ref[:80]} is outside the "
@@ -244,17 +254,20 @@ class EncodingCore:
 
     def search(self, context: str, snapshot: str, query: str, limit: int = 0) -> dict:
         terms, limit = searching.check_query(query, limit)  # before anything is read
-        record = self.show(context, snapshot)
+        check_name(context, "context")
+        check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
-            m = MindState(reader)
-            _check_access(record, m)
-            material, _ = thaw(record, m)
+            m = MindView(reader)
+            record = snapshot_store.load(m, context, snapshot)
+            with snapshot_store.reading(snapshot):
+                _check_access(record, m)
+                material, _ = thaw(record, m)
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)
 
 
-def _check_access(record: dict, m: MindState) -> None:
+def _check_access(record: dict, m: MindView) -> None:
     """A frozen scope serves new reads only while its session still holds attention:
     retiring the session revokes the access the scope granted (ASM-04)."""
     s = m.session(record["session"])

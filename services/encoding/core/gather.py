@@ -3,12 +3,11 @@ the frames, never the event history as a whole, so the cost follows what is
 rendered (plus the Mind's frame table), not how long the context has lived."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from morphz.shared.mind import records as R
 from morphz.shared.mind.records import ref_seq
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer, home, target_of
 from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
@@ -38,7 +37,7 @@ def frame_in(f: R.Frame, tick: int) -> FrameIn:
                    max(0, f.retire.due_tick - tick) if retiring else 0)
 
 
-def gather(m: MindState, reader, *, context: str, session: str, act: R.Activation,
+def gather(m: MindView, *, context: str, session: str, act: R.Activation,
            scope: Scope, budget: Budget, env: Environment, must_read: list[str], time: str,
            capabilities: dict) -> Gathered:
     g = Gathered()
@@ -49,7 +48,7 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     viewer = Viewer(m, session)
     # Every undelivered root request stays an objective until its activation is
     # delivered, not only the current activation's (the transaction core indexes them).
-    roots = {k[0] for k, _ in reader.scan("root_requests")}
+    roots = m.root_requests()
     wanted = set(must_read)
 
     observations: list[Obs] = []
@@ -74,26 +73,20 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
                                 target_of(ev)))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
-    # The reader is fresh (no overlay), so its rows are read directly, in key order, per
-    # the storage contract ("frames": (id,) -> record, "order": (rank,) -> frame id),
-    # skipping MindState's merge-and-sort, which dominates with thousands of frames.
-    frames = {k[0]: R.loads(R.Frame, raw) for k, raw in reader.scan("frames")}
-    order = [fid for fid in (raw.decode() for _, raw in reader.scan("order")) if fid in frames]
-    placed = set(order)
-    order += sorted(fid for fid in frames if fid not in placed)
+    ordered = m.frames_in_order()
+    frames = {f.id: f for f in ordered}
     rendered: list[FrameIn] = []
-    for fid in order:
-        f = frames[fid]
+    for f in ordered:
         if f.state == R.RETIRED:
             continue
-        if not scope.allows_frame(fid):
-            g.omit(fid, "outside scope: frames")
+        if not scope.allows_frame(f.id):
+            g.omit(f.id, "outside scope: frames")
             continue
         rendered.append(frame_in(f, meta.tick))
     # One scan of the edge table beats a prefix scan per frame when frames are many.
     shown = {f.id for f in rendered}
     relations = [list(e) for e in m.relations() if e[0] in shown]
-    checkpoints = [[k[0], json.loads(raw)["revision"]] for k, raw in reader.scan("checkpoints")]
+    checkpoints = m.checkpoint_revisions()
     sessions = [{"id": s.id, "state": s.state, "level": s.level,
                  "waiting": len(m.waiting(s.id))} for s in m.sessions()]
 
@@ -123,12 +116,12 @@ def gather(m: MindState, reader, *, context: str, session: str, act: R.Activatio
     return g
 
 
-def _open_calls(m: MindState, session: str) -> list[dict]:
+def _open_calls(m: MindView, session: str) -> list[dict]:
     return [{"ref": R.ref(seq), "activation": aid, "actor": m.event(seq).actor}
             for seq, aid in m.open_calls(session)]
 
 
-def _late_results(m: MindState, pending: set[int], claimed: set[int]) -> list[dict]:
+def _late_results(m: MindView, pending: set[int], claimed: set[int]) -> list[dict]:
     """Results of the session's calls that came after their activation was delivered,
     still pending or claimed by this activation: the kernel announces them."""
     out = []

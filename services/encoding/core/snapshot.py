@@ -11,7 +11,7 @@ import hashlib
 import json
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView, snapshot_corrupt, snapshot_json
 from morphz.services.encoding.core.material import ENCODING_VERSION, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.render import Rendered
@@ -79,20 +79,27 @@ def pack(record: dict) -> dict:
 
 
 def unpack(stored: dict) -> dict:
+    """The record pack() stored; SNAPSHOT_CORRUPT when its packed body is not what pack()
+    makes (the fields' types are record_shape's to check)."""
     if "packed" not in stored:
         return stored
-    try:
-        body = json.loads(stored["packed"])
-        items = []
-        for row in body.pop("item_rows"):
-            it = dict(zip(ITEM_FIELDS, row))
-            flat = row[len(ITEM_FIELDS)]
-            it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
-                           for i in range(0, len(flat), 3)]
-            items.append(it)
-        body.pop("item_fields", None)
-    except (TypeError, ValueError, KeyError, IndexError):
-        raise _invalid(str(stored.get("id", "")), "malformed packed body") from None
+    sid = str(stored.get("id", ""))
+    body = snapshot_json(stored["packed"], sid)
+    rows = body.pop("item_rows", None)
+    body.pop("item_fields", None)
+    width = len(ITEM_FIELDS) + 1
+    if type(rows) is not list or any(type(r) is not list or len(r) != width or
+                                     type(r[-1]) is not list or len(r[-1]) % 3
+                                     for r in rows):
+        raise snapshot_corrupt(sid, "the packed items are not rows of "
+                               f"{width} fields")
+    items = []
+    for row in rows:
+        it = dict(zip(ITEM_FIELDS, row))
+        flat = row[-1]
+        it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
+                       for i in range(0, len(flat), 3)]
+        items.append(it)
     return {**{k: v for k, v in stored.items() if k != "packed"}, **body, "items": items}
 
 
@@ -101,7 +108,7 @@ def _invalid(snapshot_id: str, what: str) -> MorphzError:
                        snapshot=snapshot_id)
 
 
-def thaw(record: dict, m: MindState) -> tuple[Material, list[str]]:
+def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
     """The Material a snapshot was rendered from, bodies re-read from history; plus
     the problems found where history no longer yields what the record names."""
     sid = str(record.get("id", ""))
@@ -147,6 +154,6 @@ def thaw(record: dict, m: MindState) -> tuple[Material, list[str]]:
             budget=Budget(b["bytes"], b["tokens"], b["preview_bytes"]),
             capabilities=record["capabilities"], version=record["version"],
             calls=inputs.get("calls", []), late_results=inputs.get("late_results", []))
-    except (KeyError, TypeError, ValueError) as e:
-        raise _invalid(sid, f"malformed record ({type(e).__name__}: {e})") from None
+    except (KeyError, TypeError, ValueError) as e:  # record_shape checked it: not expected
+        raise snapshot_corrupt(sid, f"malformed record ({type(e).__name__})") from None
     return material, problems

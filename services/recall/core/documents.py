@@ -1,12 +1,12 @@
 """What the index holds for an event or a frame (terms, time, filters)."""
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.index.tantivy_index import Doc
 from morphz.shared.mind import records as R
+from morphz.shared.mind.view import event_dict
 from morphz.shared.text.analyze import terms, terms_text
 
 
@@ -31,7 +31,7 @@ def event_doc(ev: R.Event) -> Doc:
 def raw_event_doc(raw: bytes) -> Doc:
     """event_doc of a stored event straight from its JSON (a rebuild's hot path: no
     record object)."""
-    ev = json.loads(raw.decode())  # str in: json skips guessing the encoding
+    ev = event_dict(raw)
     return Doc(event_key(ev["seq"]), "event",
                terms_text(ev.get("text", "")[:MAX_INDEXED_CHARS]),
                event_time_us(ev["time"]), ev.get("session", ""))

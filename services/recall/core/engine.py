@@ -10,7 +10,7 @@ session's private evidence is answered as a missing one. It is recorded as a new
 from __future__ import annotations
 
 import json
-from typing import Optional, Protocol
+from typing import Callable, Optional, Protocol
 
 from opentelemetry import trace
 
@@ -19,7 +19,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.pins import SearchPins
-from morphz.shared.mind.records import is_ref, ref_seq
+from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
@@ -27,7 +27,7 @@ from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
 from morphz.shared.text.analyze import query_terms
@@ -70,8 +70,10 @@ def _choices(values, allowed, what: str) -> list[str]:
 class RecallCore:
     def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
                  tracer: Optional[trace.Tracer] = None,
-                 pins: Optional[SearchPins] = None) -> None:
+                 pins: Optional[SearchPins] = None,
+                 feed_status: Callable[[], dict] = dict) -> None:
         self._store = store
+        self._feed_status = feed_status  # this replica's place in the change feed
         self._tx = transactions
         self._indexer = indexer
         self._pins = pins if pins is not None else SearchPins()
@@ -88,7 +90,7 @@ class RecallCore:
         check_name(session, "session")
         check_name(activation, "activation")
         with self._store.reader(context) as reader:
-            act = MindState(reader).activation(activation)
+            act = MindView(reader).activation(activation)
         if act is None or act.session != session:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               f"no activation {activation} in session {session}",
@@ -148,10 +150,14 @@ class RecallCore:
                   "sessions": sessions}
         if evaluation is not None:  # pages of one causal scope's evidence set
             params["viewer"] = evaluation["session"]
-        with self._tracer.start_as_current_span("recall.search"), \
+        with self._tracer.start_as_current_span("recall.search") as span, \
                 self._store.reader(context) as reader:
-            m = MindState(reader)
-            meta = m.require_meta(context)
+            # Counts, never the words: a query's text stays out of spans.
+            span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.search.terms", len(words))
+            span.set_attribute("morphz.limit", limit)
+            m = MindView(reader)
+            m.require_meta(context)
             idx = self._indexer.index(context)
             snapshot = idx.snapshot()
             if cursor:  # the next page comes from the searcher that answered the first
@@ -161,11 +167,13 @@ class RecallCore:
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
             viewer = _viewer(m, evaluation)
-            hits, next_offset, empty = run_search(m, reader, idx, searcher, words, since_us,
+            hits, next_offset, empty = run_search(m, idx, searcher, words, since_us,
                                                   until_us, kinds, states, sessions, start,
                                                   limit, viewer.sees_seq if viewer else None)
+            span.set_attribute("morphz.results", len(hits))
+            span.set_attribute("morphz.index_position", position)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
-                     "lag": max(0, meta.outbox_head - position),
+                     "lag": max(0, reader.commit_seq - position),
                      "empty": empty if not hits and not start else ""}
             if next_offset is not None:
                 reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
@@ -183,17 +191,15 @@ class RecallCore:
         limit = _limit(limit, DEFAULT_READ_CHARS, MAX_READ_CHARS, "limit")
         evaluation = self._check_evaluation(context, evaluation)
         with self._store.reader(context) as reader:
-            m = MindState(reader)
-            meta = m.require_meta(context)
-            seq = ref_seq(ref) if is_ref(ref) else m.event_seq_by_id(ref)
-            ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            m = MindView(reader)
+            m.require_meta(context)
+            ev = m.event_by_ref(ref)
             viewer = _viewer(m, evaluation)
             if ev is not None and viewer and not viewer.sees(ev):
                 ev = None  # another session's private evidence: as if missing
             if ev is not None:
-                obs = m.observation(ev.seq)
                 head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
-                        "state": (R.RETIRED if obs.retired else R.ACTIVE) if obs else "",
+                        "state": m.observation_state(ev.seq),
                         "time": ev.time, "session": ev.session, "event_kind": ev.kind,
                         "revision": 0}
                 text = ev.text
@@ -235,9 +241,11 @@ class RecallCore:
         params = {"op": "frame", "context": context, "frame": frame_id, "depth": depth,
                   "direction": direction, "bodies": include_bodies, "events": include_events,
                   "max_nodes": max_nodes, "max_bytes": max_bytes}
-        with self._tracer.start_as_current_span("recall.traverse"), \
+        with self._tracer.start_as_current_span("recall.traverse") as span, \
                 self._store.reader(context) as reader:
-            m = MindState(reader)
+            span.set_attribute("morphz.context", context)
+            span.set_attribute("morphz.traverse.depth", depth)
+            m = MindView(reader)
             meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
             version = f"r{meta.revision}-t{meta.tick}"
@@ -260,6 +268,8 @@ class RecallCore:
                 nodes.append(node)
                 edges.extend(found)
                 size += n
+            span.set_attribute("morphz.nodes", len(nodes))
+            span.set_attribute("morphz.bytes", size)
         reply = {"root": frame_id, "direction": direction, "depth": depth, "version": version,
                  "nodes": nodes, "edges": edges, "page_bytes": size,
                  "next_cursor": cursors.encode("frame", params, version, index) if more else ""}
@@ -270,14 +280,15 @@ class RecallCore:
     def inspect(self, context: str) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
-            meta = MindState(reader).require_meta(context)
+            MindView(reader).require_meta(context)
+            head = reader.commit_seq
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)
         position = imeta.get("position", 0)
         return {"context": context, "documents": counts["events"] + counts["frames"],
                 **counts, "terms": ContextIndex.term_count(searcher), "position": position,
-                "outbox_head": meta.outbox_head, "lag": max(0, meta.outbox_head - position),
+                "head": head, "lag": max(0, head - position), **self._feed_status(),
                 "last_rebuild": imeta.get("last_rebuild"),
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": idx.path}
@@ -288,7 +299,7 @@ class RecallCore:
         return self.inspect(context)
 
 
-def _viewer(m: MindState, evaluation: Optional[dict]) -> Optional[Viewer]:
+def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
     """The evaluating session's view; None for an operator's read (sees everything)."""
     return Viewer(m, evaluation["session"]) if evaluation else None
 

@@ -1,17 +1,19 @@
 """Keeps each context's derived index in step with the authoritative store.
 
-`catch_up` applies the outbox intents after the index's position, in order, and
-writes the new position in the same index commit (tantivy_index.py). `rebuild`
-builds a fresh index from one consistent snapshot of events and frames and swaps
-it in; it only reads the authoritative store.
+`apply` indexes a context's entries of the storage change feed (each names the events
+and frames one commit wrote) and writes the context version it reached in the same
+index commit (tantivy_index.py), so an entry the index already holds is skipped.
+`rebuild` builds a fresh index from one consistent snapshot of events and frames and
+swaps it in; it only reads the authoritative store.
 """
 from __future__ import annotations
 
-import json
+import logging
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from opentelemetry import trace
 
@@ -23,36 +25,31 @@ from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexD
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import Reader, Store
+from morphz.shared.storage.api import Change, Store
 
-BATCH = 2000
+_log = logging.getLogger("morphz.recall.indexer")
 REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 
 
-def _intents(reader: Reader, after: int, limit: int) -> list[tuple[int, dict]]:
-    start = (after - 1,) if after > 0 else None
-    return [(k[0], json.loads(v)) for k, v in reader.scan("outbox", after=start, limit=limit)]
-
-
-def _frame_times(rows: list[tuple[int, dict]], reader: Reader) -> dict[int, int]:
-    """Position of each index-frame intent -> seq of the event committed with it (the
-    reducer writes a commit's frame intents before its event intent)."""
-    out, pending = {}, []
-    for pos, intent in rows:
-        if intent.get("op") == "index-frame":
-            pending.append(pos)
-        elif intent.get("op") == "index-event":
-            for p in pending:
-                out[p] = intent["seq"]
-            pending = []
-    if pending:  # the batch ended inside a commit: look a little further
-        for pos, intent in _intents(reader, pending[-1] + 1, 256):
-            if intent.get("op") == "index-event":
-                for p in pending:
-                    out[p] = intent["seq"]
-                break
+def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
+    """Frame id -> the event of the last commit that wrote it (its time is the frame's
+    time in the index); None when that commit wrote no event."""
+    out: dict[str, Optional[int]] = {}
+    for c in changes:
+        for fid in c.frames:
+            out[fid] = c.events[-1] if c.events else None
     return out
+
+
+@contextmanager
+def _skipping_damaged(context: str, key: str):
+    """A record that does not decode is left out of the index (audit reports the damage)
+    rather than holding back every later change of every context."""
+    try:
+        yield
+    except (ValueError, TypeError, KeyError, AttributeError):
+        _log.warning("%s: %s does not decode; not indexed", context, key, exc_info=True)
 
 
 class Indexer:
@@ -65,7 +62,6 @@ class Indexer:
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._seen: dict[str, tuple[int, int]] = {}  # context -> (commit_seq, position)
         self._progress: dict[str, dict] = {}
 
     def _lock(self, context: str) -> threading.Lock:
@@ -76,56 +72,53 @@ class Indexer:
         return self._indexes.get(context)
 
     def position(self, context: str) -> int:
-        """Where the live index stands in the context's outbox (kept with its commits)."""
+        """The context version (commit_seq) the live index holds (kept with its commits)."""
         return self.index(context).snapshot()[1].get("position", 0)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
 
     # -- incremental ----------------------------------------------------------------------
-    def catch_up(self, context: str, batch: int = BATCH) -> int:
-        """Apply up to `batch` pending intents of the context; returns how many."""
+    def apply(self, context: str, changes: list[Change]) -> int:
+        """Index one context's feed entries (in commit order); those the index already
+        holds are skipped. Returns how many were applied."""
         with self._lock(context):
-            pos = self.position(context)
-            with self._store.reader(context) as reader:
-                if self._seen.get(context) == (reader.commit_seq, pos):
-                    return 0  # nothing committed since the last look: skip the parse
+            idx = self.index(context)
+            old_meta = idx.snapshot()[1]
+            fresh = [c for c in changes if c.commit_seq > old_meta.get("position", 0)]
+            if not fresh:
+                return 0
+            with self._tracer.start_as_current_span("recall.index_apply") as span, \
+                    self._store.reader(context) as reader:
                 m = MindState(reader)
-                meta = m.meta()
-                if meta is None or meta.outbox_head <= pos:
-                    self._seen[context] = (reader.commit_seq, pos)
-                    return 0
-                with self._tracer.start_as_current_span("recall.index_apply") as span:
-                    rows = _intents(reader, pos, batch)
-                    docs, deletes = self._docs(m, reader, rows)
-                    new_pos = rows[-1][0] + 1
-                    idx = self.index(context)
-                    old_meta = idx.snapshot()[1]
-                    idx.apply(docs.values(), dict(old_meta, context=context, position=new_pos),
-                              deletes=deletes)
-                    span.set_attribute("morphz.intents", len(rows))
-            return len(rows)
+                docs: dict[str, Doc] = {}
+                deletes: list[str] = []
+                for seq in sorted({s for c in fresh for s in c.events}):
+                    with _skipping_damaged(context, event_key(seq)):
+                        ev = m.event(seq)
+                        if ev is not None:
+                            docs[event_key(seq)] = event_doc(ev)
+                for fid, changer in frame_changers(fresh).items():
+                    with _skipping_damaged(context, frame_key(fid)):
+                        f = m.frame(fid)
+                        if f is None:  # gone (rolled back): drop it from the index too
+                            deletes.append(frame_key(fid))
+                        else:
+                            ev = m.event(changer) if changer is not None else None
+                            docs[frame_key(fid)] = frame_doc(f, ev)
+                last = fresh[-1]
+                idx.apply(docs.values(), dict(old_meta, context=context,
+                                              position=last.commit_seq), deletes=deletes)
+                span.set_attribute("morphz.changes", len(fresh))
+                span.set_attribute("morphz.documents", len(docs))
+            return len(fresh)
 
-    def _docs(self, m: MindState, reader: Reader,
-              rows: list[tuple[int, dict]]) -> tuple[dict[str, Doc], list[str]]:
-        times = _frame_times(rows, reader)
-        docs: dict[str, Doc] = {}
-        deletes: list[str] = []
-        for pos, intent in rows:
-            if intent.get("op") == "index-event":
-                ev = m.event(intent["seq"])
-                if ev is not None:
-                    docs[event_key(ev.seq)] = event_doc(ev)
-            elif intent.get("op") == "index-frame":
-                key = frame_key(intent["id"])
-                f = m.frame(intent["id"])
-                if f is None:  # gone (rolled back): drop it from the index too
-                    docs.pop(key, None)
-                    deletes.append(key)
-                else:
-                    seq = times.get(pos)
-                    docs[key] = frame_doc(f, m.event(seq) if seq is not None else None)
-        return docs, deletes
+    def catch_up(self, context: str) -> int:
+        """Pull and apply one page of the context's own feed after the index's position
+        (the follower does this for every context from one feed; tests call it to index
+        synchronously). Returns how many entries were applied."""
+        page = self._store.changes(self.position(context), context=context)
+        return self.apply(context, page.changes)
 
     # -- rebuild ----------------------------------------------------------------------------
     def rebuild(self, context: str) -> dict:
@@ -138,18 +131,20 @@ class Indexer:
         started = time.monotonic()
         try:
             with self._tracer.start_as_current_span("recall.rebuild"):
-                # One short snapshot for what can change (frames, the outbox head); the
+                # One short snapshot for what can change (the frames, the version); the
                 # events below it never change, so they are read afterwards in chunks,
                 # each in its own short read transaction: a long one would keep LMDB from
                 # reusing freed pages and hold off a map growth for the whole rebuild.
                 with self._store.reader(context) as reader:
                     m = MindState(reader)
-                    meta = m.require_meta(context)
-                    head, events = meta.outbox_head, meta.next_seq
+                    events = m.require_meta(context).next_seq
+                    head = reader.commit_seq
                     frames = list(m.frames())
-                    times = self._last_frame_events(reader) if frames else {}
-                    changed_by = [(f, m.event(times[f.id]) if f.id in times else None)
-                                  for f in frames]
+                times = self._frame_changers(context, head) if frames else {}
+                with self._store.reader(context) as reader:
+                    m = MindState(reader)
+                    changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
+                                   else None) for f in frames]
                 self._progress[context]["total"] = events + len(frames)
                 fresh = self._indexes.fresh(context)
                 count = fresh.apply(self._snapshot_docs(context, events, changed_by),
@@ -190,20 +185,15 @@ class Indexer:
             yield from rows
             seq += len(rows)
 
-    @staticmethod
-    def _last_frame_events(reader: Reader) -> dict[str, int]:
-        """Frame id -> seq of the event of its last index intent (see _frame_times)."""
-        out: dict[str, int] = {}
-        pending: list[str] = []
-        for _, raw in reader.scan("outbox"):
-            # Nearly all intents index an event: parse only those that can matter.
-            if b'"index-frame"' not in raw and not (pending and b'"index-event"' in raw):
-                continue
-            intent = json.loads(raw)
-            if intent.get("op") == "index-frame":
-                pending.append(intent["id"])
-            elif intent.get("op") == "index-event":
-                for fid in pending:
-                    out[fid] = intent["seq"]
-                pending = []
+    def _frame_changers(self, context: str, head: int) -> dict[str, Optional[int]]:
+        """frame_changers over the context's feed up to version `head`."""
+        out: dict[str, Optional[int]] = {}
+        after = 0
+        while after < head:
+            page = self._store.changes(after, context=context)
+            mine = [c for c in page.changes if c.commit_seq <= head]
+            out.update(frame_changers(mine))
+            if len(mine) < len(page.changes) or not page.changes:
+                break
+            after = page.changes[-1].commit_seq
         return out

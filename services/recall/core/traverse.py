@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from functools import partial
 from typing import Callable, Iterator, Optional
 
 from morphz.services.recall.core.views import event_node, frame_node
 from morphz.shared.mind.records import is_ref, ref_seq
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 
 DIRECTIONS = ("ancestors", "descendants", "both")
 
 
 class Graph:
-    def __init__(self, m: MindState, direction: str) -> None:
+    def __init__(self, m: MindView, direction: str) -> None:
         self._m = m
         self._up = direction in ("ancestors", "both")
         self._down = direction in ("descendants", "both")
@@ -52,7 +53,7 @@ class Graph:
         return out
 
 
-def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bool,
+def walk(m: MindView, root: str, depth: int, direction: str, include_bodies: bool,
          include_events: bool, sees: Optional[Callable[[int], bool]] = None,
          ) -> Iterator[tuple[Callable[[], dict], list[dict]]]:
     """(node maker, edges found expanding it) in BFS order. A page past a cursor makes
@@ -71,7 +72,7 @@ def walk(m: MindState, root: str, depth: int, direction: str, include_bodies: bo
                               include_events)), []
             continue
         f = m.frame(nid)
-        node = (lambda f=f, nid=nid, d=d: frame_node(f, nid, d, include_bodies))
+        node = partial(frame_node, f, nid, d, include_bodies)
         edges = []
         if f is not None and d < depth:
             for nb, edge in graph.neighbours(nid):

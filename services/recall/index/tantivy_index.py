@@ -2,22 +2,25 @@
 terms (joined by spaces, split again by tantivy's whitespace tokenizer), BM25 ranked.
 
 This is the storage adapter of the recall core: the only module that imports
-tantivy. Documents are keyed (`e:<seq>`, `f:<frame id>`) so applying an intent is an
-upsert and re-applying it changes nothing. The applied outbox position lives in a
-`__meta__` document written in the same tantivy commit as the documents it covers,
-so a restart resumes exactly where the last commit ended.
+tantivy. Documents are keyed (`e:<seq>`, `f:<frame id>`) so indexing a change is an
+upsert and re-applying it changes nothing. The context version the index holds lives
+in a `__meta__` document written in the same tantivy commit as the documents it
+covers, so a restart resumes exactly where the last commit ended.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Union
+from typing import Callable, Iterable, Optional, Union
 
 import tantivy
+
+from morphz.shared.errors import MorphzError
 
 META_KEY = "__meta__"
 _TOKENIZER = "morphz_terms"
@@ -217,25 +220,26 @@ class ContextIndex:
                 return searcher.search(query, n, count=False, order_by_field="time",
                                        order=tantivy.Order.Asc).hits
         n = offset + count
-        if q.terms:  # BM25 order, ties by document order: stable within a snapshot
-            raw = run(n)[offset:]
-            addrs = [addr for _, addr in raw]
-            keys = _keys(searcher, addrs)
-            # Only frames' hits use the time (an event's comes from its record).
-            frames = [i for i, key in enumerate(keys) if key[0] == "f"]
-            times: list = [None] * len(addrs)
-            if frames:
-                found = searcher.fast_field_values("time", [addrs[i] for i in frames])
-                for i, t in zip(frames, found):
-                    times[i] = t
-            return [Hit(key, -rank, t) for (rank, _), key, t in zip(raw, keys, times)]
-        while True:  # time order: fetch past a tie straddling the page end, then by key
+        # Fetch past a tie straddling the page end, then order ties by key: the ranking
+        # never depends on how the index was built (replicas answer alike).
+        while True:
             raw = run(n + 1)
             if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
                 break
             n *= 2
         addrs = [addr for _, addr in raw]
         keys = _keys(searcher, addrs)
+        if q.terms:  # BM25 order
+            ranked = sorted(zip(raw, keys, addrs), key=lambda h: (h[0][0], _key_order(h[1])))
+            ranked = ranked[offset:offset + count]
+            # Only frames' hits use the time (an event's comes from its record).
+            frames = [i for i, (_, key, _) in enumerate(ranked) if key[0] == "f"]
+            times: list = [None] * len(ranked)
+            if frames:
+                found = searcher.fast_field_values("time", [ranked[i][2] for i in frames])
+                for i, t in zip(frames, found):
+                    times[i] = t
+            return [Hit(key, -rank, t) for ((rank, _), key, _), t in zip(ranked, times)]
         times = searcher.fast_field_values("time", addrs) if addrs else []
         # Frames of one transaction share its time.
         hits = sorted(zip(raw, keys, times), key=lambda h: (
@@ -258,6 +262,20 @@ def _key_order(key: str) -> tuple:
 def _any(schema: tantivy.Schema, fld: str, values: list[str]) -> tantivy.Query:
     return tantivy.Query.boolean_query(
         [(tantivy.Occur.Should, tantivy.Query.term_query(schema, fld, v)) for v in values])
+
+
+def lock_root(root: str) -> Callable[[], None]:
+    """Hold `<root>/LOCK` for this process (one recall process per index folder: two
+    would interleave their generations and feed positions); returns the release."""
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise MorphzError("RECALL_INDEX_LOCKED", "another recall process uses this index "
+                          "folder; give each replica its own --data") from None
+    return lambda: os.close(fd)
 
 
 class IndexDirectory:
@@ -294,6 +312,22 @@ class IndexDirectory:
     def get(self, context: str) -> ContextIndex:
         with self._lock:
             return self._live_locked(context)
+
+    # The change-feed position the follower has applied every context's index up to: a
+    # lower bound (written after the indexes' own commits), so a restart re-reads at
+    # most a page that each index then skips by its own position.
+    def feed_position(self) -> int:
+        try:
+            with open(os.path.join(self.root, "FEED_POSITION")) as f:
+                return int(f.read().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0  # missing or torn: from the start (nothing is indexed twice)
+
+    def save_feed_position(self, position: int) -> None:
+        path = os.path.join(self.root, "FEED_POSITION")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(position))
+        os.replace(path + ".tmp", path)
 
     def fresh(self, context: str) -> ContextIndex:
         """An empty index in a new generation directory of its own, not yet live."""

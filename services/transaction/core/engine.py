@@ -54,14 +54,11 @@ class TransactionCore:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = None,
                  new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
-                 index_position: Optional[Callable[[str], Optional[int]]] = None,
                  rules_version: int = rulebook.CURRENT) -> None:
         self._store = store
         # The rules new events are decided under (an older version only to reproduce old
         # histories in tests); replay always uses each event's own version.
         self._rules = rulebook.rules(rules_version)
-        # Where the recall index stands in a context's outbox (None: not known here).
-        self._index_position = index_position or (lambda context: None)
         self._tracer = tracer or NO_TRACING
         self._faults = faults
         self._pipelines: dict[str, ContextPipeline] = {}
@@ -85,7 +82,8 @@ class TransactionCore:
             try:
                 with pipe.lock:
                     with self._store.reader(context) as durable, \
-                            self._tracer.start_as_current_span("mind.validate_apply"):
+                            self._tracer.start_as_current_span("mind.validate_apply") as span:
+                        span.set_attribute("morphz.context", context)
                         reader = LayeredReader(durable, pipe.layers(durable.commit_seq))
                         m = MindState(reader)
                         ev = build(m)
@@ -109,6 +107,9 @@ class TransactionCore:
                 try:
                     with self._tracer.start_as_current_span("storage.commit") as span:
                         span.set_attribute("morphz.writes", len(writes))
+                        if span.is_recording():  # sizes only: the values hold the texts
+                            span.set_attribute("morphz.bytes", sum(
+                                len(w.value) for w in writes if w.value is not None))
                         self._store.wait(ticket)
                     failed = False
                 finally:
@@ -170,9 +171,7 @@ class TransactionCore:
                              outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
-                    "event_count": meta.next_seq, "outbox_head": meta.outbox_head,
-                    "outbox_lag": meta.outbox_head - min(
-                        meta.outbox_head, self._index_position(context) or 0)}
+                    "event_count": meta.next_seq, "commit_seq": reader.commit_seq}
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
@@ -242,8 +241,11 @@ class TransactionCore:
             check_name(session, "session")
         if activation:
             check_name(activation, "activation")
-        with self._tracer.start_as_current_span("tx.parse"):
+        with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
+            if isinstance(tx, str):
+                span.set_attribute("morphz.tx.chars", len(tx))
+            span.set_attribute("morphz.tx.ops", len(parsed.ops))
         payload = {"session": session, "tx": parsed.to_dict()}
         if activation:  # absent otherwise: earlier payload hashes stay valid
             payload["activation"] = activation
@@ -254,8 +256,13 @@ class TransactionCore:
             if done is not None:
                 return done
             evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick)
-            rebased = check_base(m, parsed, meta.revision, session=evaluating,
-                                 read_tick=read_tick)
+            with self._tracer.start_as_current_span("tx.rebase") as span:
+                span.set_attribute("morphz.revision", meta.revision)
+                rebased = check_base(m, parsed, meta.revision, session=evaluating,
+                                     read_tick=read_tick)
+                # Once accepted: an unchecked base-version may not fit an attribute's int64.
+                span.set_attribute("morphz.tx.base_version", parsed.base_version)
+                span.set_attribute("morphz.tx.rebased", rebased)
             data = {"tx": payload["tx"], **rulebook.stamp(self._rules.version)}
             if activation:
                 data["activation"] = activation
@@ -266,36 +273,6 @@ class TransactionCore:
             return self._event(m, context, R.CONTEXT_TX, session=evaluating, actor="agent",
                                text=parsed.render(), request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
-
-    # -- encoding snapshots ----------------------------------------------------------------
-    def record_snapshot(self, context: str, snapshot_id: str, record: dict) -> dict:
-        """Store what one evaluation saw, immutably (written once, never changed)."""
-        check_name(context, "context")
-        check_name(snapshot_id, "snapshot id")
-        raw = R.dumps(record)
-
-        def build(m: MindState) -> RawWrite:
-            m.require_meta(context)
-            if m.snapshot_exists(snapshot_id):
-                raise MorphzError("SNAPSHOT_EXISTS", f"snapshot {snapshot_id} exists",
-                                  snapshot=snapshot_id)
-            return RawWrite({"id": snapshot_id, "bytes": len(raw)},
-                            [Write("snapshots", (snapshot_id,), raw)])
-        return self._write(context, build)
-
-    def get_snapshot(self, context: str, snapshot_id: str) -> dict:
-        return R.loads(dict, self.get_snapshot_json(context, snapshot_id))
-
-    def get_snapshot_json(self, context: str, snapshot_id: str) -> bytes:
-        """The stored record as it is (JSON): what a remote caller gets, not re-encoded."""
-        check_name(context, "context")
-        with self._store.reader(context) as reader:
-            MindState(reader).require_meta(context)
-            raw = reader.get("snapshots", (snapshot_id,))
-        if raw is None:
-            raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
-                              snapshot=snapshot_id[:80])
-        return raw
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
@@ -377,7 +354,7 @@ class TransactionCore:
 
     def startup_check(self) -> list[str]:
         """Cheap structural checks of every context, run when a server starts: the event
-        sequence and the outbox must end where the context's meta says."""
+        sequence must end where the context's meta says."""
         problems = []
         for context in self._store.contexts():
             with self._store.reader(context) as reader:
@@ -389,9 +366,6 @@ class TransactionCore:
                 if (last[0][0] + 1 if last else 0) != meta.next_seq:
                     problems.append(f"{context}: events end at {last[0][0] if last else None}, "
                                     f"meta expects next {meta.next_seq}")
-                tail = next(reader.scan("outbox", reverse=True, limit=1), None)
-                if (tail[0][0] + 1 if tail else 0) != meta.outbox_head:
-                    problems.append(f"{context}: outbox ends before head {meta.outbox_head}")
         return problems
 
 

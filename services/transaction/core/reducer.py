@@ -32,7 +32,6 @@ def apply_event(m: MindState, ev: R.Event,
     # The event exists only after its own effects: a transaction cannot cite itself.
     meta.next_seq += 1
     m.add_event(ev)
-    m.add_intent({"op": "index-event", "seq": ev.seq})
     if ev.request_id:
         m.put_idempotency(ev.request_id, {"hash": ev.data.get("payload_hash", ""),
                                            "reply": reply})
@@ -95,7 +94,6 @@ def _mature(m: MindState, tick: int) -> list[str]:
             continue
         f.state = R.RETIRED
         m.put_frame(f)
-        m.add_intent({"op": "index-frame", "id": fid})
         done.append(fid)
     return done
 
@@ -132,9 +130,6 @@ def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] =
         stamped |= changed_boundaries(m, frozenset(stamped))
     for boundary in stamped:
         m.set_boundary(boundary, meta.revision)
-    for fid in sorted(run.changed | set(run.released_now) | set(run.released_later)):
-        if not fid.startswith("@"):
-            m.add_intent({"op": "index-frame", "id": fid})
     return {
         "revision": meta.revision,
         "base_version": tx.base_version,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import TABLES, Write
+from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
 from morphz.shared.storage.memory_store import MemoryStore
 
-# Every table derived from the events: all but the events themselves and the encoding
-# snapshots (records written beside the Mind, not by events).
-AUDITED = tuple(t for t in TABLES if t not in ("events", "snapshots"))
+# Every table derived from the events: all but the events themselves and the side tables
+# (encoding snapshots: records written beside the Mind, not by events).
+AUDITED = tuple(t for t in TABLES if t != "events" and t not in SIDE_TABLES)
 
 
 def replay(context: str, events) -> tuple[dict[str, dict], int]:

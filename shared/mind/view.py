@@ -1,0 +1,237 @@
+"""The read model: typed reads of one context's tables at one version (a storage Reader).
+
+Every reader of the projections goes through it: encoding and recall read through a
+MindView, the transaction service through MindState (state.py), which lays its
+candidate writes over the same reads. Table names, keys and the records' JSON stay
+here and in records.py; no reader decodes rows itself.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator, Optional, Union
+
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind import records as R
+from morphz.shared.storage.api import Key, Reader
+
+_EVENT_CACHE = 1024
+_STATE_CACHE = 256
+
+
+class MindView:
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._meta: Optional[R.Meta] = None
+        # Decoded frames of this request (MindState changes them only through put_frame).
+        self._frames: dict[str, Optional[R.Frame]] = {}
+        # Decoded events: immutable, and asked for again and again within one request.
+        self._events: dict[int, R.Event] = {}
+        # Observation rows repeat byte for byte (most say active): each form decoded once.
+        self._states: dict[bytes, str] = {}
+
+    # -- raw access (MindState lays its overlay over these two) ---------------------------
+    def _get(self, table: str, key: Key) -> Optional[bytes]:
+        return self._reader.get(table, key)
+
+    def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
+        return self._reader.scan(table, prefix)
+
+    # -- meta -------------------------------------------------------------------
+    def meta(self) -> Optional[R.Meta]:
+        if self._meta is None:
+            self._meta = R.loads(R.Meta, self._get("meta", ()))
+        return self._meta
+
+    def require_meta(self, context: str) -> R.Meta:
+        """The context's meta, or CONTEXT_NOT_FOUND: every service's first check."""
+        meta = self.meta()
+        if meta is None:
+            raise MorphzError("CONTEXT_NOT_FOUND", f"context {context} does not exist",
+                              context=context)
+        return meta
+
+    # -- events and observations -------------------------------------------------
+    def event(self, seq: int) -> Optional[R.Event]:
+        """The event (shared with other callers of this view: never change it)."""
+        ev = self._events.get(seq)
+        if ev is None:
+            if len(self._events) >= _EVENT_CACHE:  # a long scan (a rebuild) stays bounded
+                self._events.clear()
+            ev = self._events[seq] = R.loads(R.Event, self._get("events", (seq,)))
+        return ev
+
+    def has_event(self, seq: int) -> bool:
+        return self._get("events", (seq,)) is not None
+
+    def event_seq_by_id(self, event_id: str) -> Optional[int]:
+        raw = self._get("event_ids", (event_id,))
+        return int(raw) if raw is not None else None
+
+    def event_by_ref(self, ref: str) -> Optional[R.Event]:
+        """The event an `@eN` ref or a full event id names; None when there is none."""
+        seq = R.parse_ref(ref)
+        if seq is None:
+            seq = self.event_seq_by_id(ref)
+        meta = self.meta()
+        if seq is None or meta is None or seq >= meta.next_seq:
+            return None
+        return self.event(seq)
+
+    def event_dicts(self, seqs: Iterable[int]) -> dict[int, dict]:
+        """The stored events of these seqs as plain dicts (hot paths that need a few fields
+        of many events), decoded in one json.loads; missing ones are left out."""
+        found = [(seq, raw) for seq in seqs if (raw := self._get("events", (seq,))) is not None]
+        if not found:
+            return {}
+        parsed = json.loads((b"[" + b",".join([raw for _, raw in found]) + b"]").decode())
+        return {seq: ev for (seq, _), ev in zip(found, parsed)}
+
+    def events(self) -> Iterator[R.Event]:
+        for _, raw in self._reader.scan("events"):
+            yield R.loads(R.Event, raw)
+
+    def observation(self, seq: int) -> Optional[R.Observation]:
+        return R.loads(R.Observation, self._get("observations", (seq,)))
+
+    def observation_state(self, seq: int) -> str:
+        """An input's lifecycle (active or retired); '' for runtime events, which have none."""
+        raw = self._get("observations", (seq,))
+        if raw is None:
+            return ""
+        state = self._states.get(raw)
+        if state is None:
+            state = R.RETIRED if R.loads(R.Observation, raw).retired else R.ACTIVE
+            if len(self._states) >= _STATE_CACHE:
+                self._states.clear()
+            self._states[bytes(raw)] = state
+        return state
+
+    def inbox(self) -> list[int]:
+        """Active (not retired) observations in event sequence order."""
+        return [k[0] for k, _ in self._scan("inbox")]
+
+    # -- frames -------------------------------------------------------------------
+    def frame(self, frame_id: str) -> Optional[R.Frame]:
+        if frame_id not in self._frames:
+            self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
+        return self._frames[frame_id]
+
+    def frames(self) -> Iterator[R.Frame]:
+        for _, raw in self._scan("frames"):
+            yield R.loads(R.Frame, raw)
+
+    def frames_in_order(self) -> list[R.Frame]:
+        """Every frame in projection order: the placed ones as `place` left them, then
+        the rest by id (as ListFrames shows them)."""
+        frames = {k[0]: R.loads(R.Frame, raw) for k, raw in self._scan("frames")}
+        order = [fid for fid in self.order() if fid in frames]
+        placed = set(order)
+        order += sorted(fid for fid in frames if fid not in placed)
+        return [frames[fid] for fid in order]
+
+    def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
+        """The frame as it stood at context revision `revision` (committed state only)."""
+        for _, raw in self._reader.scan("frame_versions", (frame_id,),
+                                        after=(frame_id, revision + 1), limit=1, reverse=True):
+            return R.loads(R.Frame, raw)
+        return None
+
+    def last_version(self, frame_id: str) -> Optional[R.Frame]:
+        rows = list(self._scan("frame_versions", (frame_id,)))
+        return R.loads(R.Frame, rows[-1][1]) if rows else None
+
+    # -- relations, order and checkpoints ---------------------------------------------
+    def has_relation(self, s: str, name: str, o: str) -> bool:
+        return self._get("relations", (s, name, o)) is not None
+
+    def relations_from(self, s: str) -> list[tuple[str, str, str]]:
+        return [k for k, _ in self._scan("relations", (s,))]
+
+    def relations_to(self, o: str) -> list[tuple[str, str, str]]:
+        return [(s, n, o2) for (o2, n, s), _ in self._scan("relations_in", (o,))]
+
+    def relations(self) -> list[tuple[str, str, str]]:
+        return [k for k, _ in self._scan("relations")]
+
+    def order(self) -> list[str]:
+        return [raw.decode() for _, raw in self._scan("order")]
+
+    def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
+        return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
+
+    def checkpoint_revisions(self) -> list[list]:
+        """[name, revision] of every checkpoint, without decoding the Minds they hold."""
+        return [[k[0], json.loads(raw)["revision"]] for k, raw in self._scan("checkpoints")]
+
+    # -- sessions, inputs, activations, calls ---------------------------------------------
+    def session(self, sid: str) -> Optional[R.Session]:
+        return R.loads(R.Session, self._get("sessions", (sid,)))
+
+    def sessions(self) -> list[R.Session]:
+        return [R.loads(R.Session, raw) for _, raw in self._scan("sessions")]
+
+    def pending(self, sid: str) -> list[int]:
+        return [k[1] for k, _ in self._scan("pending", (sid,))]
+
+    def activation(self, aid: str) -> Optional[R.Activation]:
+        return R.loads(R.Activation, self._get("activations", (aid,)))
+
+    def is_protected_root(self, seq: int) -> bool:
+        return self._get("root_requests", (seq,)) is not None
+
+    def root_requests(self) -> set[int]:
+        """The root requests of every undelivered activation."""
+        return {k[0] for k, _ in self._scan("root_requests")}
+
+    def call(self, seq: int) -> Optional[R.Call]:
+        return R.loads(R.Call, self._get("calls", (seq,)))
+
+    def open_calls(self, sid: str) -> list[tuple[int, str]]:
+        """(action seq, activation id) of the session's calls still waiting for a result."""
+        return [(k[1], raw.decode()) for k, raw in self._scan("open_calls", (sid,))]
+
+    def waiting(self, target: str) -> list[int]:
+        """Messages addressed to the session that no activation of it has claimed yet:
+        its pending inputs that are messages."""
+        return [seq for seq in self.pending(target) if self.event(seq).kind == R.MESSAGE]
+
+    def is_promoted(self, seq: int) -> bool:
+        return self._get("promoted", (seq,)) is not None
+
+    # -- encoding snapshots -------------------------------------------------------------
+    def snapshot(self, snapshot_id: str) -> Optional[dict]:
+        """A stored snapshot record as the JSON object it must be (its fields belong to
+        the encoding service, which checks them); SNAPSHOT_CORRUPT when it is not one."""
+        raw = self._get("snapshots", (snapshot_id,))
+        if raw is None:
+            return None
+        return snapshot_json(raw, snapshot_id)
+
+
+def snapshot_corrupt(snapshot_id: str, why: str) -> MorphzError:
+    """A stored snapshot record that cannot be read: an answer, never a crash."""
+    return MorphzError("SNAPSHOT_CORRUPT", f"snapshot {snapshot_id[:80]} is corrupt ({why}): "
+                       "it cannot be shown, replayed, checked or read",
+                       snapshot=snapshot_id[:80], why=why)
+
+
+_JSON_KINDS = {type(None): "null", list: "an array", str: "a string", int: "a number",
+               float: "a number", bool: "a boolean"}
+
+
+def snapshot_json(text: Union[bytes, str], snapshot_id: str) -> dict:
+    """A snapshot record's JSON object, or SNAPSHOT_CORRUPT: text that is not UTF-8 JSON,
+    nests past the decoder's recursion limit, or holds anything but an object."""
+    try:
+        value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise snapshot_corrupt(snapshot_id, f"not JSON: {type(e).__name__}") from None
+    if not isinstance(value, dict):
+        raise snapshot_corrupt(snapshot_id, f"{_JSON_KINDS.get(type(value), 'a value')}, "
+                               "not an object")
+    return value
+
+
+def event_dict(raw: bytes) -> dict:
+    """One stored event as a plain dict (for a hot path that needs no record object)."""
+    return json.loads(raw.decode())  # str in: json skips guessing the encoding

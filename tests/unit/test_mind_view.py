@@ -1,0 +1,67 @@
+"""The read model (shared/mind/view.py) over a real store the transaction core wrote:
+what encoding and recall read through it instead of decoding rows themselves."""
+from __future__ import annotations
+
+import pytest
+
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.view import MindView
+from morphz.shared.storage.memory_store import MemoryStore
+
+
+@pytest.fixture
+def tx():
+    store = MemoryStore()
+    core = TransactionCore(store)
+    core.create_context("c")
+    return core, store
+
+
+def view(store) -> MindView:
+    return MindView(store.reader("c"))
+
+
+def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
+    core, store = tx
+    e = core.append_event("c", "s1", "user-message", "hello")
+    m = view(store)
+    assert m.event_by_ref(e["ref"]).text == m.event_by_ref(e["id"]).text == "hello"
+    assert m.event_by_ref("@e99") is None and m.event_by_ref("no-such-id") is None
+    assert m.event_dicts([e["seq"], 99]) == {e["seq"]: m.event_dicts([e["seq"]])[e["seq"]]}
+    assert m.event_dicts([e["seq"]])[e["seq"]]["text"] == "hello"
+
+
+def test_core_08_observation_state_follows_retirement(tx):
+    core, store = tx
+    e = core.append_event("c", "s1", "tool-result", "report")
+    core.activate("c", "s1")
+    assert view(store).observation_state(e["seq"]) == "active"
+    assert view(store).observation_state(0) == ""  # context-created: a runtime event
+    core.commit("c", f'(context-tx (base-version 0) (reason "digested") (retire {e["ref"]}))')
+    assert view(store).observation_state(e["seq"]) == "retired"
+
+
+def test_core_18_frames_come_in_projection_order_with_checkpoints_and_roots(tx):
+    core, store = tx
+    ask = core.append_event("c", "s1", "user-message", "do it")
+    core.activate("c", "s1")
+    core.commit("c", "(context-tx (base-version 0) (create b (n 1)) (create a (n 2)) "
+                     "(place a first) (checkpoint cp))")
+    m = view(store)
+    assert [f.id for f in m.frames_in_order()] == ["a", "b"]
+    assert m.checkpoint_revisions() == [["cp", 1]]
+    assert m.root_requests() == {ask["seq"]}
+
+
+def test_sec_03_a_snapshot_record_is_a_json_object_or_snapshot_corrupt(tx):
+    _, store = tx
+    store.put_record("c", "snapshots", ("ok",), b'{"id": "ok"}')
+    store.put_record("c", "snapshots", ("list",), b"[1]")
+    store.put_record("c", "snapshots", ("deep",), b"[" * 50_000 + b"]" * 50_000)
+    m = view(store)
+    assert m.snapshot("ok") == {"id": "ok"} and m.snapshot("missing") is None
+    for sid, why in (("list", "an array, not an object"), ("deep", "not JSON: RecursionError")):
+        with pytest.raises(MorphzError) as e:
+            m.snapshot(sid)
+        assert (e.value.reason, e.value.details["why"]) == ("SNAPSHOT_CORRUPT", why)
