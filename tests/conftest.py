@@ -29,6 +29,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "all_in_one(reason): needs the all-in-one server itself (its in-process "
         "objects, or an all-in-one process of its own); deselected under --topology split")
+    config.addinivalue_line(
+        "markers", "split_processes: starts split service processes of its own, so it runs "
+        "the same under either --topology (.ci/run's split pass leaves it out: -m 'not "
+        "split_processes')")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -27,6 +27,7 @@ SERVICES = {"storage": "morphz.api.storage.v1.StorageService",
             "recall": "morphz.api.recall.v1.RecallService",
             "encoding": "morphz.api.encoding.v1.EncodingService"}
 WALK = "dist-05-walk"  # one name in both topologies
+pytestmark = pytest.mark.split_processes
 
 
 def wait_indexed(recall: RecallClient, context: str) -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 
 import grpc
+import pytest
 
 from morphz.services.recall.client import RecallClient
 
@@ -20,6 +21,7 @@ from tests.topology import BOUND
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMES = ["storage", "transaction", "recall-1", "recall-2", "encoding"]
+pytestmark = pytest.mark.split_processes
 
 
 def cluster(*args: str, cwd) -> subprocess.CompletedProcess:

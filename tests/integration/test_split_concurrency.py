@@ -28,6 +28,7 @@ WRITERS, CONTEXTS = 8, 3
 LOAD_SECONDS = 12.0  # how long the load runs; nothing below asserts on speed
 RETRIED = {"TX_CONFLICT", "CONCURRENT_UPDATE"}  # reread and retry, as a client would
 PAGE = 100  # recall's largest page
+pytestmark = pytest.mark.split_processes
 
 
 @pytest.fixture
