@@ -1,5 +1,10 @@
-"""Shared fixtures: a real all-in-one server (real gRPC on loopback, real LMDB in a
-temporary directory) and a TransactionClient talking to it."""
+"""Shared fixtures: the session's real servers (real gRPC on loopback, real LMDB in a
+temporary directory) in the topology `--topology` names, and a TransactionClient
+talking to the transaction service.
+
+all-in-one (the default): every service in this process, on one port. split: storage,
+transaction, recall and encoding as `morphz serve ROLE` child processes (tests/topology.py);
+tests marked `all_in_one` are deselected then, as they need the all-in-one server itself."""
 from __future__ import annotations
 
 import itertools
@@ -7,23 +12,86 @@ import itertools
 import grpc
 import pytest
 
-from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.transaction.client import TransactionClient
+from tests.topology import ALL_IN_ONE, SPLIT, Endpoints, ServerProcess, servers
 
+__all__ = ["ServerProcess"]  # tests import it from here
 _names = itertools.count(1)
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    app = AllInOne(ServerConfig(data_dir=str(tmp_path_factory.mktemp("lmdb")),
-                                listen="127.0.0.1:0")).start()
-    yield app
-    app.stop(grace=1)
+def pytest_addoption(parser):
+    parser.addoption("--topology", choices=(ALL_IN_ONE, SPLIT), default=ALL_IN_ONE,
+                     help="the session's servers: all-in-one (one process, the default) or "
+                     "split (storage, transaction, recall, encoding: one process each)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "all_in_one(reason): needs the all-in-one server itself (its in-process "
+        "objects, or an all-in-one process of its own); deselected under --topology split")
+    config.addinivalue_line(
+        "markers", "split_processes: starts split service processes of its own, so it runs "
+        "the same under either --topology (.ci/run's split pass leaves it out: -m 'not "
+        "split_processes')")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("all_in_one")
+        if marker is not None and not marker.kwargs.get("reason"):
+            raise pytest.UsageError(f"{item.nodeid}: all_in_one needs reason=...")
+        (drop if marker is not None and config.getoption("--topology") == SPLIT
+         else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
-def address(server) -> str:
-    return f"127.0.0.1:{server.port}"
+def topology(request) -> str:
+    return request.config.getoption("--topology")
+
+
+@pytest.fixture(scope="session")
+def session_servers(topology, tmp_path_factory):
+    running = servers(topology, tmp_path_factory.mktemp("servers")).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def endpoints(session_servers) -> Endpoints:
+    return session_servers.endpoints
+
+
+@pytest.fixture(scope="session")
+def server(session_servers):
+    """The in-process AllInOne (tests that use it are marked all_in_one)."""
+    app = getattr(session_servers, "app", None)
+    if app is None:
+        pytest.fail("the in-process server exists only with --topology all-in-one: mark the "
+                    "test that uses it all_in_one")
+    return app
+
+
+@pytest.fixture(scope="session")
+def address(endpoints) -> str:
+    """The transaction service's address (all-in-one: every service's)."""
+    return endpoints.transaction
+
+
+@pytest.fixture
+def fresh_servers(topology, tmp_path):
+    """New servers of the session's topology, each on data of its own: make(name)."""
+    made = []
+
+    def make(name: str = "servers"):
+        made.append(servers(topology, tmp_path / name))
+        return made[-1]
+    yield make
+    for s in made:
+        s.close()
 
 
 @pytest.fixture(scope="session")
@@ -95,58 +163,6 @@ def rejected(expected_reason: str, fn, *args, **kwargs):
 @pytest.fixture
 def expect_rejected():
     return rejected
-
-
-class ServerProcess:
-    """`morphz serve [ARGS]` as a real child process on a data directory that outlives it
-    (ARGS: a role and its flags, e.g. ["recall", "--storage", ADDR]; none: all-in-one).
-    It listens on `listen`; set that to `address` to restart it on the same port."""
-
-    def __init__(self, data_dir, env: dict | None = None, args: list[str] | None = None,
-                 listen: str = "127.0.0.1:0") -> None:
-        self.data_dir, self.env = str(data_dir), env or {}
-        self.args, self.listen = list(args or []), listen
-        self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
-        self.proc = None
-        self.address = ""
-
-    def start(self, **extra_env) -> "ServerProcess":
-        import os
-        import subprocess
-        import sys
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "morphz.services.cli.main", "serve", *self.args,
-                 "--listen", self.listen, "--data", self.data_dir],
-                stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-        line = self.proc.stdout.readline()
-        assert line.startswith("morphz: serving on"), \
-            f"server did not start: {line!r}\n{self.stderr()}"
-        self.address = line.split()[3]
-        return self
-
-    def client(self, timeout: float = 30) -> TransactionClient:
-        return TransactionClient(grpc.insecure_channel(self.address), timeout=timeout)
-
-    def kill(self) -> None:
-        import signal
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        if self.proc:
-            self.proc.wait(timeout=30)
-
-    def stop(self) -> int:
-        import signal
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-    def stderr(self) -> str:
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def died(self) -> bool:
-        return self.proc.poll() is not None
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from morphz.shared.storage.api import Write
 from morphz.services.storage.client import StorageClient
 
 
-def test_audit_01_replay_matches_then_reports_tampering(mind, address):
+def test_audit_01_replay_matches_then_reports_tampering(mind, endpoints):
     mind.tx("(create release (goal ship-v1) (stage waiting-tests)) (create other (x))")
     ev = mind.event("report", kind="tool-result")
     mind.activate()
@@ -19,7 +19,7 @@ def test_audit_01_replay_matches_then_reports_tampering(mind, address):
     assert report["match"] and report["events_replayed"] == mind.status()["event_count"]
     assert all(p["match"] for p in report["projections"])
 
-    channel = grpc.insecure_channel(address)
+    channel = grpc.insecure_channel(endpoints.storage)
     storage = StorageClient(channel)
     with storage.reader(mind.context) as r:
         seq = r.commit_seq

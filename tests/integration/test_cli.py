@@ -257,6 +257,7 @@ def test_cli_usage_error_exits_2():
     assert "usage:" in proc.stderr
 
 
+@pytest.mark.all_in_one(reason="starts an all-in-one `morphz serve` of its own")
 def test_cli_serve_runs_until_sigterm(tmp_path):
     argv = [sys.executable, "-m", "morphz.services.cli.main", "serve",
             "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")]

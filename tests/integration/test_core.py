@@ -17,8 +17,8 @@ RELEASE_TX = """(context-tx
 
 
 @pytest.fixture
-def storage(address):
-    channel = grpc.insecure_channel(address)
+def storage(endpoints):
+    channel = grpc.insecure_channel(endpoints.storage)
     yield StorageClient(channel, timeout=30)
     channel.close()
 

@@ -11,6 +11,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
 
 CTX = "durable"
+pytestmark = pytest.mark.all_in_one(reason="crashes and restarts an all-in-one server of its own")
 
 
 def _state(c) -> dict:

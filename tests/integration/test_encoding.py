@@ -15,16 +15,16 @@ from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
 
 
 @pytest.fixture(scope="module")
-def storage(address):
-    """The server's storage service (internal API): how a record gets there otherwise."""
-    channel = grpc.insecure_channel(address)
+def storage(endpoints):
+    """The storage service (internal API): how a record gets there otherwise."""
+    channel = grpc.insecure_channel(endpoints.storage)
     yield StorageClient(channel, timeout=30)
     channel.close()
 
 
 @pytest.fixture(scope="module")
-def enc(address):
-    channel = grpc.insecure_channel(address, options=[
+def enc(endpoints):
+    channel = grpc.insecure_channel(endpoints.encoding, options=[
         ("grpc.max_receive_message_length", 64 << 20)])
     yield EncodingClient(channel, timeout=30)
     channel.close()

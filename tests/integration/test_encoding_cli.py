@@ -12,7 +12,8 @@ def _release(mind) -> dict:
     return mind.event("regression: 120 passed, 0 failed", kind="tool-result")
 
 
-def test_cli_encode_json_carries_snapshot_and_hash_beside_the_encoding(address, mind):
+def test_cli_encode_json_carries_snapshot_and_hash_beside_the_encoding(endpoints, mind):
+    address = endpoints.encoding  # the encoding commands' service
     report = _release(mind)
     c = ("--context", mind.context)
     out = run_json("context", "encode", *c, "--session", "s1", "--budget", "65536",
@@ -27,7 +28,8 @@ def test_cli_encode_json_carries_snapshot_and_hash_beside_the_encoding(address, 
     assert check["current"]
 
 
-def test_cli_encode_text_is_the_encoding_and_check_exits_nonzero_when_changed(address, mind):
+def test_cli_encode_text_is_the_encoding_and_check_exits_nonzero_when_changed(endpoints, mind):
+    address = endpoints.encoding  # the encoding commands' service
     report = _release(mind)
     c = ("--context", mind.context)
     proc = run_cli("context", "encode", *c, "--session", "s1", address=address)
@@ -42,7 +44,8 @@ def test_cli_encode_text_is_the_encoding_and_check_exits_nonzero_when_changed(ad
     assert proc.returncode == 0 and "same bytes and hash" in proc.stdout
 
 
-def test_cli_encoding_errors_are_structured(address, mind):
+def test_cli_encoding_errors_are_structured(endpoints, mind):
+    address = endpoints.encoding  # the encoding commands' service
     mind.event("hi")
     c = ("--context", mind.context)
     assert_error(run_cli("context", "encoding", "replay", "enc-nope", *c, "--format=json",

@@ -16,15 +16,15 @@ from morphz.shared.errors import MorphzError
 
 
 @pytest.fixture(scope="module")
-def enc(address):
-    channel = grpc.insecure_channel(address)
+def enc(endpoints):
+    channel = grpc.insecure_channel(endpoints.encoding)
     yield EncodingClient(channel, timeout=30)
     channel.close()
 
 
 @pytest.fixture(scope="module")
-def storage(address):
-    channel = grpc.insecure_channel(address)
+def storage(endpoints):
+    channel = grpc.insecure_channel(endpoints.storage)
     yield StorageClient(channel, timeout=30)
     channel.close()
 
@@ -135,18 +135,18 @@ def test_sec_03_the_record_a_compile_writes_reads_back_on_every_rpc(good, enc):
             assert e.value.reason == "SNAPSHOT_NOT_FOUND", (rpc, sid[:8])
 
 
-def test_a_compile_writes_its_snapshot_without_moving_the_context_version(server, client,
-                                                                          enc, storage):
+def test_a_compile_writes_its_snapshot_without_moving_the_context_version(client, enc,
+                                                                          storage):
     """A snapshot is a side record: the compile of an already claimed activation moves
     nothing a transaction is computed on, so none in flight goes stale over it."""
     ctx = "snapshot-beside-the-mind"
     client.create_context(ctx)
     client.append_event(ctx, "s1", "user-message", "hello")
     act = client.activate(ctx, "s1")
-    with server.store.reader(ctx) as r:
+    with storage.reader(ctx) as r:
         before = r.commit_seq
     e = enc.compile(ctx, "s1", activation=act["id"])
-    with server.store.reader(ctx) as r:
+    with storage.reader(ctx) as r:
         assert r.commit_seq == before
         assert r.get("snapshots", (e["snapshot"],)) is not None
     assert enc.show(ctx, e["snapshot"])["hash"] == e["hash"]

@@ -17,6 +17,7 @@ from tests.conftest import ServerProcess
 from tests.integration.test_split import BOUND, SERVING, start, wait_health
 
 CONTEXTS = ("feed-a", "feed-b")
+pytestmark = pytest.mark.split_processes
 
 
 @pytest.fixture

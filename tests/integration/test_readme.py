@@ -1,4 +1,5 @@
-"""The README's shell examples work as printed: each block runs against a fresh server."""
+"""The README's shell examples work as printed: each block runs against fresh servers of
+the session's topology (split: the CLI finds each service through its MORPHZ_* variable)."""
 from __future__ import annotations
 
 import os
@@ -6,8 +7,6 @@ import pathlib
 import re
 import subprocess
 import sys
-
-from morphz.services.server.app import AllInOne, ServerConfig
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -20,23 +19,23 @@ def _block(section: str, lang: str) -> str:
     return re.search(rf"```{lang}\n(.*?)```", section, re.S).group(1)
 
 
-def _run(script: str, tmp_path) -> str:
-    """stdout of `script` (bash -euo pipefail) with `morphz` on PATH and a fresh server."""
-    app = AllInOne(ServerConfig(str(tmp_path / "data"), "127.0.0.1:0")).start()
+def _run(script: str, tmp_path, fresh_servers) -> str:
+    """stdout of `script` (bash -euo pipefail) with `morphz` on PATH and fresh servers."""
+    servers = fresh_servers("data").start()
     try:
         bindir = os.path.dirname(sys.executable)
-        env = dict(os.environ, MORPHZ_SERVER=f"127.0.0.1:{app.port}",
+        env = dict(os.environ, **servers.endpoints.cli_env(),
                    PATH=f"{bindir}:{os.environ['PATH']}")
         out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
     finally:
-        app.stop(grace=1)
+        servers.stop()
 
 
-def test_readme_walkthrough_runs_as_printed(tmp_path):
-    out = _run(_block(_section("Walk-through"), "sh"), tmp_path)
+def test_readme_walkthrough_runs_as_printed(tmp_path, fresh_servers):
+    out = _run(_block(_section("Walk-through"), "sh"), tmp_path, fresh_servers)
     receipt = re.search(r"```text\n(.*?)```", README.read_text(), re.S).group(1)
     assert receipt in out
     frames = out.split("id: release")
@@ -47,9 +46,9 @@ def test_readme_walkthrough_runs_as_printed(tmp_path):
     assert "audit context-default: match (7 events replayed)" in out
 
 
-def test_readme_sessions_example_runs_as_printed(tmp_path):
+def test_readme_sessions_example_runs_as_printed(tmp_path, fresh_servers):
     section = _section("Sessions, causal scopes and messages")
-    out = _run(_block(section, "sh"), tmp_path)
+    out = _run(_block(section, "sh"), tmp_path, fresh_servers)
     for line in _block(section, "text").splitlines():  # the key outputs, as printed
         assert line.strip() in out, line
     # main's evaluation holds the late result and the message, never ops's question.

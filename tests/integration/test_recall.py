@@ -15,8 +15,8 @@ CST = timezone(timedelta(hours=8))
 
 
 @pytest.fixture(scope="module")
-def recall(address):
-    channel = grpc.insecure_channel(address)
+def recall(endpoints):
+    channel = grpc.insecure_channel(endpoints.recall)
     yield RecallClient(channel, timeout=30)
     channel.close()
 
@@ -370,8 +370,8 @@ def test_recall_09_recall_for_an_evaluation_is_a_new_observation(recall, mind, e
 
 
 # -- RECALL-10 ---------------------------------------------------------------------------
-def _authoritative(address: str, context: str) -> dict:
-    channel = grpc.insecure_channel(address)
+def _authoritative(storage: str, context: str) -> dict:
+    channel = grpc.insecure_channel(storage)
     try:
         with StorageClient(channel, timeout=30).reader(context) as r:
             return {t: list(r.scan(t)) for t in TABLES}
@@ -392,7 +392,7 @@ def _answers(recall, context: str) -> list:
         [found(recall.search(context, since="2000-01-01T00:00:00+08:00", limit=100))]
 
 
-def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, address):
+def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, endpoints):
     release_graph(mind)
     mind.event("部署到 cn-hangzhou 时沙箱权限配置失败 sandbox permission denied")
     mind.tx('(create memory/sandbox (note "沙箱权限配置失败"))')
@@ -405,9 +405,9 @@ def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, ad
     assert st["last_rebuild"] is None
     before_answers = _answers(recall, mind.context)
     assert found(recall.search(mind.context, "沙箱 权限"))[0] == "memory/sandbox"
-    before = _authoritative(address, mind.context)
+    before = _authoritative(endpoints.storage, mind.context)
     rebuilt = recall.rebuild(mind.context)
-    assert _authoritative(address, mind.context) == before  # not one authoritative byte
+    assert _authoritative(endpoints.storage, mind.context) == before  # not one authoritative byte
     assert rebuilt["last_rebuild"]["documents"] == st["documents"]
     assert rebuilt["documents"] == st["documents"] and rebuilt["position"] == head
     assert _answers(recall, mind.context) == before_answers
@@ -417,23 +417,24 @@ def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, ad
     assert found(search(recall, mind, "post-rebuild")) == [e["ref"]]
 
 
-def test_recall_10_follower_resumes_exactly_after_restart(tmp_path):
-    from morphz.services.server.app import AllInOne, ServerConfig
+def test_recall_10_follower_resumes_exactly_after_restart(fresh_servers):
     from morphz.services.transaction.client import TransactionClient
+    servers = fresh_servers()
 
     def start():
-        app = AllInOne(ServerConfig(data_dir=str(tmp_path), listen="127.0.0.1:0")).start()
-        channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-        return app, channel, TransactionClient(channel), RecallClient(channel)
+        at = servers.start().endpoints
+        channels = grpc.insecure_channel(at.transaction), grpc.insecure_channel(at.recall)
+        return channels, TransactionClient(channels[0]), RecallClient(channels[1])
 
-    app, channel, tx, rc = start()
+    channels, tx, rc = start()
     tx.create_context("c")
     for i in range(5):
         tx.append_event("c", "s1", "user-message", f"before restart {i}")
     first = caught_up(rc, "c")
-    channel.close()
-    app.stop(grace=1)
-    app, channel, tx, rc = start()
+    for ch in channels:
+        ch.close()
+    servers.stop()
+    channels, tx, rc = start()
     try:
         assert rc.inspect("c")["position"] == first["position"]  # persisted with the index
         for i in range(3):
@@ -442,8 +443,9 @@ def test_recall_10_follower_resumes_exactly_after_restart(tmp_path):
         assert st["events"] == first["events"] + 3 and st["documents"] == st["events"]
         assert len(rc.search("c", "restart", limit=100)["results"]) == 8
     finally:
-        channel.close()
-        app.stop(grace=1)
+        for ch in channels:
+            ch.close()
+        servers.stop()
 
 
 

@@ -10,7 +10,8 @@ def morphz(address: str, *args: str, expect: int = 0) -> dict:
     return run_json(*args, address=address, expect=expect)
 
 
-def test_recall_cli_search_read_frame_and_index(address, mind):
+def test_recall_cli_search_read_frame_and_index(endpoints, mind):
+    address = endpoints.recall  # the recall commands' service
     c = ["--context", mind.context]
     ev = mind.event("部署到 cn-hangzhou 时 sandbox permission 沙箱权限配置失败")
     mind.tx(f'(derive memory/sandbox (from {ev["ref"]}) (note "沙箱权限配置失败"))')

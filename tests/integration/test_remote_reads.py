@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 import grpc
+import pytest
 
 from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.core.engine import TransactionCore
@@ -35,6 +36,7 @@ def _check_view(m: MindState, context: str) -> None:
     assert m.meta().next_seq == meta.next_seq
 
 
+@pytest.mark.all_in_one(reason="counts the in-process storage service's open snapshots")
 def test_dist_05_mind_reads_through_remote_readers_stay_on_one_version(server, address,
                                                                        client, ctx):
     channel = grpc.insecure_channel(address)

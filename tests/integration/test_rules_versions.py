@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import grpc
+import pytest
 
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.transaction.client import TransactionClient
@@ -14,6 +15,8 @@ from morphz.services.transaction.core.replay import replay
 from morphz.shared.mind.state import MindState
 
 CTX = "pinned"
+pytestmark = pytest.mark.all_in_one(
+    reason="configures an all-in-one server of its own (rules_version) and reads its store")
 
 
 def _serve(data_dir, **config):

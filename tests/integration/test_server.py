@@ -18,24 +18,35 @@ from morphz.shared.telemetry import tracer_provider
 TX_SERVICE = "morphz.api.transaction.v1.TransactionService"
 
 
-def test_health_reports_serving_for_every_service(address):
-    with grpc.insecure_channel(address) as ch:
-        stub = health_pb2_grpc.HealthStub(ch)
-        for name in ("", TX_SERVICE, "morphz.api.storage.v1.StorageService"):
-            resp = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
-            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+def test_health_reports_serving_for_every_service(endpoints):
+    for service, address in _services(endpoints):
+        with grpc.insecure_channel(address) as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            for name in ("", service):
+                resp = stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+                assert resp.status == health_pb2.HealthCheckResponse.SERVING, (name, address)
 
 
-def test_reflection_lists_the_services(address):
-    with grpc.insecure_channel(address) as ch:
-        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
-        req = reflection_pb2.ServerReflectionRequest(list_services="")
-        resp = next(stub.ServerReflectionInfo(iter([req]), timeout=5))
-        names = {s.name for s in resp.list_services_response.service}
-        assert {TX_SERVICE, "morphz.api.storage.v1.StorageService",
-                "grpc.health.v1.Health"} <= names
+def test_reflection_lists_the_services(endpoints):
+    for service, address in _services(endpoints):
+        with grpc.insecure_channel(address) as ch:
+            stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+            req = reflection_pb2.ServerReflectionRequest(list_services="")
+            resp = next(stub.ServerReflectionInfo(iter([req]), timeout=5))
+            names = {s.name for s in resp.list_services_response.service}
+            assert {service, "grpc.health.v1.Health"} <= names, address
 
 
+def _services(endpoints) -> list[tuple[str, str]]:
+    """(full service name, the address serving it) for each of the four services."""
+    return [(f"morphz.api.{role}.v1.{role.capitalize()}Service", getattr(endpoints, role))
+            for role in ("storage", "transaction", "recall", "encoding")]
+
+
+ALL_IN_ONE_ITSELF = "starts an all-in-one server of its own"
+
+
+@pytest.mark.all_in_one(reason=ALL_IN_ONE_ITSELF + " (with an in-memory span exporter)")
 def test_every_rpc_and_inner_step_is_traced(tmp_path):
     exporter = InMemorySpanExporter()
     app = AllInOne(ServerConfig(str(tmp_path), "127.0.0.1:0"),
@@ -85,6 +96,7 @@ def test_sec_03_oversized_event_rejected_with_structured_error(client, ctx):
     assert client.status(ctx)["event_count"] == 1
 
 
+@pytest.mark.all_in_one(reason=ALL_IN_ONE_ITSELF + " (`morphz serve`, SIGTERM)")
 def test_morphz_serve_starts_answers_and_stops_on_sigterm(server_process):
     server = server_process().start()
     with grpc.insecure_channel(server.address) as ch:
@@ -109,6 +121,7 @@ def _signal_thread(pid: int, tid: int, sig: int) -> None:
         raise OSError(ctypes.get_errno(), "tgkill failed")
 
 
+@pytest.mark.all_in_one(reason=ALL_IN_ONE_ITSELF + " (`morphz serve`, SIGTERM)")
 def test_morphz_serve_stops_when_a_non_main_thread_receives_sigterm(server_process):
     """A process-directed signal may land on any thread; the server must stop anyway."""
     server = server_process().start()

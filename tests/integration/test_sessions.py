@@ -14,20 +14,15 @@ from tests.integration.test_recall import caught_up
 
 
 @pytest.fixture(scope="module")
-def channel(address):
-    ch = grpc.insecure_channel(address)
-    yield ch
-    ch.close()
+def enc(endpoints):
+    with grpc.insecure_channel(endpoints.encoding) as ch:
+        yield EncodingClient(ch, timeout=30)
 
 
 @pytest.fixture(scope="module")
-def enc(channel):
-    return EncodingClient(channel, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def recall(channel):
-    return RecallClient(channel, timeout=30)
+def recall(endpoints):
+    with grpc.insecure_channel(endpoints.recall) as ch:
+        yield RecallClient(ch, timeout=30)
 
 
 def items(encoding: dict, kind: str) -> dict:

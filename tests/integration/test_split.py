@@ -11,7 +11,6 @@ import time
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from morphz.services.cli.main import main as cli_main
@@ -20,34 +19,15 @@ from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 
-from tests.conftest import ServerProcess
+from tests.topology import (BOUND, NOT_SERVING, SERVING, InProcessServers, ServerProcess,
+                            SplitServers, health, wait_health)
 
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVICES = {"storage": "morphz.api.storage.v1.StorageService",
             "transaction": "morphz.api.transaction.v1.TransactionService",
             "recall": "morphz.api.recall.v1.RecallService",
             "encoding": "morphz.api.encoding.v1.EncodingService"}
-BOUND = 60.0  # seconds any wait below may take before the test fails
-WALK = "dist-05-walk"  # one name in both topologies (the all-in-one is the session server)
-
-
-def health(address: str, service: str = ""):
-    """The address's health status for `service`, or None if it does not answer."""
-    with grpc.insecure_channel(address) as ch:
-        try:
-            return health_pb2_grpc.HealthStub(ch).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=5).status
-        except grpc.RpcError:
-            return None
-
-
-def wait_health(proc: ServerProcess, want) -> None:
-    deadline = time.monotonic() + BOUND
-    while (status := health(proc.address)) != want:
-        assert not proc.died(), proc.stderr()
-        assert time.monotonic() < deadline, f"health {status}, not {want}\n{proc.stderr()}"
-        time.sleep(0.1)
+WALK = "dist-05-walk"  # one name in both topologies
+pytestmark = pytest.mark.split_processes
 
 
 def wait_indexed(recall: RecallClient, context: str) -> None:
@@ -64,17 +44,9 @@ def start(tmp_path, role: str, *args: str, listen: str = "127.0.0.1:0") -> Serve
 @pytest.fixture
 def cluster(tmp_path):
     """The four services, each its own process, all SERVING."""
-    procs = {"storage": start(tmp_path, "storage")}
-    store = ["--storage", procs["storage"].address]
-    procs["transaction"] = start(tmp_path, "transaction", *store)
-    both = store + ["--transaction", procs["transaction"].address]
-    procs["recall"] = start(tmp_path, "recall", *both)
-    procs["encoding"] = start(tmp_path, "encoding", *both)
-    for p in procs.values():
-        wait_health(p, SERVING)
-    yield procs
-    for p in procs.values():
-        p.kill()
+    servers = SplitServers(tmp_path).start()
+    yield servers.procs
+    servers.kill()
 
 
 def scenario(tx: TransactionClient, recall: RecallClient, enc: EncodingClient,
@@ -108,7 +80,7 @@ def clients(tx_address: str, recall_address: str, enc_address: str):
             EncodingClient(grpc.insecure_channel(enc_address), timeout=30))
 
 
-def test_dist_05_split_processes_serve_the_same_behaviour(cluster, address):
+def test_dist_05_split_processes_serve_the_same_behaviour(cluster, tmp_path):
     split = scenario(*clients(cluster["transaction"].address, cluster["recall"].address,
                               cluster["encoding"].address), WALK)
     assert split["commit"]["revision"] == 1
@@ -117,8 +89,13 @@ def test_dist_05_split_processes_serve_the_same_behaviour(cluster, address):
     assert ("event", "@e1", "active", "Ship v1 once the «regression» tests pass.") \
         in split["search"]
     assert "(frame release" in split["encoding"]["mind"] and split["encoding"]["replay_match"]
-    # The same steps against the all-in-one server of this test session.
-    assert split == scenario(*clients(address, address, address), WALK)
+    # The same steps against an all-in-one server.
+    one = InProcessServers(tmp_path / "all-in-one").start()
+    try:
+        at = one.endpoints
+        assert split == scenario(*clients(at.transaction, at.recall, at.encoding), WALK)
+    finally:
+        one.stop()
 
 
 def test_dist_05_each_split_process_serves_only_its_own_service(cluster):

@@ -37,8 +37,8 @@ def stub(address):
 
 
 @pytest.fixture(scope="module")
-def storage(address):
-    channel = grpc.insecure_channel(address)
+def storage(endpoints):
+    channel = grpc.insecure_channel(endpoints.storage)
     yield StorageClient(channel, timeout=30)
     channel.close()
 

@@ -145,6 +145,7 @@ def descends(span: Span, root: Span, by_id: dict) -> bool:
     return span == root
 
 
+@pytest.mark.split_processes
 def test_DIST_07_one_trace_across_processes(traced_run):
     requests, replies = traced_run
     assert replies["tx"]["revision"] == 1, replies["tx"]
@@ -181,6 +182,7 @@ def test_DIST_07_one_trace_across_processes(traced_run):
         == len(TX)
 
 
+@pytest.mark.split_processes
 def test_DIST_07_a_failed_request_is_traced_with_its_reason(traced_run):
     requests, replies = traced_run
     reason = replies["tx again"]["error"]["reason"]
@@ -196,6 +198,7 @@ def test_DIST_07_a_failed_request_is_traced_with_its_reason(traced_run):
             replies["tx again"]["error"]["code"]].value[0]
 
 
+@pytest.mark.split_processes
 def test_DIST_07_no_body_text_or_secret_in_spans(traced_run):
     requests, replies = traced_run
     # The markers went through every process (stored, then read back by the CLI)...
@@ -210,6 +213,7 @@ def test_DIST_07_no_body_text_or_secret_in_spans(traced_run):
             assert marker.encode() not in exported, marker
 
 
+@pytest.mark.all_in_one(reason="starts all-in-one servers of its own (tracing off and on)")
 def test_DIST_07_tracing_off_creates_no_exporter(tmp_path, monkeypatch):
     for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
                  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):

@@ -1,0 +1,211 @@
+"""A split Morphz cluster on loopback for development: storage, transaction, two recall
+replicas and encoding, each a `morphz serve ROLE` process in the background, with
+everything under one folder DIR:
+
+  DIR/NAME/        the process's --data (storage: the LMDB store; recall-N: its own index)
+  DIR/logs/NAME.log  its stdout and stderr, appended at every start
+  DIR/run/NAME.pid, DIR/run/NAME.address   while it runs
+  DIR/env          the CLI's exports (also printed by `start`)
+
+start: starts them in dependency order (each is told the addresses of what it calls), waits
+until every one reports SERVING on grpc health, prints the exports (stdout; progress goes
+to stderr, so `eval "$(scripts/cluster start)"` works). status: each process's pid, address
+and health; exit 0 only if all are SERVING. stop: SIGTERM, callers first; each drains.
+Run through scripts/cluster (it sets up the virtualenv as scripts/serve does)."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = ROOT / "cluster-data"  # in .gitignore
+# (name, role, the names whose addresses it is given): each after what it calls.
+PROCESSES = [("storage", "storage", {}),
+             ("transaction", "transaction", {"storage": "storage"}),
+             ("recall-1", "recall", {"storage": "storage", "transaction": "transaction"}),
+             ("recall-2", "recall", {"storage": "storage", "transaction": "transaction"}),
+             ("encoding", "encoding", {"storage": "storage", "transaction": "transaction"})]
+BOUND = 60.0  # seconds a process may take to listen, to report SERVING, or to stop
+SERVING_LINE = "morphz: serving on "
+
+
+def say(text: str) -> None:
+    print(f"cluster: {text}", file=sys.stderr, flush=True)
+
+
+class Layout:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def data(self, name: str) -> Path:
+        return self.root / name
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    def pid_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.pid"
+
+    def address_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.address"
+
+    def pid(self, name: str) -> int | None:
+        """The pid recorded for `name` if that process still runs `morphz serve` on this
+        cluster's data (a recycled pid belongs to someone else: never signal it)."""
+        try:
+            pid = int(self.pid_file(name).read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, ValueError, IndexError):
+            return None
+        mine = b"serve" in cmdline and str(self.data(name)).encode() in cmdline
+        return pid if mine and state != "Z" else None
+
+    def address(self, name: str) -> str:
+        try:
+            return self.address_file(name).read_text().strip()
+        except OSError:
+            return ""
+
+    def forget(self, name: str) -> None:
+        for f in (self.pid_file(name), self.address_file(name)):
+            f.unlink(missing_ok=True)
+
+
+def health(address: str) -> str:
+    if not address:
+        return "no address"
+    with grpc.insecure_channel(address) as ch:
+        try:
+            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
+                                                         timeout=3)
+        except grpc.RpcError as e:
+            return f"no answer ({e.code().name})"
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
+def cli_exports(addresses: dict[str, str]) -> list[str]:
+    """What the `morphz` CLI reads (services/cli/main.py server_for). MORPHZ_TRANSACTION is
+    set too so one left from another cluster does not win; recall-2 is the spare replica
+    (each replica keeps its own index and search cursors: point a client at one)."""
+    tx = addresses["transaction"]
+    return [f"export MORPHZ_SERVER={tx}", f"export MORPHZ_TRANSACTION={tx}",
+            f"export MORPHZ_RECALL={addresses['recall-1']}",
+            f"export MORPHZ_ENCODING={addresses['encoding']}",
+            f"# recall replica 2: MORPHZ_RECALL={addresses['recall-2']}"]
+
+
+def _listening(layout: Layout, name: str, proc: subprocess.Popen, log_start: int) -> str:
+    """The address `name` reports once it listens (its first line of this start)."""
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        with open(layout.log(name), "rb") as f:
+            f.seek(log_start)
+            for line in f.read().decode("utf-8", "replace").splitlines():
+                if line.startswith(SERVING_LINE):
+                    return line[len(SERVING_LINE):].split()[0]
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with status {proc.returncode}")
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not listen within {BOUND:g} s")
+
+
+def start(layout: Layout, port_base: int) -> int:
+    running = [name for name, _, _ in PROCESSES if layout.pid(name)]
+    if running:
+        say(f"already running: {', '.join(running)} (scripts/cluster stop {layout.root})")
+        return 1
+    (layout.root / "logs").mkdir(parents=True, exist_ok=True)
+    (layout.root / "run").mkdir(exist_ok=True)
+    addresses: dict[str, str] = {}
+    try:
+        for k, (name, role, calls) in enumerate(PROCESSES):
+            listen = f"127.0.0.1:{port_base + k if port_base else 0}"
+            flags = [arg for flag, dep in calls.items() for arg in (f"--{flag}", addresses[dep])]
+            layout.data(name).mkdir(exist_ok=True)
+            log_start = layout.log(name).stat().st_size if layout.log(name).exists() else 0
+            with open(layout.log(name), "ab") as log:
+                # Its own session: it outlives this script and a Ctrl-C in its terminal.
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "morphz.services.cli.main", "serve", role,
+                     "--listen", listen, "--data", str(layout.data(name)), *flags],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            layout.pid_file(name).write_text(f"{proc.pid}\n")
+            addresses[name] = _listening(layout, name, proc, log_start)
+            layout.address_file(name).write_text(addresses[name] + "\n")
+            say(f"{name:<11} pid {proc.pid:<7} {addresses[name]}  log {layout.log(name)}")
+        deadline = time.monotonic() + BOUND
+        for name, _, _ in PROCESSES:
+            while (status := health(addresses[name])) != "SERVING":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} is {status}, not SERVING, after {BOUND:g} s")
+                time.sleep(0.2)
+    except (RuntimeError, OSError) as e:
+        say(f"start failed: {e}; stopping what started (logs in {layout.root / 'logs'})")
+        stop(layout)
+        return 1
+    exports = cli_exports(addresses)
+    (layout.root / "env").write_text("\n".join(exports) + "\n")
+    say(f"all SERVING; the CLI's environment (also in {layout.root / 'env'}):")
+    print("\n".join(exports), flush=True)
+    return 0
+
+
+def stop(layout: Layout) -> int:
+    for name, _, _ in reversed(PROCESSES):  # callers first: none loses a dependency mid-call
+        pid = layout.pid(name)
+        if pid is None:
+            layout.forget(name)
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + BOUND
+        while layout.pid(name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if layout.pid(name):
+            say(f"{name} (pid {pid}) did not drain within {BOUND:g} s: SIGKILL")
+            os.kill(pid, signal.SIGKILL)
+        layout.forget(name)
+        say(f"stopped {name} (pid {pid})")
+    return 0
+
+
+def status(layout: Layout) -> int:
+    serving = 0
+    for name, _, _ in PROCESSES:
+        pid = layout.pid(name)
+        address = layout.address(name)
+        state = health(address) if pid else "not running"
+        serving += state == "SERVING"
+        print(f"{name:<11} pid {pid or '-':<7} {address or '-':<21} {state}")
+    return 0 if serving == len(PROCESSES) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("start", "stop", "status"))
+    parser.add_argument("dir", nargs="?", default=str(DEFAULT_DIR),
+                        help="where data, logs and pid files go (default: the repository's "
+                        "cluster-data/)")
+    parser.add_argument("--port-base", type=int, default=0, metavar="PORT",
+                        help="start: listen on PORT..PORT+4 in the order above (default: "
+                        "ports the system chooses, printed)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.port_base <= 65535 - len(PROCESSES):
+        parser.error(f"--port-base must be 1..{65535 - len(PROCESSES)} (0: ports chosen)")
+    layout = Layout(Path(args.dir))
+    return {"start": lambda: start(layout, args.port_base), "stop": lambda: stop(layout),
+            "status": lambda: status(layout)}[args.command]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The servers a test talks to, in either topology (`pytest --topology`): the all-in-one
+server in this process, or storage, transaction, recall and encoding as four
+`morphz serve ROLE` child processes on loopback, each SERVING on grpc health."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from morphz.services.server.app import AllInOne, ServerConfig
+from morphz.services.server.roles import NEEDS
+from morphz.services.transaction.client import TransactionClient
+
+ALL_IN_ONE, SPLIT = "all-in-one", "split"
+ROLES = ("storage", "transaction", "recall", "encoding")  # each after what it calls
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+BOUND = 60.0  # seconds a start or a health wait may take before the test fails
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where each service answers (in the all-in-one topology, one address for all)."""
+    storage: str
+    transaction: str
+    recall: str
+    encoding: str
+
+    def cli_env(self) -> dict[str, str]:
+        """What the `morphz` CLI reads to reach each service (services/cli/main.py)."""
+        return {"MORPHZ_SERVER": self.transaction, "MORPHZ_TRANSACTION": self.transaction,
+                "MORPHZ_RECALL": self.recall, "MORPHZ_ENCODING": self.encoding}
+
+
+class ServerProcess:
+    """`morphz serve [ARGS]` as a real child process on a data directory that outlives it
+    (ARGS: a role and its flags, e.g. ["recall", "--storage", ADDR]; none: all-in-one).
+    It listens on `listen`; set that to `address` to restart it on the same port."""
+
+    def __init__(self, data_dir, env: dict | None = None, args: list[str] | None = None,
+                 listen: str = "127.0.0.1:0") -> None:
+        self.data_dir, self.env = str(data_dir), env or {}
+        self.args, self.listen = list(args or []), listen
+        self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
+        self.proc = None
+        self.address = ""
+
+    def start(self, **extra_env) -> "ServerProcess":
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "morphz.services.cli.main", "serve", *self.args,
+                 "--listen", self.listen, "--data", self.data_dir],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        line = self.proc.stdout.readline()
+        assert line.startswith("morphz: serving on"), \
+            f"server did not start: {line!r}\n{self.stderr()}"
+        self.address = line.split()[3]
+        return self
+
+    def client(self, timeout: float = 30) -> TransactionClient:
+        return TransactionClient(grpc.insecure_channel(self.address), timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc:
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+    def stderr(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def died(self) -> bool:
+        return self.proc.poll() is not None
+
+
+def health(address: str, service: str = ""):
+    """The address's health status for `service`, or None if it does not answer."""
+    with grpc.insecure_channel(address) as ch:
+        try:
+            return health_pb2_grpc.HealthStub(ch).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=5).status
+        except grpc.RpcError:
+            return None
+
+
+def wait_health(proc: ServerProcess, want) -> None:
+    deadline = time.monotonic() + BOUND
+    while (status := health(proc.address)) != want:
+        assert not proc.died(), proc.stderr()
+        assert time.monotonic() < deadline, f"health {status}, not {want}\n{proc.stderr()}"
+        time.sleep(0.1)
+
+
+class InProcessServers:
+    """The all-in-one topology: AllInOne in this process; `app` is it, for the tests that
+    need its objects (marked all_in_one)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.app: AllInOne | None = None
+        self._running = False
+
+    def start(self) -> "InProcessServers":
+        self.app = AllInOne(ServerConfig(data_dir=str(self.data_dir),
+                                         listen="127.0.0.1:0")).start()
+        self._running = True
+        return self
+
+    @property
+    def endpoints(self) -> Endpoints:
+        address = f"127.0.0.1:{self.app.port}"
+        return Endpoints(address, address, address, address)
+
+    def stop(self) -> None:
+        self._running = False
+        self.app.stop(grace=1)
+
+    def close(self) -> None:
+        """Stop it if still running (a test that failed midway)."""
+        if self._running:
+            self.stop()
+
+
+class SplitServers:
+    """The split topology: one child process per role under `root`/ROLE, started in
+    dependency order and stopped callers first; `start` after `stop` restarts them on
+    the same data (storage on a new port, the others told it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.procs: dict[str, ServerProcess] = {}
+
+    def start(self) -> "SplitServers":
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.procs = {}
+        try:
+            for role in ROLES:
+                self.procs[role] = ServerProcess(self.root / role,
+                                                 args=[role, *self._calls(role)]).start()
+            for proc in self.procs.values():
+                wait_health(proc, SERVING)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _calls(self, role: str) -> list[str]:
+        """The flags naming the services `role` calls."""
+        return [arg for name in NEEDS[role] for arg in (f"--{name}", self.procs[name].address)]
+
+    @property
+    def endpoints(self) -> Endpoints:
+        return Endpoints(*(self.procs[role].address for role in ROLES))
+
+    def stop(self) -> None:
+        for role in reversed(ROLES):  # callers first: none loses a dependency mid-call
+            code = self.procs[role].stop()
+            assert code == 0, f"{role} exited {code}\n{self.procs[role].stderr()}"
+
+    def kill(self) -> None:
+        for role in reversed(list(self.procs)):  # callers first, as stop does
+            self.procs[role].kill()
+
+    close = kill  # whatever still runs after a test (one that failed midway)
+
+
+def servers(topology: str, data_dir: Path) -> InProcessServers | SplitServers:
+    """New (not yet started) servers of `topology` keeping their data under `data_dir`."""
+    return SplitServers(data_dir) if topology == SPLIT else InProcessServers(data_dir)
