@@ -262,6 +262,13 @@ def render_audit(r: dict, out: TextIO) -> None:
         print(f"{'ok' if p['match'] else 'MISMATCH'} {p['projection']}", file=out)
         for d in p["differences"]:
             print(f"  {d}", file=out)
+    if r.get("replay_error"):
+        print(f"REPLAY FAILED: {r['replay_error']}", file=out)
+    links = r.get("chain") or {}
+    if links.get("match", True):
+        print(f"ok event chain ({links.get('checked', 0)} links)", file=out)
+    else:
+        print(f"BROKEN event chain at {links['first_broken']}: {links['problem']}", file=out)
 
 
 def render_rebuild(r: dict, out: TextIO) -> None:
