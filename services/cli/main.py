@@ -2,7 +2,8 @@
 
 `morphz serve` runs the all-in-one server (or one service: `serve storage|transaction|
 recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
-command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for). JSON
+command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for), as
+`morphz backup` calls the storage service; `morphz restore` works offline. JSON
 output (`--format=json`) is the core's reply dict as is; text output is a readable
 rendering of the same dict.
 
@@ -21,7 +22,7 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
-from morphz.services.cli import encoding_cmds, recall_cmds
+from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_options,
                                         print_json, unsigned)
 from morphz.services.cli.tracing import command_trace
@@ -47,7 +48,7 @@ def default_server() -> str:
 def server_for(service: str, given: Optional[str]) -> str:
     """Where a command of `service` goes: --server if given (one server for all), else
     $MORPHZ_<SERVICE> (a split cluster: MORPHZ_TRANSACTION, MORPHZ_RECALL,
-    MORPHZ_ENCODING), else default_server()."""
+    MORPHZ_ENCODING, MORPHZ_STORAGE), else default_server()."""
     if given is not None:
         return given
     return os.environ.get(f"MORPHZ_{service.upper()}") or default_server()
@@ -315,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="morphz", description="Morphz: a context store for AI agents.")
     global_options(parser, {"format": "text",
                              "server": None,  # resolved by default_server()
-                             "timeout": DEFAULT_TIMEOUT, "context": DEFAULT_CONTEXT})
+                             "timeout": None,  # resolved by main(): a backup's is longer
+                             "context": DEFAULT_CONTEXT})
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, None)
 
@@ -346,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lease-ttl", metavar="SECONDS", type=int, default=DEFAULT_LEASE_TTL,
                        help="with --etcd: the ownership lease's TTL: how soon another "
                        f"instance takes over a dead one's contexts (default: {DEFAULT_LEASE_TTL})")
+
+    backup_cmds.add_commands(top, common)
 
     context = top.add_parser("context", parents=[common], help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -452,13 +456,38 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
     return exit_status(reply)
 
 
+def run_admin(args: argparse.Namespace, out: TextIO) -> int:
+    """`morphz backup` (over gRPC, to the storage service) and `morphz restore` (local)."""
+    if args.command == "restore":
+        reply = backup_cmds.run_restore(args)
+    else:
+        server = server_for("storage", args.server)
+        with command_trace("backup", "", name="morphz backup") as traced:
+            channel = traced(grpc.insecure_channel(check_server(server), options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+            try:
+                reply = backup_cmds.run_backup(channel, args)
+            finally:
+                channel.close()
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        backup_cmds.RENDER[args.command](reply, out)
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.timeout is None:
+        args.timeout = backup_cmds.BACKUP_TIMEOUT if args.command == "backup" \
+            else DEFAULT_TIMEOUT
     out = sys.stdout
     try:
         check_encodable(args)
         if args.command == "serve":
             return run_serve(args)
+        if args.command in ("backup", "restore"):
+            return run_admin(args, out)
         return run_context(args, out)
     except MorphzError as e:
         print_json({"error": e.to_dict()}, out)

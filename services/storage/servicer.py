@@ -4,10 +4,13 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Optional
 
 from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
+from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups, Manifest
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
@@ -42,17 +45,24 @@ def change_to_proto(c: Change) -> pb.Change:
                      events=c.events, frames=c.frames)
 
 
+def manifest_to_proto(m: Manifest) -> pb.BackupManifest:
+    return pb.BackupManifest(**asdict(m))
+
+
 def page_to_proto(page: FeedPage) -> pb.WatchResponse:
-    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head)
+    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head,
+                            store=page.store)
 
 
 class StorageServicer(pb_grpc.StorageServiceServicer):
     def __init__(self, store: Store, snapshots: SnapshotRegistry, *,
+                 backups: Optional[Backups] = None,
                  max_watches: int = MAX_WATCHES,
                  watch_idle: float = WATCH_IDLE_SECONDS,
                  reorder_wait: float = REORDER_WAIT_SECONDS) -> None:
         self._store = store
         self._snapshots = snapshots
+        self._backups = backups
         self._watch_slots = threading.BoundedSemaphore(max_watches)
         self._max_watches = max_watches
         self._watch_idle = watch_idle
@@ -166,3 +176,17 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             with self._guard:
                 self._watchers.discard(stop)
             self._watch_slots.release()
+
+    @rpc_stream_boundary
+    def Backup(self, request, context):
+        if self._backups is None:
+            raise MorphzError("BACKUP_FAILED", "this server's store cannot be backed up")
+        size = min(request.chunk_bytes or CHUNK_BYTES, MAX_CHUNK_BYTES)
+        # A caller that goes away ends the stream at its next chunk; leaving the `with`
+        # deletes the copy and frees the slot.
+        with self._backups.take() as copy:
+            yield pb.BackupChunk(manifest=manifest_to_proto(copy.manifest))
+            for chunk in copy.chunks(size):
+                if not context.is_active():
+                    return
+                yield pb.BackupChunk(data=chunk)

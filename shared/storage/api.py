@@ -90,9 +90,12 @@ def change_of(position: int, context: str, commit_seq: int, writes: list[Write])
 
 @dataclass(frozen=True)
 class FeedPage:
-    """Changes after a position, and the feed's head when they were read."""
+    """Changes after a position, and the feed's head when they were read. `store`
+    identifies the store (empty: a store without one, the in-memory one): a restored
+    copy gets a new identity, since its positions past the backup mean other commits."""
     changes: list[Change]
     head: int
+    store: str = ""
 
 
 class StaleRead(Exception):
