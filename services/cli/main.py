@@ -437,13 +437,19 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
     server = server_for(ext.SERVICE if ext else "transaction", args.server)
     context = getattr(args, "context_name", None) or args.context
     with command_trace(args.action, context[:200]) as traced:
-        channel = traced(grpc.insecure_channel(check_server(server), options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+        def connect(address: str) -> grpc.Channel:
+            return traced(grpc.insecure_channel(check_server(address), options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+        channel = connect(server)
         try:
             if args.action in COMMANDS:
                 call, render, exit_status = COMMANDS[args.action]
-                reply = call(TransactionClient(channel, timeout=args.timeout), args)
+                client = TransactionClient(channel, timeout=args.timeout, connect=connect)
+                try:
+                    reply = call(client, args)
+                finally:
+                    client.close()
             else:  # recall/encoding commands: they build their own client on the channel
                 call, render, exit_status = ext.COMMANDS[args.action]
                 reply = call(channel, args)
