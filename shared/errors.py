@@ -78,6 +78,7 @@ REASONS: dict[str, Status] = {
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
     "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "STORAGE_REQUEST_TOO_LARGE": Status.INVALID_ARGUMENT,
     # a commit whose fencing token is below the highest the context accepted: a newer
     # owner took the context over (retrying it cannot succeed)
     "FENCED": Status.FAILED_PRECONDITION,

@@ -19,6 +19,7 @@ from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
 
 PAGE_ROWS = 1000  # rows per Scan RPC (the server caps a page at MAX_SCAN_ROWS)
+GET_MANY_KEYS = 500  # keys per GetMany RPC (the server takes up to MAX_GET_MANY_KEYS)
 # A following Watch is reopened from where it stood this often, so no stream lives
 # without a deadline (a silent peer is noticed within this time, or the idle page's).
 WATCH_STREAM_SECONDS = 300.0
@@ -208,6 +209,16 @@ class RemoteReader(Reader):
         r = self._read(self._c._stub.Get, pb.GetRequest(
             context=self._context, table=table, key=key_to_proto(key)))
         return r.value if r.found else None
+
+    def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
+        out: list[Optional[bytes]] = []
+        while len(out) < len(keys):
+            ask = keys[len(out):len(out) + GET_MANY_KEYS]
+            r = self._read(self._c._stub.GetMany, pb.GetManyRequest(
+                context=self._context, table=table,
+                keys=[pb.Key(parts=key_to_proto(k)) for k in ask]))
+            out += [row.value if row.found else None for row in r.rows]
+        return out
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:

@@ -18,6 +18,8 @@ from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
+MAX_GET_MANY_KEYS = 1000
+GET_MANY_BYTES = 8 << 20  # a GetMany reply stops after the row that passes this
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = 4
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
@@ -94,6 +96,21 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             value = r.get(request.table, key_from_proto(request.key))
             return pb.GetResponse(found=value is not None, value=value or b"",
                                   commit_seq=r.commit_seq)
+
+    @rpc_boundary
+    def GetMany(self, request, context):
+        if len(request.keys) > MAX_GET_MANY_KEYS:
+            raise MorphzError("STORAGE_REQUEST_TOO_LARGE", f"at most {MAX_GET_MANY_KEYS} keys "
+                              "per GetMany", limit=MAX_GET_MANY_KEYS, field="keys")
+        keys = [key_from_proto(k.parts) for k in request.keys]
+        with self._reader(request) as r:
+            rows, size = [], 0
+            for value in r.get_many(request.table, keys):
+                rows.append(pb.Found(found=value is not None, value=value or b""))
+                size += len(value or b"")
+                if size >= GET_MANY_BYTES:  # the rest in the next call
+                    break
+            return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq)
 
     @rpc_boundary
     def Scan(self, request, context):

@@ -24,7 +24,7 @@ class MindState(MindView):
     def _get(self, table: str, key: Key) -> Optional[bytes]:
         if (table, key) in self._overlay:
             return self._overlay[(table, key)]
-        return self._reader.get(table, key)
+        return super()._get(table, key)
 
     def _put(self, table: str, key: Key, value: Optional[bytes]) -> None:
         self._overlay[(table, key)] = value

@@ -133,6 +133,10 @@ class Reader(abc.ABC):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
 
+    def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
+        """get() of each key, in order; a remote reader makes it one round trip."""
+        return [self.get(table, k) for k in keys]
+
     def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass
 
