@@ -155,7 +155,8 @@ def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before
 
 
 def test_dur_06_restore_refuses_a_non_empty_target_and_a_file_not_a_backup(
-        address, client, ctx, tmp_path):
+        endpoints, client, ctx, tmp_path):
+    address = endpoints.storage  # the backup comes from the storage service
     client.append_event(ctx, "s1", "user-message", "kept in the backup")
     good = tmp_path / "good.backup"
     backup(good, address)
