@@ -159,7 +159,8 @@ class _Details(collections.namedtuple(
     pass
 
 
-class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                   grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
     """Adds `authorization: Bearer TOKEN` to every call (on plaintext channels too, where
     gRPC's call credentials are refused: loopback development set-ups)."""
 
@@ -176,6 +177,12 @@ class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInter
 
     def intercept_unary_stream(self, continuation, details, request):
         return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
 
     def __repr__(self) -> str:  # never the token
         return "_BearerToken(...)"
