@@ -84,7 +84,7 @@ class Tokens:
     @classmethod
     def parse(cls, text: str) -> "Tokens":
         """A token file's content: a JSON object, or `TOKEN PRINCIPAL` lines."""
-        if text.lstrip().startswith("{"):
+        if text.lstrip().startswith(("{", "[")):
             try:
                 table = json.loads(text)
             except ValueError as e:

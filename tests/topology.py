@@ -28,7 +28,8 @@ BOUND = 60.0  # seconds a start or a health wait may take before the test fails
 
 @dataclass(frozen=True)
 class Endpoints:
-    """Where each service answers (in the all-in-one topology, one address for all)."""
+    """Where each service answers (in the all-in-one topology, one public address for
+    all but storage, which only its internal --storage-listen listener serves)."""
     storage: str
     transaction: str
     recall: str
