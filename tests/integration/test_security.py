@@ -154,6 +154,20 @@ def test_sec_01_a_refused_token_changes_nothing(token_server, certs):
     assert info.value.reason == "CONTEXT_NOT_FOUND"
 
 
+@in_process_too
+def test_sec_01_bearer_tokens_work_over_plaintext_loopback_too(tokens, tmp_path):
+    proc = ServerProcess(tmp_path / "data", args=["--tokens", tokens["file"]],
+                         auth=ClientAuth(token=ALICE_TOKEN)).start()
+    try:
+        assert proc.client().create_context("sec-01-plain")["context"] == "sec-01-plain"
+        for auth in (PLAINTEXT, ClientAuth(token="not-a-token-of-this-server-0000")):
+            with pytest.raises(MorphzError) as info:
+                TransactionClient(auth.channel(proc.address), timeout=10).status("sec-01-plain")
+            assert info.value.reason == "UNAUTHENTICATED"
+    finally:
+        proc.kill()
+
+
 # -- SEC-01: mutual TLS ------------------------------------------------------------------------
 @in_process_too
 def test_sec_01_every_public_rpc_needs_a_client_certificate_of_the_ca(mtls_server, certs,
