@@ -19,6 +19,7 @@ from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
+from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
@@ -86,7 +87,7 @@ class AllInOne:
         self.guard = Guard(config.security)  # so do unreadable certificates or tokens
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
         faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
-        self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
+        self.store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         self.transactions = TransactionCore(
@@ -101,6 +102,9 @@ class AllInOne:
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
+        # Backups are taken through the storage API (its listener); made here anyway, as
+        # it clears a copy a server that died left behind.
+        self._backups = Backups(self.store, config.data_dir)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
         # app's store, transaction core and tracer) and returns what it added.
@@ -119,7 +123,7 @@ class AllInOne:
     def _serve_storage(self, config: ServerConfig) -> None:
         """The internal storage API on a listener of its own (a second gRPC server: gRPC
         registers services per server), with health checking and reflection."""
-        self._storage = StorageServicer(self.store, self.snapshots,
+        self._storage = StorageServicer(self.store, self.snapshots, backups=self._backups,
                                         max_watches=config.max_watches)
         self.storage_server = build_server(config, self.tracer,
                                            self.guard.interceptors(internal=[STORAGE]))
@@ -158,4 +162,5 @@ class AllInOne:
             stopper()
         self.tracer.shutdown()
         self.snapshots.close()
+        self._backups.close()
         self.store.close()

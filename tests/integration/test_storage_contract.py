@@ -588,3 +588,22 @@ def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(sna
     for s in streams[1:] + [extra]:
         list(s)  # what is left of the stream, up to its end
         assert s.code() == grpc.StatusCode.OK
+
+
+def test_get_many_answers_each_key_in_order_found_or_not(store):
+    store.commit("c", 0, [Write("frames", (f"f{i}",), f"F{i}".encode()) for i in range(0, 1200, 2)])
+    keys = [(f"f{i}",) for i in range(1200)]  # past one GetMany RPC's keys
+    with store.reader("c") as r:
+        got = r.get_many("frames", keys)
+        assert got == [r.get("frames", k) for k in keys]
+    assert got[:4] == [b"F0", None, b"F2", None] and got[-2:] == [b"F1198", None]
+
+
+def test_get_many_refuses_more_keys_than_its_limit(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    from morphz.services.storage.servicer import MAX_GET_MANY_KEYS, key_to_proto
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    keys = [pb.Key(parts=key_to_proto((f"k{i}",))) for i in range(MAX_GET_MANY_KEYS + 1)]
+    err = _reason(snap.stub.GetMany, pb.GetManyRequest(context="c", table="frames", keys=keys))
+    assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
+    assert err.details["limit"] == MAX_GET_MANY_KEYS
