@@ -20,10 +20,16 @@ class Status(Enum):
     UNAVAILABLE = "UNAVAILABLE"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a service this one called did not answer in time
     DATA_LOSS = "DATA_LOSS"  # a stored record is corrupt
+    UNAUTHENTICATED = "UNAUTHENTICATED"  # no principal could be established for the call
+    PERMISSION_DENIED = "PERMISSION_DENIED"  # a principal the service does not serve
 
 
 # The error table: every reason code the services raise, with its status class.
 REASONS: dict[str, Status] = {
+    # authentication (shared/grpc_auth.py): no valid credentials; a principal the
+    # service refuses (the raw storage API serves only the services' own principal)
+    "UNAUTHENTICATED": Status.UNAUTHENTICATED,
+    "PERMISSION_DENIED": Status.PERMISSION_DENIED,
     # request shape
     "CONTEXT_INPUT_INVALID": Status.INVALID_ARGUMENT,
     "TX_PARSE_ERROR": Status.INVALID_ARGUMENT,

@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.roles import NEEDS
 from morphz.services.transaction.client import TransactionClient
+from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 
 ALL_IN_ONE, SPLIT = "all-in-one", "split"
 ROLES = ("storage", "transaction", "recall", "encoding")  # each after what it calls
@@ -27,7 +28,8 @@ BOUND = 60.0  # seconds a start or a health wait may take before the test fails
 
 @dataclass(frozen=True)
 class Endpoints:
-    """Where each service answers (in the all-in-one topology, one address for all)."""
+    """Where each service answers (in the all-in-one topology, one public address for
+    all but storage, which only its internal --storage-listen listener serves)."""
     storage: str
     transaction: str
     recall: str
@@ -42,15 +44,17 @@ class Endpoints:
 class ServerProcess:
     """`morphz serve [ARGS]` as a real child process on a data directory that outlives it
     (ARGS: a role and its flags, e.g. ["recall", "--storage", ADDR]; none: all-in-one).
-    It listens on `listen`; set that to `address` to restart it on the same port."""
+    It listens on `listen`; set that to `address` to restart it on the same port.
+    `auth`: the credentials this test's clients and health checks present to it;
+    `storage_address`: its storage listener's (all-in-one with --storage-listen)."""
 
     def __init__(self, data_dir, env: dict | None = None, args: list[str] | None = None,
-                 listen: str = "127.0.0.1:0") -> None:
+                 listen: str = "127.0.0.1:0", auth: ClientAuth = PLAINTEXT) -> None:
         self.data_dir, self.env = str(data_dir), env or {}
-        self.args, self.listen = list(args or []), listen
+        self.args, self.listen, self.auth = list(args or []), listen, auth
         self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
         self.proc = None
-        self.address = ""
+        self.address = self.storage_address = ""
 
     def start(self, **extra_env) -> "ServerProcess":
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
@@ -63,10 +67,15 @@ class ServerProcess:
         assert line.startswith("morphz: serving on"), \
             f"server did not start: {line!r}\n{self.stderr()}"
         self.address = line.split()[3]
+        self.storage_address = next((w.partition("=")[2] for w in line.split()
+                                     if w.startswith("storage=")), "")
         return self
 
+    def channel(self, auth: ClientAuth | None = None) -> grpc.Channel:
+        return (self.auth if auth is None else auth).channel(self.address)
+
     def client(self, timeout: float = 30) -> TransactionClient:
-        return TransactionClient(grpc.insecure_channel(self.address), timeout=timeout)
+        return TransactionClient(self.channel(), timeout=timeout)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -86,9 +95,9 @@ class ServerProcess:
         return self.proc.poll() is not None
 
 
-def health(address: str, service: str = ""):
+def health(address: str, service: str = "", auth: ClientAuth = PLAINTEXT):
     """The address's health status for `service`, or None if it does not answer."""
-    with grpc.insecure_channel(address) as ch:
+    with auth.channel(address) as ch:
         try:
             return health_pb2_grpc.HealthStub(ch).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=5).status
@@ -98,7 +107,7 @@ def health(address: str, service: str = ""):
 
 def wait_health(proc: ServerProcess, want) -> None:
     deadline = time.monotonic() + BOUND
-    while (status := health(proc.address)) != want:
+    while (status := health(proc.address, auth=proc.auth)) != want:
         assert not proc.died(), proc.stderr()
         assert time.monotonic() < deadline, f"health {status}, not {want}\n{proc.stderr()}"
         time.sleep(0.1)
@@ -114,15 +123,17 @@ class InProcessServers:
         self._running = False
 
     def start(self) -> "InProcessServers":
-        self.app = AllInOne(ServerConfig(data_dir=str(self.data_dir),
-                                         listen="127.0.0.1:0")).start()
+        # The tests that read or tamper with the store over gRPC reach it on the
+        # internal storage listener (the public port does not serve it).
+        self.app = AllInOne(ServerConfig(data_dir=str(self.data_dir), listen="127.0.0.1:0",
+                                         storage_listen="127.0.0.1:0")).start()
         self._running = True
         return self
 
     @property
     def endpoints(self) -> Endpoints:
         address = f"127.0.0.1:{self.app.port}"
-        return Endpoints(address, address, address, address)
+        return Endpoints(f"127.0.0.1:{self.app.storage_port}", address, address, address)
 
     def stop(self) -> None:
         self._running = False
@@ -137,10 +148,13 @@ class InProcessServers:
 class SplitServers:
     """The split topology: one child process per role under `root`/ROLE, started in
     dependency order and stopped callers first; `start` after `stop` restarts them on
-    the same data (storage on a new port, the others told it)."""
+    the same data (storage on a new port, the others told it). `args`: flags every
+    role gets (authentication, say), `auth`: what health checks present."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, args: list[str] | None = None,
+                 auth: ClientAuth = PLAINTEXT) -> None:
         self.root = Path(root)
+        self.args, self.auth = list(args or []), auth
         self.procs: dict[str, ServerProcess] = {}
 
     def start(self) -> "SplitServers":
@@ -148,8 +162,9 @@ class SplitServers:
         self.procs = {}
         try:
             for role in ROLES:
-                self.procs[role] = ServerProcess(self.root / role,
-                                                 args=[role, *self._calls(role)]).start()
+                self.procs[role] = ServerProcess(
+                    self.root / role, args=[role, *self._calls(role), *self.args],
+                    auth=self.auth).start()
             for proc in self.procs.values():
                 wait_health(proc, SERVING)
         except BaseException:

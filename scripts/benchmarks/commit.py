@@ -546,20 +546,23 @@ def measure_core(args, tmp: str) -> dict:
     from morphz.api.transaction.v1 import transaction_pb2 as pb
     from morphz.services.storage.lmdb_store import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
+    from morphz.shared.auth import IN_PROCESS_CALLER
     from morphz.shared.protojson import from_plain
     store = LmdbStore(os.path.join(tmp, "core-lmdb"), sync=False)
     try:
         core = TransactionCore(store)
-        core.create_context("core")
+        core.create_context("core", caller=IN_PROCESS_CALLER)
         frames = [f"w0-f{j}" for j in range(OPS_PER_TX)]
-        base = core.commit("core", tx_text(0, frames, "create", 0))["revision"]
+        base = core.commit("core", tx_text(0, frames, "create", 0),
+                           caller=IN_PROCESS_CALLER)["revision"]
         lat, cpu, i = [], 0.0, 0
         t_end = time.perf_counter() + args.warmup + args.seconds
         with Progress("transaction core in-process", args.warmup + args.seconds):
             while time.perf_counter() < t_end:
                 i += 1
                 s, c = time.perf_counter(), time.process_time()
-                receipt = core.commit("core", tx_text(base, frames, "revise", i))
+                receipt = core.commit("core", tx_text(base, frames, "revise", i),
+                                      caller=IN_PROCESS_CALLER)
                 from_plain(receipt, pb.Receipt())
                 if i > 50:  # the first ones warm caches
                     lat.append(time.perf_counter() - s)

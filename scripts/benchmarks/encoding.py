@@ -31,6 +31,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import log, percentile  # noqa: E402
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
@@ -58,11 +59,13 @@ class Bench:
                 f"127.0.0.1:{self.app.port}",
                 options=[("grpc.max_receive_message_length", 64 << 20)])
             self.enc = EncodingClient(self.channel, timeout=120)
+            self.as_caller = {}  # the channel's credentials speak for the client
         else:
             self.app = None
             self.store = LmdbStore(os.path.join(data, "store"), map_size=1 << 32, sync=False)
             self.tx = TransactionCore(self.store)
             self.enc = EncodingCore(self.store, self.tx)
+            self.as_caller = {"caller": IN_PROCESS_CALLER}
 
     def close(self) -> None:
         if self.app is not None:
@@ -72,16 +75,18 @@ class Bench:
             self.store.close()
 
     def commit(self, ctx: str, ops: str, reason: str = "") -> None:
-        rev = self.tx.status(ctx)["revision"]
+        rev = self.tx.status(ctx, caller=IN_PROCESS_CALLER)["revision"]
         r = f' (reason "{reason}")' if reason else ""
-        self.tx.commit(ctx, f"(context-tx (base-version {rev}){r} {ops})")
+        self.tx.commit(ctx, f"(context-tx (base-version {rev}){r} {ops})",
+                       caller=IN_PROCESS_CALLER)
 
     def setup(self, ctx: str) -> None:
-        self.tx.create_context(ctx)
+        self.tx.create_context(ctx, caller=IN_PROCESS_CALLER)
         for i in range(self.args.active):
             self.tx.append_event(ctx, SESSION, "tool-result" if i else "user-message",
-                                 f"active observation {i}: " + "result line " * 12)
-        self.tx.activate(ctx, SESSION)
+                                 f"active observation {i}: " + "result line " * 12,
+                                 caller=IN_PROCESS_CALLER)
+        self.tx.activate(ctx, SESSION, caller=IN_PROCESS_CALLER)
 
     def add_frames(self, ctx: str, have: int, frames: int) -> None:
         for start in range(have, frames, FRAMES_PER_TX):
@@ -92,11 +97,12 @@ class Bench:
 
     def grow(self, ctx: str, target: int) -> None:
         """Append digested tool results until the history holds `target` events."""
-        have = self.tx.status(ctx)["event_count"]
+        have = self.tx.status(ctx, caller=IN_PROCESS_CALLER)["event_count"]
         batch: list[str] = []
         t0, last = time.perf_counter(), 0.0
         while have < target:
-            r = self.tx.append_event(ctx, BULK, "tool-result", f"bulk log {have}: ok")
+            r = self.tx.append_event(ctx, BULK, "tool-result", f"bulk log {have}: ok",
+                                     caller=IN_PROCESS_CALLER)
             batch.append(r["ref"])
             have += 1
             if len(batch) == RETIRE_PER_TX or have >= target:
@@ -113,7 +119,8 @@ class Bench:
         for i in range(self.args.warmup + self.args.samples):
             for c in ctxs:
                 w, p = time.perf_counter(), time.process_time()
-                e = self.enc.compile(c, SESSION, budget_bytes=MAX_BUDGET_BYTES)
+                e = self.enc.compile(c, SESSION, budget_bytes=MAX_BUDGET_BYTES,
+                                     **self.as_caller)
                 w, p = time.perf_counter() - w, time.process_time() - p
                 if i >= self.args.warmup:
                     out[c]["wall"].append(w * 1000)

@@ -12,11 +12,15 @@ import grpc
 from morphz.services.cli.common import BACKUP_TIMEOUT
 
 
-def add_commands(top, common: argparse.ArgumentParser) -> list[str]:
-    p = top.add_parser("backup", parents=[common],
+def add_commands(top, common: argparse.ArgumentParser,
+                 credentials: argparse.ArgumentParser) -> list[str]:
+    """`credentials`: the client's TLS/token options (the storage API serves the
+    services' principal only once authentication is on)."""
+    p = top.add_parser("backup", parents=[common, credentials],
                        help="copy a storage shard while it serves, into a local file",
                        description="Stream a consistent, compacted copy of the store served "
-                       "at --server ($MORPHZ_STORAGE, else $MORPHZ_SERVER) into FILE, which "
+                       "at --server ($MORPHZ_STORAGE, else $MORPHZ_SERVER: `serve storage`, or the "
+                       "all-in-one server's --storage-listen address) into FILE, which "
                        f"must not exist. Its deadline is --timeout (default {BACKUP_TIMEOUT:g}).")
     p.add_argument("--to", required=True, metavar="FILE", help="the backup file to write")
 

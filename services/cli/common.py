@@ -57,6 +57,25 @@ def global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) ->
                         help=f"context name (default: {DEFAULT_CONTEXT})")
 
 
+def client_auth_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) -> None:
+    """The credentials a `context` command presents (each also read from $MORPHZ_TLS_CA,
+    $MORPHZ_TLS_CERT, $MORPHZ_TLS_KEY, $MORPHZ_TOKEN; the option wins); defaults=None
+    SUPPRESSes them as global_options does."""
+    d = defaults or {}
+    sup = argparse.SUPPRESS
+    parser.add_argument("--tls-ca", metavar="PEM", default=d.get("tls_ca", sup),
+                        help="TLS: the CA verifying the server's certificate "
+                        "($MORPHZ_TLS_CA)")
+    parser.add_argument("--tls-cert", metavar="PEM", default=d.get("tls_cert", sup),
+                        help="TLS: this client's certificate, for a server requiring mutual "
+                        "TLS ($MORPHZ_TLS_CERT; with --tls-key)")
+    parser.add_argument("--tls-key", metavar="PEM", default=d.get("tls_key", sup),
+                        help="the private key of --tls-cert ($MORPHZ_TLS_KEY)")
+    parser.add_argument("--token", metavar="TOKEN", default=d.get("token", sup),
+                        help="a bearer token, sent as `authorization: Bearer TOKEN` "
+                        "($MORPHZ_TOKEN, which keeps it out of the process list)")
+
+
 def always_ok(_: dict) -> int:
     return 0
 

@@ -23,13 +23,15 @@ from typing import Callable, Optional, TextIO
 import grpc
 
 from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
-from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_options,
-                                        print_json, unsigned)
+from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
+                                        global_options, print_json, unsigned)
 from morphz.services.cli.tracing import command_trace
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
+from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_auth import ClientAuth
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
@@ -318,8 +320,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "server": None,  # resolved by default_server()
                              "timeout": None,  # resolved by main(): a backup's is longer
                              "context": DEFAULT_CONTEXT})
+    client_auth_options(parser, {"tls_ca": None, "tls_cert": None, "tls_key": None,
+                                 "token": None})  # resolved by client_auth()
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, None)
+    credentials = argparse.ArgumentParser(add_help=False)
+    client_auth_options(credentials, None)
 
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = top.add_parser("serve", parents=[common],
@@ -348,14 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lease-ttl", metavar="SECONDS", type=int, default=DEFAULT_LEASE_TTL,
                        help="with --etcd: the ownership lease's TTL: how soon another "
                        f"instance takes over a dead one's contexts (default: {DEFAULT_LEASE_TTL})")
+    serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
+                       help="all: also serve the internal storage API, on this address only "
+                       "(default: not served; the public --listen never serves it)")
+    security_options(serve)
 
-    backup_cmds.add_commands(top, common)
+    backup_cmds.add_commands(top, common, credentials)
 
-    context = top.add_parser("context", parents=[common], help="work with a context")
+    context = top.add_parser("context", parents=[common, credentials],
+                             help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help_, description=help_)
+        return sub.add_parser(name, parents=[common, credentials], help=help_,
+                              description=help_)
 
     p = add("create", "create a context")
     p.add_argument("context_name", metavar="CONTEXT")
@@ -419,14 +431,59 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def security_options(serve: argparse.ArgumentParser) -> None:
+    """`morphz serve`'s authentication (services/server/security.py)."""
+    g = serve.add_argument_group(
+        "authentication", "mutual TLS (--tls-cert, --tls-key, --tls-client-ca) and/or bearer "
+        "tokens (--tokens); neither: every caller is served (development mode)")
+    g.add_argument("--tls-cert", dest="server_tls_cert", metavar="PEM", default="",
+                   help="this server's certificate (TLS); it is also the client certificate "
+                   "presented to the services it calls")
+    g.add_argument("--tls-key", dest="server_tls_key", metavar="PEM", default="",
+                   help="the private key of --tls-cert")
+    g.add_argument("--tls-client-ca", metavar="PEM", default="",
+                   help="mutual TLS: require a client certificate issued by this CA (its "
+                   "subject CN, else SAN, is the caller's principal)")
+    g.add_argument("--tls-ca", dest="server_tls_ca", metavar="PEM", default="",
+                   help="the CA verifying the services this one calls (default: "
+                   "--tls-client-ca)")
+    g.add_argument("--tokens", metavar="FILE", default="",
+                   help="bearer tokens: a JSON object {token: principal} or `TOKEN PRINCIPAL` "
+                   "lines (a token may be given as sha256:HEX)")
+    g.add_argument("--service-token-file", metavar="FILE", default="",
+                   help="the token this service presents to the services it calls (default: "
+                   "$MORPHZ_SERVICE_TOKEN)")
+    g.add_argument("--service-principal", metavar="NAME", default=DEFAULT_SERVICE_PRINCIPAL,
+                   help="the services' own principal: the only one the storage API serves "
+                   f"(default: {DEFAULT_SERVICE_PRINCIPAL})")
+
+
+def client_auth(args: argparse.Namespace, env=os.environ) -> ClientAuth:
+    """The credentials of a `context` command: its options, else $MORPHZ_TLS_*/$MORPHZ_TOKEN."""
+    def pick(name: str) -> str:
+        given = getattr(args, name, None)
+        return given if given is not None else env.get(f"MORPHZ_{name.upper()}", "")
+    return ClientAuth.from_files(ca=pick("tls_ca"), cert=pick("tls_cert"),
+                                 key=pick("tls_key"), token=pick("token"))
+
+
 # -- running ---------------------------------------------------------------------------------
 def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
+    from morphz.services.server.security import Security
+    from morphz.shared.auth import read_secret
     listen = DEFAULT_LISTEN if args.listen is None else args.listen
+    service_token = read_secret(args.service_token_file, "service_token_file") \
+        if args.service_token_file else os.environ.get("MORPHZ_SERVICE_TOKEN", "")
+    security = Security(tls_cert=args.server_tls_cert, tls_key=args.server_tls_key,
+                        tls_client_ca=args.tls_client_ca, tls_ca=args.server_tls_ca,
+                        tokens=args.tokens, service_token=service_token,
+                        service_principal=args.service_principal)
     try:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
-                     lease_ttl=args.lease_ttl)
+                     lease_ttl=args.lease_ttl, storage_listen=args.storage_listen,
+                     security=security)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None
@@ -436,9 +493,10 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
     ext = next((e for e in EXTENSIONS if args.action in e.COMMANDS), None)
     server = server_for(ext.SERVICE if ext else "transaction", args.server)
     context = getattr(args, "context_name", None) or args.context
+    auth = client_auth(args)
     with command_trace(args.action, context[:200]) as traced:
         def connect(address: str) -> grpc.Channel:
-            return traced(grpc.insecure_channel(check_server(address), options=[
+            return traced(auth.channel(check_server(address), options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
         channel = connect(server)
@@ -469,7 +527,7 @@ def run_admin(args: argparse.Namespace, out: TextIO) -> int:
     else:
         server = server_for("storage", args.server)
         with command_trace("backup", "", name="morphz backup") as traced:
-            channel = traced(grpc.insecure_channel(check_server(server), options=[
+            channel = traced(client_auth(args).channel(check_server(server), options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
             try:
                 reply = backup_cmds.run_backup(channel, args)

@@ -8,7 +8,8 @@ import threading
 from types import MappingProxyType
 from typing import Callable, TextIO
 
-from morphz.services.cli.common import always_ok, global_options, unsigned
+from morphz.services.cli.common import (always_ok, client_auth_options, global_options,
+                                        unsigned)
 from morphz.services.recall.client import RecallClient
 
 DIRECTIONS = ("ancestors", "descendants", "both")
@@ -22,6 +23,7 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     """Add this service's subparsers with add(name, help); return their names."""
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, None)
+    client_auth_options(common, None)
 
     recall = add("recall", "recall events and frames: search, read, frame traversal")
     sub = recall.add_subparsers(dest="recall_action", required=True, metavar="WHAT")

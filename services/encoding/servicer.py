@@ -6,6 +6,7 @@ import json
 from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
 from morphz.services.encoding.core.engine import EncodingCore
+from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -27,29 +28,34 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
             preview_bytes=request.preview_bytes, must_read=list(request.must_read),
             scope=scope_of(request.scope), parent_snapshot=request.parent_snapshot,
             model=request.model, evaluation_profile=request.evaluation_profile,
-            bindings=dict(request.bindings), capabilities=request.capabilities)
+            bindings=dict(request.bindings), capabilities=request.capabilities,
+            caller=caller_of(context))
         return from_plain(reply, pb.Encoding())
 
     @rpc_boundary
     def ShowSnapshot(self, request, context):
-        record = self._core.show(request.context, request.snapshot)
+        record = self._core.show(request.context, request.snapshot, caller=caller_of(context))
         return pb.SnapshotRecord(record_json=json.dumps(record, ensure_ascii=False).encode())
 
     @rpc_boundary
     def Replay(self, request, context):
-        return from_plain(self._core.replay(request.context, request.snapshot),
+        return from_plain(self._core.replay(request.context, request.snapshot,
+                                            caller=caller_of(context)),
                           pb.ReplayReport())
 
     @rpc_boundary
     def Check(self, request, context):
-        return from_plain(self._core.check(request.context, request.snapshot), pb.CheckReport())
+        return from_plain(self._core.check(request.context, request.snapshot,
+                                           caller=caller_of(context)), pb.CheckReport())
 
     @rpc_boundary
     def Read(self, request, context):
         return from_plain(self._core.read(request.context, request.snapshot, request.ref,
-                                          request.offset, request.limit), pb.ReadResult())
+                                          request.offset, request.limit,
+                                          caller=caller_of(context)), pb.ReadResult())
 
     @rpc_boundary
     def Search(self, request, context):
         return from_plain(self._core.search(request.context, request.snapshot, request.query,
-                                            request.limit), pb.SearchResult())
+                                            request.limit,
+                                            caller=caller_of(context)), pb.SearchResult())

@@ -4,6 +4,7 @@ from __future__ import annotations
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.services.recall.core.engine import RecallCore
+from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -23,7 +24,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             request.context, request.query, since=request.since, until=request.until,
             limit=request.limit, kinds=list(request.kinds), states=list(request.states),
             sessions=list(request.sessions), cursor=request.cursor,
-            evaluation=_evaluation(request))
+            evaluation=_evaluation(request), caller=caller_of(context))
         # Built directly: the hot path, and every hit key is a Hit field.
         return pb.SearchResponse(
             results=reply["results"], next_cursor=reply["next_cursor"],
@@ -33,7 +34,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     @rpc_boundary
     def Read(self, request, context):
         reply = self._core.read(request.context, request.ref, offset=request.offset,
-                                limit=request.limit, evaluation=_evaluation(request))
+                                limit=request.limit, evaluation=_evaluation(request),
+                                caller=caller_of(context))
         return from_plain(reply, pb.ReadResponse())
 
     @rpc_boundary
@@ -44,13 +46,15 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             direction=request.direction, include_bodies=request.include_bodies,
             include_events=request.include_events, max_nodes=request.max_nodes,
             max_bytes=request.max_bytes, cursor=request.cursor,
-            evaluation=_evaluation(request))
+            evaluation=_evaluation(request), caller=caller_of(context))
         return from_plain(reply, pb.TraverseResponse())
 
     @rpc_boundary
     def InspectIndex(self, request, context):
-        return from_plain(self._core.inspect(request.context), pb.IndexStatus())
+        return from_plain(self._core.inspect(request.context,
+                                             caller=caller_of(context)), pb.IndexStatus())
 
     @rpc_boundary
     def RebuildIndex(self, request, context):
-        return from_plain(self._core.rebuild(request.context), pb.IndexStatus())
+        return from_plain(self._core.rebuild(request.context,
+                                             caller=caller_of(context)), pb.IndexStatus())

@@ -1,5 +1,11 @@
 """The all-in-one server: the composition root wiring every core in-process and
-serving all services on one port, with health checking, reflection and tracing."""
+serving the public services (transaction, recall, encoding) on one port, with health
+checking, reflection, tracing and authentication (services/server/security.py).
+
+The raw storage API (StorageService) is internal: it is not served on the public port
+(its methods answer UNIMPLEMENTED there), only on a listener of its own when the
+operator names one (`morphz serve --storage-listen ADDR`, ServerConfig.storage_listen),
+serving the services' own principal only once authentication is on."""
 from __future__ import annotations
 
 import logging
@@ -24,8 +30,8 @@ from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.wired import Wired
-from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, listen,
-                                            mark)
+from morphz.services.server.security import OPEN, Guard, Security
+from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
 from morphz.shared.faults import Faults
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
@@ -62,14 +68,23 @@ class ServerConfig:
     instance: str = ""
     advertise: str = ""
     lease_ttl: int = DEFAULT_TTL
+    # AllInOne only: where to serve the internal storage API (empty: nowhere).
+    storage_listen: str = ""
+    # Authentication of callers, and the credentials used to call other services.
+    security: Security = OPEN
+
+
+STORAGE = storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name
 
 
 class AllInOne:
-    """Owns the store, the cores and the gRPC server; `port` is the bound port."""
+    """Owns the store, the cores and the gRPC servers; `port` is the bound public port,
+    `storage_port` the storage listener's (None when there is none)."""
 
     def __init__(self, config: ServerConfig, tracer: Optional[TracerProvider] = None) -> None:
         self.config = config
         rulebook.rules(config.rules_version)  # an unknown version fails before anything opens
+        self.guard = Guard(config.security)  # so do unreadable certificates or tokens
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
         faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
         self.store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
@@ -82,17 +97,15 @@ class AllInOne:
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:
             _log.error("startup check: %s (run `morphz context audit`)", problem)
-        self.server = build_server(config, self.tracer)
+        self.server = build_server(config, self.tracer, self.guard.interceptors())
         transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
+        # Backups are taken through the storage API (its listener); made here anyway, as
+        # it clears a copy a server that died left behind.
         self._backups = Backups(self.store, config.data_dir)
-        self._storage = StorageServicer(self.store, self.snapshots, backups=self._backups,
-                                        max_watches=config.max_watches)
-        storage_pb2_grpc.add_StorageServiceServicer_to_server(self._storage, self.server)
-        names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
-                 storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name]
+        names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
         # app's store, transaction core and tracer) and returns what it added.
         self._stoppers: list = []
@@ -102,7 +115,23 @@ class AllInOne:
         self.health = expose(self.server, names)
         mark(self.health, names, SERVING)  # its services call each other in-process
         self._names = names
-        self.port = listen(self.server, config.listen)
+        self.port = self.guard.listen(self.server, config.listen)
+        self._storage, self.storage_server, self.storage_port = None, None, None
+        if config.storage_listen:
+            self._serve_storage(config)
+
+    def _serve_storage(self, config: ServerConfig) -> None:
+        """The internal storage API on a listener of its own (a second gRPC server: gRPC
+        registers services per server), with health checking and reflection."""
+        self._storage = StorageServicer(self.store, self.snapshots, backups=self._backups,
+                                        max_watches=config.max_watches)
+        self.storage_server = build_server(config, self.tracer,
+                                           self.guard.interceptors(internal=[STORAGE]))
+        storage_pb2_grpc.add_StorageServiceServicer_to_server(self._storage,
+                                                              self.storage_server)
+        self.storage_health = expose(self.storage_server, [STORAGE])
+        mark(self.storage_health, [STORAGE], SERVING)
+        self.storage_port = self.guard.listen(self.storage_server, config.storage_listen)
 
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, extra stores)."""
@@ -115,13 +144,20 @@ class AllInOne:
         return wired.names
 
     def start(self) -> "AllInOne":
+        if self.storage_server is not None:
+            self.storage_server.start()
         self.server.start()
         return self
 
     def stop(self, grace: float = 5.0) -> None:
         mark(self.health, self._names, NOT_SERVING)  # report NOT_SERVING while draining
-        self._storage.close()  # feed watchers end now instead of at the grace's end
-        self.server.stop(grace).wait()
+        stopped = [self.server.stop(grace)]
+        if self.storage_server is not None:
+            mark(self.storage_health, [STORAGE], NOT_SERVING)
+            self._storage.close()  # feed watchers end now instead of at the grace's end
+            stopped.append(self.storage_server.stop(grace))
+        for done in stopped:
+            done.wait()
         for stopper in reversed(self._stoppers):
             stopper()
         self.tracer.shutdown()

@@ -23,18 +23,21 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 
 
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
-          storage: str = "", transaction: str = "", **ownership) -> int:
-    """`ownership`: ServerConfig's etcd, instance, advertise and lease_ttl."""
+          storage: str = "", transaction: str = "", **options) -> int:
+    """`options`: ServerConfig's etcd, instance, advertise, lease_ttl, storage_listen and
+    security."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
-                          transaction=transaction, **ownership)
+                          transaction=transaction, **options)
     check_addresses(role, config)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
     # One line a supervisor (or a test) can wait for.
     data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""
-    print(f"morphz: serving on {host}:{app.port}{data}"
+    internal = "" if getattr(app, "storage_port", None) is None else \
+        f" storage={config.storage_listen.rsplit(':', 1)[0]}:{app.storage_port}"
+    print(f"morphz: serving on {host}:{app.port}{data}{internal}"
           + ("" if role == ALL else f" role={role}"), flush=True)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -16,8 +16,9 @@ from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.services.server.app import ServerConfig
+from morphz.services.server.security import Guard
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
-                                            dependency_channel, expose, listen, mark)
+                                            dependency_channel, expose, mark)
 from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.backup import STORE, Backups
@@ -130,6 +131,10 @@ def check_addresses(role: str, config: ServerConfig) -> None:
             raise MorphzError("CONTEXT_INPUT_INVALID",
                               f"serve {role} {'needs' if not given else 'takes no'} --{name}",
                               field=name, role=role)
+    if config.storage_listen and role != "all":
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --storage-listen: "
+                          "`serve storage` serves the storage API on --listen",
+                          field="storage_listen", role=role)
     if config.etcd and role != "transaction":
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --etcd: only "
                           "transaction instances own contexts", field="etcd", role=role)
@@ -156,14 +161,18 @@ class ServiceProcess:
         check_addresses(role, config)
         rulebook.rules(config.rules_version)  # an unknown version fails before anything opens
         self.role, self.config = role, config
+        self.guard = Guard(config.security)
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
-        self.server = build_server(config, self.tracer)
+        # The storage API serves the services' own principal only (once authentication
+        # is on): the services reach it with their credentials (channel()), no one else.
+        self.server = build_server(config, self.tracer, self.guard.interceptors(
+            internal=[STORAGE] if role == "storage" else []))
         self._starters: list = []
         self._stoppers: list = []
         self._drainers: list = []
         self._channels: list[grpc.Channel] = []
         # Bound before the role is wired, so it knows its address (--listen may say :0).
-        self.port = listen(self.server, config.listen)
+        self.port = self.guard.listen(self.server, config.listen)
         self._names, deps, on_ready = ROLES[role](self)
         self.health = expose(self.server, self._names)
         self.readiness = Readiness(self.health, self._names, deps, on_ready=on_ready) \
@@ -178,7 +187,8 @@ class ServiceProcess:
         return f"{host}:{self.port}"
 
     def channel(self, address: str) -> grpc.Channel:
-        ch = dependency_channel(address, self.tracer)
+        """A channel to a service this one calls, with the services' credentials."""
+        ch = dependency_channel(address, self.tracer, self.guard.client)
         self._channels.append(ch)
         return ch
 

@@ -1,18 +1,20 @@
 """What every Morphz server process shares, all-in-one or one service: the gRPC server's
-options and tracing interceptor, health checking and reflection, channels to the
-services it depends on, and readiness that follows those dependencies' health."""
+options and interceptors (tracing, then authentication: services/server/security.py),
+health checking and reflection, channels to the services it depends on (carrying this
+process's service credentials), and readiness that follows those dependencies' health."""
 from __future__ import annotations
 
 import logging
 import threading
 from concurrent import futures
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
+from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 from morphz.shared.rpc_tracing import client_tracing, server_tracing
 
 MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
@@ -23,12 +25,14 @@ _MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 _log = logging.getLogger("morphz.server")
 
 
-def build_server(config, tracer: TracerProvider) -> grpc.Server:
+def build_server(config, tracer: TracerProvider,
+                 interceptors: Sequence[grpc.ServerInterceptor] = ()) -> grpc.Server:
     """A gRPC server with the config's workers and limits, traced if anything records
-    (continuing the caller's trace: shared/rpc_tracing.py)."""
+    (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
+    (authentication: the trace shows the calls it refuses)."""
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
-        interceptors=server_tracing(tracer),
+        interceptors=server_tracing(tracer) + list(interceptors),
         maximum_concurrent_rpcs=config.max_concurrent_rpcs,
         options=_MESSAGE_OPTIONS + [("grpc.so_reuseport", 0)])
 
@@ -49,18 +53,13 @@ def mark(checker: health.HealthServicer, names: list[str], status) -> None:
         checker.set(name, status)
 
 
-def listen(server: grpc.Server, address: str) -> int:
-    port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
-    return port
-
-
-def dependency_channel(address: str, tracer: TracerProvider) -> grpc.Channel:
-    """A channel to a service this process calls, passing on the trace of the request
-    it serves. Reconnect backoff is capped at 1 s (gRPC's default grows to 120 s), so a
-    dependency that comes back is seen soon."""
-    return client_tracing(grpc.insecure_channel(address, options=_MESSAGE_OPTIONS + [
+def dependency_channel(address: str, tracer: TracerProvider,
+                       auth: ClientAuth = PLAINTEXT) -> grpc.Channel:
+    """A channel to a service this process calls, with this process's service
+    credentials (`auth`), passing on the trace of the request it serves. Reconnect
+    backoff is capped at 1 s (gRPC's default grows to 120 s), so a dependency that
+    comes back is seen soon."""
+    return client_tracing(auth.channel(address, options=_MESSAGE_OPTIONS + [
         ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 1000)]), tracer)
 

@@ -3,7 +3,12 @@ dict replies, same MorphzError reasons), with a deadline on every call.
 
 With several transaction instances (`serve transaction --etcd`), a write sent to an
 instance that does not own the context is refused before anything happens (NOT_OWNER,
-naming the owner's address); a client given `connect` follows that redirect."""
+naming the owner's address); a client given `connect` follows that redirect.
+
+The service authenticates the principal of the channel's credentials (a user's, or
+the services' own when recall or encoding call it). The `caller` that recall and
+encoding pass on, as they do to an in-process TransactionCore, is not sent: the wire
+has no field for the principal a service acts for (yet)."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
@@ -14,6 +19,7 @@ from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
 from morphz.services.transaction.core.txlang import Tx
+from morphz.shared.auth import Caller
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import call
@@ -68,13 +74,15 @@ class TransactionClient:
 
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=(),
-                     activation: str = "", target_session: str = "") -> dict:
+                     activation: str = "", target_session: str = "",
+                     caller: Optional[Caller] = None) -> dict:
         return self._call("AppendEvent", pb.AppendEventRequest, context=context,
                           session=session, kind=kind, text=text, request_id=request_id,
                           actor=actor, causal_refs=list(causal_refs), activation=activation,
                           target_session=target_session)
 
-    def activate(self, context: str, session: str) -> dict:
+    def activate(self, context: str, session: str, *,
+                 caller: Optional[Caller] = None) -> dict:
         return self._call("Activate", pb.ActivateRequest, context=context, session=session)
 
     def deliver(self, context: str, activation: str) -> dict:

@@ -6,6 +6,7 @@ from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_from_proto
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -16,12 +17,14 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def CreateContext(self, request, context):
-        return from_plain(self._core.create_context(request.context, request.window),
+        return from_plain(self._core.create_context(request.context, request.window,
+                                                    caller=caller_of(context)),
                           pb.ContextStatus())
 
     @rpc_boundary
     def GetStatus(self, request, context):
-        return from_plain(self._core.status(request.context), pb.ContextStatus())
+        return from_plain(self._core.status(request.context,
+                                            caller=caller_of(context)), pb.ContextStatus())
 
     @rpc_boundary
     def AppendEvent(self, request, context):
@@ -29,16 +32,18 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             request.context, request.session, request.kind, request.text,
             request_id=request.request_id, actor=request.actor,
             causal_refs=list(request.causal_refs), activation=request.activation,
-            target_session=request.target_session)
+            target_session=request.target_session, caller=caller_of(context))
         return from_plain(reply, pb.AppendEventResponse())
 
     @rpc_boundary
     def Activate(self, request, context):
-        return from_plain(self._core.activate(request.context, request.session), pb.Activation())
+        return from_plain(self._core.activate(request.context, request.session,
+                                              caller=caller_of(context)), pb.Activation())
 
     @rpc_boundary
     def Deliver(self, request, context):
-        return from_plain(self._core.deliver(request.context, request.activation),
+        return from_plain(self._core.deliver(request.context, request.activation,
+                                             caller=caller_of(context)),
                           pb.Activation())
 
     @rpc_boundary
@@ -49,26 +54,31 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         tx = request.text if form == "text" else tx_from_proto(request.structured)
         receipt = self._core.commit(request.context, tx, session=request.session,
                                     request_id=request.request_id,
-                                    activation=request.activation)
+                                    activation=request.activation, caller=caller_of(context))
         return from_plain(receipt, pb.Receipt())
 
     @rpc_boundary
     def GetFrame(self, request, context):
         return from_plain(self._core.get_frame(request.context, request.frame_id,
-                                               request.at_revision), pb.Frame())
+                                               request.at_revision,
+                                               caller=caller_of(context)), pb.Frame())
 
     @rpc_boundary
     def ListFrames(self, request, context):
-        return from_plain(self._core.list_frames(request.context), pb.FrameList())
+        return from_plain(self._core.list_frames(request.context,
+                                                 caller=caller_of(context)), pb.FrameList())
 
     @rpc_boundary
     def GetEvent(self, request, context):
-        return from_plain(self._core.get_event(request.context, request.ref), pb.Event())
+        return from_plain(self._core.get_event(request.context, request.ref,
+                                               caller=caller_of(context)), pb.Event())
 
     @rpc_boundary
     def RebuildProjections(self, request, context):
-        return from_plain(self._core.rebuild_projections(request.context), pb.RebuildReport())
+        report = self._core.rebuild_projections(request.context, caller=caller_of(context))
+        return from_plain(report, pb.RebuildReport())
 
     @rpc_boundary
     def Audit(self, request, context):
-        return from_plain(self._core.audit(request.context), pb.AuditReport())
+        return from_plain(self._core.audit(request.context,
+                                           caller=caller_of(context)), pb.AuditReport())

@@ -14,6 +14,7 @@ import time
 import grpc
 import pytest
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.follower import FeedFollower
@@ -57,7 +58,8 @@ def until(check, what: str):
 
 
 def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before_it(tmp_path):
-    srv = ServerProcess(tmp_path / "data").start()
+    # The storage API (which takes backups) is on the internal listener only.
+    srv = ServerProcess(tmp_path / "data", args=["--storage-listen", "127.0.0.1:0"]).start()
     try:
         with grpc.insecure_channel(srv.address) as ch:
             for context in CONTEXTS:
@@ -100,7 +102,7 @@ def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before
             for _ in range(80):  # every writer is under way
                 assert enough.acquire(timeout=BOUND)
             began = time.monotonic()
-            report = backup(tmp_path / "shard.backup", srv.address)
+            report = backup(tmp_path / "shard.backup", srv.storage_address)
             ended = time.monotonic()
             until(lambda: sum(a[4] > ended for a in list(acks)) >= 16,
                   "writes go on after the backup")
@@ -156,11 +158,10 @@ def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before
 
 def test_dur_06_restore_refuses_a_non_empty_target_and_a_file_not_a_backup(
         endpoints, client, ctx, tmp_path):
-    address = endpoints.storage  # the backup comes from the storage service
     client.append_event(ctx, "s1", "user-message", "kept in the backup")
     good = tmp_path / "good.backup"
-    backup(good, address)
-    assert_error(run_cli("backup", "--to", str(good), address=address),
+    backup(good, endpoints.storage)
+    assert_error(run_cli("backup", "--to", str(good), address=endpoints.storage),
                  "ALREADY_EXISTS", "BACKUP_FILE_EXISTS")
 
     occupied = tmp_path / "occupied"
@@ -250,14 +251,15 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     indexes and follows the new store from the start, never skipping its commits."""
     original = LmdbStore(str(tmp_path / "a" / "store"), sync=False)
     tx = TransactionCore(original)
-    tx.create_context("c")
+    tx.create_context("c", caller=IN_PROCESS_CALLER)
     for i in range(5):
-        tx.append_event("c", "s1", "user-message", f"alpha note {i}")
+        tx.append_event("c", "s1", "user-message", f"alpha note {i}", caller=IN_PROCESS_CALLER)
     with Backups(original, str(tmp_path / "a")).take() as copy:
         write_backup(str(tmp_path / "c.backup"), lambda: (copy.manifest, copy.chunks(4096)))
     for i in range(6):  # after the backup: lost with the original
-        tx.append_event("c", "s1", "user-message", f"lost note {i}")
-    tx.commit("c", "(context-tx (base-version 0) (create lostframe (note lost)))")
+        tx.append_event("c", "s1", "user-message", f"lost note {i}", caller=IN_PROCESS_CALLER)
+    tx.commit("c", "(context-tx (base-version 0) (create lostframe (note lost)))",
+              caller=IN_PROCESS_CALLER)
     follow(original, tx, tmp_path / "recall")
     original.close()
     saved, _ = IndexDirectory(str(tmp_path / "recall")).feed_position()
@@ -268,14 +270,16 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     tx = TransactionCore(store)
     fresh = 9 if feed == "past" else 0
     for i in range(fresh):
-        tx.append_event("c", "s1", "user-message", f"after note {i}")
+        tx.append_event("c", "s1", "user-message", f"after note {i}", caller=IN_PROCESS_CALLER)
     assert (store.feed_head() > saved) == (feed == "past")
     core = follow(store, tx, tmp_path / "recall", then=lambda: tx.append_event(
-        "c", "s1", "user-message", "after note last"))
-    words = {w: [h["ref"] for h in core.search("c", w, limit=50)["results"]]
+        "c", "s1", "user-message", "after note last", caller=IN_PROCESS_CALLER))
+    words = {w: [h["ref"] for h in core.search("c", w, limit=50,
+                                               caller=IN_PROCESS_CALLER)["results"]]
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)
-    assert core.inspect("c")["documents"] == tx.status("c")["event_count"]
+    assert core.inspect("c", caller=IN_PROCESS_CALLER)["documents"] == \
+        tx.status("c", caller=IN_PROCESS_CALLER)["event_count"]
     store.close()
 
 

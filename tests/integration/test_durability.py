@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
@@ -188,8 +189,8 @@ def test_map_full_is_a_typed_error_with_nothing_written_and_the_map_can_grow(tmp
 def test_startup_check_reports_a_projection_that_ends_early(tmp_path):
     from morphz.services.server.app import AllInOne, ServerConfig
     app = AllInOne(ServerConfig(str(tmp_path), "127.0.0.1:0"))
-    app.transactions.create_context(CTX)
-    app.transactions.append_event(CTX, "s", "user-message", "hi")
+    app.transactions.create_context(CTX, caller=IN_PROCESS_CALLER)
+    app.transactions.append_event(CTX, "s", "user-message", "hi", caller=IN_PROCESS_CALLER)
     with app.store.reader(CTX) as r:
         seq, meta = r.commit_seq, json.loads(r.get("meta", ()))
     meta["next_seq"] = 7

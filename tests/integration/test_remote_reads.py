@@ -11,6 +11,7 @@ import threading
 import grpc
 import pytest
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
@@ -37,9 +38,9 @@ def _check_view(m: MindState, context: str) -> None:
 
 
 @pytest.mark.all_in_one(reason="counts the in-process storage service's open snapshots")
-def test_dist_05_mind_reads_through_remote_readers_stay_on_one_version(server, address,
+def test_dist_05_mind_reads_through_remote_readers_stay_on_one_version(server, endpoints,
                                                                        client, ctx):
-    channel = grpc.insecure_channel(address)
+    channel = grpc.insecure_channel(endpoints.storage)
     storage = StorageClient(channel, timeout=30, page_rows=5)  # scans span many RPCs
     remote = TransactionCore(storage)
     errors: list[BaseException] = []
@@ -79,13 +80,14 @@ def test_dist_05_mind_reads_through_remote_readers_stay_on_one_version(server, a
                     with committed:
                         assert committed.wait_for(lambda: latest() > r.commit_seq, timeout=60)
                     _check_view(m, ctx)
-                status = remote.status(ctx)  # the core's own read path, remote
+                status = remote.status(ctx,
+                                       caller=IN_PROCESS_CALLER)  # the core's own read path, remote
                 assert status["frames_by_state"][R.ACTIVE] == status["revision"]
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     writers = [threading.Thread(target=writer, args=(f"w{i}", lambda text: remote.commit(
-        ctx, text))) for i in range(2)]
+        ctx, text, caller=IN_PROCESS_CALLER))) for i in range(2)]
     writers.append(threading.Thread(target=writer, args=(
         "local", lambda text: client.commit(ctx, text))))
     readers = [threading.Thread(target=reader) for _ in range(READERS)]

@@ -11,6 +11,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.telemetry import tracer_provider
@@ -160,8 +161,9 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert encoding.names == ["morphz.api.encoding.v1.EncodingService"]
         assert isinstance(recall.core, RecallCore) and isinstance(encoding.core, EncodingCore)
         assert len(recall.stoppers) == 2 and encoding.stoppers == []  # follower, folder lock
-        app.transactions.create_context("c")
-        assert recall.core.inspect("c")["context"] == "c"  # the core it handed back serves
+        app.transactions.create_context("c", caller=IN_PROCESS_CALLER)
+        assert recall.core.inspect("c",
+                                   caller=IN_PROCESS_CALLER)["context"] == "c"  # the core it handed back serves
     finally:
         for stop in recall.stoppers:
             stop()

@@ -25,8 +25,9 @@ def store(request, tmp_path):
     elif request.param == "memory":
         yield MemoryStore()
     else:
-        app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0")).start()
-        channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
+        app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                    storage_listen="127.0.0.1:0")).start()
+        channel = grpc.insecure_channel(f"127.0.0.1:{app.storage_port}")
         yield StorageClient(channel, timeout=10, page_rows=3)  # scans span many RPCs
         channel.close()
         app.stop(grace=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView
@@ -14,7 +15,7 @@ from morphz.shared.storage.memory_store import MemoryStore
 def tx():
     store = MemoryStore()
     core = TransactionCore(store)
-    core.create_context("c")
+    core.create_context("c", caller=IN_PROCESS_CALLER)
     return core, store
 
 
@@ -24,7 +25,7 @@ def view(store) -> MindView:
 
 def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
     core, store = tx
-    e = core.append_event("c", "s1", "user-message", "hello")
+    e = core.append_event("c", "s1", "user-message", "hello", caller=IN_PROCESS_CALLER)
     m = view(store)
     assert m.event_by_ref(e["ref"]).text == m.event_by_ref(e["id"]).text == "hello"
     assert m.event_by_ref("@e99") is None and m.event_by_ref("no-such-id") is None
@@ -34,20 +35,21 @@ def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
 
 def test_core_08_observation_state_follows_retirement(tx):
     core, store = tx
-    e = core.append_event("c", "s1", "tool-result", "report")
-    core.activate("c", "s1")
+    e = core.append_event("c", "s1", "tool-result", "report", caller=IN_PROCESS_CALLER)
+    core.activate("c", "s1", caller=IN_PROCESS_CALLER)
     assert view(store).observation_state(e["seq"]) == "active"
     assert view(store).observation_state(0) == ""  # context-created: a runtime event
-    core.commit("c", f'(context-tx (base-version 0) (reason "digested") (retire {e["ref"]}))')
+    core.commit("c", f'(context-tx (base-version 0) (reason "digested") (retire {e["ref"]}))',
+                caller=IN_PROCESS_CALLER)
     assert view(store).observation_state(e["seq"]) == "retired"
 
 
 def test_core_18_frames_come_in_projection_order_with_checkpoints_and_roots(tx):
     core, store = tx
-    ask = core.append_event("c", "s1", "user-message", "do it")
-    core.activate("c", "s1")
+    ask = core.append_event("c", "s1", "user-message", "do it", caller=IN_PROCESS_CALLER)
+    core.activate("c", "s1", caller=IN_PROCESS_CALLER)
     core.commit("c", "(context-tx (base-version 0) (create b (n 1)) (create a (n 2)) "
-                     "(place a first) (checkpoint cp))")
+                     "(place a first) (checkpoint cp))", caller=IN_PROCESS_CALLER)
     m = view(store)
     assert [f.id for f in m.frames_in_order()] == ["a", "b"]
     assert m.checkpoint_revisions() == [["cp", 1]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.pins import SearchPins
@@ -30,9 +31,9 @@ def setup(tmp_path):
     clock = Clock()
     recall = RecallCore(store, tx, indexer, pins=SearchPins(capacity=2, seconds=60,
                                                             clock=clock))
-    tx.create_context("c")
+    tx.create_context("c", caller=IN_PROCESS_CALLER)
     for i in range(6):
-        tx.append_event("c", "s1", "tool-result", f"incident report {i}")
+        tx.append_event("c", "s1", "tool-result", f"incident report {i}", caller=IN_PROCESS_CALLER)
     while indexer.catch_up("c"):
         pass
     yield tx, indexer, recall, clock
@@ -40,17 +41,18 @@ def setup(tmp_path):
 
 
 def _moved(tx, indexer) -> None:
-    tx.append_event("c", "s1", "tool-result", "incident report late")
+    tx.append_event("c", "s1", "tool-result", "incident report late", caller=IN_PROCESS_CALLER)
     while indexer.catch_up("c"):
         pass
 
 
 def test_recall_03_kept_searcher_pages_the_first_pages_set(setup):
     tx, indexer, recall, clock = setup
-    first = recall.search("c", "incident", limit=4)
+    first = recall.search("c", "incident", limit=4, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     clock.now = 59
-    second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"])
+    second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
+                           caller=IN_PROCESS_CALLER)
     refs = [h["ref"] for h in first["results"] + second["results"]]
     assert len(refs) == len(set(refs)) == 6 and second["next_cursor"] == ""
     assert second["index_position"] == first["index_position"]
@@ -59,14 +61,15 @@ def test_recall_03_kept_searcher_pages_the_first_pages_set(setup):
 @pytest.mark.parametrize("how", ["expired", "evicted"])
 def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
     tx, indexer, recall, clock = setup
-    first = recall.search("c", "incident", limit=4)
+    first = recall.search("c", "incident", limit=4, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     if how == "expired":
         clock.now = 61
     else:  # two newer pinned searches push it out (capacity 2)
-        recall.search("c", "incident", limit=1)
+        recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
         _moved(tx, indexer)
-        recall.search("c", "incident", limit=1)
+        recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=4, cursor=first["next_cursor"])
+        recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
+                      caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import asdict
 
+from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core import tokenpool
 from morphz.services.recall.core.documents import event_doc, raw_event_doc
 from morphz.services.recall.core.timeparse import event_time_us
@@ -75,10 +76,12 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     try:
         core = TransactionCore(store)
-        core.create_context("c")
+        core.create_context("c", caller=IN_PROCESS_CALLER)
         for i in range(23):
-            core.append_event("c", "s1", "tool-result", f"{TEXTS[i % len(TEXTS)]} n{i}")
-        core.commit("c", "(context-tx (base-version 0) (create f1 (sandbox ok)))")
+            core.append_event("c", "s1", "tool-result", f"{TEXTS[i % len(TEXTS)]} n{i}",
+                              caller=IN_PROCESS_CALLER)
+        core.commit("c", "(context-tx (base-version 0) (create f1 (sandbox ok)))",
+                    caller=IN_PROCESS_CALLER)
         opened, open_now, most = [], [0], [0]
         real_reader = store.reader
 

@@ -1,7 +1,8 @@
 """EncodingCore: compile, freeze, replay, check, and scoped read/search. Free of gRPC
 and LMDB: it reads through the read model (MindView) over a Store's readers, claims
 activations through the transaction service's interface, and keeps its own snapshots
-(snapshot_store.py)."""
+(snapshot_store.py). Every entry point takes the `caller` (shared/auth.py) and passes
+it on with the activation it claims."""
 from __future__ import annotations
 
 import uuid
@@ -12,6 +13,7 @@ from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
 
+from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
@@ -55,7 +57,8 @@ class EncodingCore:
                 budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
                 must_read: list[str] = (), scope: Optional[dict] = None,
                 parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
-                bindings: Optional[dict] = None, capabilities: bool = False) -> dict:
+                bindings: Optional[dict] = None, capabilities: bool = False,
+                caller: Caller) -> dict:
         # Everything the caller sent is checked before the activation claims anything.
         check_name(context, "context")
         check_name(session, "session")
@@ -84,7 +87,7 @@ class EncodingCore:
                 act_id = activation
             else:
                 with self._tracer.start_as_current_span("encoding.claim"):
-                    act_id = self._tx.activate(context, session)["id"]
+                    act_id = self._tx.activate(context, session, caller=caller)["id"]
             with self._store.reader(context) as reader, \
                     self._tracer.start_as_current_span("encoding.gather"):
                 m = MindView(reader)
@@ -174,13 +177,13 @@ class EncodingCore:
                           items=named, must_read=[w for w in wanted] or None, **limits)
 
     # -- snapshots --------------------------------------------------------------------------
-    def show(self, context: str, snapshot: str) -> dict:
+    def show(self, context: str, snapshot: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
             return snapshot_store.load(MindView(reader), context, snapshot)
 
-    def replay(self, context: str, snapshot: str) -> dict:
+    def replay(self, context: str, snapshot: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._tracer.start_as_current_span("encoding.replay"), \
@@ -199,7 +202,7 @@ class EncodingCore:
                 "ranges_match": ranges_match, "bytes": r.bytes, "text": r.text,
                 "dependencies": deps, "problems": problems}
 
-    def check(self, context: str, snapshot: str) -> dict:
+    def check(self, context: str, snapshot: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
@@ -210,7 +213,7 @@ class EncodingCore:
 
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
-             limit: int = 0) -> dict:
+             limit: int = 0, *, caller: Caller) -> dict:
         check_lookup(ref, "ref")
         if not 0 <= limit <= MAX_READ_CHARS or offset < 0:
             raise bad(f"limit must be 0..{MAX_READ_CHARS} characters", field="limit")
@@ -252,7 +255,8 @@ class EncodingCore:
                 "next_offset": end, "total_chars": len(text), "has_more": end < len(text),
                 "state": state, "revision": revision}
 
-    def search(self, context: str, snapshot: str, query: str, limit: int = 0) -> dict:
+    def search(self, context: str, snapshot: str, query: str, limit: int = 0,
+               *, caller: Caller) -> dict:
         terms, limit = searching.check_query(query, limit)  # before anything is read
         check_name(context, "context")
         check_name(snapshot, "snapshot")

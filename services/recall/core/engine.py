@@ -6,6 +6,9 @@ hits comes from the derived index. A recall made for an evaluation sees only wha
 that evaluation's causal scope may see, plus the shared Mind (visibility.py): another
 session's private evidence is answered as a missing one. It is recorded as a new
 `recall` observation through the transaction service (never a frame change).
+
+Every entry point takes the `caller` (shared/auth.py) and passes it on to the
+transaction service's interface with the observation it records.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
 from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
@@ -46,7 +50,8 @@ STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
 
 class Transactions(Protocol):
     def append_event(self, context: str, session: str, kind: str, text: str, *,
-                     request_id: str = "", actor: str = "", causal_refs=()) -> dict: ...
+                     request_id: str = "", actor: str = "", causal_refs=(),
+                     caller: Caller) -> dict: ...
 
 
 def _limit(value: int, default: int, cap: int, what: str) -> int:
@@ -102,7 +107,7 @@ class RecallCore:
         return {"session": session, "activation": activation}
 
     def _record(self, context: str, evaluation: Optional[dict], op: str, request: dict,
-                reply: dict) -> dict:
+                reply: dict, caller: Caller) -> dict:
         """Record the recall as an observation of the evaluation's session."""
         if evaluation is None:
             return dict(reply, observation_ref="")
@@ -113,13 +118,13 @@ class RecallCore:
                                "request": request, "truncated": True,
                                "refs": _refs_of(reply)}, ensure_ascii=False)
         receipt = self._tx.append_event(context, evaluation["session"], "recall", text,
-                                        actor="recall")
+                                        actor="recall", caller=caller)
         return dict(reply, observation_ref=receipt["ref"])
 
     # -- search ---------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               evaluation: Optional[dict] = None) -> dict:
+               evaluation: Optional[dict] = None, caller: Caller) -> dict:
         check_name(context, "context")
         if len(query) > MAX_QUERY_CHARS:
             raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
@@ -179,11 +184,11 @@ class RecallCore:
                 reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
                 self._pins.keep(context, version, snapshot)
         request = {"query": query, "since": since, "until": until, "limit": limit}
-        return self._record(context, evaluation, "search", request, reply)
+        return self._record(context, evaluation, "search", request, reply, caller)
 
     # -- paged reads ------------------------------------------------------------------------
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
-             evaluation: Optional[dict] = None) -> dict:
+             evaluation: Optional[dict] = None, caller: Caller) -> dict:
         check_name(context, "context")
         if not isinstance(ref, str) or not 0 < len(ref) <= 256:
             raise MorphzError("CONTEXT_INPUT_INVALID", "give an @eN ref, an event id or a "
@@ -218,13 +223,13 @@ class RecallCore:
         reply = dict(head, offset=offset, text=text[offset:end], total_chars=len(text),
                      next_offset=end, has_more=end < len(text))
         return self._record(context, evaluation, "read",
-                            {"ref": ref, "offset": offset, "limit": limit}, reply)
+                            {"ref": ref, "offset": offset, "limit": limit}, reply, caller)
 
     # -- graph --------------------------------------------------------------------------------
     def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
                  direction: str = "", include_bodies: bool = False,
                  include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
-                 cursor: str = "", evaluation: Optional[dict] = None) -> dict:
+                 cursor: str = "", evaluation: Optional[dict] = None, caller: Caller) -> dict:
         check_name(context, "context")
         check_lookup(frame_id, "frame_id")
         depth = DEFAULT_DEPTH if depth is None else depth
@@ -274,10 +279,10 @@ class RecallCore:
                  "nodes": nodes, "edges": edges, "page_bytes": size,
                  "next_cursor": cursors.encode("frame", params, version, index) if more else ""}
         request = {"frame_id": frame_id, "depth": depth, "direction": direction}
-        return self._record(context, evaluation, "frame", request, reply)
+        return self._record(context, evaluation, "frame", request, reply, caller)
 
     # -- index upkeep ------------------------------------------------------------------------
-    def inspect(self, context: str) -> dict:
+    def inspect(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             MindView(reader).require_meta(context)
@@ -293,10 +298,10 @@ class RecallCore:
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": idx.path}
 
-    def rebuild(self, context: str) -> dict:
+    def rebuild(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         self._indexer.rebuild(context)
-        return self.inspect(context)
+        return self.inspect(context, caller=caller)
 
 
 def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:

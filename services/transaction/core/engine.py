@@ -4,6 +4,10 @@ Every write follows the same path: make sure this instance owns the context (its
 fencing token; ownership.py), open a reader, build one event, apply it with the reducer
 to a candidate MindState, hand the resulting batch to storage with the physical version
 it was computed from and the token. If another writer got there first, redo it.
+
+Every entry point takes the `caller` (shared/auth.py): the principal the request was
+authenticated as, IN_PROCESS_CALLER for code holding the core itself. It is where
+per-context authorization will look; nothing is decided on it yet.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
+from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_name
 from morphz.shared.telemetry import NO_TRACING
@@ -156,7 +161,7 @@ class TransactionCore:
         return dict(rec["reply"], replayed=True)
 
     # -- contexts ----------------------------------------------------------------------
-    def create_context(self, context: str, window: int = 0) -> dict:
+    def create_context(self, context: str, window: int = 0, *, caller: Caller) -> dict:
         check_name(context, "context")
         if not 0 <= window <= MAX_WINDOW:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
@@ -168,9 +173,9 @@ class TransactionCore:
             return self._event(m, context, R.CONTEXT_CREATED, actor="runtime",
                                data={"window": window or R.DEFAULT_WINDOW})
         self._write(context, build)
-        return self.status(context)
+        return self.status(context, caller=caller)
 
-    def status(self, context: str) -> dict:
+    def status(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -188,7 +193,7 @@ class TransactionCore:
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
-                     activation: str = "", target_session: str = "") -> dict:
+                     activation: str = "", target_session: str = "", caller: Caller) -> dict:
         """An input, an action of an open activation (`activation`), or a message to
         another session (`target_session`); causal.py decides where it belongs."""
         check_name(context, "context")
@@ -215,7 +220,7 @@ class TransactionCore:
                                causal_refs=refs, text=text, request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
 
-    def activate(self, context: str, session: str) -> dict:
+    def activate(self, context: str, session: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         check_name(session, "session")
 
@@ -226,7 +231,7 @@ class TransactionCore:
                                      **rulebook.stamp(self._rules.version)})
         return self._write(context, build)
 
-    def deliver(self, context: str, activation: str) -> dict:
+    def deliver(self, context: str, activation: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         check_name(activation, "activation")
 
@@ -244,7 +249,7 @@ class TransactionCore:
 
     # -- transactions ------------------------------------------------------------------------
     def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
-               request_id: str = "", activation: str = "") -> dict:
+               request_id: str = "", activation: str = "", caller: Caller) -> dict:
         """Commit a transaction. `session`: the session whose evaluation made it (it
         reads that session's attention); `activation`: the evaluation that read the Mind,
         whose tick is the read tick unless the transaction declares `(base-tick T)`."""
@@ -287,7 +292,8 @@ class TransactionCore:
         return {"replayed": False, **self._write(context, build)}
 
     # -- reads ----------------------------------------------------------------------------------
-    def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
+    def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
+                  *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -306,7 +312,7 @@ class TransactionCore:
             return _frame_view(m, meta, f, at_revision or meta.revision,
                                with_relations=not at_revision)
 
-    def list_frames(self, context: str) -> dict:
+    def list_frames(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -318,7 +324,7 @@ class TransactionCore:
                     "frames": [_frame_view(m, meta, frames[fid], meta.revision)
                                for fid in ordered]}
 
-    def get_event(self, context: str, ref_or_id: str) -> dict:
+    def get_event(self, context: str, ref_or_id: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -342,7 +348,7 @@ class TransactionCore:
             return view
 
     # -- audit ----------------------------------------------------------------------------------
-    def audit(self, context: str) -> dict:
+    def audit(self, context: str, *, caller: Caller) -> dict:
         """Replay every event through the reducer into memory and compare each table.
         A difference is reported, never repaired (rebuild_projections repairs)."""
         check_name(context, "context")
@@ -351,7 +357,7 @@ class TransactionCore:
             m.require_meta(context)
             return audit_report(context, m)
 
-    def rebuild_projections(self, context: str) -> dict:
+    def rebuild_projections(self, context: str, *, caller: Caller) -> dict:
         """Recompute every projection from the events and write the differences in one
         atomic commit: the same revision, tick and active state as before the damage."""
         check_name(context, "context")

@@ -1,0 +1,328 @@
+"""SEC-01 (every protected call authenticates a principal) and SEC-05 (the raw storage
+API is reachable with the services' own credentials only), against real `morphz serve`
+processes with real TLS certificates (scripts/dev-certs) on loopback.
+
+Every RPC of every public service is taken from the service descriptors (so a new one
+is not missed) and called with an empty request: what is asserted is whether the call
+got past authentication, not what it answers then."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+from google.protobuf import message_factory
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from morphz.api.encoding.v1 import encoding_pb2
+from morphz.api.recall.v1 import recall_pb2
+from morphz.api.storage.v1 import storage_pb2
+from morphz.api.transaction.v1 import transaction_pb2
+from morphz.services.storage.client import StorageClient
+from morphz.services.transaction.client import TransactionClient
+from morphz.shared.errors import MorphzError
+from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
+from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.mind import records as R
+from morphz.shared.storage.api import Write
+
+from tests.certs import Certs, dev_certs, nameless
+from tests.topology import BOUND, SERVING, ServerProcess, SplitServers, health
+
+PUBLIC = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"],
+          recall_pb2.DESCRIPTOR.services_by_name["RecallService"],
+          encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"],
+          # not a Morphz service, but every RPC but health checking needs a principal
+          reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
+STORAGE = storage_pb2.DESCRIPTOR.services_by_name["StorageService"]
+ALICE_TOKEN = "alice-5b0d0c1e9a7f4c2e8d31"
+SERVICE_TOKEN = "service-2f6e41a9c07b4d5d9e88"
+UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
+HANDSHAKE_REFUSED = grpc.StatusCode.UNAVAILABLE
+OK = grpc.StatusCode.OK
+in_process_too = pytest.mark.all_in_one(
+    reason="serves `morphz serve` processes with authentication of their own")
+
+
+def rpcs(*services) -> list[tuple[str, object]]:
+    return [(f"/{s.full_name}/{m.name}", m) for s in services for m in s.methods]
+
+
+def invoke(channel: grpc.Channel, path: str, method) -> tuple[grpc.StatusCode, str]:
+    """Call `method` with an empty request: its status code and ErrorInfo reason."""
+    request = message_factory.GetMessageClass(method.input_type)()
+    kind = f"{'stream' if method.client_streaming else 'unary'}_" \
+           f"{'stream' if method.server_streaming else 'unary'}"
+    stub = getattr(channel, kind)(path, request_serializer=lambda m: m.SerializeToString(),
+                                  response_deserializer=lambda b: b)
+    try:
+        reply = stub(iter([request]) if method.client_streaming else request, timeout=10)
+        if method.server_streaming:
+            next(reply, None)  # the first message (or the status) tells
+            reply.cancel()
+        return OK, ""
+    except grpc.RpcError as e:
+        return e.code(), from_rpc_error(e).reason
+
+
+def answers(auth: ClientAuth, address: str, calls) -> dict[str, tuple]:
+    with auth.channel(address) as channel:
+        return {path: invoke(channel, path, m) for path, m in calls}
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Certs:
+    return dev_certs(tmp_path_factory.mktemp("ca"), "alice")
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory) -> Certs:
+    return dev_certs(tmp_path_factory.mktemp("other-ca"))
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory) -> dict[str, str]:
+    """The token file (JSON) and the services' token file."""
+    d = tmp_path_factory.mktemp("tokens")
+    (d / "tokens.json").write_text(json.dumps({ALICE_TOKEN: "alice",
+                                               SERVICE_TOKEN: "morphz-service"}))
+    (d / "service.token").write_text(SERVICE_TOKEN + "\n")
+    return {"file": str(d / "tokens.json"), "service": str(d / "service.token")}
+
+
+@pytest.fixture(scope="module")
+def mtls_server(certs, tmp_path_factory):
+    """`morphz serve` with mutual TLS and the storage API on a listener of its own."""
+    proc = ServerProcess(tmp_path_factory.mktemp("mtls") / "data",
+                         args=[*certs.server_flags(), "--storage-listen", "127.0.0.1:0"],
+                         auth=certs.client("alice")).start()
+    yield proc
+    proc.kill()
+
+
+@pytest.fixture(scope="module")
+def token_server(certs, tokens, tmp_path_factory):
+    """`morphz serve` over TLS taking bearer tokens."""
+    proc = ServerProcess(tmp_path_factory.mktemp("tokens") / "data",
+                         args=[*certs.server_flags(mutual=False), "--tokens", tokens["file"]],
+                         auth=certs.anonymous(token=ALICE_TOKEN)).start()
+    yield proc
+    proc.kill()
+
+
+def refused_everywhere(got: dict, code: grpc.StatusCode, reason: str = "") -> dict:
+    """The calls NOT answered with `code` (and `reason`, if given)."""
+    return {p: a for p, a in got.items() if a[0] != code or (reason and a[1] != reason)}
+
+
+def authenticated_everywhere(got: dict) -> dict:
+    """The calls refused as unauthenticated, unauthorized, or not reaching the server."""
+    return {p: a for p, a in got.items() if a[0] in (
+        UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAVAILABLE)}
+
+
+# -- SEC-01: bearer tokens ---------------------------------------------------------------------
+@in_process_too
+def test_sec_01_every_public_rpc_needs_a_valid_bearer_token(token_server, certs):
+    calls = rpcs(*PUBLIC)
+    assert len(calls) == 11 + 5 + 6 + 1
+    for auth in (certs.anonymous(),  # no credentials
+                 certs.anonymous(token="not-a-token-of-this-server-0000")):  # a bad token
+        assert refused_everywhere(answers(auth, token_server.address, calls),
+                                  UNAUTHENTICATED, "UNAUTHENTICATED") == {}
+    valid = answers(certs.anonymous(token=ALICE_TOKEN), token_server.address, calls)
+    assert authenticated_everywhere(valid) == {}
+    assert valid["/morphz.api.transaction.v1.TransactionService/GetStatus"][1] == \
+        "CONTEXT_INPUT_INVALID"  # past authentication: the empty request is judged
+    # Health checking needs no principal.
+    assert health(token_server.address, auth=certs.anonymous()) == SERVING
+
+
+@in_process_too
+def test_sec_01_a_refused_token_changes_nothing(token_server, certs):
+    for token in ("", "not-a-token-of-this-server-0000"):
+        with pytest.raises(MorphzError) as info:
+            TransactionClient(certs.anonymous(token=token).channel(token_server.address),
+                              timeout=10).create_context("sec-01-refused")
+        assert info.value.reason == "UNAUTHENTICATED"
+    with pytest.raises(MorphzError) as info:
+        token_server.client().status("sec-01-refused")
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+
+
+@in_process_too
+def test_sec_01_bearer_tokens_work_over_plaintext_loopback_too(tokens, tmp_path):
+    proc = ServerProcess(tmp_path / "data", args=["--tokens", tokens["file"]],
+                         auth=ClientAuth(token=ALICE_TOKEN)).start()
+    try:
+        assert proc.client().create_context("sec-01-plain")["context"] == "sec-01-plain"
+        for auth in (PLAINTEXT, ClientAuth(token="not-a-token-of-this-server-0000")):
+            with pytest.raises(MorphzError) as info:
+                TransactionClient(auth.channel(proc.address), timeout=10).status("sec-01-plain")
+            assert info.value.reason == "UNAUTHENTICATED"
+    finally:
+        proc.kill()
+
+
+# -- SEC-01: mutual TLS ------------------------------------------------------------------------
+@in_process_too
+def test_sec_01_every_public_rpc_needs_a_client_certificate_of_the_ca(mtls_server, certs,
+                                                                      other_ca):
+    calls = rpcs(*PUBLIC)
+    ca = certs.path("ca.crt")
+    wrong_ca = ClientAuth.from_files(ca=ca, cert=other_ca.path("client.crt"),
+                                     key=other_ca.path("client.key"))
+    # Without a certificate of the CA the TLS handshake itself refuses the client (gRPC
+    # Python servers can require a client certificate, not merely ask for one): no call
+    # reaches the server, the channel reports UNAVAILABLE.
+    for auth in (PLAINTEXT, certs.anonymous(), wrong_ca):
+        assert refused_everywhere(answers(auth, mtls_server.address, calls),
+                                  HANDSHAKE_REFUSED) == {}
+    # A certificate of the CA that names no principal gets as far as the interceptor.
+    assert refused_everywhere(answers(certs.client(nameless(certs)), mtls_server.address,
+                                      calls), UNAUTHENTICATED, "UNAUTHENTICATED") == {}
+    valid = answers(certs.client("alice"), mtls_server.address, calls)
+    assert authenticated_everywhere(valid) == {}
+    assert valid["/morphz.api.transaction.v1.TransactionService/GetStatus"][1] == \
+        "CONTEXT_INPUT_INVALID"
+    for auth in (PLAINTEXT, certs.anonymous(), wrong_ca):  # and they changed nothing
+        with pytest.raises(MorphzError):
+            TransactionClient(auth.channel(mtls_server.address),
+                              timeout=10).create_context("sec-01-refused")
+    with pytest.raises(MorphzError) as info:
+        mtls_server.client().status("sec-01-refused")
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+
+
+# -- SEC-05: the storage API -------------------------------------------------------------------
+@in_process_too
+def test_sec_05_public_port_answers_unimplemented_for_every_storage_method(mtls_server, certs):
+    calls = rpcs(STORAGE)
+    assert len(calls) == len(STORAGE.methods) >= 8
+    for principal in ("alice", "service"):  # even the services' own principal
+        got = answers(certs.client(principal), mtls_server.address, calls)
+        assert refused_everywhere(got, grpc.StatusCode.UNIMPLEMENTED) == {}, principal
+    with certs.client("alice").channel(mtls_server.address) as ch:
+        reply = next(reflection_pb2_grpc.ServerReflectionStub(ch).ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+    assert STORAGE.full_name not in {s.name for s in reply.list_services_response.service}
+
+
+@in_process_too
+def test_sec_05_storage_listener_serves_the_services_principal_only(mtls_server, certs):
+    assert mtls_server.storage_address
+    got = answers(certs.client("alice"), mtls_server.storage_address, rpcs(STORAGE))
+    assert refused_everywhere(got, grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED") == {}
+    with certs.client("service").channel(mtls_server.storage_address) as ch:
+        assert isinstance(StorageClient(ch, timeout=10).contexts(), list)
+
+
+def _forgery(storage: StorageClient, context: str) -> tuple[int, list[Write]]:
+    """The reported forgery: a backdated context-tx event appended behind the transaction
+    service's back (then RebuildProjections would make its frame real)."""
+    with storage.reader(context) as r:
+        seq, meta = r.commit_seq, json.loads(r.get("meta", ()))
+    n = meta["next_seq"]
+    event = R.Event(seq=n, id="forged", kind="context-tx", time="2000-01-01T00:00:00+00:00",
+                    context=context, actor="agent", data={"rules": 2, "tx": {
+                        "base_version": meta["revision"], "reason": "", "ops": [{
+                            "op": "create", "frame_id": "forged", "sources": None,
+                            "body": "(approved-by admin)"}]}},
+                    text="(context-tx (create forged (approved-by admin)))")
+    meta["next_seq"] = n + 1
+    return seq, [Write("events", (n,), R.dumps(event)),
+                 Write("meta", (), json.dumps(meta).encode())]
+
+
+def _logical(status: dict) -> dict:
+    """A status without the physical version (a rebuild moves it)."""
+    return {k: v for k, v in status.items() if k != "commit_seq"}
+
+
+@in_process_too
+def test_sec_05_backdated_event_forgery_is_impossible_from_the_public_port(mtls_server, certs):
+    alice = mtls_server.client()
+    alice.create_context("sec-05-forgery")
+    alice.commit("sec-05-forgery", "(context-tx (base-version 0) (create plan (goal ship)))")
+    before = _logical(alice.status("sec-05-forgery"))
+    with certs.client("service").channel(mtls_server.storage_address) as ch:
+        seq, writes = _forgery(StorageClient(ch, timeout=10), "sec-05-forgery")
+    for address, reason in ((mtls_server.address, "UNIMPLEMENTED"),
+                            (mtls_server.storage_address, "PERMISSION_DENIED")):
+        with certs.client("alice").channel(address) as ch:
+            with pytest.raises(MorphzError) as info:
+                StorageClient(ch, timeout=10).commit("sec-05-forgery", seq, writes)
+            assert info.value.reason == reason, address
+    assert alice.rebuild_projections("sec-05-forgery")["rewritten"] == {}
+    with pytest.raises(MorphzError) as info:
+        alice.get_frame("sec-05-forgery", "forged")
+    assert info.value.reason == "FRAME_NOT_FOUND"
+    assert _logical(alice.status("sec-05-forgery")) == before
+    assert alice.audit("sec-05-forgery")["match"]
+    # The same writes with the services' credentials on the storage listener do land:
+    # the refusals above are what stands between a caller and a forged history.
+    with certs.client("service").channel(mtls_server.storage_address) as ch:
+        service = StorageClient(ch, timeout=10)
+        service.commit("sec-05-forgery", *_forgery(service, "sec-05-forgery"))
+    alice.rebuild_projections("sec-05-forgery")
+    assert alice.get_frame("sec-05-forgery", "forged")["body"] == "(approved-by admin)"
+
+
+# -- the split topology with authentication ----------------------------------------------------
+def _cli(env: dict, *argv: str, stdin: str = "") -> dict:
+    run = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "--format=json",
+                          *argv], input=stdin, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, **env))
+    reply = json.loads(run.stdout)
+    assert run.returncode == 0, reply
+    return reply
+
+
+@pytest.mark.split_processes
+@pytest.mark.parametrize("how", ["mtls", "tokens"])
+def test_sec_01_split_topology_with_authentication_end_to_end(how, certs, tokens, tmp_path):
+    if how == "mtls":  # each service presents the services' certificate, both ways
+        flags, probe = certs.server_flags("service"), certs.client("service")
+        user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TLS_CERT": certs.path(
+            "alice.crt"), "MORPHZ_TLS_KEY": certs.path("alice.key")}
+        alice, nobody = certs.client("alice"), certs.anonymous()
+    else:  # TLS for privacy, tokens for principals; the services send theirs
+        flags = [*certs.server_flags("service", mutual=False), "--tokens", tokens["file"],
+                 "--service-token-file", tokens["service"]]
+        probe = certs.anonymous()
+        user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TOKEN": ALICE_TOKEN}
+        alice, nobody = certs.anonymous(token=ALICE_TOKEN), certs.anonymous()
+    cluster = SplitServers(tmp_path / how, args=flags, auth=probe).start()
+    try:
+        env = dict(cluster.endpoints.cli_env(), **user)
+        ctx = f"sec-split-{how}"
+        assert _cli(env, "context", "create", ctx)["context"] == ctx
+        _cli(env, "context", "event", "--context", ctx, "--session", "main", "--kind",
+             "user-message", "--text", "ship once the regression tests pass")
+        assert _cli(env, "context", "tx", "--context", ctx, "-", stdin="(context-tx "
+                    "(base-version 0) (create release (goal ship)))")["revision"] == 1
+        deadline = time.monotonic() + BOUND  # recall indexes in the background
+        while not _cli(env, "context", "recall", "search", "regression",
+                       "--context", ctx)["results"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        encoding = _cli(env, "context", "encode", "--context", ctx, "--session", "main")
+        assert "(frame release" in encoding["text"]
+        # A user reaching `serve storage` directly is refused; without credentials,
+        # the services are refused as the all-in-one server refuses.
+        with alice.channel(cluster.endpoints.storage) as ch:
+            with pytest.raises(MorphzError) as info:
+                StorageClient(ch, timeout=10).contexts()
+        assert info.value.reason == "PERMISSION_DENIED"
+        with nobody.channel(cluster.endpoints.transaction) as ch:
+            with pytest.raises(MorphzError) as info:
+                TransactionClient(ch, timeout=10).status(ctx)
+        assert info.value.reason == ("UNAVAILABLE" if how == "mtls" else "UNAUTHENTICATED")
+        assert health(cluster.endpoints.storage, auth=probe) == SERVING
+    finally:
+        cluster.kill()
+
