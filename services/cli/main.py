@@ -29,10 +29,11 @@ from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS, MESSAGE_BYTES
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
-MAX_MESSAGE_BYTES = 64 << 20
+MAX_MESSAGE_BYTES = MESSAGE_BYTES.max
 STDIN = "-"
 
 
@@ -303,6 +304,12 @@ EXTENSIONS = (recall_cmds, encoding_cmds)
 
 
 # -- the parser ------------------------------------------------------------------------------
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
@@ -339,6 +346,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--lease-ttl", metavar="SECONDS", type=int, default=DEFAULT_LEASE_TTL,
                        help="with --etcd: the ownership lease's TTL: how soon another "
                        f"instance takes over a dead one's contexts (default: {DEFAULT_LEASE_TTL})")
+    serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
+                       default=CONCURRENT_RPCS.max,
+                       help="RPCs this process holds at once; more are refused "
+                       f"CONCURRENT_RPC_LIMIT (default: {CONCURRENT_RPCS.max}; README: Limits)")
+    serve.add_argument("--max-bytes-in-flight", metavar="BYTES", type=_positive,
+                       default=BYTES_IN_FLIGHT.max,
+                       help="request bytes this process processes at once; a request that "
+                       f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
+                       f"{BYTES_IN_FLIGHT.max}; README: Limits)")
 
     context = top.add_parser("context", parents=[common], help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -415,7 +431,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
-                     lease_ttl=args.lease_ttl)
+                     lease_ttl=args.lease_ttl, max_concurrent_rpcs=args.max_concurrent_rpcs,
+                     max_bytes_in_flight=args.max_bytes_in_flight)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

@@ -23,12 +23,13 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 
 
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
-          storage: str = "", transaction: str = "", **ownership) -> int:
-    """`ownership`: ServerConfig's etcd, instance, advertise and lease_ttl."""
+          storage: str = "", transaction: str = "", **options) -> int:
+    """`options`: ServerConfig's etcd, instance, advertise and lease_ttl; its
+    max_concurrent_rpcs and max_bytes_in_flight."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
-                          transaction=transaction, **ownership)
+                          transaction=transaction, **options)
     check_addresses(role, config)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
