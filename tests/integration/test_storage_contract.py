@@ -403,7 +403,8 @@ def test_dist_05_closing_a_reader_releases_its_snapshot_and_the_cap_is_structure
             third.get("frames", ("a",))
     assert info.value.reason == "STORAGE_SNAPSHOT_LIMIT"
     assert info.value.to_dict()["code"] == "RESOURCE_EXHAUSTED"
-    assert info.value.details["limit"] == 2
+    assert info.value.details["limit"] == "open_snapshots"  # named (SEC-06)
+    assert info.value.details["max"] == 2
     first.close()
     assert len(snap.registry) == 1
     with snap.client.reader("c") as third:

@@ -32,10 +32,11 @@ from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.errors import MorphzError
-from morphz.shared.names import check_name
+from morphz.shared.limits import EVENT_TEXT_BYTES, utf8_len
+from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
-MAX_TEXT_BYTES = 32 << 20
+MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
 _WRITE_ATTEMPTS = 64
 
@@ -193,9 +194,13 @@ class TransactionCore:
         check_name(context, "context")
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+        size = utf8_len(text)  # (a 30 MB text is not copied to be measured)
+        if size > MAX_TEXT_BYTES:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"text exceeds {MAX_TEXT_BYTES} bytes",
-                              field="text")
+                              field="text", **EVENT_TEXT_BYTES.details(size=size))
+        check_label(actor, "actor")
+        if request_id:
+            check_name(request_id, "request_id")
         refs = req.refs
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
@@ -252,6 +257,8 @@ class TransactionCore:
             check_name(session, "session")
         if activation:
             check_name(activation, "activation")
+        if request_id:
+            check_name(request_id, "request_id")
         with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
             if isinstance(tx, str):
