@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 import grpc
 
-from morphz.shared import limits
+from morphz.shared import limits, memory
 from morphz.shared.errors import MorphzError
 from morphz.shared.field_limits import SMALLEST, check_fields
 from morphz.shared.grpc_errors import abort
@@ -128,6 +128,8 @@ class Guard(grpc.ServerInterceptor):
         with self._lock:
             self.active_rpcs -= counted
             self.bytes_in_flight -= size
+        if size >= memory.LARGE:  # its pieces are freed: give them back to the system
+            memory.trim_soon()
 
     def _refusal(self, handler, error: MorphzError):
         def refuse(request, context):

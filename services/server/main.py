@@ -10,6 +10,7 @@ import threading
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.roles import ServiceProcess, check_addresses
+from morphz.shared import memory
 
 ALL = "all"
 
@@ -22,22 +23,6 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
         pass
 
 
-def return_freed_memory(threshold: int = 1 << 20) -> bool:
-    """Have glibc's malloc serve every block of `threshold` bytes or more by mmap, so
-    freeing one gives it back to the system. glibc raises that threshold on its own
-    after freeing a large block (up to 32 MiB), and then keeps the large request
-    buffers of an RPC (a 30 MB event's copies) in its heaps after the RPC: ~1 GB
-    held after 8 concurrent 30 MB appends. Not glibc (or no ctypes): False, no change."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    M_MMAP_THRESHOLD = -3
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
-
-
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
           storage: str = "", transaction: str = "", **options) -> int:
     """`options`: ServerConfig's etcd, instance, advertise and lease_ttl; its
@@ -47,7 +32,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
     check_addresses(role, config)
-    return_freed_memory()
+    memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
     # One line a supervisor (or a test) can wait for.
