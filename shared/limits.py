@@ -31,6 +31,11 @@ MESSAGE_BYTES = Limit("message_bytes", 64 << 20, "MESSAGE_SIZE_LIMIT",
 TRANSPORT_SLACK = 1 << 20
 EVENT_TEXT_BYTES = Limit("event_text_bytes", 32 << 20, "CONTEXT_INPUT_INVALID",
                          "UTF-8 bytes of one event's text")
+# What one write (an event, a transaction) stores: the event and every row it changes,
+# as stored (JSON: a text is stored more than once, control characters 6 bytes each).
+# Below message_bytes, so that a split transaction service can hand it to storage.
+COMMIT_BYTES = Limit("commit_bytes", (64 << 20) - (1 << 20), "COMMIT_SIZE_LIMIT",
+                     "bytes one write stores: its event and the rows it changes")
 # A transaction, the same in the text and the structured form.
 TX_BYTES = Limit("tx_bytes", 16 << 20, "TX_PARSE_ERROR",
                  "bytes of one transaction (its UTF-8 text, or its protobuf encoding)")
@@ -63,7 +68,7 @@ OPEN_SNAPSHOTS = Limit("open_snapshots", 128, "STORAGE_SNAPSHOT_LIMIT",
 WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
                 "following change-feed watches a storage service serves at once")
 
-ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
+ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
        BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES)
 BY_NAME = {lim.name: lim for lim in ALL}

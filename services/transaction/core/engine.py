@@ -32,7 +32,7 @@ from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import EVENT_TEXT_BYTES, utf8_len
+from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
@@ -104,6 +104,7 @@ class TransactionCore:
                                     if ev.kind == R.CONTEXT_TX and ev.session else None
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
+                            _check_size(writes)
                             ticket = self._store.submit(context, reader.commit_seq, writes,
                                                         fence=fence)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
@@ -385,6 +386,19 @@ class TransactionCore:
                     problems.append(f"{context}: events end at {last[0][0] if last else None}, "
                                     f"meta expects next {meta.next_seq}")
         return problems
+
+
+def _check_size(writes: list[Write]) -> None:
+    """commit_bytes: what a write stores, keys and framing counted roughly (a storage
+    service must receive it in one message: 1 MiB below message_bytes)."""
+    size = sum(len(w.value or b"") + len(w.table) + 16 + sum(
+        len(p.encode("utf-8", "surrogatepass")) + 2 if isinstance(p, str) else 10
+        for p in w.key) for w in writes)
+    if size > COMMIT_BYTES.max:
+        raise MorphzError(COMMIT_BYTES.reason, f"the write would store {size} bytes, over "
+                          f"{COMMIT_BYTES.max}: an event's text is stored once, a frame's "
+                          "body four times (event, transaction, frame, version), escaped",
+                          **COMMIT_BYTES.details(size=size))
 
 
 def _read_point(m: MindState, tx: Tx, session: str, activation: str,
