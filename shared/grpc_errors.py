@@ -19,11 +19,15 @@ from grpc_status import rpc_status
 from morphz.shared.errors import REASONS, MorphzError, Status
 
 DOMAIN = "morphz"
-# What a status may carry of an error (SEC-03): an error's message and each detail are
-# cut to these lengths on the wire, whatever a core put in them, so an error never
-# echoes a large input back (gRPC refuses metadata over 8 KiB: the error would be lost).
+# What a status may carry of an error (SEC-03): an error's message and details are cut
+# to these lengths on the wire, whatever a core put in them, so an error never echoes a
+# large input back (a client refuses metadata over 8 KiB: the error would be lost). A
+# structured detail (a list of refs, named items) keeps its JSON up to its own length,
+# and all of them together up to MAX_DETAILS_BYTES, else each is cut to a string too.
 MAX_MESSAGE_CHARS = 1024
 MAX_DETAIL_CHARS = 256
+MAX_STRUCTURED_CHARS = 4096
+MAX_DETAILS_BYTES = 6144
 MAX_DETAILS = 16
 _log = logging.getLogger("morphz.rpc")
 
@@ -44,8 +48,11 @@ def _cut(text: str, chars: int) -> str:
 def to_status(err: MorphzError) -> status_pb2.Status:
     metadata = {}
     for k, v in list(err.details.items())[:MAX_DETAILS]:
-        metadata[_cut(str(k), 64)] = _cut(v if isinstance(v, str) else json.dumps(v),
-                                          MAX_DETAIL_CHARS)
+        text, cap = (v, MAX_DETAIL_CHARS) if isinstance(v, str) else \
+            (json.dumps(v), MAX_STRUCTURED_CHARS)
+        metadata[_cut(str(k), 64)] = _cut(text, cap)
+    if sum(len(k) + len(v.encode()) for k, v in metadata.items()) > MAX_DETAILS_BYTES:
+        metadata = {k: _cut(v, MAX_DETAIL_CHARS) for k, v in metadata.items()}
     info = error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=metadata)
     detail = any_pb2.Any()
     detail.Pack(info)

@@ -22,13 +22,15 @@ from concurrent import futures
 from typing import Callable, Optional
 
 import grpc
+from google.protobuf.message import Message
 
 from morphz.shared import limits, memory
 from morphz.shared.errors import MorphzError
 from morphz.shared.field_limits import SMALLEST, check_fields
 from morphz.shared.grpc_errors import abort
 
-UNCOUNTED = ("/grpc.health.v1.Health/",)  # a server at its limit still answers probes
+# A server at its limit still answers probes (a health Watch, a stream, is counted).
+UNCOUNTED = ("/grpc.health.v1.Health/Check",)
 _log = logging.getLogger("morphz.rpc")
 
 
@@ -168,7 +170,7 @@ class Guard(grpc.ServerInterceptor):
     def _check(request, call: _Call, context) -> None:
         if type(request) is _Refused:
             abort(context, request.error)
-        if call.size > SMALLEST:
+        if call.size > SMALLEST and isinstance(request, Message):
             try:
                 check_fields(request)
             except MorphzError as err:
