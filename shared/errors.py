@@ -84,9 +84,17 @@ REASONS: dict[str, Status] = {
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
     "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "STORAGE_REQUEST_TOO_LARGE": Status.INVALID_ARGUMENT,
     # a commit whose fencing token is below the highest the context accepted: a newer
     # owner took the context over (retrying it cannot succeed)
     "FENCED": Status.FAILED_PRECONDITION,
+    # backups (services/storage/backup.py)
+    "BACKUP_RUNNING": Status.ABORTED,            # one backup at a time per storage server
+    "BACKUP_FAILED": Status.FAILED_PRECONDITION,  # the server could not make its copy (disk)
+    "BACKUP_FILE_EXISTS": Status.ALREADY_EXISTS,  # never overwrite a file
+    "BACKUP_INVALID": Status.INVALID_ARGUMENT,    # not a backup, or of another format
+    "BACKUP_CORRUPT": Status.DATA_LOSS,           # a backup whose bytes are not what it says
+    "RESTORE_TARGET_NOT_EMPTY": Status.FAILED_PRECONDITION,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # context ownership (transaction instances run with --etcd)

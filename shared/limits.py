@@ -67,10 +67,12 @@ OPEN_SNAPSHOTS = Limit("open_snapshots", 128, "STORAGE_SNAPSHOT_LIMIT",
                        "storage read snapshots open at once")
 WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
                 "following change-feed watches a storage service serves at once")
+GET_MANY_KEYS = Limit("get_many_keys", 1000, "STORAGE_REQUEST_TOO_LARGE",
+                      "keys in one storage GetMany")
 
 ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
-       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES)
+       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS)
 BY_NAME = {lim.name: lim for lim in ALL}
 
 # What an error may echo of a request's value: at most this many characters.

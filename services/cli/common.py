@@ -9,6 +9,7 @@ from typing import Callable, Optional, TextIO
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 
 DEFAULT_CONTEXT = "context-default"
+BACKUP_TIMEOUT = 3600.0  # `morphz backup`: the deadline of its whole stream
 
 
 def unsigned(bits: int) -> Callable[[str], int]:
@@ -46,11 +47,12 @@ def global_options(parser: argparse.ArgumentParser, defaults: Optional[dict]) ->
                         default=d.get("format", sup), help="output format (default: text)")
     parser.add_argument("--server", metavar="HOST:PORT", default=d.get("server", sup),
                         help="server address (default: the command's service's "
-                        "$MORPHZ_TRANSACTION/$MORPHZ_RECALL/$MORPHZ_ENCODING, else "
-                        "$MORPHZ_SERVER, else the server's default listen address)")
+                        "$MORPHZ_TRANSACTION/$MORPHZ_RECALL/$MORPHZ_ENCODING/$MORPHZ_STORAGE, "
+                        "else $MORPHZ_SERVER, else the server's default listen address)")
     parser.add_argument("--timeout", metavar="SECONDS", type=positive_seconds,
                         default=d.get("timeout", sup),
-                        help=f"deadline for every RPC (default: {DEFAULT_TIMEOUT:g})")
+                        help=f"deadline for every RPC (default: {DEFAULT_TIMEOUT:g}; a "
+                        f"backup's whole stream: {BACKUP_TIMEOUT:g})")
     parser.add_argument("--context", metavar="CONTEXT", default=d.get("context", sup),
                         help=f"context name (default: {DEFAULT_CONTEXT})")
 

@@ -2,7 +2,8 @@
 
 `morphz serve` runs the all-in-one server (or one service: `serve storage|transaction|
 recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
-command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for). JSON
+command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for), as
+`morphz backup` calls the storage service; `morphz restore` works offline. JSON
 output (`--format=json`) is the core's reply dict as is; text output is a readable
 rendering of the same dict.
 
@@ -21,7 +22,7 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
-from morphz.services.cli import encoding_cmds, recall_cmds
+from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, global_options,
                                         print_json, unsigned)
 from morphz.services.cli.tracing import command_trace
@@ -48,7 +49,7 @@ def default_server() -> str:
 def server_for(service: str, given: Optional[str]) -> str:
     """Where a command of `service` goes: --server if given (one server for all), else
     $MORPHZ_<SERVICE> (a split cluster: MORPHZ_TRANSACTION, MORPHZ_RECALL,
-    MORPHZ_ENCODING), else default_server()."""
+    MORPHZ_ENCODING, MORPHZ_STORAGE), else default_server()."""
     if given is not None:
         return given
     return os.environ.get(f"MORPHZ_{service.upper()}") or default_server()
@@ -263,6 +264,13 @@ def render_audit(r: dict, out: TextIO) -> None:
         print(f"{'ok' if p['match'] else 'MISMATCH'} {p['projection']}", file=out)
         for d in p["differences"]:
             print(f"  {d}", file=out)
+    if r.get("replay_error"):
+        print(f"REPLAY FAILED: {r['replay_error']}", file=out)
+    links = r.get("chain") or {}
+    if links.get("match", True):
+        print(f"ok event chain ({links.get('checked', 0)} links)", file=out)
+    else:
+        print(f"BROKEN event chain at {links['first_broken']}: {links['problem']}", file=out)
 
 
 def render_rebuild(r: dict, out: TextIO) -> None:
@@ -315,7 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="morphz", description="Morphz: a context store for AI agents.")
     global_options(parser, {"format": "text",
                              "server": None,  # resolved by default_server()
-                             "timeout": DEFAULT_TIMEOUT, "context": DEFAULT_CONTEXT})
+                             "timeout": None,  # resolved by main(): a backup's is longer
+                             "context": DEFAULT_CONTEXT})
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, None)
 
@@ -355,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
                        f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+
+    backup_cmds.add_commands(top, common)
 
     context = top.add_parser("context", parents=[common], help="work with a context")
     sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -443,13 +454,19 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
     server = server_for(ext.SERVICE if ext else "transaction", args.server)
     context = getattr(args, "context_name", None) or args.context
     with command_trace(args.action, context[:200]) as traced:
-        channel = traced(grpc.insecure_channel(check_server(server), options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+        def connect(address: str) -> grpc.Channel:
+            return traced(grpc.insecure_channel(check_server(address), options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+        channel = connect(server)
         try:
             if args.action in COMMANDS:
                 call, render, exit_status = COMMANDS[args.action]
-                reply = call(TransactionClient(channel, timeout=args.timeout), args)
+                client = TransactionClient(channel, timeout=args.timeout, connect=connect)
+                try:
+                    reply = call(client, args)
+                finally:
+                    client.close()
             else:  # recall/encoding commands: they build their own client on the channel
                 call, render, exit_status = ext.COMMANDS[args.action]
                 reply = call(channel, args)
@@ -462,13 +479,38 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
     return exit_status(reply)
 
 
+def run_admin(args: argparse.Namespace, out: TextIO) -> int:
+    """`morphz backup` (over gRPC, to the storage service) and `morphz restore` (local)."""
+    if args.command == "restore":
+        reply = backup_cmds.run_restore(args)
+    else:
+        server = server_for("storage", args.server)
+        with command_trace("backup", "", name="morphz backup") as traced:
+            channel = traced(grpc.insecure_channel(check_server(server), options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]))
+            try:
+                reply = backup_cmds.run_backup(channel, args)
+            finally:
+                channel.close()
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        backup_cmds.RENDER[args.command](reply, out)
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.timeout is None:
+        args.timeout = backup_cmds.BACKUP_TIMEOUT if args.command == "backup" \
+            else DEFAULT_TIMEOUT
     out = sys.stdout
     try:
         check_encodable(args)
         if args.command == "serve":
             return run_serve(args)
+        if args.command in ("backup", "restore"):
+            return run_admin(args, out)
         return run_context(args, out)
     except MorphzError as e:
         print_json({"error": e.to_dict()}, out)

@@ -19,8 +19,8 @@ def _untraced(channel: grpc.Channel) -> grpc.Channel:
 
 
 @contextlib.contextmanager
-def command_trace(command: str, context: str,
-                  env: Mapping[str, str] = os.environ) -> Iterator[Traced]:
+def command_trace(command: str, context: str, env: Mapping[str, str] = os.environ, *,
+                  name: str = "") -> Iterator[Traced]:
     """Run a command inside its root span (`morphz context tx`, say); yields what makes a
     channel's calls continue it. The spans are exported before this returns: the
     process ends right after (an unreachable OTLP endpoint costs its timeout,
@@ -33,7 +33,7 @@ def command_trace(command: str, context: str,
     tp = tracer_provider("morphz-cli", env=env)
     try:
         with tp.get_tracer("morphz.cli").start_as_current_span(
-                f"morphz context {command}", record_exception=False,
+                name or f"morphz context {command}", record_exception=False,
                 set_status_on_exception=False,
                 attributes={"morphz.command": command, "morphz.context": context}) as span:
             try:

@@ -13,6 +13,7 @@ from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
+from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
@@ -74,7 +75,7 @@ class AllInOne:
         rulebook.rules(config.rules_version)  # an unknown version fails before anything opens
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
         faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
-        self.store = LmdbStore(os.path.join(config.data_dir, "store"), map_size=config.map_size,
+        self.store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         self.transactions = TransactionCore(
@@ -89,7 +90,8 @@ class AllInOne:
             TransactionServicer(self.transactions), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
-        self._storage = StorageServicer(self.store, self.snapshots,
+        self._backups = Backups(self.store, config.data_dir)
+        self._storage = StorageServicer(self.store, self.snapshots, backups=self._backups,
                                         max_watches=config.max_watches)
         storage_pb2_grpc.add_StorageServiceServicer_to_server(self._storage, self.server)
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name,
@@ -127,4 +129,5 @@ class AllInOne:
             stopper()
         self.tracer.shutdown()
         self.snapshots.close()
+        self._backups.close()
         self.store.close()

@@ -20,6 +20,7 @@ from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, bui
                                             dependency_channel, expose, listen, mark)
 from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
+from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.storage.snapshots import SnapshotRegistry
@@ -45,13 +46,15 @@ Built = tuple[list[str], list[tuple[grpc.Channel, str]], Optional[Callable[[], N
 
 def _storage(p: "ServiceProcess") -> Built:
     c = p.config
-    p.store = LmdbStore(os.path.join(c.data_dir, "store"), map_size=c.map_size, sync=c.sync,
+    p.store = LmdbStore(os.path.join(c.data_dir, STORE), map_size=c.map_size, sync=c.sync,
                         faults=Faults.from_env())
     p.on_stop(p.store.close)
     snapshots = SnapshotRegistry(p.store, lease=c.snapshot_lease_seconds,
                                  limit=c.max_open_snapshots)
     p.on_stop(snapshots.close)  # stoppers run in reverse: snapshots before the store
-    servicer = StorageServicer(p.store, snapshots, max_watches=c.max_watches)
+    backups = Backups(p.store, c.data_dir)
+    p.on_stop(backups.close)  # a copy being made finishes before the store closes
+    servicer = StorageServicer(p.store, snapshots, backups=backups, max_watches=c.max_watches)
     p.on_drain(servicer.close)  # feed watchers end when draining starts
     storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, p.server)
     return [STORAGE], [], None

@@ -13,11 +13,13 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, Change, FeedPage, Key, Reader, StaleCommit,
                                        StaleRead, Store, Ticket, Write)
+from morphz.services.storage.backup import Manifest
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
 
 PAGE_ROWS = 1000  # rows per Scan RPC (the server caps a page at MAX_SCAN_ROWS)
+GET_MANY_KEYS = 500  # keys per GetMany RPC (the server takes up to MAX_GET_MANY_KEYS)
 # A following Watch is reopened from where it stood this often, so no stream lives
 # without a deadline (a silent peer is noticed within this time, or the idle page's).
 WATCH_STREAM_SECONDS = 300.0
@@ -26,7 +28,7 @@ _FAR = (1 << 64) - 1  # a position past any head: the page is empty, the head is
 
 def page_from_proto(r: pb.WatchResponse) -> FeedPage:
     return FeedPage([Change(c.position, c.context, c.commit_seq, tuple(c.events),
-                            tuple(c.frames)) for c in r.changes], r.head)
+                            tuple(c.frames)) for c in r.changes], r.head, r.store)
 
 
 class StorageClient(Store):
@@ -67,6 +69,33 @@ class StorageClient(Store):
             context=context, table=table, key=key_to_proto(key), value=value),
             timeout=self._timeout)
 
+    # -- admin -----------------------------------------------------------------------------
+    def backup(self, chunk_bytes: int = 0) -> tuple[Manifest, Iterator[bytes]]:
+        """An online backup of the store (StorageService.Backup): its manifest, and an
+        iterator of its bytes. The whole stream has this client's deadline."""
+        stream = self._stub.Backup(pb.BackupRequest(chunk_bytes=chunk_bytes),
+                                   timeout=self._timeout)
+        first = call(next, stream, None)
+        if first is None or first.WhichOneof("part") != "manifest":
+            stream.cancel()
+            raise MorphzError("BACKUP_CORRUPT", "the server's backup stream does not begin "
+                              "with its manifest")
+        m = first.manifest
+        manifest = Manifest(feed_head=m.feed_head, contexts=m.contexts, taken_at=m.taken_at,
+                            size=m.size, sha256=m.sha256, store=m.store, version=m.version)
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                for r in stream:
+                    if r.WhichOneof("part") != "data":
+                        raise MorphzError("BACKUP_CORRUPT", "a second manifest in the "
+                                          "server's backup stream")
+                    yield r.data
+            except grpc.RpcError as e:
+                raise from_rpc_error(e) from None
+            finally:
+                stream.cancel()  # the caller stopped early: the server deletes its copy
+        return manifest, chunks()
 
     # -- the change feed (StorageService.Watch) -----------------------------------------
     def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
@@ -180,6 +209,16 @@ class RemoteReader(Reader):
         r = self._read(self._c._stub.Get, pb.GetRequest(
             context=self._context, table=table, key=key_to_proto(key)))
         return r.value if r.found else None
+
+    def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
+        out: list[Optional[bytes]] = []
+        while len(out) < len(keys):
+            ask = keys[len(out):len(out) + GET_MANY_KEYS]
+            r = self._read(self._c._stub.GetMany, pb.GetManyRequest(
+                context=self._context, table=table,
+                keys=[pb.Key(parts=key_to_proto(k)) for k in ask]))
+            out += [row.value if row.found else None for row in r.rows]
+        return out
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:

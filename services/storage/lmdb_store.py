@@ -5,17 +5,23 @@ holds each context's physical version (commit_seq); `_feed` holds the change fee
 (position -> change) and `_feed_ctx` its per-context index ((context, commit_seq) ->
 position), both written in the commit's own transaction, and `_fence` the highest
 fencing token each context accepted (checked and raised in that transaction too, so a
-token and the commits it let through can never disagree). Commits are group-committed:
+token and the commits it let through can never disagree); `_store` holds the store's
+identity, which a restored copy renews (a follower's feed position names the store it
+was read from). Commits are group-committed:
 concurrent submissions are applied by one leader in one LMDB write transaction (one
 fsync), each in its own nested transaction so a rejected batch changes nothing and
 does not disturb its neighbours. Nothing is acknowledged before the fsync.
+`copy_compacted` is the online backup: LMDB's compacting copy of the whole environment
+from one read transaction, which commits do not wait for.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import secrets
 import threading
+from datetime import datetime, timezone
 from typing import Iterator, Optional
 
 import lmdb
@@ -30,6 +36,7 @@ from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, F
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
 _FENCE_DB = b"_fence"
+_STORE_DB, _STORE_ID = b"_store", b"id"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
 
@@ -104,9 +111,12 @@ class LmdbStore(Store):
         self._feed = self._env.open_db(_FEED_DB)
         self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
         self._fence = self._env.open_db(_FENCE_DB)
+        self._store = self._env.open_db(_STORE_DB)
         with self._env.begin() as txn:
             last = txn.cursor(db=self._feed)
             self._head = int.from_bytes(last.key(), "big") if last.last() else 0
+            store_id = txn.get(_STORE_ID, db=self._store)
+        self._id = store_id.decode() if store_id else self.renew_identity()
         self._feed_moved = threading.Condition()
         self._max_map_size = max(max_map_size, map_size)
         self._faults = faults
@@ -123,6 +133,40 @@ class LmdbStore(Store):
     @property
     def map_size(self) -> int:
         return self._env.info()["map_size"]
+
+    @property
+    def store_id(self) -> str:
+        return self._id
+
+    def renew_identity(self) -> str:
+        """Give the store a new identity (a new store, or a restored copy: its feed
+        positions past the backup will name other commits than the original's)."""
+        new = secrets.token_hex(16)
+        with self._env.begin(write=True) as txn:
+            txn.put(_STORE_ID, new.encode(), db=self._store)
+        self._id = new
+        return new
+
+    def copy_compacted(self, directory: str) -> dict:
+        """Write a compacted copy of the whole environment (every table and the storage-
+        owned databases) as `directory`/data.mdb, from one read transaction while
+        commits go on; returns what the copy holds. Every commit acknowledged before
+        `taken_at` is in it (its fsync came before this read transaction began)."""
+        taken_at = datetime.now(timezone.utc)
+        self._gate.enter()  # a map resize must wait for the copy's read transaction
+        try:
+            txn = self._env.begin()
+            try:
+                cur = txn.cursor(db=self._feed)
+                head = int.from_bytes(cur.key(), "big") if cur.last() else 0
+                contexts = txn.stat(self._version)["entries"]
+                self._env.copy(directory, compact=True, txn=txn)
+            finally:
+                txn.abort()
+        finally:
+            self._gate.leave()
+        return {"feed_head": head, "contexts": contexts, "store": self._id,
+                "taken_at": taken_at.isoformat(timespec="microseconds")}
 
     def reader(self, context: str) -> "LmdbReader":
         return LmdbReader(self, context)
@@ -154,7 +198,7 @@ class LmdbStore(Store):
                             break
                         position = int.from_bytes(pos, "big")
                         out.append(_unpack_change(position, txn.get(pos, db=self._feed)))
-                return FeedPage(out, r.commit_seq)
+                return FeedPage(out, r.commit_seq, self._id)
             cur = txn.cursor(db=self._feed)
             head = int.from_bytes(cur.key(), "big") if cur.last() else 0
             if cur.set_range(first):
@@ -162,7 +206,7 @@ class LmdbStore(Store):
                     out.append(_unpack_change(int.from_bytes(k, "big"), raw))
                     if len(out) >= limit:
                         break
-            return FeedPage(out, head)
+            return FeedPage(out, head, self._id)
 
     def wait_changes(self, after: int, timeout: float) -> int:
         with self._feed_moved:

@@ -4,18 +4,23 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Optional
 
 from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
+from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups, Manifest
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import WATCHES
+from morphz.shared.limits import GET_MANY_KEYS, WATCHES
 from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
+MAX_GET_MANY_KEYS = GET_MANY_KEYS.max
+GET_MANY_BYTES = 8 << 20  # a GetMany reply stops after the row that passes this
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = WATCHES.max
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
@@ -43,17 +48,24 @@ def change_to_proto(c: Change) -> pb.Change:
                      events=c.events, frames=c.frames)
 
 
+def manifest_to_proto(m: Manifest) -> pb.BackupManifest:
+    return pb.BackupManifest(**asdict(m))
+
+
 def page_to_proto(page: FeedPage) -> pb.WatchResponse:
-    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head)
+    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head,
+                            store=page.store)
 
 
 class StorageServicer(pb_grpc.StorageServiceServicer):
     def __init__(self, store: Store, snapshots: SnapshotRegistry, *,
+                 backups: Optional[Backups] = None,
                  max_watches: int = MAX_WATCHES,
                  watch_idle: float = WATCH_IDLE_SECONDS,
                  reorder_wait: float = REORDER_WAIT_SECONDS) -> None:
         self._store = store
         self._snapshots = snapshots
+        self._backups = backups
         self._watch_slots = threading.BoundedSemaphore(max_watches)
         self._max_watches = max_watches
         self._watch_idle = watch_idle
@@ -86,6 +98,22 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             value = r.get(request.table, key_from_proto(request.key))
             return pb.GetResponse(found=value is not None, value=value or b"",
                                   commit_seq=r.commit_seq)
+
+    @rpc_boundary
+    def GetMany(self, request, context):
+        if len(request.keys) > MAX_GET_MANY_KEYS:
+            raise MorphzError("STORAGE_REQUEST_TOO_LARGE", f"at most {MAX_GET_MANY_KEYS} keys "
+                              "per GetMany", field="keys",
+                              **GET_MANY_KEYS.details(size=len(request.keys)))
+        keys = [key_from_proto(k.parts) for k in request.keys]
+        with self._reader(request) as r:
+            rows, size = [], 0
+            for value in r.get_many(request.table, keys):
+                rows.append(pb.Found(found=value is not None, value=value or b""))
+                size += len(value or b"")
+                if size >= GET_MANY_BYTES:  # the rest in the next call
+                    break
+            return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq)
 
     @rpc_boundary
     def Scan(self, request, context):
@@ -171,3 +199,17 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             with self._guard:
                 self._watchers.discard(stop)
             self._watch_slots.release()
+
+    @rpc_stream_boundary
+    def Backup(self, request, context):
+        if self._backups is None:
+            raise MorphzError("BACKUP_FAILED", "this server's store cannot be backed up")
+        size = min(request.chunk_bytes or CHUNK_BYTES, MAX_CHUNK_BYTES)
+        # A caller that goes away ends the stream at its next chunk; leaving the `with`
+        # deletes the copy and frees the slot.
+        with self._backups.take() as copy:
+            yield pb.BackupChunk(manifest=manifest_to_proto(copy.manifest))
+            for chunk in copy.chunks(size):
+                if not context.is_active():
+                    return
+                yield pb.BackupChunk(data=chunk)

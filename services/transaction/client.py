@@ -1,8 +1,12 @@
 """TransactionClient: TransactionCore's interface over gRPC (same arguments, same
-dict replies, same MorphzError reasons), with a deadline on every call."""
+dict replies, same MorphzError reasons), with a deadline on every call.
+
+With several transaction instances (`serve transaction --etcd`), a write sent to an
+instance that does not own the context is refused before anything happens (NOT_OWNER,
+naming the owner's address); a client given `connect` follows that redirect."""
 from __future__ import annotations
 
-from typing import Union
+from typing import Callable, Optional, Union
 
 import grpc
 
@@ -11,18 +15,50 @@ from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
 from morphz.services.transaction.core.txlang import Tx
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
+from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
 
 
+MAX_REDIRECTS = 2  # an owner can change once more while a redirect is followed
+
+
 class TransactionClient:
-    def __init__(self, channel: grpc.Channel, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, channel: grpc.Channel, *, timeout: float = DEFAULT_TIMEOUT,
+                 connect: Optional[Callable[[str], grpc.Channel]] = None) -> None:
+        """`connect(address)` opens a channel (with this client's credentials) to the
+        owner a NOT_OWNER refusal names; without it the refusal reaches the caller."""
         self._stub = pb_grpc.TransactionServiceStub(channel)
         self._timeout = timeout
+        self._connect = connect
+        self._owners: dict[str, pb_grpc.TransactionServiceStub] = {}  # address -> stub
+        self._channels: list[grpc.Channel] = []
+
+    def close(self) -> None:
+        """Close the channels opened to follow redirects (not the one given)."""
+        for ch in self._channels:
+            ch.close()
+        self._channels, self._owners = [], {}
 
     def _call(self, method: str, request_cls, **fields) -> dict:
         request = build_request(request_cls, **fields)
-        return to_plain(call(getattr(self._stub, method), request, timeout=self._timeout))
+        stub = self._stub
+        for hop in range(MAX_REDIRECTS + 1):
+            try:
+                return to_plain(call(getattr(stub, method), request, timeout=self._timeout))
+            except MorphzError as e:
+                address = e.details.get("owner_address") if e.reason == "NOT_OWNER" else None
+                if not address or self._connect is None or hop == MAX_REDIRECTS:
+                    raise
+                stub = self._owner(address)  # refused unread there: safe to send again
+
+    def _owner(self, address: str) -> pb_grpc.TransactionServiceStub:
+        stub = self._owners.get(address)
+        if stub is None:
+            channel = self._connect(address)
+            self._channels.append(channel)
+            stub = self._owners[address] = pb_grpc.TransactionServiceStub(channel)
+        return stub
 
     def create_context(self, context: str, window: int = 0) -> dict:
         return self._call("CreateContext", pb.CreateContextRequest, context=context, window=window)

@@ -4,6 +4,7 @@ Storage treats them as opaque bytes; this module is their only schema.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -59,6 +60,9 @@ class Meta:
     revision: int = 0
     tick: int = 0
     next_seq: int = 0
+    # SHA-256 (hex) of the last event's stored bytes; the next event records it as
+    # data["prev"], chaining the history (audit verifies every link).
+    chain: str = ""
     activations: int = 0
     # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
     order_head: int = 1 << 62
@@ -196,6 +200,11 @@ def plain(obj: Any) -> Any:
         return [v if type(v) in _SCALARS else plain(v) for v in obj]
     items = obj.items() if kind is dict else vars(obj).items()
     return {k: v if type(v) in _SCALARS else plain(v) for k, v in items}
+
+
+def event_hash(raw: bytes) -> str:
+    """The link to an event in the history's chain: SHA-256 of its stored bytes."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 def dumps(rec: Any) -> bytes:

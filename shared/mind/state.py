@@ -24,7 +24,7 @@ class MindState(MindView):
     def _get(self, table: str, key: Key) -> Optional[bytes]:
         if (table, key) in self._overlay:
             return self._overlay[(table, key)]
-        return self._reader.get(table, key)
+        return super()._get(table, key)
 
     def _put(self, table: str, key: Key, value: Optional[bytes]) -> None:
         self._overlay[(table, key)] = value
@@ -48,8 +48,10 @@ class MindState(MindView):
 
     # -- events and observations -------------------------------------------------
     def add_event(self, ev: R.Event) -> None:
-        self._put("events", (ev.seq,), R.dumps(ev))
+        raw = R.dumps(ev)
+        self._put("events", (ev.seq,), raw)
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
+        self.require_meta(ev.context).chain = R.event_hash(raw)
 
     def put_observation(self, seq: int, obs: R.Observation) -> None:
         """Store an observation's state and keep the active-inbox index in step."""

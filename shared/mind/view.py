@@ -18,6 +18,9 @@ _EVENT_CACHE = 1024
 _STATE_CACHE = 256
 
 
+_UNREAD = object()  # _get: no prefetched row for this key
+
+
 class MindView:
     def __init__(self, reader: Reader) -> None:
         self._reader = reader
@@ -28,10 +31,22 @@ class MindView:
         self._events: dict[int, R.Event] = {}
         # Observation rows repeat byte for byte (most say active): each form decoded once.
         self._states: dict[bytes, str] = {}
+        # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
+        # lie over them).
+        self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
 
     # -- raw access (MindState lays its overlay over these two) ---------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
-        return self._reader.get(table, key)
+        row = self._rows.get((table, key), _UNREAD)
+        return self._reader.get(table, key) if row is _UNREAD else row
+
+    def prefetch(self, table: str, keys: Iterable[Key]) -> None:
+        """Read these rows now, in one round trip where the reader is remote (GetMany),
+        for the gets that follow (the hot loops over a page of hits or an inbox)."""
+        want = [k for k in dict.fromkeys(keys) if (table, k) not in self._rows]
+        if want:
+            for k, row in zip(want, self._reader.get_many(table, want)):
+                self._rows[(table, k)] = row
 
     def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
         return self._reader.scan(table, prefix)
@@ -61,7 +76,9 @@ class MindView:
         return ev
 
     def has_event(self, seq: int) -> bool:
-        return self._get("events", (seq,)) is not None
+        """Events are numbered densely from 0: no need to read one to know it exists."""
+        meta = self.meta()
+        return meta is not None and 0 <= seq < meta.next_seq
 
     def event_seq_by_id(self, event_id: str) -> Optional[int]:
         raw = self._get("event_ids", (event_id,))
@@ -80,7 +97,9 @@ class MindView:
     def event_dicts(self, seqs: Iterable[int]) -> dict[int, dict]:
         """The stored events of these seqs as plain dicts (hot paths that need a few fields
         of many events), decoded in one json.loads; missing ones are left out."""
-        found = [(seq, raw) for seq in seqs if (raw := self._get("events", (seq,))) is not None]
+        keys = [(seq,) for seq in seqs]
+        self.prefetch("events", keys)
+        found = [(seq, raw) for (seq,) in keys if (raw := self._get("events", (seq,))) is not None]
         if not found:
             return {}
         parsed = json.loads((b"[" + b",".join([raw for _, raw in found]) + b"]").decode())

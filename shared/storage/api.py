@@ -90,9 +90,12 @@ def change_of(position: int, context: str, commit_seq: int, writes: list[Write])
 
 @dataclass(frozen=True)
 class FeedPage:
-    """Changes after a position, and the feed's head when they were read."""
+    """Changes after a position, and the feed's head when they were read. `store`
+    identifies the store (empty: a store without one, the in-memory one): a restored
+    copy gets a new identity, since its positions past the backup mean other commits."""
     changes: list[Change]
     head: int
+    store: str = ""
 
 
 class StaleRead(Exception):
@@ -129,6 +132,10 @@ class Reader(abc.ABC):
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
+
+    def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
+        """get() of each key, in order; a remote reader makes it one round trip."""
+        return [self.get(table, k) for k in keys]
 
     def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass

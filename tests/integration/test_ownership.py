@@ -4,7 +4,8 @@ real etcd adapter in-process, then a real storage process and two transaction pr
 started with --etcd, one of them SIGKILLed.
 
 A commit sent to an instance that does not own the context is refused (NOT_OWNER, its
-details naming the owner and its address), not forwarded."""
+details naming the owner and its address), not forwarded; clients given a way to
+connect, and the CLI, follow that redirect."""
 from __future__ import annotations
 
 import json
@@ -189,6 +190,29 @@ def test_dist_01_a_second_transaction_process_is_refused_with_the_owner(cluster,
     err = refused("NOT_OWNER", a.commit, "dist-01-b", tx(0, "(create x (y 1))"))
     assert err.details["owner_address"] == cluster["b"].address
     assert a.commit("dist-01", tx(1, "(create next (x 2))"))["revision"] == 2
+
+
+def test_dist_01_clients_and_the_cli_follow_the_refusal_to_the_owner(cluster, etcd):
+    from morphz.services.transaction.client import TransactionClient
+    a = cluster["a"].client()
+    a.create_context("dist-01-redirect")
+    a.commit("dist-01-redirect", tx(0, "(create plan (goal ship))"))
+    b = TransactionClient(grpc.insecure_channel(cluster["b"].address), timeout=30,
+                          connect=grpc.insecure_channel)
+    try:  # sent to b, refused there unread, sent again to a, which commits it once
+        receipt = b.commit("dist-01-redirect", tx(1, "(create next (x 2))"))
+        assert receipt["revision"] == 2
+        assert b.append_event("dist-01-redirect", "main", "user-message", "hi")["ref"]
+    finally:
+        b.close()
+    assert a.status("dist-01-redirect")["revision"] == 2
+    assert key_holder(etcd, "dist-01-redirect")[0] == cluster["a"].address
+    out = subprocess.run(
+        [sys.executable, "-m", "morphz.services.cli.main", "--format=json", "--server",
+         cluster["b"].address, "context", "tx", "--context", "dist-01-redirect", "-"],
+        input=tx(2, "(create third (x 3))"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["revision"] == 3
 
 
 def test_dist_02_storage_rejects_a_stale_token_even_at_the_current_version(cluster, etcd):

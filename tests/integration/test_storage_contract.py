@@ -174,15 +174,7 @@ def test_side_records_share_the_group_commit_of_concurrent_commits(tmp_path):
                for i in range(8)]
     threads += [threading.Thread(target=run, args=(store.put_record, f"c{i}", "snapshots",
                                                    ("s",), b"S")) for i in range(8)]
-    with store._leader:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while len(store._queue) < 16 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert len(store._queue) == 16
-    for t in threads:
-        t.join()
+    start_queued(store, threads, 16)
     assert not errors
     assert store.stats["write_transactions"] - before == 1
     for i in range(8):
@@ -230,6 +222,21 @@ def test_dist_05_a_reader_sees_one_version_while_other_threads_commit(store):
     assert read(store, "c", "meta", ()) == b"8"
 
 
+def start_queued(store: LmdbStore, threads: list, queued: int) -> None:
+    """Start the threads holding the group-commit leader's place until `queued` of their
+    submissions wait, so that one batch takes them all (certain, not left to scheduling);
+    then let them run and join them."""
+    with store._leader:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(store._queue) < queued and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(store._queue) == queued
+    for t in threads:
+        t.join()
+
+
 def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(tmp_path):
     """Concurrent commits share LMDB write transactions (one fsync each) and every one
     of them still lands, in order per context."""
@@ -245,17 +252,7 @@ def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(t
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(f"c{i}",)) for i in range(16)]
-    # Hold the leader's place until all 16 first commits are queued, so that batching
-    # is certain rather than left to thread scheduling.
-    with store._leader:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while len(store._queue) < 16 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert len(store._queue) == 16
-    for t in threads:
-        t.join()
+    start_queued(store, threads, 16)
     assert not errors
     assert store.stats["commits"] == 16 * 25
     assert store.stats["write_transactions"] <= store.stats["commits"] - 15
@@ -588,3 +585,22 @@ def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(sna
     for s in streams[1:] + [extra]:
         list(s)  # what is left of the stream, up to its end
         assert s.code() == grpc.StatusCode.OK
+
+
+def test_get_many_answers_each_key_in_order_found_or_not(store):
+    store.commit("c", 0, [Write("frames", (f"f{i}",), f"F{i}".encode()) for i in range(0, 1200, 2)])
+    keys = [(f"f{i}",) for i in range(1200)]  # past one GetMany RPC's keys
+    with store.reader("c") as r:
+        got = r.get_many("frames", keys)
+        assert got == [r.get("frames", k) for k in keys]
+    assert got[:4] == [b"F0", None, b"F2", None] and got[-2:] == [b"F1198", None]
+
+
+def test_get_many_refuses_more_keys_than_its_limit(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    from morphz.services.storage.servicer import MAX_GET_MANY_KEYS, key_to_proto
+    snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
+    keys = [pb.Key(parts=key_to_proto((f"k{i}",))) for i in range(MAX_GET_MANY_KEYS + 1)]
+    err = _reason(snap.stub.GetMany, pb.GetManyRequest(context="c", table="frames", keys=keys))
+    assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
+    assert (err.details["limit"], err.details["max"]) == ("get_many_keys", MAX_GET_MANY_KEYS)

@@ -52,7 +52,10 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     wanted = set(must_read)
 
     observations: list[Obs] = []
-    for seq in m.inbox():
+    inbox = m.inbox()
+    m.prefetch("events", [(seq,) for seq in inbox])  # one round trip each, not two per item
+    m.prefetch("observations", [(seq,) for seq in inbox])
+    for seq in inbox:
         ev = m.event(seq)
         ref = R.ref(seq)
         if home(ev) != session and not viewer.sees(ev):

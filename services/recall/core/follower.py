@@ -7,6 +7,13 @@ context and application is the expensive part) and the commit path keeps the
 interpreter most of the time. The position applied is saved beside the indexes after
 their commits; a restart resumes from it, and each context index skips the changes it
 already holds, so nothing is missed or indexed twice.
+
+A position means something only in the feed of one store. It is saved with the store's
+identity; when the feed comes from another store (a restored backup gets a new identity,
+and its positions past the backup name other commits than the original's) or its head is
+behind the position (a store without an identity replaced), every index is dropped and
+the feed followed again from the start: the indexes are derived, and skipping by a
+version the replaced store reached would leave out the new store's commits.
 """
 from __future__ import annotations
 
@@ -29,9 +36,13 @@ class FeedFollower:
                  retry_seconds: float = 0.5) -> None:
         self._store, self._indexer, self._indexes = store, indexer, indexes
         self._ratio, self._max_rest, self._retry = rest_ratio, max_rest_seconds, retry_seconds
-        self._position = indexes.feed_position()
+        self._position, self._store_id = indexes.feed_position()
         self._head = self._position
-        self._pages: "queue.Queue[FeedPage]" = queue.Queue(QUEUED_PAGES)
+        # Pages are queued with the epoch they were read in; starting over (a replaced
+        # store) moves the epoch, so pages of the old store left in the queue are dropped.
+        self._pages: "queue.Queue[tuple[int, FeedPage]]" = queue.Queue(QUEUED_PAGES)
+        self._epoch = 0
+        self._applying = threading.Lock()  # one application, or one start-over, at a time
         self._stop = threading.Event()
         self._rewind = threading.Event()  # the applier asks the reader to reconnect
         self._threads = [threading.Thread(target=self._read, name="recall-feed-read", daemon=True),
@@ -59,35 +70,53 @@ class FeedFollower:
         reachable = True
         while not self._stop.is_set():
             self._rewind.clear()
-            after = self._position  # a (re)connection starts from what is applied
+            after, epoch = self._position, self._epoch  # from what is applied
             try:
                 for page in self._store.watch(after, stop=self._stop):
                     if self._rewind.is_set():
                         break
-                    if page.head < after:
-                        # The feed is behind this replica: the store was replaced (a
-                        # restore, a new data folder). Start over; indexes skip by version.
-                        _log.warning("feed head %d is behind the saved position %d: "
-                                     "following from the start", page.head, after)
-                        self._position = 0
+                    if self._replaced(page, after):
+                        self._start_over(page.store)
                         break
                     reachable = True
-                    self._put(page)
+                    self._put((epoch, page))
             except Exception:  # noqa: BLE001 - a remote store may be away for a while
                 if reachable:
                     _log.warning("cannot follow the change feed; will retry", exc_info=True)
                 reachable = False
                 self._stop.wait(self._retry)
 
-    def _put(self, page: FeedPage) -> None:
+    def _replaced(self, page: FeedPage, after: int) -> bool:
+        if page.store and page.store != self._store_id:
+            if not self._store_id:  # the first store seen, or a position saved without one
+                self._store_id = page.store
+            else:
+                _log.warning("the feed is now another store's (%s, was %s): dropping the "
+                             "indexes, following from the start", page.store, self._store_id)
+                return True
+        if page.head < after:
+            _log.warning("feed head %d is behind the saved position %d: dropping the "
+                         "indexes, following from the start", page.head, after)
+            return True
+        return False
+
+    def _start_over(self, store: str) -> None:
+        with self._applying:
+            self._epoch += 1
+            self._drain()
+            self._indexes.reset()
+            self._position, self._head, self._store_id = 0, 0, store
+            self._indexes.save_feed_position(0, store)
+
+    def _put(self, item: tuple[int, FeedPage]) -> None:
         while not self._stop.is_set() and not self._rewind.is_set():
             try:
-                self._pages.put(page, timeout=0.2)
+                self._pages.put(item, timeout=0.2)
                 return
             except queue.Full:
                 continue
 
-    def _drain(self) -> list[FeedPage]:
+    def _drain(self) -> list[tuple[int, FeedPage]]:
         out = []
         while True:
             try:
@@ -102,20 +131,27 @@ class FeedFollower:
                 first = self._pages.get(timeout=0.2)
             except queue.Empty:
                 continue
-            pages = [first] + self._drain()
-            self._head = max(self._head, max(p.head for p in pages))
-            changes, gap = self._next_run(c for p in pages for c in p.changes)
-            if gap:  # a page from a stream older than the position: read again from it
-                self._rewind.set()
-            if not changes:
-                continue
+            items = [first] + self._drain()
             started = time.monotonic()
-            try:
-                self.apply(changes)
-            except Exception:  # noqa: BLE001 - keep the position: retried from it
-                _log.exception("indexing from feed position %d failed; will retry",
-                               self._position)
-                self._rewind.set()
+            with self._applying:
+                pages = [p for epoch, p in items if epoch == self._epoch]
+                if not pages:
+                    continue
+                self._head = max(self._head, max(p.head for p in pages))
+                changes, gap = self._next_run(c for p in pages for c in p.changes)
+                if gap:  # a page from a stream older than the position: read again from it
+                    self._rewind.set()
+                if not changes:
+                    continue
+                try:
+                    self.apply(changes)
+                    failed = False
+                except Exception:  # noqa: BLE001 - keep the position: retried from it
+                    _log.exception("indexing from feed position %d failed; will retry",
+                                   self._position)
+                    self._rewind.set()
+                    failed = True
+            if failed:
                 self._stop.wait(self._retry)
                 continue
             self._stop.wait(min(self._max_rest, (time.monotonic() - started) * self._ratio))
@@ -142,5 +178,5 @@ class FeedFollower:
             if self._stop.is_set():
                 return  # the position stays before what was not applied
             self._indexer.apply(context, mine)
-        self._indexes.save_feed_position(changes[-1].position)
+        self._indexes.save_feed_position(changes[-1].position, self._store_id)
         self._position = changes[-1].position  # never reported ahead of what is saved

@@ -34,6 +34,9 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
     chunk = max(MIN_CHUNK, limit + 1) if filtered else limit + 1
     while True:
         raw = idx.search(searcher, q, offset, chunk)
+        # What the filters and the hits read, in one round trip each (a remote store).
+        m.prefetch("observations", [(int(h.key[2:]),) for h in raw if h.key[0] == "e"])
+        m.prefetch("frames", [(h.key[2:],) for h in raw if h.key[0] == "f"])
         # A page's events decoded at once cost about half as much as one call each.
         events = m.event_dicts(int(h.key[2:]) for h in raw[:limit - len(hits)]
                                if h.key[0] == "e")

@@ -315,19 +315,31 @@ class IndexDirectory:
 
     # The change-feed position the follower has applied every context's index up to: a
     # lower bound (written after the indexes' own commits), so a restart re-reads at
-    # most a page that each index then skips by its own position.
-    def feed_position(self) -> int:
+    # most a page that each index then skips by its own position. With it, the identity
+    # of the store whose feed it is ("POSITION STORE"; a file of older versions holds
+    # the position alone).
+    def feed_position(self) -> tuple[int, str]:
         try:
             with open(os.path.join(self.root, "FEED_POSITION")) as f:
-                return int(f.read().strip() or 0)
+                position, _, store = f.read().strip().partition(" ")
+                return int(position or 0), store
         except (FileNotFoundError, ValueError):
-            return 0  # missing or torn: from the start (nothing is indexed twice)
+            return 0, ""  # missing or torn: from the start (nothing is indexed twice)
 
-    def save_feed_position(self, position: int) -> None:
+    def save_feed_position(self, position: int, store: str = "") -> None:
         path = os.path.join(self.root, "FEED_POSITION")
         with open(path + ".tmp", "w") as f:
-            f.write(str(position))
+            f.write(f"{position} {store}".strip())
         os.replace(path + ".tmp", path)
+
+    def reset(self) -> None:
+        """Drop every context's index (the store they were built from was replaced, by a
+        restore say): each starts again, empty, at its next use."""
+        with self._lock:
+            self._open.clear()
+            for name in os.listdir(self.root):
+                if os.path.isdir(os.path.join(self.root, name)):
+                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
     def fresh(self, context: str) -> ContextIndex:
         """An empty index in a new generation directory of its own, not yet live."""

@@ -19,7 +19,7 @@ from opentelemetry import trace
 
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import rules as rulebook
+from morphz.services.transaction.core import chain, rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
@@ -102,6 +102,7 @@ class TransactionCore:
                             else:
                                 sees = Viewer(m, ev.session).sees_seq \
                                     if ev.kind == R.CONTEXT_TX and ev.session else None
+                                chain.link(m, ev)
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
                             _check_size(writes)

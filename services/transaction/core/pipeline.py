@@ -16,6 +16,9 @@ from morphz.shared.storage.overlay import overlay_scan
 from morphz.shared.storage.api import Key, Reader, Ticket, Write
 
 
+_BASE = object()  # get_many: not in a layer, read from the durable snapshot
+
+
 class LayeredReader(Reader):
     """A durable snapshot with not-yet-durable writes laid over it."""
 
@@ -31,6 +34,12 @@ class LayeredReader(Reader):
         if (table, key) in self._over:
             return self._over[(table, key)]
         return self._base.get(table, key)
+
+    def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
+        out = [self._over.get((table, k), _BASE) for k in keys]
+        below = [k for k, v in zip(keys, out) if v is _BASE]
+        found = iter(self._base.get_many(table, below) if below else [])
+        return [next(found) if v is _BASE else v for v in out]
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:

@@ -2,6 +2,8 @@
 rebuild-projections (repair). Uses the live reducer, so both judge by the same rules."""
 from __future__ import annotations
 
+from morphz.services.transaction.core import chain
+from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
@@ -29,10 +31,23 @@ def replay(context: str, events) -> tuple[dict[str, dict], int]:
 
 def audit_report(context: str, m: MindState) -> dict:
     """Each projection of `m` compared with a replay of its events (never repaired)."""
-    expected, count = replay(context, m.events())
+    links = chain.verify(sorted(m.rows("events").items()))
+    try:
+        expected, count = replay(context, m.events())
+    except (MorphzError, ValueError, TypeError, KeyError) as e:
+        # A history that cannot be replayed (a gap, an undecodable or impossible event) is
+        # reported, with the chain's first broken link; nothing can be compared.
+        return {"context": context, "match": False, "events_replayed": 0, "projections": [],
+                "chain": links, "replay_error": _short(e)}
     checks = [_report(t, expected[t], m.rows(t)) for t in AUDITED]
-    return {"context": context, "match": all(c["match"] for c in checks),
-            "events_replayed": count, "projections": checks}
+    return {"context": context, "match": links["match"] and all(c["match"] for c in checks),
+            "events_replayed": count, "projections": checks, "chain": links,
+            "replay_error": ""}
+
+
+def _short(e: Exception) -> str:
+    text = e.message if isinstance(e, MorphzError) else f"{type(e).__name__}: {e}"
+    return text[:200]
 
 
 def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:

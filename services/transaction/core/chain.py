@@ -1,0 +1,44 @@
+"""The history's hash chain: each event records the SHA-256 of its predecessor's stored
+bytes (`data["prev"]`), so an event edited, removed or slipped into the store by anything
+but the transaction path breaks a link that audit reports.
+
+The link is set when a live event is built (replay applies stored events as they are);
+the context's meta keeps the hash of its last event (`Meta.chain`, set by MindState)."""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from morphz.shared.mind import records as R
+from morphz.shared.mind.state import MindState
+
+
+def link(m: MindState, ev: R.Event) -> None:
+    """Record the hash of the event before `ev` (the first event has none)."""
+    meta = m.meta()
+    if meta is not None and meta.next_seq > 0:
+        ev.data["prev"] = meta.chain
+
+
+def verify(rows: Iterable[tuple[tuple, bytes]]) -> dict:
+    """Walk stored events in order: the first link that does not hold, if any. Events
+    written before the chain existed carry no link and are not judged."""
+    prev_hash: Optional[str] = None
+    expected_seq = 0
+    checked = 0
+    for (seq,), raw in rows:
+        if seq != expected_seq:
+            return {"match": False, "checked": checked, "first_broken": R.ref(expected_seq),
+                    "problem": "missing"}
+        try:
+            data = R.loads(dict, raw).get("data") or {}
+        except (ValueError, AttributeError):
+            return {"match": False, "checked": checked, "first_broken": R.ref(seq),
+                    "problem": "undecodable"}
+        if "prev" in data:
+            checked += 1
+            if data["prev"] != prev_hash:
+                return {"match": False, "checked": checked, "first_broken": R.ref(seq),
+                        "problem": "predecessor changed" if seq else "unexpected link"}
+        prev_hash = R.event_hash(raw)
+        expected_seq += 1
+    return {"match": True, "checked": checked, "first_broken": "", "problem": ""}

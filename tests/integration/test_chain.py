@@ -1,0 +1,86 @@
+"""Integrity of the history (issue 11 item 7): each event records the hash of its
+predecessor's stored bytes, and audit reports the first link an edit outside the
+transaction path broke — an event rewritten in place, removed, or slipped in."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.shared.mind import records as R
+from morphz.shared.storage.api import Write
+
+CTX = "chain"
+
+
+def story(c) -> None:
+    c.create_context(CTX)
+    for i in range(4):
+        c.append_event(CTX, "s1", "user-message", f"message {i}")
+    c.commit(CTX, "(context-tx (base-version 0) (create plan (step one)))")
+
+
+def test_every_event_links_to_its_predecessor_and_audit_checks_the_links(server_process):
+    srv = server_process().start()
+    c = srv.client()
+    story(c)
+    report = c.audit(CTX)
+    assert report["match"] and report["chain"] == {
+        "match": True, "checked": 5, "first_broken": "", "problem": ""}
+    srv.stop()
+    store = LmdbStore(f"{srv.data_dir}/store")
+    try:
+        with store.reader(CTX) as r:
+            rows = list(r.scan("events"))
+        for (seq,), raw in rows[1:]:
+            prev = rows[seq - 1][1]
+            assert json.loads(raw)["data"]["prev"] == R.event_hash(prev)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("damage", ["edit", "remove-last-but-one"])
+def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_link(
+        server_process, damage):
+    srv = server_process().start()
+    story(srv.client())
+    srv.stop()
+    store = LmdbStore(f"{srv.data_dir}/store")
+    try:
+        with store.reader(CTX) as r:
+            seq_now, raw = r.commit_seq, r.get("events", (2,))
+        ev = json.loads(raw)
+        if damage == "edit":  # the text of @e2 rewritten: the same length, a new meaning
+            ev["text"] = ev["text"].replace("message", "MESSAGE")
+            writes = [Write("events", (2,), json.dumps(ev).encode())]
+        else:
+            writes = [Write("events", (4,), None)]
+        _force(store, seq_now, writes)
+    finally:
+        store.close()
+    srv.start()
+    report = srv.client().audit(CTX)
+    assert not report["match"]
+    if damage == "edit":
+        assert report["chain"]["first_broken"] == "@e3"
+        assert report["chain"]["problem"] == "predecessor changed"
+    else:  # a gap: the events cannot even be replayed, and audit says so
+        assert report["chain"]["first_broken"] == "@e4"
+        assert report["chain"]["problem"] == "missing"
+        assert "out of order" in report["replay_error"]
+
+
+def _force(store: LmdbStore, seq: int, writes: list[Write]) -> None:
+    """Write past the store's append-only rule, as a disk fault or an operator would:
+    straight into the LMDB environment."""
+    from morphz.shared.storage import keys
+    prefix = keys.context_prefix(CTX)
+    with store._env.begin(write=True) as txn:
+        db = store._dbs["events"]
+        for w in writes:
+            key = keys.encode_in(prefix, w.key)
+            if w.value is None:
+                txn.delete(key, db=db)
+            else:
+                txn.put(key, w.value, db=db)
