@@ -37,6 +37,12 @@ REASONS: dict[str, Status] = {
     "TX_UNKNOWN_OP": Status.INVALID_ARGUMENT,
     "TX_REASON_REQUIRED": Status.INVALID_ARGUMENT,
     "EVENT_KIND_INVALID": Status.INVALID_ARGUMENT,
+    "REQUEST_UNDECODABLE": Status.INVALID_ARGUMENT,  # bytes that are not the request message
+    "COMMIT_SIZE_LIMIT": Status.INVALID_ARGUMENT,  # what a write would store (commit_bytes)
+    # server-wide limits (shared/limits.py; details name the limit): retry later
+    "MESSAGE_SIZE_LIMIT": Status.RESOURCE_EXHAUSTED,  # as gRPC's own refusal of a message
+    "CONCURRENT_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "BYTES_IN_FLIGHT_LIMIT": Status.RESOURCE_EXHAUSTED,
     # contexts and references
     "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
     "CONTEXT_EXISTS": Status.ALREADY_EXISTS,

@@ -19,6 +19,16 @@ from grpc_status import rpc_status
 from morphz.shared.errors import REASONS, MorphzError, Status
 
 DOMAIN = "morphz"
+# What a status may carry of an error (SEC-03): an error's message and details are cut
+# to these lengths on the wire, whatever a core put in them, so an error never echoes a
+# large input back (a client refuses metadata over 8 KiB: the error would be lost). A
+# structured detail (a list of refs, named items) keeps its JSON up to its own length,
+# and all of them together up to MAX_DETAILS_BYTES, else each is cut to a string too.
+MAX_MESSAGE_CHARS = 1024
+MAX_DETAIL_CHARS = 256
+MAX_STRUCTURED_CHARS = 4096
+MAX_DETAILS_BYTES = 6144
+MAX_DETAILS = 16
 _log = logging.getLogger("morphz.rpc")
 
 _CODES = {s: getattr(grpc.StatusCode, s.value) for s in Status}
@@ -31,14 +41,29 @@ _REASON_OF_CODE = {  # for statuses raised by gRPC itself (deadline, unavailable
 }
 
 
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "\u2026"
+
+
 def to_status(err: MorphzError) -> status_pb2.Status:
-    info = error_details_pb2.ErrorInfo(
-        reason=err.reason, domain=DOMAIN,
-        metadata={k: v if isinstance(v, str) else json.dumps(v) for k, v in err.details.items()})
+    metadata = {}
+    for k, v in list(err.details.items())[:MAX_DETAILS]:
+        text, cap = (v, MAX_DETAIL_CHARS) if isinstance(v, str) else \
+            (json.dumps(v), MAX_STRUCTURED_CHARS)
+        metadata[_cut(str(k), 64)] = _cut(text, cap)
+    if sum(len(k) + len(v.encode()) for k, v in metadata.items()) > MAX_DETAILS_BYTES:
+        metadata = {k: _cut(v, MAX_DETAIL_CHARS) for k, v in metadata.items()}
+    info = error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
     code = _CODES[err.status]
-    return status_pb2.Status(code=code.value[0], message=err.message, details=[detail])
+    return status_pb2.Status(code=code.value[0], message=_cut(err.message, MAX_MESSAGE_CHARS),
+                             details=[detail])
+
+
+def abort(context: grpc.ServicerContext, err: MorphzError) -> None:
+    """End the RPC with `err`'s structured status (raises, as context.abort does)."""
+    context.abort_with_status(rpc_status.to_status(to_status(err)))
 
 
 def rpc_boundary(method: Callable) -> Callable:
@@ -48,11 +73,10 @@ def rpc_boundary(method: Callable) -> Callable:
         try:
             return method(self, request, context)
         except MorphzError as err:
-            context.abort_with_status(rpc_status.to_status(to_status(err)))
+            abort(context, err)
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)
-            err = MorphzError("INTERNAL", "internal error; see the server log")
-            context.abort_with_status(rpc_status.to_status(to_status(err)))
+            abort(context, MorphzError("INTERNAL", "internal error; see the server log"))
     return wrapper
 
 
@@ -64,11 +88,10 @@ def rpc_stream_boundary(method: Callable) -> Callable:
         try:
             yield from method(self, request, context)
         except MorphzError as err:
-            context.abort_with_status(rpc_status.to_status(to_status(err)))
+            abort(context, err)
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)
-            err = MorphzError("INTERNAL", "internal error; see the server log")
-            context.abort_with_status(rpc_status.to_status(to_status(err)))
+            abort(context, MorphzError("INTERNAL", "internal error; see the server log"))
     return wrapper
 
 

@@ -32,10 +32,11 @@ from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LE
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS, MESSAGE_BYTES
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
-MAX_MESSAGE_BYTES = 64 << 20
+MAX_MESSAGE_BYTES = MESSAGE_BYTES.max
 STDIN = "-"
 
 
@@ -313,6 +314,12 @@ EXTENSIONS = (recall_cmds, encoding_cmds)
 
 
 # -- the parser ------------------------------------------------------------------------------
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
@@ -358,6 +365,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
     security_options(serve)
+    serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
+                       default=CONCURRENT_RPCS.max,
+                       help="RPCs this process holds at once; more are refused "
+                       f"CONCURRENT_RPC_LIMIT (default: {CONCURRENT_RPCS.max}; README: Limits)")
+    serve.add_argument("--max-bytes-in-flight", metavar="BYTES", type=_positive,
+                       default=BYTES_IN_FLIGHT.max,
+                       help="request bytes this process processes at once; a request that "
+                       f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
+                       f"{BYTES_IN_FLIGHT.max}; README: Limits)")
 
     backup_cmds.add_commands(top, common, credentials)
 
@@ -483,7 +499,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
                      lease_ttl=args.lease_ttl, storage_listen=args.storage_listen,
-                     security=security)
+                     security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
+                     max_bytes_in_flight=args.max_bytes_in_flight)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

@@ -33,6 +33,7 @@ from morphz.services.server.wired import Wired
 from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
 from morphz.shared.faults import Faults
+from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
@@ -44,7 +45,9 @@ class ServerConfig:
     data_dir: str
     listen: str = DEFAULT_LISTEN
     max_workers: int = 16
-    max_concurrent_rpcs: int = 256
+    # Server-wide limits (shared/limits.py): RPCs held at once, request bytes processed.
+    max_concurrent_rpcs: int = CONCURRENT_RPCS.max
+    max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
     map_size: int = 8 << 30
     sync: bool = True
     # Remote readers' snapshots (services/storage/snapshots.py).

@@ -10,6 +10,7 @@ import threading
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.roles import ServiceProcess, check_addresses
+from morphz.shared import memory
 
 ALL = "all"
 
@@ -25,12 +26,13 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
           storage: str = "", transaction: str = "", **options) -> int:
     """`options`: ServerConfig's etcd, instance, advertise, lease_ttl, storage_listen and
-    security."""
+    security; its max_concurrent_rpcs and max_bytes_in_flight."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
     check_addresses(role, config)
+    memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
     # One line a supervisor (or a test) can wait for.

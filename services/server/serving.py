@@ -15,9 +15,11 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
+from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
+from morphz.shared.rpc_guard import Guard
 from morphz.shared.rpc_tracing import client_tracing, server_tracing
 
-MAX_MESSAGE_BYTES = 64 << 20  # event text is capped at 32 MiB by the core
+MAX_MESSAGE_BYTES = MESSAGE_BYTES.max  # event text is capped at 32 MiB by the core
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -29,12 +31,18 @@ def build_server(config, tracer: TracerProvider,
                  interceptors: Sequence[grpc.ServerInterceptor] = ()) -> grpc.Server:
     """A gRPC server with the config's workers and limits, traced if anything records
     (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
-    (authentication: the trace shows the calls it refuses)."""
+    (authentication: the trace shows the calls it refuses). Its Guard comes first: every
+    request is decoded, bounded and admitted there (shared/rpc_guard.py); gRPC's own
+    caps stay above the Guard's, as a backstop."""
+    guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
+                  max_bytes_in_flight=config.max_bytes_in_flight)
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
-        interceptors=server_tracing(tracer) + list(interceptors),
-        maximum_concurrent_rpcs=config.max_concurrent_rpcs,
-        options=_MESSAGE_OPTIONS + [("grpc.so_reuseport", 0)])
+        interceptors=[guard, *server_tracing(tracer), *interceptors],
+        maximum_concurrent_rpcs=guard.transport_rpcs,
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES + TRANSPORT_SLACK),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.so_reuseport", 0)])
 
 
 def expose(server: grpc.Server, names: list[str]) -> health.HealthServicer:

@@ -14,14 +14,15 @@ from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import GET_MANY_KEYS, WATCHES
 from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
-MAX_GET_MANY_KEYS = 1000
+MAX_GET_MANY_KEYS = GET_MANY_KEYS.max
 GET_MANY_BYTES = 8 << 20  # a GetMany reply stops after the row that passes this
 # Each following Watch holds one of the server's worker threads for as long as it runs.
-MAX_WATCHES = 4
+MAX_WATCHES = WATCHES.max
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
 # How long a commit that arrived before its predecessor waits for it (see Commit).
 REORDER_WAIT_SECONDS = 2.0
@@ -83,6 +84,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     @contextmanager
     def _reader(self, request):
         """The request's snapshot, or a reader of the latest version for this read only."""
+        check_name(request.context, "context")
         if request.snapshot:
             with self._snapshots.use(request.snapshot, request.context) as r:
                 yield r
@@ -101,7 +103,8 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def GetMany(self, request, context):
         if len(request.keys) > MAX_GET_MANY_KEYS:
             raise MorphzError("STORAGE_REQUEST_TOO_LARGE", f"at most {MAX_GET_MANY_KEYS} keys "
-                              "per GetMany", limit=MAX_GET_MANY_KEYS, field="keys")
+                              "per GetMany", field="keys",
+                              **GET_MANY_KEYS.details(size=len(request.keys)))
         keys = [key_from_proto(k.parts) for k in request.keys]
         with self._reader(request) as r:
             rows, size = [], 0
@@ -125,6 +128,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
 
     @rpc_boundary
     def Commit(self, request, context):
+        check_name(request.context, "context")
         writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None)
                   for w in request.writes]
         # A remote writer pipelines a context's commits (each built on the one before and
@@ -147,6 +151,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
 
     @rpc_boundary
     def PutRecord(self, request, context):
+        check_name(request.context, "context")
         self._store.put_record(request.context, request.table, key_from_proto(request.key),
                                request.value)
         return pb.PutRecordResponse()
@@ -157,6 +162,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
 
     @rpc_boundary
     def OpenSnapshot(self, request, context):
+        check_name(request.context, "context")
         snap_id, seq = self._snapshots.open(request.context)
         return pb.OpenSnapshotResponse(snapshot=snap_id, commit_seq=seq,
                                        lease_ms=int(self._snapshots.lease * 1000))
@@ -176,7 +182,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             return
         if not self._watch_slots.acquire(blocking=False):
             raise MorphzError("STORAGE_WATCH_LIMIT", f"at most {self._max_watches} following "
-                              "watches at once", limit=self._max_watches)
+                              "watches at once", **WATCHES.details(self._max_watches))
         stop = threading.Event()
         context.add_callback(stop.set)  # the caller cancelled or went away
         with self._guard:

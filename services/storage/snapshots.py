@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import OPEN_SNAPSHOTS
 from morphz.shared.storage.api import Reader, Store
 
 SNAPSHOT_LEASE_SECONDS = 5.0
-MAX_OPEN_SNAPSHOTS = 128  # well under LmdbStore's 512 reader slots
+MAX_OPEN_SNAPSHOTS = OPEN_SNAPSHOTS.max  # well under LmdbStore's 512 reader slots
 
 
 @dataclass
@@ -60,7 +61,8 @@ class SnapshotRegistry:
             if len(self._open) + self._opening >= self.limit:
                 raise MorphzError("STORAGE_SNAPSHOT_LIMIT",
                                   f"{self.limit} read snapshots are open on this server; "
-                                  "close some or retry later", limit=self.limit)
+                                  "close some or retry later",
+                                  **OPEN_SNAPSHOTS.details(self.limit))
             self._opening += 1
         try:
             # Outside the lock: opening waits while the map grows, and the grow waits

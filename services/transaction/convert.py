@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.services.transaction.core.txlang import (
-    EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx, header_nodes,
-    parse_body, text_nodes)
+    MAX_OPS, TX_LIMITS, EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx,
+    header_nodes, limit_details, parse_body, text_nodes, too_many_ops)
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import is_ref, ref, ref_seq
@@ -19,11 +19,14 @@ from morphz.shared.mind.records import is_ref, ref, ref_seq
 _TARGET_FIELDS = ("retire", "restore", "protect", "unprotect")
 
 
-def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> Tx:
+def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = TX_LIMITS) -> Tx:
     size = t.ByteSize()
     if size > limits.max_bytes:
         raise MorphzError("TX_PARSE_ERROR", f"the transaction exceeds {limits.max_bytes} "
-                          "bytes", syntax="SEXPR_TOO_LARGE", bytes=size)
+                          "bytes", syntax="SEXPR_TOO_LARGE", bytes=size,
+                          **limit_details("SEXPR_TOO_LARGE", limits))
+    if len(t.ops) > MAX_OPS:
+        raise too_many_ops(len(t.ops), MAX_OPS)
     tx = Tx(t.base_version, t.reason, [], t.base_tick if t.HasField("base_tick") else None)
     nodes = header_nodes(tx)
     for i, o in enumerate(t.ops):
@@ -34,7 +37,8 @@ def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = sexpr.DEFAULT_LIMITS
         if nodes > limits.max_nodes:
             raise MorphzError("TX_PARSE_ERROR", f"the transaction has more than "
                               f"{limits.max_nodes} nodes in its text form",
-                              syntax="SEXPR_TOO_MANY_NODES", op_index=i)
+                              syntax="SEXPR_TOO_MANY_NODES", op_index=i,
+                              **limit_details("SEXPR_TOO_MANY_NODES", limits))
     return check_tx(tx)
 
 

@@ -9,6 +9,7 @@ import struct
 
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import echo
 
 _INT, _STR, _END = b"\x01", b"\x02", b"\x00"
 _PACK_INT = struct.Struct(">BQ").pack
@@ -17,7 +18,8 @@ MAX_KEY_BYTES = 480  # LMDB's default key limit is 511 bytes
 
 def check_table(table: str) -> None:
     if table not in TABLES:
-        raise MorphzError("STORAGE_TABLE_UNKNOWN", f"unknown table {table!r}", table=table)
+        raise MorphzError("STORAGE_TABLE_UNKNOWN", f"unknown table {echo(table)!r}",
+                          table=echo(table))
 
 
 def check_commit_table(table: str) -> None:

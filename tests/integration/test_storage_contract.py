@@ -401,7 +401,8 @@ def test_dist_05_closing_a_reader_releases_its_snapshot_and_the_cap_is_structure
             third.get("frames", ("a",))
     assert info.value.reason == "STORAGE_SNAPSHOT_LIMIT"
     assert info.value.to_dict()["code"] == "RESOURCE_EXHAUSTED"
-    assert info.value.details["limit"] == 2
+    assert info.value.details["limit"] == "open_snapshots"  # named (SEC-06)
+    assert info.value.details["max"] == 2
     first.close()
     assert len(snap.registry) == 1
     with snap.client.reader("c") as third:
@@ -603,4 +604,4 @@ def test_get_many_refuses_more_keys_than_its_limit(snap):
     keys = [pb.Key(parts=key_to_proto((f"k{i}",))) for i in range(MAX_GET_MANY_KEYS + 1)]
     err = _reason(snap.stub.GetMany, pb.GetManyRequest(context="c", table="frames", keys=keys))
     assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
-    assert err.details["limit"] == MAX_GET_MANY_KEYS
+    assert (err.details["limit"], err.details["max"]) == ("get_many_keys", MAX_GET_MANY_KEYS)

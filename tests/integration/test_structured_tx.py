@@ -200,6 +200,8 @@ def test_sec_06_structured_body_nests_as_deep_as_in_the_text_form(mind, stub,
                                  pb.Transaction(base_version=base + 2,
                                                 ops=[pb.Op(create=too_deep)]))
     assert text.details["syntax"] == structured.details["syntax"] == "SEXPR_TOO_DEEP"
+    assert text.details["limit"] == structured.details["limit"] == "tx_depth"
+    assert text.details["max"] == structured.details["max"] == sexpr.DEFAULT_LIMITS.max_depth
     assert structured.details["op_index"] == 0
 
 
@@ -228,20 +230,21 @@ def test_sec_06_structured_node_limit_counts_the_whole_transaction(mind, stub,
         .details["ref"] == "gone"
     # One node more, and neither does.
     text, proto = both(limit - around + 1)
-    assert expect_rejected("TX_PARSE_ERROR", mind.client.commit, mind.context, text) \
-        .details["syntax"] == "SEXPR_TOO_MANY_NODES"
+    err = expect_rejected("TX_PARSE_ERROR", mind.client.commit, mind.context, text)
+    assert (err.details["syntax"], err.details["limit"]) == ("SEXPR_TOO_MANY_NODES", "tx_nodes")
     err = expect_rejected("TX_PARSE_ERROR", commit_proto, stub, mind.context, proto)
-    assert err.details == {"syntax": "SEXPR_TOO_MANY_NODES", "op_index": 1}
+    assert err.details == {"syntax": "SEXPR_TOO_MANY_NODES", "op_index": 1,
+                           "limit": "tx_nodes", "max": limit}
 
 
 def test_sec_06_structured_size_limit(mind, stub, expect_rejected):
     big = "x" * sexpr.DEFAULT_LIMITS.max_bytes
     err = expect_rejected("TX_PARSE_ERROR", commit_proto, stub, mind.context, pb.Transaction(
         base_version=0, ops=[pb.Op(create=pb.FrameBody(frame_id="t", body=f'"{big}"'))]))
-    assert err.details["syntax"] == "SEXPR_TOO_LARGE"
+    assert (err.details["syntax"], err.details["limit"]) == ("SEXPR_TOO_LARGE", "tx_bytes")
     text = f'(context-tx (base-version 0) (create t "{big}"))'
-    assert expect_rejected("TX_PARSE_ERROR", mind.client.commit, mind.context, text) \
-        .details["syntax"] == "SEXPR_TOO_LARGE"
+    err = expect_rejected("TX_PARSE_ERROR", mind.client.commit, mind.context, text)
+    assert (err.details["syntax"], err.details["limit"]) == ("SEXPR_TOO_LARGE", "tx_bytes")
     assert mind.revision() == 0
 
 

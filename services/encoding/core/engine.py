@@ -104,7 +104,7 @@ class EncodingCore:
                            capabilities=CAPABILITIES if env.capabilities else {})
             if g.missing:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
-                                  f"to this evaluation: {', '.join(sorted(g.missing))}",
+                                  f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",
                                   missing=sorted(g.missing), why=g.missing)
             with self._tracer.start_as_current_span("encoding.render"):
                 r = render(g.material, self._maintenance)
@@ -164,7 +164,7 @@ class EncodingCore:
                     else:
                         missing.append(ref)
             raise MorphzError("MUST_READ_MISSING", f"must-read items do not fit the budget: "
-                              f"{', '.join(missing)}", missing=missing,
+                              f"{', '.join(missing[:8])}", missing=missing,
                               sizes={k: sizes[k]["bytes"] for k in missing}, **limits)
         content = sorted((it for it in r.items if it["region"] in ("inbox", "mind")),
                          key=lambda it: -it["bytes"])[:MAX_ERROR_ITEMS]

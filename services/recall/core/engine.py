@@ -296,7 +296,7 @@ class RecallCore:
                 "head": head, "lag": max(0, head - position), **self._feed_status(),
                 "last_rebuild": imeta.get("last_rebuild"),
                 "rebuild": self._indexer.progress(context),
-                "index_bytes": idx.size_bytes(), "path": idx.path}
+                "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context)}
 
     def rebuild(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")

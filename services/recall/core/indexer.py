@@ -9,6 +9,7 @@ swaps it in; it only reads the authoritative store.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -74,6 +75,11 @@ class Indexer:
     def position(self, context: str) -> int:
         """The context version (commit_seq) the live index holds (kept with its commits)."""
         return self.index(context).snapshot()[1].get("position", 0)
+
+    def shown_path(self, context: str) -> str:
+        """The live index's folder as a reply shows it: relative to the data folder
+        (the index root's parent), never the server's absolute path."""
+        return os.path.relpath(self.index(context).path, os.path.dirname(self._indexes.root))
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})

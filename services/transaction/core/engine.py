@@ -37,10 +37,11 @@ from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
-from morphz.shared.names import check_name
+from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
+from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
-MAX_TEXT_BYTES = 32 << 20
+MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
 _WRITE_ATTEMPTS = 64
 
@@ -109,6 +110,7 @@ class TransactionCore:
                                 chain.link(m, ev)
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
+                            _check_size(writes)
                             ticket = self._store.submit(context, reader.commit_seq, writes,
                                                         fence=fence)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
@@ -199,9 +201,13 @@ class TransactionCore:
         check_name(context, "context")
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+        size = utf8_len(text)  # (a 30 MB text is not copied to be measured)
+        if size > MAX_TEXT_BYTES:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"text exceeds {MAX_TEXT_BYTES} bytes",
-                              field="text")
+                              field="text", **EVENT_TEXT_BYTES.details(size=size))
+        check_label(actor, "actor")
+        if request_id:
+            check_name(request_id, "request_id")
         refs = req.refs
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
@@ -258,6 +264,8 @@ class TransactionCore:
             check_name(session, "session")
         if activation:
             check_name(activation, "activation")
+        if request_id:
+            check_name(request_id, "request_id")
         with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
             if isinstance(tx, str):
@@ -385,6 +393,19 @@ class TransactionCore:
                     problems.append(f"{context}: events end at {last[0][0] if last else None}, "
                                     f"meta expects next {meta.next_seq}")
         return problems
+
+
+def _check_size(writes: list[Write]) -> None:
+    """commit_bytes: what a write stores, keys and framing counted roughly (a storage
+    service must receive it in one message: 1 MiB below message_bytes)."""
+    size = sum(len(w.value or b"") + len(w.table) + 16 + sum(
+        len(p.encode("utf-8", "surrogatepass")) + 2 if isinstance(p, str) else 10
+        for p in w.key) for w in writes)
+    if size > COMMIT_BYTES.max:
+        raise MorphzError(COMMIT_BYTES.reason, f"the write would store {size} bytes, over "
+                          f"{COMMIT_BYTES.max}: an event's text is stored once, a frame's "
+                          "body four times (event, transaction, frame, version), escaped",
+                          **COMMIT_BYTES.details(size=size))
 
 
 def _read_point(m: MindState, tx: Tx, session: str, activation: str,

@@ -10,6 +10,7 @@ from typing import Optional, Union
 
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import FRAME_ID_CHARS, TX_BYTES, TX_DEPTH, TX_NODES, TX_OPS
 from morphz.shared.mind.records import is_ref
 
 FRAME_OPS = ("create", "derive", "revise")
@@ -24,7 +25,12 @@ EXACT_VERSION_OPS = ("checkpoint", "rollback") + SESSION_OPS
 # Operations that require the transaction's `reason` (CORE-03).
 REASON_OPS = ("retire", "unprotect", "retire-session")
 
-MAX_ID_CHARS = 200
+MAX_ID_CHARS = FRAME_ID_CHARS.max
+# A transaction's limits, the same for the text and the structured form (convert.py):
+# its size, nesting and nodes as the text form's reader counts them, and its operations.
+TX_LIMITS = sexpr.Limits(max_bytes=TX_BYTES.max, max_depth=TX_DEPTH.max,
+                         max_nodes=TX_NODES.max)
+MAX_OPS = TX_OPS.max
 _ID_BAD_CHAR = re.compile(r'[\s()";\x00]')  # \s is str.isspace()
 _INTEGER = re.compile(r"-?\d+\Z")
 # A body's first item `(from ...)` is the from clause to the text form (see _parse_op).
@@ -112,10 +118,25 @@ def _bad(message: str, index: Optional[int] = None, **details: object) -> Morphz
 
 
 def check_frame_id(value: str, index: Optional[int] = None, what: str = "frame id") -> str:
-    if not value or len(value) > MAX_ID_CHARS or value[0] == "@" or \
-            _ID_BAD_CHAR.search(value) or _INTEGER.match(value):
+    if len(value) > MAX_ID_CHARS:
+        raise _bad(f"{what} longer than {MAX_ID_CHARS} characters", index, ref=value[:80],
+                   **FRAME_ID_CHARS.details(size=len(value)))
+    if not value or value[0] == "@" or _ID_BAD_CHAR.search(value) or _INTEGER.match(value):
         raise _bad(f"invalid {what} {value[:80]!r}", index, ref=value[:80])
     return value
+
+
+def limit_details(reason: str, limits: sexpr.Limits) -> dict:
+    """The limit a reader's error (sexpr.REASONS) stands for, if it is one."""
+    named = {"SEXPR_TOO_LARGE": (TX_BYTES, limits.max_bytes),
+             "SEXPR_TOO_DEEP": (TX_DEPTH, limits.max_depth),
+             "SEXPR_TOO_MANY_NODES": (TX_NODES, limits.max_nodes)}.get(reason)
+    return named[0].details(named[1]) if named else {}
+
+
+def too_many_ops(count: int, index: int) -> MorphzError:
+    return MorphzError("TX_PARSE_ERROR", f"the transaction has more than {MAX_OPS} operations",
+                       op_index=index, **TX_OPS.details(size=count))
 
 
 def check_target(value: str, index: Optional[int] = None) -> str:
@@ -124,12 +145,13 @@ def check_target(value: str, index: Optional[int] = None) -> str:
 
 # -- text form -----------------------------------------------------------------------
 
-def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> Tx:
+def parse_text(text: Union[str, bytes], limits: sexpr.Limits = TX_LIMITS) -> Tx:
     try:
         form = sexpr.parse_one(text, limits)
     except sexpr.SexprError as e:
         raise MorphzError("TX_PARSE_ERROR", e.message, syntax=e.reason, line=e.line,
-                          column=e.column, offset=e.offset) from None
+                          column=e.column, offset=e.offset,
+                          **limit_details(e.reason, limits)) from None
     if not isinstance(form, list) or not form or form[0] != sexpr.Symbol("context-tx"):
         raise _bad("a transaction is one (context-tx ...) form")
     base: Optional[int] = None
@@ -154,6 +176,9 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = sexpr.DEFAULT_LIM
                 raise _bad('(reason "...") takes one string, once')
             reason = args[0]
         elif head in ALL_OPS:
+            if len(ops) == MAX_OPS:
+                raise too_many_ops(sum(isinstance(i, list) and bool(i) and isinstance(
+                    i[0], sexpr.Symbol) and i[0].name in ALL_OPS for i in form[1:]), len(ops))
             ops.append(_parse_op(head, args, len(ops)))
         else:
             raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {head!r}", op_index=len(ops),
@@ -322,14 +347,15 @@ def _render_op(o: Op) -> str:
 
 
 def parse_body(text: str, index: Optional[int] = None,
-               limits: sexpr.Limits = sexpr.DEFAULT_LIMITS) -> tuple[str, int]:
+               limits: sexpr.Limits = TX_LIMITS) -> tuple[str, int]:
     """Canonicalize body text given in the protobuf form; return it and its node count.
     It may nest as deep as a body can in the text form (BODY_DEPTH lists in)."""
     try:
         items = sexpr.parse_many(text, replace(limits, max_depth=limits.max_depth - BODY_DEPTH))
     except sexpr.SexprError as e:
         raise MorphzError("TX_PARSE_ERROR", f"frame body: {e.message}", syntax=e.reason,
-                          op_index=index, line=e.line, column=e.column) from None
+                          op_index=index, line=e.line, column=e.column,
+                          **limit_details(e.reason, limits)) from None
     return sexpr.render_items(items), _count_nodes(items)
 
 

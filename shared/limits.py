@@ -1,0 +1,90 @@
+"""Every limit a Morphz server enforces, by name (SEC-06, seed 003 §14).
+
+An error for a limit carries the limit's name in its details (`limit`) with its value
+(`max`), whatever its reason; README.md's "Limits" table lists them all (a test keeps
+the two in step). The values here are the defaults; the server-wide ones (RPCs, bytes
+in flight, storage snapshots and watches) are ServerConfig fields and `morphz serve`
+flags. Nothing here imports gRPC.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    max: int
+    reason: str  # the reason of the error that names it
+    what: str
+
+    def details(self, value: int | None = None, **more: object) -> dict:
+        """The details an error for this limit carries (`value`: a configured value)."""
+        return {"limit": self.name, "max": self.max if value is None else value, **more}
+
+
+# -- per request -----------------------------------------------------------------------------
+# One gRPC message (any request). gRPC itself refuses, without reading it, a message
+# more than TRANSPORT_SLACK over (RESOURCE_EXHAUSTED, no ErrorInfo).
+MESSAGE_BYTES = Limit("message_bytes", 64 << 20, "MESSAGE_SIZE_LIMIT",
+                      "bytes in one request message")
+TRANSPORT_SLACK = 1 << 20
+EVENT_TEXT_BYTES = Limit("event_text_bytes", 32 << 20, "CONTEXT_INPUT_INVALID",
+                         "UTF-8 bytes of one event's text")
+# What one write (an event, a transaction) stores: the event and every row it changes,
+# as stored (JSON: a text is stored more than once, control characters 6 bytes each).
+# Below message_bytes, so that a split transaction service can hand it to storage.
+COMMIT_BYTES = Limit("commit_bytes", (64 << 20) - (1 << 20), "COMMIT_SIZE_LIMIT",
+                     "bytes one write stores: its event and the rows it changes")
+# A transaction, the same in the text and the structured form.
+TX_BYTES = Limit("tx_bytes", 16 << 20, "TX_PARSE_ERROR",
+                 "bytes of one transaction (its UTF-8 text, or its protobuf encoding)")
+TX_OPS = Limit("tx_ops", 10_000, "TX_PARSE_ERROR", "operations in one transaction")
+TX_DEPTH = Limit("tx_depth", 64, "TX_PARSE_ERROR",
+                 "nesting of lists in the text form, (context-tx ...) included")
+TX_NODES = Limit("tx_nodes", 200_000, "TX_PARSE_ERROR",
+                 "S-expression nodes (lists, atoms, strings) in the text form")
+# Fields of requests (checked on every request, shared/field_limits.py).
+NAME_CHARS = Limit("name_chars", 128, "CONTEXT_INPUT_INVALID",
+                   "a name: context, session, activation, request id, actor, kind, table, "
+                   "snapshot, model")
+FRAME_ID_CHARS = Limit("frame_id_chars", 200, "TX_INVALID",
+                       "a frame id, relation, checkpoint or session name in a transaction")
+LOOKUP_CHARS = Limit("lookup_chars", 256, "CONTEXT_INPUT_INVALID",
+                     "an id a request looks up: frame id, @eN ref, must-read item")
+STRING_CHARS = Limit("string_chars", 64 << 10, "CONTEXT_INPUT_INVALID",
+                     "any other string field (texts and transactions have their own)")
+LIST_ITEMS = Limit("list_items", 4096, "CONTEXT_INPUT_INVALID",
+                   "entries of any repeated or map field (transaction ops and storage "
+                   "writes have their own)")
+
+# -- per server ------------------------------------------------------------------------------
+CONCURRENT_RPCS = Limit("concurrent_rpcs", 256, "CONCURRENT_RPC_LIMIT",
+                        "RPCs a server process holds at once (health checks aside)")
+BYTES_IN_FLIGHT = Limit("bytes_in_flight", 64 << 20, "BYTES_IN_FLIGHT_LIMIT",
+                        "request bytes a server process is processing at once")
+OPEN_SNAPSHOTS = Limit("open_snapshots", 128, "STORAGE_SNAPSHOT_LIMIT",
+                       "storage read snapshots open at once")
+WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
+                "following change-feed watches a storage service serves at once")
+GET_MANY_KEYS = Limit("get_many_keys", 1000, "STORAGE_REQUEST_TOO_LARGE",
+                      "keys in one storage GetMany")
+
+ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
+       FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
+       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS)
+BY_NAME = {lim.name: lim for lim in ALL}
+
+# What an error may echo of a request's value: at most this many characters.
+ECHO_CHARS = 80
+
+
+def echo(value: object, chars: int = ECHO_CHARS) -> str:
+    """A short form of a value a request sent, for an error's message or details."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of `text` (lone surrogates as 3), without encoding an ASCII text."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

@@ -1,0 +1,237 @@
+"""What every RPC of a Morphz server passes before its servicer (SEC-03, SEC-06): a server
+interceptor (services/server/serving.py puts it first) that
+
+- decodes requests with deserializers that never raise: gRPC's own path for one that
+  raises answers INTERNAL, logs a traceback and keeps ~20 KB per request; here bytes
+  that are not the request message are answered INVALID_ARGUMENT / REQUEST_UNDECODABLE,
+  logged at most once a minute (with the count);
+- bounds each request: message_bytes, then every string and list field
+  (shared/field_limits.py);
+- and the server: concurrent_rpcs (health checks aside) and bytes_in_flight, the request
+  bytes of the RPCs being processed; a request that does not fit is answered
+  RESOURCE_EXHAUSTED at once (retry later), the others keep being served.
+
+Every refusal is the structured error of shared/grpc_errors.py naming its limit.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent import futures
+from typing import Callable, Optional
+
+import grpc
+from google.protobuf.message import Message
+
+from morphz.shared import limits, memory
+from morphz.shared.errors import MorphzError
+from morphz.shared.field_limits import SMALLEST, check_fields
+from morphz.shared.grpc_errors import abort
+
+# A server at its limit still answers probes (a health Watch, a stream, is counted).
+UNCOUNTED = ("/grpc.health.v1.Health/Check",)
+_log = logging.getLogger("morphz.rpc")
+
+
+class _Refused:
+    """What a request decodes to when it is refused: its handler answers `error`."""
+    __slots__ = ("error",)
+
+    def __init__(self, error: MorphzError) -> None:
+        self.error = error
+
+
+class _Call:
+    """One RPC's holdings: a concurrency slot and the request bytes it reserved, given
+    back once when it ends (or, should it never run, when it is dropped)."""
+    __slots__ = ("_guard", "counted", "size")
+
+    def __init__(self, guard: "Guard", counted: bool) -> None:
+        self._guard: Optional[Guard] = guard
+        self.counted, self.size = counted, 0
+
+    def release(self) -> None:
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard._release(self.counted, self.size)
+
+    __del__ = release
+
+
+class _Throttled:
+    """A warning at most once per `interval`, with how many it stands for."""
+
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self._interval, self._clock = interval, clock
+        self._lock = threading.Lock()
+        self._count, self._next = 0, float("-inf")
+
+    def note(self, method: str, size: int) -> None:
+        with self._lock:
+            self._count += 1
+            now = self._clock()
+            if now < self._next:
+                return
+            count, self._count, self._next = self._count, 0, now + self._interval
+        _log.warning("%d undecodable request(s) answered REQUEST_UNDECODABLE (the last: %s, "
+                     "%d bytes); logged at most every %.0f s", count, method, size,
+                     self._interval)
+
+
+class Guard(grpc.ServerInterceptor):
+    def __init__(self, *, max_concurrent_rpcs: int = limits.CONCURRENT_RPCS.max,
+                 max_bytes_in_flight: int = limits.BYTES_IN_FLIGHT.max,
+                 max_message_bytes: int = limits.MESSAGE_BYTES.max,
+                 log_interval: float = 60.0) -> None:
+        self.max_rpcs, self.max_bytes = max_concurrent_rpcs, max_bytes_in_flight
+        self.max_message = max_message_bytes
+        self._lock = threading.Lock()
+        self.active_rpcs = 0
+        self.bytes_in_flight = 0
+        self._undecodable = _Throttled(log_interval)
+        # Refusals at the RPC limit are answered on a thread of their own: the workers
+        # may all be busy (that is when the limit is reached).
+        self._refusals = futures.ThreadPoolExecutor(1, thread_name_prefix="morphz-refuse")
+
+    @property
+    def transport_rpcs(self) -> int:
+        """gRPC's own cap (maximum_concurrent_rpcs, answered without details): above
+        ours, so that ours is the one met, with room for the refusals and health checks."""
+        return 2 * self.max_rpcs + 16
+
+    # -- admission ----------------------------------------------------------------------
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        counted = not method.startswith(UNCOUNTED)
+        if counted:
+            with self._lock:
+                full = self.active_rpcs >= self.max_rpcs
+                if not full:
+                    self.active_rpcs += 1
+            if full:
+                return self._refusal(handler, MorphzError(
+                    limits.CONCURRENT_RPCS.reason, f"the server is holding its limit of "
+                    f"{self.max_rpcs} concurrent RPCs; retry later",
+                    **limits.CONCURRENT_RPCS.details(self.max_rpcs)))
+        return self._guarded(handler, method, _Call(self, counted))
+
+    def _reserve(self, size: int) -> bool:
+        with self._lock:
+            if self.bytes_in_flight + size > self.max_bytes:
+                return False
+            self.bytes_in_flight += size
+            return True
+
+    def _release(self, counted: bool, size: int) -> None:
+        with self._lock:
+            self.active_rpcs -= counted
+            self.bytes_in_flight -= size
+        if size >= memory.LARGE:  # its pieces are freed: give them back to the system
+            memory.trim_soon()
+
+    def _refusal(self, handler, error: MorphzError):
+        def refuse(request, context):
+            abort(context, error)
+        refuse.experimental_thread_pool = self._refusals
+        return _handler(handler, refuse, None)
+
+    # -- each request -------------------------------------------------------------------
+    def _decoder(self, decode, method: str, call: _Call, streaming: bool):
+        def decoder(raw: bytes):
+            size = len(raw)
+            if size > self.max_message:
+                return _Refused(MorphzError(
+                    limits.MESSAGE_BYTES.reason, f"the request message has {size} bytes; at "
+                    f"most {self.max_message}",
+                    **limits.MESSAGE_BYTES.details(self.max_message, size=size)))
+            if not streaming:  # request streams (reflection) are not held to the budget
+                if not self._reserve(size):
+                    return _Refused(MorphzError(
+                        limits.BYTES_IN_FLIGHT.reason, f"the server is processing its limit "
+                        f"of {self.max_bytes} request bytes; retry later",
+                        **limits.BYTES_IN_FLIGHT.details(self.max_bytes, size=size)))
+                call.size = size
+            if decode is None:
+                return raw
+            try:
+                return decode(raw)
+            except Exception:  # noqa: BLE001 - any bytes at all: never gRPC's raise path
+                self._undecodable.note(method, size)
+                return _Refused(MorphzError("REQUEST_UNDECODABLE", "the request bytes are not "
+                                            f"a {method.rsplit('/', 1)[-1]} request message",
+                                            size=size))
+        return decoder
+
+    @staticmethod
+    def _check(request, call: _Call, context) -> None:
+        if type(request) is _Refused:
+            abort(context, request.error)
+        if call.size > SMALLEST and isinstance(request, Message):
+            try:
+                check_fields(request)
+            except MorphzError as err:
+                abort(context, err)
+
+    def _guarded(self, handler, method: str, call: _Call):
+        check = self._check
+        decode = self._decoder(handler.request_deserializer, method, call,
+                               handler.request_streaming)
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            def unary_unary(request, context):
+                try:
+                    check(request, call, context)
+                    return inner(request, context)
+                finally:
+                    call.release()
+            return _handler(handler, unary_unary, decode)
+        if handler.unary_stream is not None:
+            inner = handler.unary_stream
+
+            def unary_stream(request, context):
+                try:
+                    check(request, call, context)
+                    yield from inner(request, context)
+                finally:
+                    call.release()
+            return _handler(handler, unary_stream, decode)
+
+        def checked(requests, context):
+            for request in requests:
+                if type(request) is _Refused:
+                    abort(context, request.error)
+                yield request
+        if handler.stream_unary is not None:
+            inner = handler.stream_unary
+
+            def stream_unary(requests, context):
+                try:
+                    return inner(checked(requests, context), context)
+                finally:
+                    call.release()
+            return _handler(handler, stream_unary, decode)
+        inner = handler.stream_stream
+
+        def stream_stream(requests, context):
+            try:
+                yield from inner(checked(requests, context), context)
+            finally:
+                call.release()
+        return _handler(handler, stream_stream, decode)
+
+
+def _handler(like, behavior, decode) -> grpc.RpcMethodHandler:
+    """A handler of `like`'s kind running `behavior`, decoding with `decode`."""
+    ser = like.response_serializer
+    if like.request_streaming:
+        make = grpc.stream_stream_rpc_method_handler if like.response_streaming \
+            else grpc.stream_unary_rpc_method_handler
+    else:
+        make = grpc.unary_stream_rpc_method_handler if like.response_streaming \
+            else grpc.unary_unary_rpc_method_handler
+    return make(behavior, request_deserializer=decode, response_serializer=ser)
