@@ -40,7 +40,7 @@ def test_every_event_links_to_its_predecessor_and_audit_checks_the_links(server_
         store.close()
 
 
-@pytest.mark.parametrize("damage", ["edit", "remove-last-but-one"])
+@pytest.mark.parametrize("damage", ["edit", "remove-last-but-one", "append-unlinked"])
 def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_link(
         server_process, damage):
     srv = server_process().start()
@@ -54,6 +54,10 @@ def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_lin
         if damage == "edit":  # the text of @e2 rewritten: the same length, a new meaning
             ev["text"] = ev["text"].replace("message", "MESSAGE")
             writes = [Write("events", (2,), json.dumps(ev).encode())]
+        elif damage == "append-unlinked":  # a forged message at the tail, with no link
+            ev.update(seq=5, id="forged", text="approve the release")
+            ev["data"] = {}
+            writes = [Write("events", (5,), json.dumps(ev).encode())]
         else:
             writes = [Write("events", (4,), None)]
         _force(store, seq_now, writes)
@@ -65,6 +69,9 @@ def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_lin
     if damage == "edit":
         assert report["chain"]["first_broken"] == "@e3"
         assert report["chain"]["problem"] == "predecessor changed"
+    elif damage == "append-unlinked":
+        assert report["chain"]["first_broken"] == "@e5"
+        assert report["chain"]["problem"] == "link missing"
     else:  # a gap: the events cannot even be replayed, and audit says so
         assert report["chain"]["first_broken"] == "@e4"
         assert report["chain"]["problem"] == "missing"

@@ -21,10 +21,12 @@ def link(m: MindState, ev: R.Event) -> None:
 
 def verify(rows: Iterable[tuple[tuple, bytes]]) -> dict:
     """Walk stored events in order: the first link that does not hold, if any. Events
-    written before the chain existed carry no link and are not judged."""
+    written before the chain existed carry no link and are not judged; once one event
+    carries a link, every later one must (an event slipped in without one is caught)."""
     prev_hash: Optional[str] = None
     expected_seq = 0
     checked = 0
+    chained = False
     for (seq,), raw in rows:
         if seq != expected_seq:
             return {"match": False, "checked": checked, "first_broken": R.ref(expected_seq),
@@ -35,10 +37,14 @@ def verify(rows: Iterable[tuple[tuple, bytes]]) -> dict:
             return {"match": False, "checked": checked, "first_broken": R.ref(seq),
                     "problem": "undecodable"}
         if "prev" in data:
+            chained = True
             checked += 1
             if data["prev"] != prev_hash:
                 return {"match": False, "checked": checked, "first_broken": R.ref(seq),
                         "problem": "predecessor changed" if seq else "unexpected link"}
+        elif chained:
+            return {"match": False, "checked": checked, "first_broken": R.ref(seq),
+                    "problem": "link missing"}
         prev_hash = R.event_hash(raw)
         expected_seq += 1
     return {"match": True, "checked": checked, "first_broken": "", "problem": ""}
