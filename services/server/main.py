@@ -35,15 +35,17 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
     host = listen.rsplit(":", 1)[0]
+    # Handled before the line below says it serves: a SIGTERM sent as soon as it is read
+    # stops the server cleanly (before, it could kill it: the default action).
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     # One line a supervisor (or a test) can wait for.
     data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""
     internal = "" if getattr(app, "storage_port", None) is None else \
         f" storage={config.storage_listen.rsplit(':', 1)[0]}:{app.storage_port}"
     print(f"morphz: serving on {host}:{app.port}{data}{internal}"
           + ("" if role == ALL else f" role={role}"), flush=True)
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
     wait_for(done)
     app.stop()
     print("morphz: stopped", file=sys.stderr, flush=True)
