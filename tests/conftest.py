@@ -66,6 +66,15 @@ def endpoints(session_servers) -> Endpoints:
 
 
 @pytest.fixture(scope="session")
+def storage(endpoints):
+    """The storage service's internal API (how tests read or plant raw records)."""
+    from morphz.services.storage.client import StorageClient
+    channel = grpc.insecure_channel(endpoints.storage)
+    yield StorageClient(channel, timeout=30)
+    channel.close()
+
+
+@pytest.fixture(scope="session")
 def server(session_servers):
     """The in-process AllInOne (tests that use it are marked all_in_one)."""
     app = getattr(session_servers, "app", None)

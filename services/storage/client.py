@@ -3,6 +3,7 @@ against a remote storage service exactly as against an in-process LmdbStore."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Iterator, Optional
 
 import grpc
@@ -107,22 +108,21 @@ class StorageClient(Store):
         return self.changes(_FAR, 1).head
 
     def wait_changes(self, after: int, timeout: float) -> int:
-        stop = threading.Event()
-        for page in self.watch(after, stop=stop, stream_seconds=timeout):
-            if page.changes or page.head > after:
+        deadline = time.monotonic() + timeout
+        for page in self.watch(after):  # an idle stream still pages once a second
+            if page.head > after or time.monotonic() >= deadline:
                 return page.head
-        return after  # the stream's deadline passed first: nothing new
+        return after
 
     def watch(self, after: int, *, context: str = "", stop: Optional[threading.Event] = None,
-              idle: float = 1.0, limit: int = FEED_PAGE,
-              stream_seconds: float = WATCH_STREAM_SECONDS) -> Iterator[FeedPage]:
+              idle: float = 1.0, limit: int = FEED_PAGE) -> Iterator[FeedPage]:
         """Follow the feed over one Watch stream at a time (the server sends an empty page
         when idle, so `stop` is noticed within its idle time)."""
         stop = stop or threading.Event()
         while not stop.is_set():
             stream = self._stub.Watch(pb.WatchRequest(context=context, after=after,
                                                       follow=True, page_size=limit),
-                                      timeout=stream_seconds)
+                                      timeout=WATCH_STREAM_SECONDS)
             try:
                 for r in stream:
                     page = page_from_proto(r)
@@ -135,8 +135,6 @@ class StorageClient(Store):
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
                     raise from_rpc_error(e) from None
-                if stream_seconds < WATCH_STREAM_SECONDS:
-                    return  # a bounded wait (wait_changes) ends at its deadline
             finally:
                 stream.cancel()
 

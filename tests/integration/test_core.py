@@ -1,11 +1,8 @@
 """SC-Core transaction rules (CORE-01 .. CORE-21) over real gRPC and a real LMDB store."""
 from __future__ import annotations
 
-import grpc
-import pytest
 
 from morphz.shared.storage.api import Write
-from morphz.services.storage.client import StorageClient
 
 RELEASE_TX = """(context-tx
   (base-version {base})
@@ -14,13 +11,6 @@ RELEASE_TX = """(context-tx
   (revise release (goal ship-v1) (stage packaging))
   (relate test-result supports release)
   (retire {ref}))"""
-
-
-@pytest.fixture
-def storage(endpoints):
-    channel = grpc.insecure_channel(endpoints.storage)
-    yield StorageClient(channel, timeout=30)
-    channel.close()
 
 
 def test_core_01_events_are_immutable(mind, storage, expect_rejected):

@@ -8,18 +8,9 @@ import pytest
 
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.render import REGIONS
-from morphz.services.storage.client import StorageClient
 from morphz.shared.sexpr import Ref, Symbol, parse_many
 
 from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
-
-
-@pytest.fixture(scope="module")
-def storage(endpoints):
-    """The storage service (internal API): how a record gets there otherwise."""
-    channel = grpc.insecure_channel(endpoints.storage)
-    yield StorageClient(channel, timeout=30)
-    channel.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import grpc
 import pytest
 
 from morphz.services.encoding.client import EncodingClient
-from morphz.services.storage.client import StorageClient
 from morphz.shared.errors import MorphzError
 
 
@@ -19,13 +18,6 @@ from morphz.shared.errors import MorphzError
 def enc(endpoints):
     channel = grpc.insecure_channel(endpoints.encoding)
     yield EncodingClient(channel, timeout=30)
-    channel.close()
-
-
-@pytest.fixture(scope="module")
-def storage(endpoints):
-    channel = grpc.insecure_channel(endpoints.storage)
-    yield StorageClient(channel, timeout=30)
     channel.close()
 
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
-from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.core.txlang import (
     ALL_OPS, EDGE_OPS, TARGET_OPS, EdgeOp, FrameOp, NamedOp, PlaceOp,
     TargetsOp, Tx)
@@ -33,13 +32,6 @@ from morphz.shared.protojson import to_plain
 def stub(address):
     channel = grpc.insecure_channel(address)
     yield pb_grpc.TransactionServiceStub(channel)
-    channel.close()
-
-
-@pytest.fixture(scope="module")
-def storage(endpoints):
-    channel = grpc.insecure_channel(endpoints.storage)
-    yield StorageClient(channel, timeout=30)
     channel.close()
 
 
