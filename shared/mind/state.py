@@ -22,6 +22,7 @@ class MindState(MindView):
     def __init__(self, reader: Reader) -> None:
         super().__init__(reader)
         self._overlay = Overlay()
+        self._quarantined: list[tuple[str, Key]] = []
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -39,10 +40,19 @@ class MindState(MindView):
         """Every row of a table (overlay applied): for audit and projection rebuilds."""
         return dict(self._scan(table))
 
+    def quarantine(self, table: str, key: Key) -> None:
+        """Move a stray row aside (storage keeps it in its quarantine table); reads
+        through this view no longer see it, and a write may take its key after."""
+        self._quarantined.append((table, key))
+        self._put(table, key, None)
+
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))
-        return self._overlay.writes()
+        moved = set(self._quarantined)  # first: a later write may reuse the key
+        return [Write(t, k, None, quarantine=True) for t, k in self._quarantined] + [
+            w for w in self._overlay.writes()
+            if not (w.value is None and (w.table, w.key) in moved)]
 
     # -- meta -------------------------------------------------------------------
     def init_meta(self, meta: R.Meta) -> None:
