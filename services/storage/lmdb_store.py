@@ -433,10 +433,11 @@ class LmdbReader(Reader):
             if not ok:
                 return
             it = cur.iterprev()
+        skip = len(self._prefix)
         for k, v in it:
             if not k.startswith(pre):
                 return
-            yield keys.decode(k)[1:], v
+            yield keys.decode(k, skip), v
             n += 1
             if limit and n >= limit:
                 return

@@ -68,16 +68,16 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
     return raw
 
 
-def decode(raw: bytes) -> Key:
+def decode(raw: bytes, start: int = 0) -> Key:
+    """The key encoded in raw[start:] (`start`: past a context prefix a reader skips)."""
     parts: list = []
-    i = 0
-    while i < len(raw):
-        tag = raw[i:i + 1]
-        if tag == _INT:
+    i, n = start, len(raw)
+    while i < n:  # on every row a scan yields: byte indexing, no slices for the tag
+        if raw[i] == 1:
             parts.append(int.from_bytes(raw[i + 1:i + 9], "big"))
             i += 9
         else:
-            end = raw.index(_END, i + 1)
+            end = raw.index(0, i + 1)
             parts.append(raw[i + 1:end].decode("utf-8"))
             i = end + 1
     return tuple(parts)

@@ -50,21 +50,45 @@ class Overlay:
         return [Write(t, k, v) for t, k, v in self.items()]
 
     def under(self, table: str, prefix: Key) -> list[tuple[Key, Optional[bytes]]]:
-        """The pending writes of `table` whose key starts with `prefix`."""
+        """The pending writes of `table` whose key starts with `prefix`, in key order."""
         rows = self._tables.get(table)
         if not rows:
             return []
-        if not prefix:
-            return list(rows.items())
         ordered = self._ordered.get(table)
         if ordered is None:
             ordered = self._ordered[table] = sorted((keycodec.encode(k), k) for k in rows)
+        if not prefix:
+            return [(k, rows[k]) for _, k in ordered]
         low = keycodec.encode(prefix)
         # A prefix tuple encodes to a byte prefix, and the byte after it in a longer key
         # is a part tag (below 0xff), so the matching keys lie in [low, low + 0xff).
         start = bisect_left(ordered, (low,))
         end = bisect_left(ordered, (low + b"\xff",), start)
         return [(k, rows[k]) for _, k in ordered[start:end]]
+
+
+class OverlayReader(Reader):
+    """An Overlay read as a store of its own (a deleted row reads as absent): what a
+    replay folds each event's writes into, without a store's versions and checks."""
+
+    commit_seq = 0
+
+    def __init__(self, rows: Overlay) -> None:
+        self._rows = rows
+
+    def get(self, table: str, key: Key) -> Optional[bytes]:
+        return self._rows.get(table, key, None)
+
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        rows = [(k, v) for k, v in self._rows.under(table, prefix) if v is not None]
+        if reverse:
+            rows.reverse()
+        if after is not None:
+            bound = keycodec.encode(after)
+            rows = [(k, v) for k, v in rows
+                    if (keycodec.encode(k) < bound if reverse else keycodec.encode(k) > bound)]
+        return iter(rows[:limit] if limit else rows)
 
 
 def overlay_scan(base: Reader, overlay: Overlay, table: str, prefix: Key = (),

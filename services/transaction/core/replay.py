@@ -7,7 +7,7 @@ from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
-from morphz.shared.storage.memory_store import MemoryStore
+from morphz.shared.storage.overlay import Overlay, OverlayReader
 
 # Every table derived from the events: all but the events themselves, the side tables
 # (encoding snapshots: records written beside the Mind, not by events) and the rows
@@ -16,18 +16,18 @@ AUDITED = tuple(t for t in TABLES if t not in ("events", "quarantine") and t not
 
 
 def replay(context: str, events) -> tuple[dict[str, dict], int]:
-    """Apply events from nothing with the live reducer; every audited table's rows."""
-    store = MemoryStore()
+    """Apply events from nothing with the live reducer, each on what the ones before it
+    wrote (as each was committed on its predecessor); every audited table's rows."""
+    rows = Overlay()
+    done = OverlayReader(rows)
     count = 0
     for ev in events:
-        with store.reader(context) as r:
-            m = MindState(r)
-            apply_event(m, ev)
-            seq = r.commit_seq
-        store.commit(context, seq, m.writes())
+        m = MindState(done)
+        apply_event(m, ev)
+        for w in m.writes():
+            rows.put(w.table, w.key, w.value)
         count += 1
-    with store.reader(context) as r:
-        return {t: dict(r.scan(t)) for t in AUDITED}, count
+    return {t: dict(done.scan(t)) for t in AUDITED}, count
 
 
 def audit_report(context: str, m: MindState) -> dict:
