@@ -85,8 +85,8 @@ class Client:
         hops = 0
         while True:
             try:
-                return getattr(stub, call.method)(call.request, timeout=call.timeout or self.timeout,
-                                                  metadata=self._metadata)
+                return getattr(stub, call.method)(
+                    call.request, timeout=call.timeout or self.timeout, metadata=self._metadata)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             address = redirect(call, err)
