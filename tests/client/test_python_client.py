@@ -4,6 +4,8 @@ its request ids."""
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 import time
 
 import pytest
@@ -209,3 +211,11 @@ def test_client_error_classes_follow_the_error_table():
         cls = error_class(reason, status.value)
         assert issubclass(cls, by_status[status.value]), reason
     assert error_class("TX_CONFLICT", "ABORTED") is ConflictError
+
+
+def test_client_imports_the_stubs_and_no_server_code():
+    probe = ("import sys, morphz.client; print(sorted({m.split('.')[1] for m in sys.modules "
+             "if m.startswith('morphz.') and m.count('.') >= 1}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "['api', 'client']"

@@ -21,7 +21,7 @@ TxInput = Union[str, Tx, txn.Transaction]
 
 class Safety(Enum):
     READ = "read"              # changes nothing: retried
-    REQUEST_ID = "request_id"  # a write the server deduplicates by its request id: retried
+    IDEMPOTENT = "idempotent"  # a write the server answers again, not twice: retried
     NEVER = "never"            # a second attempt could act twice: never retried
 
 
@@ -72,7 +72,7 @@ def append_event(context: str, *, session: str, kind: str, text: str, actor: str
                      activation=activation, target_session=target_session,
                      request_id=new_request_id() if request_id is None else request_id)
     return Call(TRANSACTION, "AppendEvent", request,
-                Safety.REQUEST_ID if request.request_id else Safety.NEVER)
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
 
 
 def activate(context: str, session: str) -> Call:
@@ -81,9 +81,9 @@ def activate(context: str, session: str) -> Call:
 
 
 def deliver(context: str, activation: str) -> Call:
-    # Delivering a delivered activation answers it again: a retry is harmless.
+    # Delivering a delivered activation answers it again: idempotent without a request id.
     return Call(TRANSACTION, "Deliver", _build(txn.DeliverRequest, context=context,
-                                               activation=activation), Safety.REQUEST_ID)
+                                               activation=activation), Safety.IDEMPOTENT)
 
 
 def commit(context: str, tx: TxInput, *, session: str, activation: str,
@@ -100,7 +100,7 @@ def commit(context: str, tx: TxInput, *, session: str, activation: str,
                      activation=activation,
                      request_id=new_request_id() if request_id is None else request_id, **form)
     return Call(TRANSACTION, "Commit", request,
-                Safety.REQUEST_ID if request.request_id else Safety.NEVER)
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
 
 
 def frame(context: str, frame_id: str, at_revision: int) -> Call:
