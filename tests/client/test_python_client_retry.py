@@ -63,6 +63,36 @@ def test_dur_04_client_commit_retried_across_a_sigkill_returns_the_original_rece
     pool.shutdown()
 
 
+def test_dur_04_client_writes_go_on_through_an_external_sigkill(tmp_path):
+    """Commits in a loop while the test SIGKILLs the server and restarts it: each one
+    lands exactly once, whichever moment the kill hit."""
+    proc = ServerProcess(tmp_path / "data").start()
+    count, pool = 40, concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        with Client(proc.address, credentials=Credentials(), timeout=10, retry=PATIENT) as mz:
+            mz.create_context("c")
+
+            def write() -> list:
+                return [mz.commit("c", Tx(i).create(f"f{i}", f"(n {i})"),
+                                  request_id=f"w-{i}") for i in range(count)]
+            receipts = pool.submit(write)
+            deadline = time.monotonic() + 60
+            while mz.status("c").revision < 5:
+                assert time.monotonic() < deadline and not receipts.done()
+                time.sleep(0.01)
+            proc.kill()  # SIGKILL, wherever the writer is
+            proc.listen = proc.address
+            proc.start()
+            done = receipts.result(timeout=120)
+            assert [r.revision for r in done] == list(range(1, count + 1))
+            status = mz.status("c")
+            assert (status.revision, status.event_count) == (count, count + 1)
+            assert len(mz.frames("c").frames) == count and mz.audit("c").match
+    finally:
+        pool.shutdown(wait=False)
+        proc.kill()
+
+
 def test_client_never_retries_an_activation_lost_to_a_sigkill(dying_server):
     proc = dying_server(3)  # writes: create the context, an input, then the activation
     pool = concurrent.futures.ThreadPoolExecutor(1)
