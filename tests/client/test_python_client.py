@@ -13,8 +13,9 @@ import pytest
 from morphz.client import (NO_RETRY, AbortedError, AlreadyExistsError, AsyncClient, AuthError,
                            Client, ConflictError, Credentials, DataLossError, InternalError,
                            InvalidInputError, LimitError, MorphzError, NotFoundError,
-                           PreconditionError, Tx, UnavailableError)
+                           PreconditionError, RetryPolicy, Tx, UnavailableError)
 from morphz.client.errors import error_class
+from morphz.client.options import service_targets
 from morphz.shared.errors import REASONS
 
 
@@ -219,3 +220,22 @@ def test_client_imports_the_stubs_and_no_server_code():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "['api', 'client']"
+
+
+def test_client_finds_services_and_checks_options_as_the_cli_does():
+    split = {"MORPHZ_SERVER": "s:1", "MORPHZ_RECALL": "r:2"}
+    assert service_targets(None, recall=None, encoding=None, env=split) == \
+        {"transaction": "s:1", "recall": "r:2", "encoding": "s:1"}
+    assert service_targets("a:1", recall=None, encoding="e:3", env=split) == \
+        {"transaction": "a:1", "recall": "a:1", "encoding": "e:3"}  # given: wins over env
+    assert set(service_targets(None, recall=None, encoding=None, env={}).values()) == \
+        {"127.0.0.1:7070"}
+    env = {"MORPHZ_TLS_CA": "ca.pem", "MORPHZ_TOKEN": "t0k"}
+    creds = Credentials.from_env(env)
+    assert creds.uses_tls and creds.metadata() == (("authorization", "Bearer t0k"),)
+    assert "t0k" not in repr(creds)
+    for bad in (lambda: RetryPolicy(attempts=0), lambda: RetryPolicy(initial_backoff=9),
+                lambda: Client("x:1", timeout=0), lambda: Credentials(tls_cert="c.pem")
+                .channel_credentials()):
+        with pytest.raises(InvalidInputError):
+            bad()

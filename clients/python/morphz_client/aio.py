@@ -17,11 +17,12 @@ from morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz.api.recall.v1 import recall_pb2 as rec
 from morphz.api.transaction.v1 import transaction_pb2 as txn
 from morphz.client import calls as C
-from morphz.client.calls import ENCODING, RECALL, TRANSACTION, Call, Evaluation, TxInput
+from morphz.client.calls import Call, Evaluation, TxInput
 from morphz.client.client import STUBS
 from morphz.client.errors import from_rpc_error
 from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
-                                   RetryPolicy, aio_channel, target_for)
+                                   RetryPolicy, aio_channel, check_timeout,
+                                   service_targets)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
 
@@ -32,15 +33,11 @@ class AsyncClient:
                  encoding: Optional[str] = None, credentials: Optional[Credentials] = None,
                  timeout: float = DEFAULT_TIMEOUT,
                  retry: Optional[RetryPolicy] = None) -> None:
-        if not timeout > 0:
-            raise ValueError("timeout must be a positive number of seconds")
         self.credentials = Credentials.from_env() if credentials is None else credentials
-        self.timeout, self.retry = timeout, RetryPolicy() if retry is None else retry
+        self.timeout, self.retry = check_timeout(timeout), RetryPolicy() if retry is None \
+            else retry
         self._metadata = self.credentials.metadata()
-        tx_target = target_for(TRANSACTION, target)
-        self.targets = {TRANSACTION: tx_target,
-                        RECALL: recall or (target or target_for(RECALL, None)),
-                        ENCODING: encoding or (target or target_for(ENCODING, None))}
+        self.targets = service_targets(target, recall=recall, encoding=encoding)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs = {service: STUBS[service](self._channel(address))
                        for service, address in self.targets.items()}

@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 
 import grpc
 
+from morphz.client.calls import ENCODING, RECALL, TRANSACTION
 from morphz.client.errors import input_error
 
 DEFAULT_SERVER = "127.0.0.1:7070"  # `morphz serve`'s default listen address
@@ -33,6 +34,13 @@ class RetryPolicy:
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
     multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.attempts, int) and self.attempts >= 1):
+            raise input_error("retry attempts must be an integer >= 1", field="attempts")
+        if not 0 <= self.initial_backoff <= self.max_backoff or self.multiplier < 1:
+            raise input_error("retry backoffs must satisfy 0 <= initial_backoff <= "
+                              "max_backoff and multiplier >= 1", field="backoff")
 
     def backoffs(self):
         wait = self.initial_backoff
@@ -102,6 +110,22 @@ def target_for(service: str, given: Optional[str], env: Mapping[str, str] = os.e
     else $MORPHZ_SERVER, else the all-in-one server's default address."""
     return given or env.get(f"MORPHZ_{service.upper()}") or env.get("MORPHZ_SERVER") \
         or DEFAULT_SERVER
+
+
+def service_targets(target: Optional[str], *, recall: Optional[str],
+                    encoding: Optional[str], env: Mapping[str, str] = os.environ) \
+        -> dict[str, str]:
+    """Each service's address: one `target` serves all (an all-in-one server) unless
+    recall or encoding are given; without a target, each service's $MORPHZ_* variable."""
+    return {TRANSACTION: target_for(TRANSACTION, target, env),
+            RECALL: recall or target_for(RECALL, target, env),
+            ENCODING: encoding or target_for(ENCODING, target, env)}
+
+
+def check_timeout(timeout: float) -> float:
+    if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
+        raise input_error("timeout must be a positive number of seconds", field="timeout")
+    return float(timeout)
 
 
 def sync_channel(target: str, credentials: Credentials) -> grpc.Channel:
