@@ -5,12 +5,14 @@ until the server is back on the same data and is answered with the original rece
 applied once; a call that is not idempotent is never sent twice."""
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
 
 import pytest
 
-from morphz.client import Client, Credentials, RetryPolicy, Tx, UnavailableError
+from morphz.client import (AsyncClient, Client, Credentials, RetryPolicy, Tx,
+                           UnavailableError)
 from tests.topology import ServerProcess
 
 FAULT = "after-commit-before-reply"
@@ -90,6 +92,29 @@ def test_dur_04_client_writes_go_on_through_an_external_sigkill(tmp_path):
             assert len(mz.frames("c").frames) == count and mz.audit("c").match
     finally:
         pool.shutdown(wait=False)
+        proc.kill()
+
+
+def test_dur_04_async_client_append_waits_out_a_restart(tmp_path):
+    proc = ServerProcess(tmp_path / "data").start()
+    try:
+        with Client(proc.address, credentials=Credentials()) as mz:
+            mz.create_context("c")
+        proc.kill()
+        proc.listen = proc.address
+
+        async def append_while_down():
+            async with AsyncClient(proc.address, credentials=Credentials(),
+                                   retry=PATIENT) as mz:
+                pending = asyncio.ensure_future(mz.append_event(
+                    "c", session="main", kind="user-message", text="hello", request_id="r1"))
+                await asyncio.sleep(0.5)  # it is failing and retrying meanwhile
+                assert not pending.done()
+                await asyncio.get_running_loop().run_in_executor(None, proc.start)
+                return await asyncio.wait_for(pending, 120), await mz.status("c")
+        event, status = asyncio.run(append_while_down())
+        assert (event.ref, event.replayed, status.event_count) == ("@e1", False, 2)
+    finally:
         proc.kill()
 
 

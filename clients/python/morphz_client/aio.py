@@ -34,8 +34,8 @@ class AsyncClient:
                  timeout: float = DEFAULT_TIMEOUT,
                  retry: Optional[RetryPolicy] = None) -> None:
         self.credentials = Credentials.from_env() if credentials is None else credentials
-        self.timeout, self.retry = check_timeout(timeout), RetryPolicy() if retry is None \
-            else retry
+        self.timeout = check_timeout(timeout)
+        self.retry = RetryPolicy() if retry is None else retry
         self._metadata = self.credentials.metadata()
         self.targets = service_targets(target, recall=recall, encoding=encoding)
         self._channels: dict[str, grpc.aio.Channel] = {}
