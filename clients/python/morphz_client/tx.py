@@ -129,9 +129,6 @@ class Tx:
         parts += [_op_text(o) for o in self._ops]
         return "(context-tx\n  " + "\n  ".join(parts) + ")"
 
-    def __len__(self) -> int:
-        return len(self._ops)
-
     def __repr__(self) -> str:
         return f"Tx({self.text()!r})"
 
