@@ -194,3 +194,31 @@ def etcd(tmp_path):
     server = EtcdServer(tmp_path / "etcd")
     yield server.start()
     server.stop()
+
+
+# -- morphz.client, the agent runtimes' client (tests/client/) ---------------------------------
+@pytest.fixture(scope="session")
+def mz(endpoints):
+    """morphz.client's Client on the session's servers (each service at its address)."""
+    from morphz.client import Client, Credentials
+    client = Client(endpoints.transaction, recall=endpoints.recall,
+                    encoding=endpoints.encoding, credentials=Credentials(), timeout=30)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cx(mz, request) -> str:
+    """A fresh context made through morphz.client, named after the test."""
+    name = f"py-{request.node.name[:50]}-{next(_names)}".replace("[", "-").replace("]", "")
+    mz.create_context(name)
+    return name
+
+
+@pytest.fixture
+def unused_address() -> str:
+    """A loopback address nothing listens on (a port the kernel just handed out)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"

@@ -207,6 +207,11 @@ def test_dist_01_clients_and_the_cli_follow_the_refusal_to_the_owner(cluster, et
         b.close()
     assert a.status("dist-01-redirect")["revision"] == 2
     assert key_holder(etcd, "dist-01-redirect")[0] == cluster["a"].address
+    from morphz.client import Client, Credentials  # the agent runtimes' client
+    with Client(cluster["b"].address, credentials=Credentials()) as mz:
+        assert mz.append_event("dist-01-redirect", session="main", kind="user-message",
+                               text="again").ref
+    assert a.status("dist-01-redirect")["event_count"] == 5
     out = subprocess.run(
         [sys.executable, "-m", "morphz.services.cli.main", "--format=json", "--server",
          cluster["b"].address, "context", "tx", "--context", "dist-01-redirect", "-"],

@@ -56,3 +56,15 @@ def test_readme_sessions_example_runs_as_printed(tmp_path, fresh_servers):
     assert "staging is live" in encoding and "Disk is fine; go ahead." in encoding
     assert "(kind message) (from ops) (to main)" in encoding
     assert "Is the disk full?" not in encoding
+
+
+def test_readme_python_client_example_runs_as_printed(endpoints):
+    section = _section("Use it from your agent runtime")
+    env = dict(os.environ, **endpoints.cli_env())
+    out = subprocess.run([sys.executable, "-c", _block(section, "python")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(protocol" in out.stdout and "(evaluate (runtime (session main) (activation a1)))" \
+        in out.stdout
+    assert "1 [('create', 'release', 'created')]" in out.stdout
+    assert "TX_CONFLICT ['frame:release'" in out.stdout

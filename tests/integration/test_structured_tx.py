@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import call
 from morphz.shared.protojson import to_plain
+from tests.stored_events import event_bytes
 
 
 @pytest.fixture(scope="module")
@@ -524,23 +524,6 @@ def outcome(fn, *args):
         return "committed", fn(*args)
     except MorphzError as e:
         return e.reason, e.details
-
-
-def event_bytes(storage, context: str, event_ref: str) -> bytes:
-    """The stored event record with the fields that must differ (id, time, context, and
-    the hash of the previous event, which holds them too) set to placeholders; everything
-    else byte for byte as stored."""
-    seq = int(event_ref[2:])
-    with storage.reader(context) as r:
-        raw = r.get("events", (seq,))
-    record = json.loads(raw)
-    fields = [(key, record[key]) for key in ("id", "time", "context")]
-    fields.append(("prev", record["data"]["prev"]))
-    for key, value in fields:
-        token = f'"{key}":{json.dumps(value, ensure_ascii=False)}'.encode()
-        assert raw.count(token) == 1, (key, raw)
-        raw = raw.replace(token, f'"{key}":"-"'.encode())
-    return raw
 
 
 STATS: collections.Counter = collections.Counter()

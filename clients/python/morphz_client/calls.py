@@ -1,0 +1,214 @@
+"""Each client method as data: which service and RPC it calls, its request message, and
+whether repeating it is safe. Client and AsyncClient send these; they differ only in
+how they wait. Request ids are made here, once per call, so every retry of a write
+carries the same one and the server answers it with the original receipt."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable, Mapping, Optional, Union
+
+from morphz.api.encoding.v1 import encoding_pb2 as enc
+from morphz.api.recall.v1 import recall_pb2 as rec
+from morphz.api.transaction.v1 import transaction_pb2 as txn
+from morphz.client.errors import input_error
+from morphz.client.tx import Tx
+
+TRANSACTION, RECALL, ENCODING = "transaction", "recall", "encoding"
+TxInput = Union[str, Tx, txn.Transaction]
+
+
+class Safety(Enum):
+    READ = "read"              # changes nothing: retried
+    IDEMPOTENT = "idempotent"  # a write the server answers again, not twice: retried
+    NEVER = "never"            # a second attempt could act twice: never retried
+
+
+@dataclass(frozen=True)
+class Call:
+    service: str
+    method: str
+    request: Any
+    safety: Safety
+    timeout: Optional[float] = None  # None: the client's
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A recall made for an evaluation: its reply is also recorded as a `recall`
+    observation of `session` (so such a call is never retried)."""
+    session: str
+    activation: str
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _build(cls, **fields):
+    try:
+        return cls(**fields)
+    except (ValueError, TypeError) as e:  # a value the wire type cannot hold
+        raise input_error(f"invalid {cls.__name__} field: {e}") from None
+
+
+# -- transaction service ---------------------------------------------------------------------
+def create_context(context: str, window: int) -> Call:
+    return Call(TRANSACTION, "CreateContext",
+                _build(txn.CreateContextRequest, context=context, window=window), Safety.NEVER)
+
+
+def status(context: str) -> Call:
+    return Call(TRANSACTION, "GetStatus", _build(txn.GetStatusRequest, context=context),
+                Safety.READ)
+
+
+def append_event(context: str, *, session: str, kind: str, text: str, actor: str,
+                 causal_refs: Iterable[str], activation: str, target_session: str,
+                 request_id: Optional[str]) -> Call:
+    request = _build(txn.AppendEventRequest, context=context, session=session, kind=kind,
+                     text=text, actor=actor, causal_refs=list(causal_refs),
+                     activation=activation, target_session=target_session,
+                     request_id=new_request_id() if request_id is None else request_id)
+    return Call(TRANSACTION, "AppendEvent", request,
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
+
+
+def activate(context: str, session: str) -> Call:
+    return Call(TRANSACTION, "Activate", _build(txn.ActivateRequest, context=context,
+                                                session=session), Safety.NEVER)
+
+
+def deliver(context: str, activation: str) -> Call:
+    # Delivering a delivered activation answers it again: idempotent without a request id.
+    return Call(TRANSACTION, "Deliver", _build(txn.DeliverRequest, context=context,
+                                               activation=activation), Safety.IDEMPOTENT)
+
+
+def commit(context: str, tx: TxInput, *, session: str, activation: str,
+           request_id: Optional[str]) -> Call:
+    if isinstance(tx, Tx):
+        form = {"structured": tx.to_proto()}
+    elif isinstance(tx, txn.Transaction):
+        form = {"structured": tx}
+    elif isinstance(tx, str):
+        form = {"text": tx}
+    else:
+        raise input_error("tx must be DSL text, a Tx or a Transaction message", field="tx")
+    request = _build(txn.CommitRequest, context=context, session=session,
+                     activation=activation,
+                     request_id=new_request_id() if request_id is None else request_id, **form)
+    return Call(TRANSACTION, "Commit", request,
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
+
+
+def frame(context: str, frame_id: str, at_revision: int) -> Call:
+    return Call(TRANSACTION, "GetFrame", _build(txn.GetFrameRequest, context=context,
+                                                frame_id=frame_id, at_revision=at_revision),
+                Safety.READ)
+
+
+def frames(context: str) -> Call:
+    return Call(TRANSACTION, "ListFrames", _build(txn.ListFramesRequest, context=context),
+                Safety.READ)
+
+
+def event(context: str, ref: str) -> Call:
+    return Call(TRANSACTION, "GetEvent", _build(txn.GetEventRequest, context=context, ref=ref),
+                Safety.READ)
+
+
+def audit(context: str) -> Call:
+    return Call(TRANSACTION, "Audit", _build(txn.AuditRequest, context=context), Safety.READ)
+
+
+# -- recall service ------------------------------------------------------------------------------
+def _evaluation(e: Optional[Evaluation]) -> tuple[Optional[rec.Evaluation], Safety]:
+    if e is None:
+        return None, Safety.READ
+    return _build(rec.Evaluation, session=e.session, activation=e.activation), Safety.NEVER
+
+
+def search(context: str, query: str, *, since: str, until: str, limit: int,
+           kinds: Iterable[str], states: Iterable[str], sessions: Iterable[str], cursor: str,
+           evaluation: Optional[Evaluation]) -> Call:
+    ev, safety = _evaluation(evaluation)
+    return Call(RECALL, "Search", _build(
+        rec.SearchRequest, context=context, query=query, since=since, until=until,
+        limit=limit, kinds=list(kinds), states=list(states), sessions=list(sessions),
+        cursor=cursor, evaluation=ev), safety)
+
+
+def read(context: str, ref: str, *, offset: int, limit: int,
+         evaluation: Optional[Evaluation]) -> Call:
+    ev, safety = _evaluation(evaluation)
+    return Call(RECALL, "Read", _build(rec.ReadRequest, context=context, ref=ref,
+                                       offset=offset, limit=limit, evaluation=ev), safety)
+
+
+def traverse(context: str, frame_id: str, *, depth: Optional[int], direction: str,
+             include_bodies: bool, include_events: bool, max_nodes: int, max_bytes: int,
+             cursor: str, evaluation: Optional[Evaluation]) -> Call:
+    ev, safety = _evaluation(evaluation)
+    return Call(RECALL, "Traverse", _build(
+        rec.TraverseRequest, context=context, frame_id=frame_id, depth=depth,
+        direction=direction, include_bodies=include_bodies, include_events=include_events,
+        max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor, evaluation=ev), safety)
+
+
+def inspect_index(context: str) -> Call:
+    return Call(RECALL, "InspectIndex", _build(rec.InspectIndexRequest, context=context),
+                Safety.READ)
+
+
+def rebuild_index(context: str, timeout: float) -> Call:
+    return Call(RECALL, "RebuildIndex", _build(rec.RebuildIndexRequest, context=context),
+                Safety.NEVER, timeout)
+
+
+# -- encoding service -----------------------------------------------------------------------------
+def compile(context: str, *, session: str, activation: str, budget_bytes: int,  # noqa: A001
+            budget_tokens: int, preview_bytes: int, must_read: Iterable[str],
+            scope: Optional[Mapping[str, Any]], parent_snapshot: str, model: str,
+            evaluation_profile: str, bindings: Optional[Mapping[str, str]],
+            capabilities: bool) -> Call:
+    scope_msg = _build(enc.Scope, **{k: v for k, v in (scope or {}).items() if v})
+    request = _build(enc.CompileRequest, context=context, session=session,
+                     activation=activation, budget_bytes=budget_bytes,
+                     budget_tokens=budget_tokens, preview_bytes=preview_bytes,
+                     must_read=list(must_read), scope=scope_msg,
+                     parent_snapshot=parent_snapshot, model=model,
+                     evaluation_profile=evaluation_profile, bindings=dict(bindings or {}),
+                     capabilities=capabilities)
+    # Without an activation it claims the session's pending inputs: never twice. Compiling
+    # again for a named activation records one more snapshot and changes nothing else.
+    return Call(ENCODING, "Compile", request, Safety.READ if activation else Safety.NEVER)
+
+
+def _snapshot(method: str, context: str, snapshot: str) -> Call:
+    return Call(ENCODING, method, _build(enc.SnapshotRequest, context=context,
+                                         snapshot=snapshot), Safety.READ)
+
+
+def show_snapshot(context: str, snapshot: str) -> Call:
+    return _snapshot("ShowSnapshot", context, snapshot)
+
+
+def replay_snapshot(context: str, snapshot: str) -> Call:
+    return _snapshot("Replay", context, snapshot)
+
+
+def check_snapshot(context: str, snapshot: str) -> Call:
+    return _snapshot("Check", context, snapshot)
+
+
+def read_snapshot(context: str, snapshot: str, ref: str, *, offset: int, limit: int) -> Call:
+    return Call(ENCODING, "Read", _build(enc.ReadRequest, context=context, snapshot=snapshot,
+                                         ref=ref, offset=offset, limit=limit), Safety.READ)
+
+
+def search_snapshot(context: str, snapshot: str, query: str, *, limit: int) -> Call:
+    return Call(ENCODING, "Search", _build(enc.SearchRequest, context=context,
+                                           snapshot=snapshot, query=query, limit=limit),
+                Safety.READ)

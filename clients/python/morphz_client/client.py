@@ -1,0 +1,256 @@
+"""Client: the synchronous Morphz client (AsyncClient in aio.py has the same methods).
+
+    with Client("127.0.0.1:7070") as mz:
+        mz.create_context("demo")
+        mz.append_event("demo", session="main", kind="user-message", text="Ship v1.")
+        enc = mz.compile("demo", session="main")          # what the model sees
+        receipt = mz.commit("demo", Tx(enc.revision).create("release", "(goal ship-v1)"),
+                            session="main", activation=enc.activation)
+
+Replies are the protobuf messages of protos/morphz/api (typed by their .pyi stubs).
+Every call carries a deadline (`timeout`, per attempt). Reads, and writes carrying a
+request id, are retried after transient failures (`retry`); appends and commits get a
+fresh request id unless given one, so a retry is answered with the original receipt.
+Failures raise MorphzError subclasses (errors.py).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable, Iterator, Mapping, Optional
+
+import grpc
+
+from morphz.api.encoding.v1 import encoding_pb2 as enc
+from morphz.api.encoding.v1 import encoding_pb2_grpc
+from morphz.api.recall.v1 import recall_pb2 as rec
+from morphz.api.recall.v1 import recall_pb2_grpc
+from morphz.api.transaction.v1 import transaction_pb2 as txn
+from morphz.api.transaction.v1 import transaction_pb2_grpc
+from morphz.client import calls as C
+from morphz.client.calls import ENCODING, RECALL, TRANSACTION, Call, Evaluation, TxInput
+from morphz.client.errors import MorphzError, from_rpc_error
+from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
+                                   RetryPolicy, check_timeout, service_targets,
+                                   sync_channel)
+from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
+
+STUBS = {TRANSACTION: transaction_pb2_grpc.TransactionServiceStub,
+         RECALL: recall_pb2_grpc.RecallServiceStub,
+         ENCODING: encoding_pb2_grpc.EncodingServiceStub}
+
+
+class Client:
+    """`target`: the server (all-in-one), default $MORPHZ_SERVER or 127.0.0.1:7070;
+    `recall`/`encoding`: those services' addresses when they run apart (default
+    $MORPHZ_RECALL/$MORPHZ_ENCODING, else `target`). `credentials`: default from
+    $MORPHZ_TLS_CA, $MORPHZ_TLS_CERT, $MORPHZ_TLS_KEY, $MORPHZ_TOKEN."""
+
+    def __init__(self, target: Optional[str] = None, *, recall: Optional[str] = None,
+                 encoding: Optional[str] = None, credentials: Optional[Credentials] = None,
+                 timeout: float = DEFAULT_TIMEOUT,
+                 retry: Optional[RetryPolicy] = None) -> None:
+        self.credentials = Credentials.from_env() if credentials is None else credentials
+        self.timeout = check_timeout(timeout)
+        self.retry = RetryPolicy() if retry is None else retry
+        self._metadata = self.credentials.metadata()
+        self.targets = service_targets(target, recall=recall, encoding=encoding)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs = {service: STUBS[service](self._channel(address))
+                       for service, address in self.targets.items()}
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _channel(self, address: str) -> grpc.Channel:
+        if address not in self._channels:
+            self._channels[address] = sync_channel(address, self.credentials)
+        return self._channels[address]
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _send(self, call: Call) -> Any:
+        stub = self._stubs[call.service]
+        backoffs = self.retry.backoffs()
+        hops = 0
+        while True:
+            try:
+                return getattr(stub, call.method)(
+                    call.request, timeout=call.timeout or self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            address = redirect(call, err)
+            if address and hops < MAX_REDIRECTS:
+                hops += 1
+                stub = STUBS[call.service](self._channel(address))
+                continue
+            wait = next(backoffs, None) if retryable(call, err) else None
+            if wait is None:
+                raise err
+            time.sleep(wait)
+
+    # -- contexts ------------------------------------------------------------------------------
+    def create_context(self, context: str, *, window: int = 0) -> txn.ContextStatus:
+        """A new context (`window`: the organizing window in ticks; 0: default 8)."""
+        return self._send(C.create_context(context, window))
+
+    def status(self, context: str) -> txn.ContextStatus:
+        return self._send(C.status(context))
+
+    # -- events ----------------------------------------------------------------------------------
+    def append_event(self, context: str, *, session: str, kind: str, text: str,
+                     actor: str = "", causal_refs: Iterable[str] = (), activation: str = "",
+                     target_session: str = "",
+                     request_id: Optional[str] = None) -> txn.AppendEventResponse:
+        """Any input: user-message | tool-result | approval | external | message | action.
+        request_id None: a fresh one (the call is then retried safely); "": none."""
+        return self._send(C.append_event(
+            context, session=session, kind=kind, text=text, actor=actor,
+            causal_refs=causal_refs, activation=activation, target_session=target_session,
+            request_id=request_id))
+
+    def send_message(self, context: str, *, session: str, to: str, text: str,
+                     actor: str = "", request_id: Optional[str] = None) \
+            -> txn.AppendEventResponse:
+        """A message from `session` waiting in session `to`'s inbox."""
+        return self.append_event(context, session=session, kind="message", text=text,
+                                 actor=actor, target_session=to, request_id=request_id)
+
+    def record_action(self, context: str, *, session: str, activation: str, text: str,
+                      actor: str = "", causal_refs: Iterable[str] = (),
+                      request_id: Optional[str] = None) -> txn.AppendEventResponse:
+        """A tool call the open `activation` of `session` issues."""
+        return self.append_event(context, session=session, kind="action", text=text,
+                                 actor=actor, causal_refs=causal_refs, activation=activation,
+                                 request_id=request_id)
+
+    def tool_result(self, context: str, *, text: str, call: str = "", session: str = "",
+                    actor: str = "", request_id: Optional[str] = None) \
+            -> txn.AppendEventResponse:
+        """A tool's result; `call`: the action (@eN) it answers (it then belongs to that
+        call's session, and `session` may stay empty)."""
+        return self.append_event(context, session=session, kind="tool-result", text=text,
+                                 actor=actor, causal_refs=[call] if call else [],
+                                 request_id=request_id)
+
+    def event(self, context: str, ref: str) -> txn.Event:
+        """One event by @eN or full id (operator's read: every session's)."""
+        return self._send(C.event(context, ref))
+
+    # -- activations -----------------------------------------------------------------------------
+    def activate(self, context: str, *, session: str) -> txn.Activation:
+        """Claim the session's pending inputs as one evaluation (never retried)."""
+        return self._send(C.activate(context, session))
+
+    def deliver(self, context: str, activation: str) -> txn.Activation:
+        """The evaluation answered: its root request may now be retired."""
+        return self._send(C.deliver(context, activation))
+
+    # -- transactions and the Mind -----------------------------------------------------------------
+    def commit(self, context: str, tx: TxInput, *, session: str = "", activation: str = "",
+               request_id: Optional[str] = None) -> txn.Receipt:
+        """Commit one context-tx: DSL text, a Tx builder or a Transaction message.
+        A TX_CONFLICT raises ConflictError naming the changed boundaries."""
+        return self._send(C.commit(context, tx, session=session, activation=activation,
+                                   request_id=request_id))
+
+    def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> txn.Frame:
+        return self._send(C.frame(context, frame_id, at_revision))
+
+    def frames(self, context: str) -> txn.FrameList:
+        """Every frame of the Mind, in projection order."""
+        return self._send(C.frames(context))
+
+    def audit(self, context: str) -> txn.AuditReport:
+        return self._send(C.audit(context))
+
+    # -- recall ------------------------------------------------------------------------------------
+    def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
+               limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
+               sessions: Iterable[str] = (), cursor: str = "",
+               evaluation: Optional[Evaluation] = None) -> rec.SearchResponse:
+        return self._send(C.search(context, query, since=since, until=until, limit=limit,
+                                   kinds=kinds, states=states, sessions=sessions,
+                                   cursor=cursor, evaluation=evaluation))
+
+    def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
+             evaluation: Optional[Evaluation] = None) -> rec.ReadResponse:
+        """A page of an event's (@eN, id) or a frame's full text."""
+        return self._send(C.read(context, ref, offset=offset, limit=limit,
+                                 evaluation=evaluation))
+
+    def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
+                 direction: str = "", include_bodies: bool = False,
+                 include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
+                 cursor: str = "", evaluation: Optional[Evaluation] = None) \
+            -> rec.TraverseResponse:
+        """One page of the graph walk from a frame (ancestors | descendants | both)."""
+        return self._send(C.traverse(
+            context, frame_id, depth=depth, direction=direction,
+            include_bodies=include_bodies, include_events=include_events,
+            max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor, evaluation=evaluation))
+
+    def walk(self, context: str, frame_id: str, *, depth: Optional[int] = None,
+             direction: str = "", include_bodies: bool = False, include_events: bool = False,
+             max_nodes: int = 0, max_bytes: int = 0) -> Iterator[rec.TraverseResponse]:
+        """Every page of a traversal, following next_cursor (RECALL_CURSOR_STALE: the
+        Mind changed between pages; walk again)."""
+        cursor = ""
+        while True:
+            page = self.traverse(context, frame_id, depth=depth, direction=direction,
+                                 include_bodies=include_bodies, include_events=include_events,
+                                 max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def inspect_index(self, context: str) -> rec.IndexStatus:
+        return self._send(C.inspect_index(context))
+
+    def rebuild_index(self, context: str) -> rec.IndexStatus:
+        return self._send(C.rebuild_index(context, REBUILD_TIMEOUT))
+
+    # -- encoding and snapshots -----------------------------------------------------------------------
+    def compile(self, context: str, *, session: str, activation: str = "",
+                budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
+                must_read: Iterable[str] = (), scope: Optional[Mapping[str, Any]] = None,
+                parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
+                bindings: Optional[Mapping[str, str]] = None,
+                capabilities: bool = False) -> enc.Encoding:
+        """The Context Encoding for one model call, frozen as a snapshot. Without
+        `activation` it claims the session's pending inputs (a new activation)."""
+        return self._send(C.compile(
+            context, session=session, activation=activation, budget_bytes=budget_bytes,
+            budget_tokens=budget_tokens, preview_bytes=preview_bytes, must_read=must_read,
+            scope=scope, parent_snapshot=parent_snapshot, model=model,
+            evaluation_profile=evaluation_profile, bindings=bindings,
+            capabilities=capabilities))
+
+    def show_snapshot(self, context: str, snapshot: str) -> dict[str, Any]:
+        """The stored snapshot record (JSON, decoded)."""
+        return json.loads(self._send(C.show_snapshot(context, snapshot)).record_json)
+
+    def replay_snapshot(self, context: str, snapshot: str) -> enc.ReplayReport:
+        return self._send(C.replay_snapshot(context, snapshot))
+
+    def check_snapshot(self, context: str, snapshot: str) -> enc.CheckReport:
+        return self._send(C.check_snapshot(context, snapshot))
+
+    def read_snapshot(self, context: str, snapshot: str, ref: str, *, offset: int = 0,
+                      limit: int = 0) -> enc.ReadResult:
+        return self._send(C.read_snapshot(context, snapshot, ref, offset=offset, limit=limit))
+
+    def search_snapshot(self, context: str, snapshot: str, query: str, *,
+                        limit: int = 0) -> enc.SearchResult:
+        return self._send(C.search_snapshot(context, snapshot, query, limit=limit))
+
+
+__all__ = ["Client", "MorphzError"]
