@@ -109,3 +109,14 @@ class TransactionClient:
 
     def audit(self, context: str) -> dict:
         return self._call("Audit", pb.AuditRequest, context=context)
+
+    def set_policy(self, context: str, op: str, principal: str, rights: list[str],
+                   session: str = "") -> dict:
+        return self._call("SetPolicy", pb.SetPolicyRequest, context=context, op=op,
+                          principal=principal, rights=list(rights), session=session)
+
+    def get_policy(self, context: str) -> dict:
+        return self._call("GetPolicy", pb.GetPolicyRequest, context=context)
+
+    def list_contexts(self) -> dict:
+        return self._call("ListContexts", pb.ListContextsRequest)

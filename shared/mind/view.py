@@ -217,6 +217,15 @@ class MindView:
     def is_promoted(self, seq: int) -> bool:
         return self._get("promoted", (seq,)) is not None
 
+    # -- policy (shared/policy.py) ---------------------------------------------------------
+    def grants(self, principal: str) -> set[tuple[str, str]]:
+        """(right, session) granted to `principal` ('' session: the whole context)."""
+        return {(k[1], k[2]) for k, _ in self._scan("policy", (principal,))}
+
+    def policy(self) -> list[tuple[str, str, str]]:
+        """Every grant: (principal, right, session)."""
+        return [k for k, _ in self._scan("policy")]
+
     # -- encoding snapshots -------------------------------------------------------------
     def snapshot(self, snapshot_id: str) -> Optional[dict]:
         """A stored snapshot record as the JSON object it must be (its fields belong to
