@@ -16,6 +16,10 @@ names a new one per caller), ListContexts (it lists only what the caller may rea
 checked below) and server reflection (the schema, no data)."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 
 import grpc
@@ -289,3 +293,35 @@ def test_sec_02_foreign_references_answer_as_missing_ones_byte_for_byte(mode, wo
         assert same(ask("carol", path, context=CTX, **{field: "@e1"}),
                     ask("carol", path, context="sec-nobod", **{field: "@e1"}),
                     CTX, "sec-nobod"), path
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+def _morphz(address: str, token: str, ca: str, *argv: str) -> tuple[int, dict]:
+    run = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "--format=json",
+                          "--server", address, *argv], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, MORPHZ_TOKEN=token,
+                                               MORPHZ_TLS_CA=ca))
+    return run.returncode, json.loads(run.stdout)
+
+
+@in_process_too
+def test_sec_01_policy_cli_grants_revokes_and_refuses_as_json(worlds, certs):
+    address = worlds["tokens"][0]
+    ca = certs.path("ca.crt")
+    ctx = ["--context", CTX]
+    code, reply = _morphz(address, TOKENS["carol"], ca, "context", "status", CTX)
+    assert code == 1 and reply["error"]["reason"] == "FORBIDDEN"
+    code, reply = _morphz(address, TOKENS["alice"], ca, "context", "policy", "grant", "carol",
+                          "read", *ctx)
+    assert code == 0 and reply["event_ref"].startswith("@e")
+    assert {"principal": "carol", "right": "read", "session": ""} in reply["grants"]
+    assert _morphz(address, TOKENS["carol"], ca, "context", "status", CTX)[1]["context"] == CTX
+    code, reply = _morphz(address, TOKENS["carol"], ca, "context", "policy", "show", *ctx)
+    assert code == 1 and reply["error"]["reason"] == "FORBIDDEN"  # reading is not administering
+    code, reply = _morphz(address, TOKENS["alice"], ca, "context", "policy", "revoke", "carol",
+                          "read", *ctx)
+    assert code == 0 and all(g["principal"] != "carol" for g in reply["grants"])
+    code, reply = _morphz(address, TOKENS["alice"], ca, "context", "policy", "grant", "carol",
+                          "fly", *ctx)
+    assert code == 1 and reply["error"]["details"]["field"] == "rights"
+    assert _morphz(address, TOKENS["carol"], ca, "context", "status", CTX)[0] == 1

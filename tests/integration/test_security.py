@@ -17,6 +17,8 @@ import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from morphz.services.encoding.client import EncodingClient
+from morphz.services.recall.client import RecallClient
 from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
@@ -209,12 +211,14 @@ def test_sec_01_split_topology_with_authentication_end_to_end(how, certs, tokens
         user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TLS_CERT": certs.path(
             "alice.crt"), "MORPHZ_TLS_KEY": certs.path("alice.key")}
         alice, nobody = certs.client("alice"), certs.anonymous()
+        carol, erin = certs.client("carol"), certs.client("erin")
     else:  # TLS for privacy, tokens for principals; the services send theirs
         flags = [*certs.server_flags("service", mutual=False), "--tokens", tokens["file"],
                  "--service-token-file", tokens["service"]]
         probe = certs.anonymous()
         user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TOKEN": ALICE_TOKEN}
         alice, nobody = certs.anonymous(token=ALICE_TOKEN), certs.anonymous()
+        carol, erin = (certs.anonymous(token=TOKENS[who]) for who in ("carol", "erin"))
     cluster = SplitServers(tmp_path / how, args=flags, auth=probe).start()
     try:
         env = dict(cluster.endpoints.cli_env(), **user)
@@ -231,6 +235,29 @@ def test_sec_01_split_topology_with_authentication_end_to_end(how, certs, tokens
             time.sleep(0.2)
         encoding = _cli(env, "context", "encode", "--context", ctx, "--session", "main")
         assert "(frame release" in encoding["text"]
+        # Recall and encoding authorize the user's principal themselves (reading the
+        # policy through storage), then call on as the services: carol, with no grant, is
+        # refused at each; erin, granted session s2 only, compiles s2 but not main.
+        _cli(env, "context", "policy", "grant", "erin", "encode", "recall", "--session", "s2",
+             "--context", ctx)
+        _cli(env, "context", "event", "--context", ctx, "--session", "s2", "--kind",
+             "user-message", "--text", "s2 here")
+        for address, attempt in (
+                (cluster.endpoints.recall, lambda ch: RecallClient(ch, timeout=30).search(
+                    ctx, "regression")),
+                (cluster.endpoints.encoding, lambda ch: EncodingClient(ch, timeout=30).compile(
+                    ctx, "main")),
+                (cluster.endpoints.transaction, lambda ch: TransactionClient(
+                    ch, timeout=30).status(ctx))):
+            with carol.channel(address) as ch:
+                with pytest.raises(MorphzError) as info:
+                    attempt(ch)
+            assert info.value.reason == "FORBIDDEN", address
+        with erin.channel(cluster.endpoints.encoding) as ch:
+            assert EncodingClient(ch, timeout=30).compile(ctx, "s2")["snapshot"]
+            with pytest.raises(MorphzError) as info:
+                EncodingClient(ch, timeout=30).compile(ctx, "main")
+            assert info.value.reason == "FORBIDDEN"
         # A user reaching `serve storage` directly is refused; without credentials,
         # the services are refused as the all-in-one server refuses.
         with alice.channel(cluster.endpoints.storage) as ch:
