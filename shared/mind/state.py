@@ -203,6 +203,7 @@ class MindState(MindView):
     # -- policy -------------------------------------------------------------------------
     def set_grant(self, principal: str, right: str, session: str, on: bool) -> None:
         self._put("policy", (principal, right, session), b"" if on else None)
+        self._grants.pop(principal, None)
 
     # -- idempotency ----------------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:

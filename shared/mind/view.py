@@ -34,6 +34,7 @@ class MindView:
         # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
         # lie over them).
         self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
+        self._grants: dict[str, frozenset[tuple[str, str]]] = {}  # principal -> grants
 
     # -- raw access (MindState lays its overlay over these two) ---------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -218,9 +219,14 @@ class MindView:
         return self._get("promoted", (seq,)) is not None
 
     # -- policy (shared/policy.py) ---------------------------------------------------------
-    def grants(self, principal: str) -> set[tuple[str, str]]:
-        """(right, session) granted to `principal` ('' session: the whole context)."""
-        return {(k[1], k[2]) for k, _ in self._scan("policy", (principal,))}
+    def grants(self, principal: str) -> frozenset[tuple[str, str]]:
+        """(right, session) granted to `principal` ('' session: the whole context); read
+        once per view (a request checks several rights, a remote scan is a round trip)."""
+        found = self._grants.get(principal)
+        if found is None:
+            found = self._grants[principal] = frozenset(
+                (k[1], k[2]) for k, _ in self._scan("policy", (principal,)))
+        return found
 
     def policy(self) -> list[tuple[str, str, str]]:
         """Every grant: (principal, right, session)."""

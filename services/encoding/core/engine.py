@@ -101,6 +101,9 @@ class EncodingCore:
                     self._tracer.start_as_current_span("encoding.gather"):
                 m = MindView(reader)
                 act = m.activation(act_id)
+                if act is not None and not policy.allowed(m, caller, policy.ENCODE,
+                                                          act.session):
+                    act = None  # another session's activation reads as a missing one
                 if act is None:
                     raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
                                       activation=act_id)
