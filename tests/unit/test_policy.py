@@ -89,3 +89,14 @@ def test_sec_01_policy_events_are_audited_and_rebuilt(tx):
         == [["bob/read/: missing"]]
     assert core.rebuild_projections("c", caller=ALICE)["rewritten"] == {"policy": 1}
     assert core.status("c", caller=BOB)["context"] == "c"
+
+
+def test_sec_01_a_session_bound_writer_cannot_retire_another_session(tx):
+    core, _ = tx
+    core.set_policy("c", "grant", "bob", ["write"], "s2", caller=ALICE)
+    core.append_event("c", "s2", "user-message", "bob's input", caller=BOB)
+    act = core.activate("c", "s2", caller=BOB)["id"]
+    status = core.status("c", caller=ALICE)
+    tx_text = f"(context-tx (base-version {status['revision']}) (reason \"done\") (retire-session main))"
+    assert reason(core.commit, "c", tx_text, activation=act, caller=BOB) == "FORBIDDEN"
+    assert core.commit("c", tx_text, caller=ALICE)["revision"] == 1

@@ -302,8 +302,12 @@ class TransactionCore:
                 act = None  # another session's activation reads as a missing one
             evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick,
                                                 act)
-            # For a session, its writers; for no session (the shared Mind), the context's.
+            # For a session, its writers; for no session (the shared Mind), the context's;
+            # retiring or restoring a session is a write to that session too.
             policy.check(m, context, caller, policy.WRITE, evaluating)
+            for op in parsed.ops:
+                if op.op in ("retire-session", "restore-session"):
+                    policy.check(m, context, caller, policy.WRITE, op.name)
             with self._tracer.start_as_current_span("tx.rebase") as span:
                 span.set_attribute("morphz.revision", meta.revision)
                 rebased = check_base(m, parsed, meta.revision, session=evaluating,
