@@ -12,8 +12,9 @@ session may do. Committed Mind state (frames) is shared by every session, so any
 grant reads frames; a session's evidence (events) reads only through that session's
 causal scope (shared/mind/visibility.py); a session-bound writer writes as that session
 only (its inputs, activations and the transactions its evaluations commit; a message
-needs write on both its source and its target session); a transaction committed for no
-session needs write on the whole context. The principal `*` stands for every
+needs write on both its source and its target session, retire-session/restore-session
+on the session named); a transaction committed for no session needs write on the whole
+context. The principal `*` stands for every
 authenticated principal.
 
 Whoever creates a context becomes its admin. Unrestricted callers (shared/auth.py:
