@@ -28,22 +28,41 @@ MIN_TOKEN_CHARS = 16
 
 @dataclass(frozen=True)
 class Caller:
-    """The principal a request comes from, passed to the cores' entry points (where the
-    authorization of item 3 will look at it). `principal` is empty when the server runs
-    without authentication (OPEN) and for calls made inside this process (IN_PROCESS:
-    start-up checks, tools and tests holding the core itself). `service`: the services'
-    own principal (they call each other with it)."""
+    """The principal a request comes from, passed to the cores' entry points, which
+    authorize it against the context's policy (shared/policy.py). `principal` is empty
+    when the server runs without authentication (OPEN) and for calls made inside this
+    process (IN_PROCESS: start-up checks, tools and tests holding the core itself).
+    `service`: the services' own principal (they call each other with it, after checking
+    the user's rights where the user's call arrived). `admin`: a server-wide
+    administrator (`morphz serve --admin`)."""
     principal: str
     via: str
     service: bool = False
+    admin: bool = False
 
     @property
     def authenticated(self) -> bool:
         return self.via in (MTLS, TOKEN)
 
+    @property
+    def unrestricted(self) -> bool:
+        """No policy applies: development mode, in-process code, the services' own
+        principal and server-wide administrators may do anything."""
+        return not self.authenticated or self.service or self.admin
+
 
 OPEN_CALLER = Caller("", OPEN)
 IN_PROCESS_CALLER = Caller("", IN_PROCESS)
+# What recall and encoding pass to the transaction service once they have authorized the
+# user themselves: the services' own standing, as their principal has over the wire.
+SERVICE_CALLER = Caller("", IN_PROCESS, service=True)
+
+
+def check_principal(name: str, field: str = "principal") -> str:
+    """A principal name as tokens, certificates and policies give it."""
+    if not isinstance(name, str) or not _PRINCIPAL.fullmatch(name):
+        raise _invalid(f"invalid principal name {str(name)[:200]!r}", field)
+    return name
 
 
 def _digest(token: str) -> str:

@@ -30,6 +30,8 @@ REASONS: dict[str, Status] = {
     # service refuses (the raw storage API serves only the services' own principal)
     "UNAUTHENTICATED": Status.UNAUTHENTICATED,
     "PERMISSION_DENIED": Status.PERMISSION_DENIED,
+    # authorization (shared/policy.py): the context's policy does not grant the right
+    "FORBIDDEN": Status.PERMISSION_DENIED,
     # request shape
     "CONTEXT_INPUT_INVALID": Status.INVALID_ARGUMENT,
     "TX_PARSE_ERROR": Status.INVALID_ARGUMENT,

@@ -39,14 +39,17 @@ class Authenticator:
     server runs mutual TLS) or its bearer token (when it knows tokens)."""
 
     def __init__(self, *, tokens: Optional[Tokens], mtls: bool,
-                 service_principal: str) -> None:
+                 service_principal: str, admins: Iterable[str] = ()) -> None:
+        """`admins`: the server-wide administrators' principals."""
         if tokens is None and not mtls:
             raise ValueError("an Authenticator needs tokens or mutual TLS")
         self._tokens, self._mtls = tokens, mtls
         self._service = service_principal
+        self._admins = frozenset(admins)
 
     def _caller(self, principal: str, via: str) -> Caller:
-        return Caller(principal, via, service=principal == self._service)
+        return Caller(principal, via, service=principal == self._service,
+                      admin=principal in self._admins)
 
     def authenticate(self, context: grpc.ServicerContext) -> Caller:
         """The call's Caller; MorphzError UNAUTHENTICATED when there is none."""

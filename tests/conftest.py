@@ -16,6 +16,8 @@ from morphz.services.transaction.client import TransactionClient
 from tests.topology import ALL_IN_ONE, SPLIT, Endpoints, ServerProcess, servers
 
 __all__ = ["ServerProcess"]  # tests import it from here
+# The authenticated servers the security tests share (one per mode, for the session).
+pytest_plugins = ("tests.security_servers",)
 _names = itertools.count(1)
 
 

@@ -154,6 +154,20 @@ def cmd_rebuild(client: TransactionClient, args: argparse.Namespace) -> dict:
                                       else args.context_name)
 
 
+def cmd_policy(client: TransactionClient, args: argparse.Namespace) -> dict:
+    if args.policy_op == "show":
+        return client.get_policy(args.context)
+    if not args.principal or not args.rights:
+        raise input_error(f"policy {args.policy_op} needs PRINCIPAL and at least one RIGHT",
+                          field="rights" if args.principal else "principal")
+    return client.set_policy(args.context, args.policy_op, args.principal, args.rights,
+                             args.session)
+
+
+def cmd_list(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.list_contexts()
+
+
 # -- text rendering ------------------------------------------------------------------------
 def _line(out: TextIO, key: str, value: object) -> None:
     if isinstance(value, bool):
@@ -287,6 +301,20 @@ def render_rebuild(r: dict, out: TextIO) -> None:
         print(f"quarantined {row} (a stray row past the history, kept aside)", file=out)
 
 
+def render_policy(r: dict, out: TextIO) -> None:
+    _line(out, "context", r["context"])
+    if r.get("event_ref"):
+        _line(out, "event_ref", r["event_ref"])
+    for g in r.get("grants") or []:
+        print(f"  {g['principal']} {g['right']}"
+              f"{' session ' + g['session'] if g.get('session') else ''}", file=out)
+
+
+def render_list(r: dict, out: TextIO) -> None:
+    for name in r.get("contexts") or []:
+        print(name, file=out)
+
+
 def audit_exit(r: dict) -> int:
     return 0 if r.get("match") else 1
 
@@ -305,6 +333,8 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
     "read": (cmd_read, render_event, always_ok),
     "audit": (cmd_audit, render_audit, audit_exit),
     "rebuild-projections": (cmd_rebuild, render_rebuild, always_ok),
+    "policy": (cmd_policy, render_policy, always_ok),
+    "list": (cmd_list, render_list, always_ok),
 })
 
 
@@ -442,6 +472,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("rebuild-projections", "rebuild every projection from the events")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
 
+    p = add("policy", "show or change who may read, write, recall, encode or administer "
+            "the context (--context); administrators only")
+    p.add_argument("policy_op", metavar="show|grant|revoke", choices=("show", "grant", "revoke"))
+    p.add_argument("principal", metavar="PRINCIPAL", nargs="?", default="",
+                   help="grant/revoke: a principal, or * for every authenticated one")
+    p.add_argument("rights", metavar="RIGHT", nargs="*", default=[],
+                   help="grant/revoke: read, write, recall, encode, admin")
+    p.add_argument("--session", default="",
+                   help="the rights hold for this session only (default: the whole context)")
+
+    add("list", "list the contexts you may read")
+
     for ext in EXTENSIONS:
         for name in ext.add_commands(add):
             if name in COMMANDS:
@@ -471,6 +513,10 @@ def security_options(serve: argparse.ArgumentParser) -> None:
     g.add_argument("--service-token-file", metavar="FILE", default="",
                    help="the token this service presents to the services it calls (default: "
                    "$MORPHZ_SERVICE_TOKEN)")
+    g.add_argument("--admin", dest="admins", metavar="PRINCIPAL", action="append", default=[],
+                   help="a server-wide administrator: may do anything in every context and "
+                   "list them all (repeatable; everyone else is bound by each context's "
+                   "policy: `morphz context policy`)")
     g.add_argument("--service-principal", metavar="NAME", default=DEFAULT_SERVICE_PRINCIPAL,
                    help="the services' own principal: the only one the storage API serves "
                    f"(default: {DEFAULT_SERVICE_PRINCIPAL})")
@@ -496,7 +542,8 @@ def run_serve(args: argparse.Namespace) -> int:
     security = Security(tls_cert=args.server_tls_cert, tls_key=args.server_tls_key,
                         tls_client_ca=args.tls_client_ca, tls_ca=args.server_tls_ca,
                         tokens=args.tokens, service_token=service_token,
-                        service_principal=args.service_principal)
+                        service_principal=args.service_principal,
+                        admins=tuple(args.admins))
     try:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,

@@ -1,6 +1,6 @@
 """A server's authentication, as configured (`morphz serve --tls-cert --tls-key
---tls-client-ca --tls-ca --tokens --service-token-file`): what its listeners require
-of callers and what it presents to the services it calls.
+--tls-client-ca --tls-ca --tokens --service-token-file --admin`): what its listeners
+require of callers and what it presents to the services it calls.
 
 - mutual TLS: --tls-cert/--tls-key (its certificate) with --tls-client-ca (the CA whose
   client certificates it accepts; the certificate's CN, else SAN, is the principal);
@@ -13,7 +13,11 @@ default morphz-service): with its own certificate (--tls-cert/--tls-key, which a
 service's certificate issues for both server and client use) and/or its token
 (--service-token-file, or $MORPHZ_SERVICE_TOKEN), verifying the called service's
 certificate with --tls-ca (default: --tls-client-ca). The raw storage API serves that
-principal only."""
+principal only.
+
+Server-wide administrators (--admin PRINCIPAL, repeatable) may do anything in every
+context and list every context; everyone else is bound by each context's policy
+(shared/policy.py). In a split cluster give every service the same --admin list."""
 from __future__ import annotations
 
 import logging
@@ -22,7 +26,7 @@ from typing import Iterable, Optional
 
 import grpc
 
-from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL, Tokens
+from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL, Tokens, check_principal
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import (Authenticator, ClientAuth, ServerAuth, read_pem,
                                      server_credentials)
@@ -40,6 +44,7 @@ class Security:
     tokens: str = ""         # the token file
     service_token: str = field(default="", repr=False)  # sent to the services it calls
     service_principal: str = DEFAULT_SERVICE_PRINCIPAL
+    admins: tuple[str, ...] = ()  # server-wide administrators' principals
 
     @property
     def authenticates(self) -> bool:
@@ -59,6 +64,11 @@ def check_security(s: Security) -> None:
         raise missing("tls_cert", "is needed with --tls-client-ca (mutual TLS)")
     if not s.service_principal:
         raise missing("service_principal", "must not be empty")
+    for name in s.admins:
+        check_principal(name, "admin")
+    if s.admins and not s.authenticates:
+        raise missing("admin", "needs authentication (--tls-client-ca or --tokens): "
+                      "without it every caller may do anything")
 
 
 class Guard:
@@ -76,7 +86,8 @@ class Guard:
         tokens = Tokens.load(s.tokens) if s.tokens else None
         self._authenticator = Authenticator(
             tokens=tokens, mtls=client_ca is not None,
-            service_principal=s.service_principal) if s.authenticates else None
+            service_principal=s.service_principal,
+            admins=s.admins) if s.authenticates else None
         ca = read_pem(s.tls_ca, "tls_ca") if s.tls_ca else client_ca
         self.client = ClientAuth(ca=ca, cert=cert if ca else None, key=key if ca else None,
                                  token=s.service_token, tls=ca is not None)

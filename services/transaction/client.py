@@ -6,9 +6,11 @@ instance that does not own the context is refused before anything happens (NOT_O
 naming the owner's address); a client given `connect` follows that redirect.
 
 The service authenticates the principal of the channel's credentials (a user's, or
-the services' own when recall or encoding call it). The `caller` that recall and
-encoding pass on, as they do to an in-process TransactionCore, is not sent: the wire
-has no field for the principal a service acts for (yet)."""
+the services' own when recall or encoding call it) and authorizes it against the
+context's policy. The `caller` that recall and encoding pass on (SERVICE_CALLER, once
+they have authorized the user themselves) is not sent: over the wire the channel's
+principal, the services' own, says the same. No service acts for a user at another, so
+no acting-for principal travels in metadata."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Union
@@ -109,3 +111,14 @@ class TransactionClient:
 
     def audit(self, context: str) -> dict:
         return self._call("Audit", pb.AuditRequest, context=context)
+
+    def set_policy(self, context: str, op: str, principal: str, rights: list[str],
+                   session: str = "") -> dict:
+        return self._call("SetPolicy", pb.SetPolicyRequest, context=context, op=op,
+                          principal=principal, rights=list(rights), session=session)
+
+    def get_policy(self, context: str) -> dict:
+        return self._call("GetPolicy", pb.GetPolicyRequest, context=context)
+
+    def list_contexts(self) -> dict:
+        return self._call("ListContexts", pb.ListContextsRequest)

@@ -82,3 +82,19 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def Audit(self, request, context):
         return from_plain(self._core.audit(request.context,
                                            caller=caller_of(context)), pb.AuditReport())
+
+    @rpc_boundary
+    def SetPolicy(self, request, context):
+        return from_plain(self._core.set_policy(
+            request.context, request.op, request.principal, list(request.rights),
+            request.session, caller=caller_of(context)), pb.Policy())
+
+    @rpc_boundary
+    def GetPolicy(self, request, context):
+        return from_plain(self._core.get_policy(request.context, caller=caller_of(context)),
+                          pb.Policy())
+
+    @rpc_boundary
+    def ListContexts(self, request, context):
+        return from_plain(self._core.list_contexts(caller=caller_of(context)),
+                          pb.ContextList())

@@ -28,6 +28,8 @@ APPEND_KINDS = INPUT_KINDS + (ACTION,)
 # Runtime events written by the transaction service itself.
 CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")
+# A change of the context's policy (who may do what), made by an administrator.
+POLICY = "policy"
 
 
 # An event's short ref, read as the S-expression reader reads one (ASCII digits, bounded).

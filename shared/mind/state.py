@@ -212,6 +212,11 @@ class MindState(MindView):
         """The frame order as the reader has it (before this view's writes)."""
         return [raw.decode() for _, raw in self._reader.scan("order")]
 
+    # -- policy -------------------------------------------------------------------------
+    def set_grant(self, principal: str, right: str, session: str, on: bool) -> None:
+        self._put("policy", (principal, right, session), b"" if on else None)
+        self._grants.pop(principal, None)
+
     # -- idempotency ----------------------------------------------------------------------
     def idempotency(self, request_id: str) -> Optional[dict]:
         return R.loads(dict, self._get("idempotency", (request_id,)))

@@ -34,6 +34,7 @@ class MindView:
         # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
         # lie over them).
         self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
+        self._grants: dict[str, frozenset[tuple[str, str]]] = {}  # principal -> grants
 
     @property
     def commit_seq(self) -> int:
@@ -221,6 +222,20 @@ class MindView:
 
     def is_promoted(self, seq: int) -> bool:
         return self._get("promoted", (seq,)) is not None
+
+    # -- policy (shared/policy.py) ---------------------------------------------------------
+    def grants(self, principal: str) -> frozenset[tuple[str, str]]:
+        """(right, session) granted to `principal` ('' session: the whole context); read
+        once per view (a request checks several rights, a remote scan is a round trip)."""
+        found = self._grants.get(principal)
+        if found is None:
+            found = self._grants[principal] = frozenset(
+                (k[1], k[2]) for k, _ in self._scan("policy", (principal,)))
+        return found
+
+    def policy(self) -> list[tuple[str, str, str]]:
+        """Every grant: (principal, right, session)."""
+        return [k for k, _ in self._scan("policy")]
 
     # -- encoding snapshots -------------------------------------------------------------
     def snapshot(self, snapshot_id: str) -> Optional[dict]:

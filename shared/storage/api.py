@@ -49,6 +49,7 @@ TABLES: dict[str, bool] = {
     "retire_due": False,      # (due tick, frame id) -> retire request generation
     "idempotency": False,     # (request id,) -> payload hash + original reply
     "boundaries": False,      # (boundary,) -> revision that last changed it
+    "policy": False,          # (principal, right, session) -> b"": who may do what (policy.py)
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
     "quarantine": True,       # (commit_seq, table, *key) -> a row a repair moved aside then
 }

@@ -15,103 +15,22 @@ import time
 
 import grpc
 import pytest
-from google.protobuf import message_factory
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from morphz.api.encoding.v1 import encoding_pb2
-from morphz.api.recall.v1 import recall_pb2
-from morphz.api.storage.v1 import storage_pb2
-from morphz.api.transaction.v1 import transaction_pb2
+from morphz.services.encoding.client import EncodingClient
+from morphz.services.recall.client import RecallClient
 from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
-from morphz.shared.grpc_errors import from_rpc_error
 from morphz.shared.mind import records as R
 from morphz.shared.storage.api import Write
 
-from tests.certs import Certs, dev_certs, nameless
+from tests.certs import nameless
+from tests.security_servers import (ALICE_TOKEN, HANDSHAKE_REFUSED, PUBLIC,
+                                    SERVER_ADMIN, STORAGE, TOKENS, UNAUTHENTICATED,
+                                    answers, in_process_too, rpcs)
 from tests.topology import BOUND, SERVING, ServerProcess, SplitServers, health
-
-PUBLIC = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"],
-          recall_pb2.DESCRIPTOR.services_by_name["RecallService"],
-          encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"],
-          # not a Morphz service, but every RPC but health checking needs a principal
-          reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]]
-STORAGE = storage_pb2.DESCRIPTOR.services_by_name["StorageService"]
-ALICE_TOKEN = "alice-5b0d0c1e9a7f4c2e8d31"
-SERVICE_TOKEN = "service-2f6e41a9c07b4d5d9e88"
-UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED
-HANDSHAKE_REFUSED = grpc.StatusCode.UNAVAILABLE
-OK = grpc.StatusCode.OK
-in_process_too = pytest.mark.all_in_one(
-    reason="serves `morphz serve` processes with authentication of their own")
-
-
-def rpcs(*services) -> list[tuple[str, object]]:
-    return [(f"/{s.full_name}/{m.name}", m) for s in services for m in s.methods]
-
-
-def invoke(channel: grpc.Channel, path: str, method) -> tuple[grpc.StatusCode, str]:
-    """Call `method` with an empty request: its status code and ErrorInfo reason."""
-    request = message_factory.GetMessageClass(method.input_type)()
-    kind = f"{'stream' if method.client_streaming else 'unary'}_" \
-           f"{'stream' if method.server_streaming else 'unary'}"
-    stub = getattr(channel, kind)(path, request_serializer=lambda m: m.SerializeToString(),
-                                  response_deserializer=lambda b: b)
-    try:
-        reply = stub(iter([request]) if method.client_streaming else request, timeout=10)
-        if method.server_streaming:
-            next(reply, None)  # the first message (or the status) tells
-            reply.cancel()
-        return OK, ""
-    except grpc.RpcError as e:
-        return e.code(), from_rpc_error(e).reason
-
-
-def answers(auth: ClientAuth, address: str, calls) -> dict[str, tuple]:
-    with auth.channel(address) as channel:
-        return {path: invoke(channel, path, m) for path, m in calls}
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory) -> Certs:
-    return dev_certs(tmp_path_factory.mktemp("ca"), "alice")
-
-
-@pytest.fixture(scope="module")
-def other_ca(tmp_path_factory) -> Certs:
-    return dev_certs(tmp_path_factory.mktemp("other-ca"))
-
-
-@pytest.fixture(scope="module")
-def tokens(tmp_path_factory) -> dict[str, str]:
-    """The token file (JSON) and the services' token file."""
-    d = tmp_path_factory.mktemp("tokens")
-    (d / "tokens.json").write_text(json.dumps({ALICE_TOKEN: "alice",
-                                               SERVICE_TOKEN: "morphz-service"}))
-    (d / "service.token").write_text(SERVICE_TOKEN + "\n")
-    return {"file": str(d / "tokens.json"), "service": str(d / "service.token")}
-
-
-@pytest.fixture(scope="module")
-def mtls_server(certs, tmp_path_factory):
-    """`morphz serve` with mutual TLS and the storage API on a listener of its own."""
-    proc = ServerProcess(tmp_path_factory.mktemp("mtls") / "data",
-                         args=[*certs.server_flags(), "--storage-listen", "127.0.0.1:0"],
-                         auth=certs.client("alice")).start()
-    yield proc
-    proc.kill()
-
-
-@pytest.fixture(scope="module")
-def token_server(certs, tokens, tmp_path_factory):
-    """`morphz serve` over TLS taking bearer tokens."""
-    proc = ServerProcess(tmp_path_factory.mktemp("tokens") / "data",
-                         args=[*certs.server_flags(mutual=False), "--tokens", tokens["file"]],
-                         auth=certs.anonymous(token=ALICE_TOKEN)).start()
-    yield proc
-    proc.kill()
 
 
 def refused_everywhere(got: dict, code: grpc.StatusCode, reason: str = "") -> dict:
@@ -129,7 +48,7 @@ def authenticated_everywhere(got: dict) -> dict:
 @in_process_too
 def test_sec_01_every_public_rpc_needs_a_valid_bearer_token(token_server, certs):
     calls = rpcs(*PUBLIC)
-    assert len(calls) == 11 + 5 + 6 + 1
+    assert len(calls) == 14 + 5 + 6 + 1
     for auth in (certs.anonymous(),  # no credentials
                  certs.anonymous(token="not-a-token-of-this-server-0000")):  # a bad token
         assert refused_everywhere(answers(auth, token_server.address, calls),
@@ -149,8 +68,9 @@ def test_sec_01_a_refused_token_changes_nothing(token_server, certs):
             TransactionClient(certs.anonymous(token=token).channel(token_server.address),
                               timeout=10).create_context("sec-01-refused")
         assert info.value.reason == "UNAUTHENTICATED"
-    with pytest.raises(MorphzError) as info:
-        token_server.client().status("sec-01-refused")
+    with pytest.raises(MorphzError) as info:  # a server admin may see that it is missing
+        TransactionClient(certs.anonymous(token=TOKENS[SERVER_ADMIN]).channel(
+            token_server.address), timeout=10).status("sec-01-refused")
     assert info.value.reason == "CONTEXT_NOT_FOUND"
 
 
@@ -194,7 +114,8 @@ def test_sec_01_every_public_rpc_needs_a_client_certificate_of_the_ca(mtls_serve
             TransactionClient(auth.channel(mtls_server.address),
                               timeout=10).create_context("sec-01-refused")
     with pytest.raises(MorphzError) as info:
-        mtls_server.client().status("sec-01-refused")
+        TransactionClient(certs.client(SERVER_ADMIN).channel(mtls_server.address),
+                          timeout=10).status("sec-01-refused")
     assert info.value.reason == "CONTEXT_NOT_FOUND"
 
 
@@ -290,12 +211,14 @@ def test_sec_01_split_topology_with_authentication_end_to_end(how, certs, tokens
         user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TLS_CERT": certs.path(
             "alice.crt"), "MORPHZ_TLS_KEY": certs.path("alice.key")}
         alice, nobody = certs.client("alice"), certs.anonymous()
+        carol, erin = certs.client("carol"), certs.client("erin")
     else:  # TLS for privacy, tokens for principals; the services send theirs
         flags = [*certs.server_flags("service", mutual=False), "--tokens", tokens["file"],
                  "--service-token-file", tokens["service"]]
         probe = certs.anonymous()
         user = {"MORPHZ_TLS_CA": certs.path("ca.crt"), "MORPHZ_TOKEN": ALICE_TOKEN}
         alice, nobody = certs.anonymous(token=ALICE_TOKEN), certs.anonymous()
+        carol, erin = (certs.anonymous(token=TOKENS[who]) for who in ("carol", "erin"))
     cluster = SplitServers(tmp_path / how, args=flags, auth=probe).start()
     try:
         env = dict(cluster.endpoints.cli_env(), **user)
@@ -312,6 +235,29 @@ def test_sec_01_split_topology_with_authentication_end_to_end(how, certs, tokens
             time.sleep(0.2)
         encoding = _cli(env, "context", "encode", "--context", ctx, "--session", "main")
         assert "(frame release" in encoding["text"]
+        # Recall and encoding authorize the user's principal themselves (reading the
+        # policy through storage), then call on as the services: carol, with no grant, is
+        # refused at each; erin, granted session s2 only, compiles s2 but not main.
+        _cli(env, "context", "policy", "grant", "erin", "encode", "recall", "--session", "s2",
+             "--context", ctx)
+        _cli(env, "context", "event", "--context", ctx, "--session", "s2", "--kind",
+             "user-message", "--text", "s2 here")
+        for address, attempt in (
+                (cluster.endpoints.recall, lambda ch: RecallClient(ch, timeout=30).search(
+                    ctx, "regression")),
+                (cluster.endpoints.encoding, lambda ch: EncodingClient(ch, timeout=30).compile(
+                    ctx, "main")),
+                (cluster.endpoints.transaction, lambda ch: TransactionClient(
+                    ch, timeout=30).status(ctx))):
+            with carol.channel(address) as ch:
+                with pytest.raises(MorphzError) as info:
+                    attempt(ch)
+            assert info.value.reason == "FORBIDDEN", address
+        with erin.channel(cluster.endpoints.encoding) as ch:
+            assert EncodingClient(ch, timeout=30).compile(ctx, "s2")["snapshot"]
+            with pytest.raises(MorphzError) as info:
+                EncodingClient(ch, timeout=30).compile(ctx, "main")
+            assert info.value.reason == "FORBIDDEN"
         # A user reaching `serve storage` directly is refused; without credentials,
         # the services are refused as the all-in-one server refuses.
         with alice.channel(cluster.endpoints.storage) as ch:

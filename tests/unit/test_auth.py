@@ -61,6 +61,8 @@ def _serve(tmp_path, *flags: str) -> dict:
     (["--tls-cert", "missing.crt", "--tls-key", "missing.key"], "tls_cert"),
     (["--tokens", "missing-tokens"], "tokens"),
     (["storage", "--storage-listen", "127.0.0.1:0"], "storage_listen"),
+    (["--admin", "root"], "admin"),  # admins without authentication: everyone is one
+    (["--tokens", "missing-tokens", "--admin", "bad name"], "admin"),
 ])
 def test_sec_01_serve_refuses_incomplete_or_unreadable_credentials(tmp_path, flags, field):
     error = _serve(tmp_path, *flags)

@@ -1,8 +1,11 @@
 """EncodingCore: compile, freeze, replay, check, and scoped read/search. Free of gRPC
 and LMDB: it reads through the read model (MindView) over a Store's readers, claims
 activations through the transaction service's interface, and keeps its own snapshots
-(snapshot_store.py). Every entry point takes the `caller` (shared/auth.py) and passes
-it on with the activation it claims."""
+(snapshot_store.py). Every entry point takes the `caller` (shared/auth.py) and checks
+it against the context's policy (shared/policy.py): `encode` for the session compiled
+(which includes claiming its inputs: the activation is then claimed as the services,
+SERVICE_CALLER, as over the wire), and for a snapshot's session to use the snapshot; a
+snapshot of a session the caller may not encode reads as a missing one (SEC-02)."""
 from __future__ import annotations
 
 import uuid
@@ -13,7 +16,8 @@ from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
 
-from morphz.shared.auth import Caller
+from morphz.shared import policy
+from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
@@ -74,8 +78,12 @@ class EncodingCore:
             parent_scope = causal_scope(session)
             if parent_snapshot:
                 check_name(parent_snapshot, "parent_snapshot")
-                with self._store.reader(context) as reader:
-                    parent = snapshot_store.head(MindView(reader), context, parent_snapshot)
+            with self._store.reader(context) as reader:
+                m = MindView(reader)
+                policy.check(m, context, caller, policy.ENCODE, session)
+                parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
+                    if parent_snapshot else None
+            if parent is not None:
                 if parent["session"] != session:
                     raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
                                       "session; it cannot be narrowed for another",
@@ -87,11 +95,15 @@ class EncodingCore:
                 act_id = activation
             else:
                 with self._tracer.start_as_current_span("encoding.claim"):
-                    act_id = self._tx.activate(context, session, caller=caller)["id"]
+                    act_id = self._tx.activate(context, session,
+                                               caller=SERVICE_CALLER)["id"]
             with self._store.reader(context) as reader, \
                     self._tracer.start_as_current_span("encoding.gather"):
                 m = MindView(reader)
                 act = m.activation(act_id)
+                if act is not None and not policy.allowed(m, caller, policy.ENCODE,
+                                                          act.session):
+                    act = None  # another session's activation reads as a missing one
                 if act is None:
                     raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
                                       activation=act_id)
@@ -181,7 +193,7 @@ class EncodingCore:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
-            return snapshot_store.load(MindView(reader), context, snapshot)
+            return _snapshot(MindView(reader), context, snapshot, caller)
 
     def replay(self, context: str, snapshot: str, *, caller: Caller) -> dict:
         check_name(context, "context")
@@ -189,7 +201,7 @@ class EncodingCore:
         with self._tracer.start_as_current_span("encoding.replay"), \
                 self._store.reader(context) as reader:
             m = MindView(reader)
-            record = snapshot_store.load(m, context, snapshot)
+            record = _snapshot(m, context, snapshot, caller)
             with snapshot_store.reading(snapshot):
                 material, problems = thaw(record, m)
                 deps = depcheck.check(record, m)
@@ -207,7 +219,7 @@ class EncodingCore:
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
             m = MindView(reader)
-            record = snapshot_store.load(m, context, snapshot)
+            record = _snapshot(m, context, snapshot, caller)
             with snapshot_store.reading(snapshot):
                 return depcheck.check(record, m)
 
@@ -222,7 +234,7 @@ class EncodingCore:
         with self._store.reader(context) as reader:
             m = MindView(reader)
             # Only the head (scope, session, id) is needed: no unpacking of the items.
-            record = snapshot_store.head(m, context, snapshot)
+            record = _snapshot(m, context, snapshot, caller, head=True)
             scope = Scope.from_dict(record["scope"])
             with snapshot_store.reading(snapshot):
                 _check_access(record, m)
@@ -262,13 +274,24 @@ class EncodingCore:
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
             m = MindView(reader)
-            record = snapshot_store.load(m, context, snapshot)
+            record = _snapshot(m, context, snapshot, caller)
             with snapshot_store.reading(snapshot):
                 _check_access(record, m)
                 material, _ = thaw(record, m)
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)
+
+
+def _snapshot(m: MindView, context: str, snapshot: str, caller: Caller,
+              head: bool = False) -> dict:
+    """A snapshot record the caller may use: `encode` in the context (FORBIDDEN, before
+    its existence is told), then for the record's session (else: as if missing)."""
+    policy.check_any(m, context, caller, policy.ENCODE)
+    record = (snapshot_store.head if head else snapshot_store.load)(m, context, snapshot)
+    if not policy.allowed(m, caller, policy.ENCODE, record["session"]):
+        raise snapshot_store.not_found(snapshot)
+    return record
 
 
 def _check_access(record: dict, m: MindView) -> None:

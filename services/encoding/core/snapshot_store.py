@@ -25,6 +25,12 @@ def put(store: Store, context: str, record: dict) -> None:
     store.put_record(context, TABLE, (record["id"],), raw)
 
 
+def not_found(snapshot_id: str) -> MorphzError:
+    """The answer for a snapshot id that names nothing the caller may see."""
+    return MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
+                       snapshot=snapshot_id[:80])
+
+
 def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
     view.require_meta(context)
     try:
@@ -34,8 +40,7 @@ def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
             raise
         stored = None
     if stored is None:
-        raise MorphzError("SNAPSHOT_NOT_FOUND", f"no snapshot {snapshot_id[:80]}",
-                          snapshot=snapshot_id[:80])
+        raise not_found(snapshot_id)
     schema = stored.get("schema")
     if type(schema) is int and schema != SCHEMA:
         raise MorphzError("SNAPSHOT_INVALID", f"snapshot {snapshot_id[:80]} has record "

@@ -45,6 +45,14 @@ def version_of(cursor: str) -> str:
         return ""
 
 
+def _invalid() -> MorphzError:
+    """One answer for a made-up cursor and for one issued to other parameters (another
+    context's, SEC-02): neither says anything about what it was issued for."""
+    return MorphzError("RECALL_CURSOR_INVALID", "the cursor is not one issued for these "
+                       "parameters: pass next_cursor back unchanged with the request that "
+                       "returned it, or start over without it")
+
+
 def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
     """The offset to continue from, or a MorphzError saying why not."""
     try:
@@ -59,11 +67,9 @@ def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
         if c["k"] != kind or not isinstance(offset, int) or offset < 0:
             raise ValueError("shape")
     except (ValueError, KeyError, TypeError):
-        raise MorphzError("RECALL_CURSOR_INVALID", "the cursor is not one this service issued; "
-                          "pass next_cursor back unchanged") from None
-    if c["h"] != params_hash(params):
-        raise MorphzError("RECALL_CURSOR_INVALID", "the cursor was issued for other parameters; "
-                          "repeat the original request with it, or start over without it")
+        raise _invalid() from None
+    if c["h"] != params_hash(params):  # another context's or query's: as a made-up one
+        raise _invalid()
     if c["v"] != version:
         raise MorphzError("RECALL_CURSOR_STALE", f"the data changed since the first page "
                           f"(version {c['v']} -> {version}); restart without the cursor",

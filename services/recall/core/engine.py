@@ -7,8 +7,12 @@ that evaluation's causal scope may see, plus the shared Mind (visibility.py): an
 session's private evidence is answered as a missing one. It is recorded as a new
 `recall` observation through the transaction service (never a frame change).
 
-Every entry point takes the `caller` (shared/auth.py) and passes it on to the
-transaction service's interface with the observation it records.
+Every entry point takes the `caller` (shared/auth.py) and checks it against the
+context's policy (shared/policy.py), read through the same read model as the request:
+`recall` on the whole context, or for the session of the evaluation a recall is made
+for (a session-bound principal recalls only for its evaluations, so only what that
+causal scope sees); rebuilding the index needs `admin`. Once authorized, the recall
+observation is recorded as the services (SERVICE_CALLER), as over the wire.
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
 from morphz.services.recall.index.tantivy_index import ContextIndex
-from morphz.shared.auth import Caller
+from morphz.shared import policy
+from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R
@@ -85,7 +90,8 @@ class RecallCore:
         self._tracer = tracer or NO_TRACING
 
     # -- helpers ------------------------------------------------------------------------
-    def _check_evaluation(self, context: str, evaluation: Optional[dict]) -> Optional[dict]:
+    def _check_evaluation(self, context: str, evaluation: Optional[dict],
+                          caller: Caller) -> Optional[dict]:
         if not evaluation or not (evaluation.get("session") or evaluation.get("activation")):
             return None
         session, activation = evaluation.get("session", ""), evaluation.get("activation", "")
@@ -95,7 +101,9 @@ class RecallCore:
         check_name(session, "session")
         check_name(activation, "activation")
         with self._store.reader(context) as reader:
-            act = MindView(reader).activation(activation)
+            m = MindView(reader)
+            policy.check_any(m, context, caller, policy.RECALL)  # before anything is told
+            act = m.activation(activation)
         if act is None or act.session != session:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               f"no activation {activation} in session {session}",
@@ -118,7 +126,7 @@ class RecallCore:
                                "request": request, "truncated": True,
                                "refs": _refs_of(reply)}, ensure_ascii=False)
         receipt = self._tx.append_event(context, evaluation["session"], "recall", text,
-                                        actor="recall", caller=caller)
+                                        actor="recall", caller=SERVICE_CALLER)
         return dict(reply, observation_ref=receipt["ref"])
 
     # -- search ---------------------------------------------------------------------------
@@ -149,7 +157,7 @@ class RecallCore:
         sessions = sorted({check_name(s, "session") for s in sessions})
         if len(sessions) > MAX_FILTER_VALUES:
             raise MorphzError("RECALL_FILTER_INVALID", "too many sessions", field="sessions")
-        evaluation = self._check_evaluation(context, evaluation)
+        evaluation = self._check_evaluation(context, evaluation, caller)
         params = {"op": "search", "context": context, "terms": words, "since": since_us,
                   "until": until_us, "limit": limit, "kinds": kinds, "states": states,
                   "sessions": sessions}
@@ -162,6 +170,7 @@ class RecallCore:
             span.set_attribute("morphz.search.terms", len(words))
             span.set_attribute("morphz.limit", limit)
             m = MindView(reader)
+            _authorize(m, context, caller, evaluation)
             m.require_meta(context)
             idx = self._indexer.index(context)
             snapshot = idx.snapshot()
@@ -194,9 +203,10 @@ class RecallCore:
             raise MorphzError("CONTEXT_INPUT_INVALID", "give an @eN ref, an event id or a "
                               "frame id", field="ref")
         limit = _limit(limit, DEFAULT_READ_CHARS, MAX_READ_CHARS, "limit")
-        evaluation = self._check_evaluation(context, evaluation)
+        evaluation = self._check_evaluation(context, evaluation, caller)
         with self._store.reader(context) as reader:
             m = MindView(reader)
+            _authorize(m, context, caller, evaluation)
             m.require_meta(context)
             ev = m.event_by_ref(ref)
             viewer = _viewer(m, evaluation)
@@ -242,7 +252,7 @@ class RecallCore:
                               f"{', '.join(DIRECTIONS)}", field="direction")
         max_nodes = _limit(max_nodes, DEFAULT_NODES, MAX_NODES, "max_nodes")
         max_bytes = _limit(max_bytes, DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, "max_bytes")
-        evaluation = self._check_evaluation(context, evaluation)
+        evaluation = self._check_evaluation(context, evaluation, caller)
         params = {"op": "frame", "context": context, "frame": frame_id, "depth": depth,
                   "direction": direction, "bodies": include_bodies, "events": include_events,
                   "max_nodes": max_nodes, "max_bytes": max_bytes}
@@ -251,6 +261,7 @@ class RecallCore:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.traverse.depth", depth)
             m = MindView(reader)
+            _authorize(m, context, caller, evaluation)
             meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
             version = f"r{meta.revision}-t{meta.tick}"
@@ -285,7 +296,9 @@ class RecallCore:
     def inspect(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
-            MindView(reader).require_meta(context)
+            m = MindView(reader)
+            policy.check_any(m, context, caller, policy.RECALL)
+            m.require_meta(context)
             head = reader.commit_seq
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
@@ -300,8 +313,20 @@ class RecallCore:
 
     def rebuild(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindView(reader)
+            policy.check(m, context, caller, policy.ADMIN)
+            m.require_meta(context)
         self._indexer.rebuild(context)
         return self.inspect(context, caller=caller)
+
+
+def _authorize(m: MindView, context: str, caller: Caller,
+               evaluation: Optional[dict]) -> None:
+    """`recall` for the evaluation's session, else on the whole context."""
+    policy.check_any(m, context, caller, policy.RECALL)
+    policy.check(m, context, caller, policy.RECALL,
+                 evaluation["session"] if evaluation else policy.WHOLE)
 
 
 def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:

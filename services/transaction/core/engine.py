@@ -6,8 +6,11 @@ to a candidate MindState, hand the resulting batch to storage with the physical 
 it was computed from and the token. If another writer got there first, redo it.
 
 Every entry point takes the `caller` (shared/auth.py): the principal the request was
-authenticated as, IN_PROCESS_CALLER for code holding the core itself. It is where
-per-context authorization will look; nothing is decided on it yet.
+authenticated as, IN_PROCESS_CALLER for code holding the core itself. Each checks it
+against the context's policy (shared/policy.py) in the same read view as the request,
+before the context's existence, where the request is understood: the session written
+as, the target of a message, the session of an activation, the evaluation a transaction
+is committed for, the sessions whose evidence an event read may show.
 """
 from __future__ import annotations
 
@@ -36,7 +39,9 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
+from morphz.shared import policy
 from morphz.shared.auth import Caller
+from morphz.services.transaction.core import policy_change
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
@@ -185,8 +190,10 @@ class TransactionCore:
                             "into its quarantine table", context[:80], len(stray))
             for table, key in stray:
                 m.quarantine(table, key)
-            return self._event(m, context, R.CONTEXT_CREATED, actor="runtime",
-                               data={"window": window or R.DEFAULT_WINDOW})
+            data = {"window": window or R.DEFAULT_WINDOW}
+            if caller.authenticated and not caller.service:
+                data["admin"] = caller.principal  # the creator administers it
+            return self._event(m, context, R.CONTEXT_CREATED, actor="runtime", data=data)
         self._write(context, build)
         return self.status(context, caller=caller)
 
@@ -194,13 +201,16 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            policy.check_any(m, context, caller, policy.READ)
+            readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for f in m.frames():
                 by_state[f.state] += 1
             sessions = [dict(R.plain(s), pending=len(m.pending(s.id)),
                              messages_waiting=len(m.waiting(s.id)),
-                             outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()]
+                             outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()
+                        if readable is None or s.id in readable]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
                     "event_count": meta.next_seq, "commit_seq": reader.commit_seq}
@@ -228,11 +238,15 @@ class TransactionCore:
                                           ("target_session", target_session)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
+            policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
             owner, data = route(m, req)
+            for sid in (owner, target_session):  # a message writes into its target too
+                if sid:
+                    policy.check(m, context, caller, policy.WRITE, sid)
             if request_id:
                 data["payload_hash"] = payload_hash(payload)
             return self._event(m, context, kind, session=owner, actor=actor or kind,
@@ -244,6 +258,7 @@ class TransactionCore:
         check_name(session, "session")
 
         def build(m: MindState) -> R.Event:
+            policy.check(m, context, caller, policy.WRITE, session)
             meta = m.require_meta(context)
             return self._event(m, context, R.ACTIVATION, session=session, actor="runtime",
                                data={"activation_id": f"a{meta.activations + 1}",
@@ -255,9 +270,10 @@ class TransactionCore:
         check_name(activation, "activation")
 
         def build(m: MindState) -> Union[R.Event, dict]:
+            policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
             act = m.activation(activation)
-            if act is None:
+            if act is None or not policy.allowed(m, caller, policy.WRITE, act.session):
                 raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
                                   activation=activation)
             if act.delivered:  # delivering twice is a retry, not an error
@@ -289,11 +305,22 @@ class TransactionCore:
             payload["activation"] = activation
 
         def build(m: MindState) -> Union[R.Event, dict]:
+            policy.check_any(m, context, caller, policy.WRITE)
             meta = m.require_meta(context)
             done = self._replay(m, request_id, payload)
             if done is not None:
                 return done
-            evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick)
+            act = m.activation(activation) if activation else None
+            if act is not None and not policy.allowed(m, caller, policy.WRITE, act.session):
+                act = None  # another session's activation reads as a missing one
+            evaluating, read_tick = _read_point(m, parsed, session, activation, meta.tick,
+                                                act)
+            # For a session, its writers; for no session (the shared Mind), the context's;
+            # retiring or restoring a session is a write to that session too.
+            policy.check(m, context, caller, policy.WRITE, evaluating)
+            for op in parsed.ops:
+                if op.op in ("retire-session", "restore-session"):
+                    policy.check(m, context, caller, policy.WRITE, op.name)
             with self._tracer.start_as_current_span("tx.rebase") as span:
                 span.set_attribute("morphz.revision", meta.revision)
                 rebased = check_base(m, parsed, meta.revision, session=evaluating,
@@ -318,6 +345,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            policy.check_any(m, context, caller, policy.READ)  # frames: the shared Mind
             meta = m.require_meta(context)
             if at_revision:
                 if at_revision > meta.revision:
@@ -337,6 +365,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            policy.check_any(m, context, caller, policy.READ)
             meta = m.require_meta(context)
             frames = {f.id: f for f in m.frames()}
             ordered = [fid for fid in m.order() if fid in frames]
@@ -349,9 +378,14 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
+            policy.check_any(m, context, caller, policy.READ)
+            readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
             seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
+            if ev is not None and readable is not None and \
+                    not any(Viewer(m, s).sees(ev) for s in readable):
+                ev = None  # evidence of a session the caller may not read: as missing
             if ev is None:
                 raise MorphzError("EVENT_NOT_FOUND", f"no event {ref_or_id[:80]}",
                                   ref=ref_or_id[:80])
@@ -375,6 +409,7 @@ class TransactionCore:
         check_name(context, "context")
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
+            policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             return audit_report(context, m)
 
@@ -384,12 +419,48 @@ class TransactionCore:
         check_name(context, "context")
 
         def build(m: MindState) -> RawWrite:
+            policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             with self._tracer.start_as_current_span("rebuild_projections"):
                 reply, writes = rebuild_plan(context, m)
                 self._faults.hit("mid-rebuild")
             return RawWrite(reply, writes)
         return self._write(context, build)
+
+    # -- policy -----------------------------------------------------------------------------
+    def set_policy(self, context: str, op: str, principal: str, rights: list[str],
+                   session: str = "", *, caller: Caller) -> dict:
+        """Grant or revoke rights (shared/policy.py), as a `policy` event: chained,
+        audited and replayed like every other. Administrators only."""
+        check_name(context, "context")
+        data = policy_change.check_change(op, principal, list(rights), session)
+
+        def build(m: MindState) -> R.Event:
+            policy.check(m, context, caller, policy.ADMIN)
+            m.require_meta(context)
+            return self._event(m, context, R.POLICY, actor=caller.principal or "runtime",
+                               data=data)
+        receipt = self._write(context, build)
+        return dict(self.get_policy(context, caller=caller), **receipt)
+
+    def get_policy(self, context: str, *, caller: Caller) -> dict:
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            policy.check(m, context, caller, policy.ADMIN)
+            m.require_meta(context)
+            return dict(policy_change.view(m, context), event_ref="")
+
+    def list_contexts(self, *, caller: Caller) -> dict:
+        """The contexts the caller may read (every one for an unrestricted caller)."""
+        names = []
+        for context in self._store.contexts():
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                if m.meta() is not None and policy.sessions(m, caller, policy.READ) != \
+                        frozenset():
+                    names.append(context)
+        return {"contexts": names}
 
     def startup_check(self) -> list[str]:
         """Cheap structural checks of every context, run when a server starts: the event
@@ -421,8 +492,8 @@ def _check_size(writes: list[Write]) -> None:
                           **COMMIT_BYTES.details(size=size))
 
 
-def _read_point(m: MindState, tx: Tx, session: str, activation: str,
-                tick: int) -> tuple[str, Optional[int]]:
+def _read_point(m: MindState, tx: Tx, session: str, activation: str, tick: int,
+                act: Optional[R.Activation]) -> tuple[str, Optional[int]]:
     """(the session a commit is made for, the tick it read at): from the activation it
     names, the session it names and the transaction's own `(base-tick T)`."""
     read_tick = tx.base_tick
@@ -430,7 +501,6 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str,
         raise MorphzError("BASE_TICK_AHEAD", f"base-tick {read_tick} is ahead of the "
                           f"cognitive tick {tick}", base_tick=read_tick, tick=tick)
     if activation:
-        act = m.activation(activation)
         if act is None:
             raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
                               activation=activation)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import rules as rulebook, scope_reducer
+from morphz.services.transaction.core import policy_change, rules as rulebook, scope_reducer
 from morphz.services.transaction.core.boundaries import WINDOW, footprint
 from morphz.services.transaction.core.changes import changed_boundaries
 from morphz.services.transaction.core.ops import apply_ops
@@ -39,6 +39,7 @@ def apply_event(m: MindState, ev: R.Event,
 
 
 def _apply_created(m: MindState, ev: R.Event) -> dict:
+    policy_change.apply_created(m, ev)
     return {"context": ev.context, "window": ev.data["window"]}
 
 
@@ -155,4 +156,5 @@ _HANDLERS = {
     R.ACTION: scope_reducer.apply_action,
     R.MESSAGE: scope_reducer.apply_message,
     R.TOOL_RESULT: _apply_tool_result,
+    R.POLICY: policy_change.apply_change,
 }

@@ -1,0 +1,78 @@
+"""Authorization: who may do what in a context, read from the context's own policy (the
+`policy` projection, kept by `policy` events: services/transaction/core/policy_change.py).
+
+A grant is (principal, right, session). Rights:
+- read: GetStatus, GetFrame, ListFrames, GetEvent, ListContexts shows the context;
+- write: AppendEvent, Activate, Deliver, Commit;
+- recall: Search, Read, Traverse, InspectIndex of the recall service;
+- encode: Compile (which claims the session's inputs) and the snapshot calls;
+- admin: all of the above, plus Audit, RebuildProjections, RebuildIndex, Set/GetPolicy.
+The session is '' for the whole context, or one session id: what an evaluation of that
+session may do. Committed Mind state (frames) is shared by every session, so any read
+grant reads frames; a session's evidence (events) reads only through that session's
+causal scope (shared/mind/visibility.py); a session-bound writer writes as that session
+only (its inputs, activations and the transactions its evaluations commit; a message
+needs write on both its source and its target session, retire-session/restore-session
+on the session named); a transaction committed for no session needs write on the whole
+context. The principal `*` stands for every
+authenticated principal.
+
+Whoever creates a context becomes its admin. Unrestricted callers (shared/auth.py:
+development mode, in-process code, the services' own principal, server-wide admins)
+pass every check. Authorization is checked before a context's existence: a caller
+without rights gets the same FORBIDDEN for a context that exists and for one that does
+not, and a reference it may not see reads as a missing one (SEC-02)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from morphz.shared.auth import Caller
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.view import MindView
+
+READ, WRITE, RECALL, ENCODE, ADMIN = "read", "write", "recall", "encode", "admin"
+RIGHTS = (READ, WRITE, RECALL, ENCODE, ADMIN)
+EVERYONE = "*"
+WHOLE = ""  # a grant's session: the whole context
+
+
+def _grants(view: MindView, caller: Caller) -> set[tuple[str, str]]:
+    return view.grants(caller.principal) | view.grants(EVERYONE)
+
+
+def sessions(view: MindView, caller: Caller, right: str) -> Optional[frozenset[str]]:
+    """The sessions `right` is granted for: None for every one (a grant on the whole
+    context, admin, or an unrestricted caller); an empty set for none."""
+    if caller.unrestricted:
+        return None
+    grants = _grants(view, caller)
+    if (ADMIN, WHOLE) in grants or (right, WHOLE) in grants:
+        return None
+    return frozenset(s for r, s in grants if r == right)
+
+
+def allowed(view: MindView, caller: Caller, right: str, session: str = WHOLE) -> bool:
+    """Whether `caller` holds `right` on the whole context, or for `session`."""
+    granted = sessions(view, caller, right)
+    return granted is None or (session != WHOLE and session in granted)
+
+
+def check(view: MindView, context: str, caller: Caller, right: str,
+          session: str = WHOLE) -> None:
+    """FORBIDDEN unless `caller` holds `right` on the whole context or for `session`."""
+    if not allowed(view, caller, right, session):
+        raise forbidden(context, caller, right, session)
+
+
+def check_any(view: MindView, context: str, caller: Caller, right: str) -> None:
+    """FORBIDDEN unless `caller` holds `right` for the context or at least one session."""
+    if sessions(view, caller, right) == frozenset():
+        raise forbidden(context, caller, right)
+
+
+def forbidden(context: str, caller: Caller, right: str, session: str = WHOLE) -> MorphzError:
+    """The one refusal: it names what was asked, never whether the context exists."""
+    where = f"context {context}" + (f" as session {session}" if session else "")
+    return MorphzError("FORBIDDEN", f"principal {caller.principal} may not {right} in {where}",
+                       principal=caller.principal, context=context, right=right,
+                       session=session or None)
