@@ -35,6 +35,7 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
+from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
@@ -195,9 +196,11 @@ class TransactionCore:
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
-                     activation: str = "", target_session: str = "", caller: Caller) -> dict:
+                     activation: str = "", target_session: str = "", secret: bool = False,
+                     caller: Caller) -> dict:
         """An input, an action of an open activation (`activation`), or a message to
-        another session (`target_session`); causal.py decides where it belongs."""
+        another session (`target_session`); causal.py decides where it belongs.
+        `secret`: the text is shown only where a request reveals secrets (secrets.py)."""
         check_name(context, "context")
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
@@ -212,7 +215,8 @@ class TransactionCore:
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
         payload.update({k: v for k, v in (("activation", activation),
-                                          ("target_session", target_session)) if v})
+                                          ("target_session", target_session),
+                                          ("secret", secret)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
             m.require_meta(context)
@@ -222,6 +226,8 @@ class TransactionCore:
             owner, data = route(m, req)
             if request_id:
                 data["payload_hash"] = payload_hash(payload)
+            if secret:
+                data["secret"] = True
             return self._event(m, context, kind, session=owner, actor=actor or kind,
                                causal_refs=refs, text=text, request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
@@ -301,7 +307,7 @@ class TransactionCore:
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
-                  *, caller: Caller) -> dict:
+                  *, reveal_secrets: bool = False, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -318,9 +324,10 @@ class TransactionCore:
                                   + (f" at revision {at_revision}" if at_revision else ""),
                                   ref=frame_id[:80])
             return _frame_view(m, meta, f, at_revision or meta.revision,
-                               with_relations=not at_revision)
+                               with_relations=not at_revision, reveal=reveal_secrets)
 
-    def list_frames(self, context: str, *, caller: Caller) -> dict:
+    def list_frames(self, context: str, *, reveal_secrets: bool = False,
+                    caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -329,10 +336,11 @@ class TransactionCore:
             ordered = [fid for fid in m.order() if fid in frames]
             ordered += sorted(set(frames) - set(ordered))
             return {"revision": meta.revision,
-                    "frames": [_frame_view(m, meta, frames[fid], meta.revision)
-                               for fid in ordered]}
+                    "frames": [_frame_view(m, meta, frames[fid], meta.revision,
+                                           reveal=reveal_secrets) for fid in ordered]}
 
-    def get_event(self, context: str, ref_or_id: str, *, caller: Caller) -> dict:
+    def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False,
+                  caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
@@ -350,6 +358,8 @@ class TransactionCore:
             view.update({k: data[k] for k in ("activation", "call", "target_session")
                          if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE,
                                                       R.CONTEXT_TX)})
+            view["text"] = secrets.shown_text(ev, reveal_secrets)
+            view["secret"] = secrets.is_secret_event(data)
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)
@@ -440,8 +450,10 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str,
 
 
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
-                with_relations: bool = True) -> dict:
+                with_relations: bool = True, reveal: bool = False) -> dict:
     view = R.plain(f)
+    view["secret"] = secrets.has_secret(f.body)
+    view["body"] = secrets.frame_body(f.id, f.body, reveal)
     if f.retire is not None:
         view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
     view["as_of_revision"] = as_of
