@@ -244,6 +244,8 @@ def render_frame(r: dict, out: TextIO) -> None:
     _line(out, "as_of_revision", r["as_of_revision"])
     for rel in r.get("relations") or []:  # when the server reports the frame's edges
         _line(out, "relation", f"{rel['subject']} {rel['name']} {rel['object']}")
+    if r.get("secret"):
+        _line(out, "secret", "yes: (secret ...) parts")
     print(file=out)
     print(r["body"], file=out)
 
@@ -252,7 +254,7 @@ def render_event(r: dict, out: TextIO) -> None:
     for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
                 "protected", "causal_refs", "request_id", "context"):
         _line(out, key, r.get(key))
-    for key in ("activation", "call", "target_session"):
+    for key in ("activation", "call", "target_session", "secret"):
         if r.get(key):
             _line(out, key, r[key])
     print(file=out)

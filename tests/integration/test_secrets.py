@@ -16,6 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from morphz.api.transaction.v1 import transaction_pb2 as pb
+from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.cli.main import main as morphz
 from morphz.services.recall.client import RecallClient
 from tests.integration.test_tracing import Receiver, spans_of
@@ -29,7 +31,8 @@ HOST = "dbhostalpha"                # a word in the same frame, not secret
 TX = (f'(context-tx (base-version 0) (create db (host {HOST}) '
       f'(password (secret "{FRAME_SECRET} rotate monthly"))))')
 # Where a request explicitly revealed the secrets: the only outputs that may hold them.
-REVEALED = ("read revealed", "frame revealed", "encode revealed", "replay revealed")
+REVEALED = ("read revealed", "frame revealed", "encode revealed", "replay revealed",
+            "frame revealed text")
 
 
 class Run:
@@ -99,13 +102,13 @@ def run(topology, receiver, tmp_path_factory) -> Run:
             for k, v in {**otel, **addresses}.items():
                 mp.setenv(k, v)
 
-            def cli(step: str, *argv: str, ok: bool = True) -> dict:
+            def cli(step: str, *argv: str, ok: bool = True, fmt: str = "json") -> dict:
                 buf = io.StringIO()
                 with contextlib.redirect_stdout(buf):
-                    code = morphz([*argv, "--format", "json"])
+                    code = morphz([*argv, "--format", fmt])
                 out.outputs[step], out.codes[step] = buf.getvalue(), code
                 assert (code == 0) == ok, (step, buf.getvalue())
-                return json.loads(buf.getvalue())
+                return json.loads(buf.getvalue()) if fmt == "json" else {}
 
             c = ("--context", CONTEXT)
             cli("create", "context", "create", CONTEXT)
@@ -116,12 +119,18 @@ def run(topology, receiver, tmp_path_factory) -> Run:
             (tmp / "tx").write_text(TX, encoding="utf-8")
             tx = cli("tx", "context", "tx", *c, "--file", str(tmp / "tx"))
             ref, tx_ref = secret["ref"], tx["event_ref"]
+            _structured_commit(addresses["MORPHZ_TRANSACTION"])
             cli("read", "context", "read", *c, ref)
             cli("read revealed", "context", "read", *c, ref, "--reveal-secrets")
             cli("read tx", "context", "read", *c, tx_ref)
             cli("frame", "context", "frame", *c, "db")
             cli("frame revealed", "context", "frame", *c, "db", "--reveal-secrets")
             cli("frame as of", "context", "frame", *c, "db", "--at-revision", "1")
+            cli("frame structured", "context", "frame", *c, "api")
+            for step, argv in (("read", ("read", ref)), ("frame", ("frame", "db")),
+                               ("frame revealed", ("frame", "db", "--reveal-secrets")),
+                               ("search", ("recall", "search", HOST))):
+                cli(f"{step} text", "context", *argv[:-1], *c, *argv[-1:], fmt="text")
             enc = cli("encode", "context", "encode", *c, "--session", "s1")
             act = enc["activation"]
             shown = cli("encode revealed", "context", "encode", *c, "--session", "s1",
@@ -167,6 +176,16 @@ def run(topology, receiver, tmp_path_factory) -> Run:
     return out
 
 
+def _structured_commit(address: str) -> None:
+    """A frame whose secret part comes in a structured op's body (the protobuf form)."""
+    body = f'(url "https://api.example") (token (secret "{FRAME_SECRET}"))'
+    tx = pb.Transaction(base_version=1, ops=[pb.Op(create=pb.FrameBody(frame_id="api",
+                                                                       body=body))])
+    with grpc.insecure_channel(address) as ch:
+        pb_grpc.TransactionServiceStub(ch).Commit(
+            pb.CommitRequest(context=CONTEXT, structured=tx), timeout=30)
+
+
 def _caught_up(address: str) -> None:
     with grpc.insecure_channel(address) as ch:
         recall = RecallClient(ch, timeout=30)
@@ -185,6 +204,10 @@ def test_SEC_04_secret_is_stored_and_revealed_only_on_request(run):
     assert frame["secret"] and frame["body"] == f'(host {HOST}) (password "[secret db]")'
     assert f'(secret "{FRAME_SECRET} rotate monthly")' in frame_revealed["body"]
     assert run.json("frame as of")["body"] == frame["body"]
+    assert run.json("frame structured")["body"] == \
+        '(url "https://api.example") (token "[secret api]")'
+    assert "secret: yes" in run.outputs["frame text"]
+    assert "[secret @e1]" in run.outputs["read text"]
     # The transaction event holds the body as written; its text shows the part redacted.
     assert '(password "[secret db]")' in run.json("read tx")["text"]
 
