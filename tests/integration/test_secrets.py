@@ -144,6 +144,10 @@ def run(topology, receiver, tmp_path_factory) -> Run:
             _caught_up(addresses["MORPHZ_RECALL"])
             for word in (EVENT_SECRET, FRAME_SECRET, HOST, "credentials"):
                 cli(f"search {word}", "context", "recall", "search", *c, word)
+            # A rebuilt index (the rebuild's own path over stored rows) holds no secret either.
+            cli("index rebuild", "context", "recall-index", "rebuild", CONTEXT)
+            for word in (EVENT_SECRET, FRAME_SECRET, HOST):
+                cli(f"rebuilt search {word}", "context", "recall", "search", *c, word)
             cli("recall read", "context", "recall", "read", *c, ref)
             cli("recall read frame", "context", "recall", "read", *c, "db")
             cli("recall frame", "context", "recall", "frame", *c, "db", "--include-events",
@@ -227,6 +231,8 @@ def test_SEC_04_encoding_shows_secrets_only_when_the_scope_reveals_them(run):
 def test_SEC_04_recall_does_not_index_or_preview_secret_text(run):
     for word in MARKERS:
         assert run.json(f"search {word}")["results"] == [], word
+        assert run.json(f"rebuilt search {word}")["results"] == [], word
+    assert run.json(f"rebuilt search {HOST}")["results"]
     hits = run.json(f"search {HOST}")["results"]
     assert {h["id"] for h in hits if h["kind"] == "frame"} == {"db"}
     assert any(h["kind"] == "event" for h in hits)  # the transaction that created it
