@@ -73,6 +73,9 @@ def rpc_boundary(method: Callable) -> Callable:
         try:
             return method(self, request, context)
         except MorphzError as err:
+            # Diagnostics: what the caller was told, nothing more (errors echo no secret).
+            _log.debug("%s answered %s: %s", method.__qualname__, err.reason,
+                       _cut(err.message, 200))
             abort(context, err)
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)

@@ -6,6 +6,8 @@ A grant is (principal, right, session). Rights:
 - write: AppendEvent, Activate, Deliver, Commit;
 - recall: Search, Read, Traverse, InspectIndex of the recall service;
 - encode: Compile (which claims the session's inputs) and the snapshot calls;
+- reveal: see secrets where a request asks to (`reveal_secrets` on a read or an
+  evaluation's scope); without it such a request is FORBIDDEN, never silently redacted;
 - admin: all of the above, plus Audit, RebuildProjections, RebuildIndex, Set/GetPolicy.
 The session is '' for the whole context, or one session id: what an evaluation of that
 session may do. Committed Mind state (frames) is shared by every session, so any read
@@ -30,8 +32,9 @@ from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView
 
-READ, WRITE, RECALL, ENCODE, ADMIN = "read", "write", "recall", "encode", "admin"
-RIGHTS = (READ, WRITE, RECALL, ENCODE, ADMIN)
+READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN = ("read", "write", "recall", "encode", "reveal",
+                                              "admin")
+RIGHTS = (READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN)
 EVERYONE = "*"
 WHOLE = ""  # a grant's session: the whole context
 

@@ -149,12 +149,13 @@ class SplitServers:
     """The split topology: one child process per role under `root`/ROLE, started in
     dependency order and stopped callers first; `start` after `stop` restarts them on
     the same data (storage on a new port, the others told it). `args`: flags every
-    role gets (authentication, say), `auth`: what health checks present."""
+    role gets (authentication, say), `auth`: what health checks present, `env`: what
+    every process's environment adds (log level, tracing)."""
 
     def __init__(self, root: Path, args: list[str] | None = None,
-                 auth: ClientAuth = PLAINTEXT) -> None:
+                 auth: ClientAuth = PLAINTEXT, env: dict | None = None) -> None:
         self.root = Path(root)
-        self.args, self.auth = list(args or []), auth
+        self.args, self.auth, self.env = list(args or []), auth, dict(env or {})
         self.procs: dict[str, ServerProcess] = {}
 
     def start(self) -> "SplitServers":
@@ -163,7 +164,7 @@ class SplitServers:
         try:
             for role in ROLES:
                 self.procs[role] = ServerProcess(
-                    self.root / role, args=[role, *self._calls(role), *self.args],
+                    self.root / role, self.env, args=[role, *self._calls(role), *self.args],
                     auth=self.auth).start()
             for proc in self.procs.values():
                 wait_health(proc, SERVING)

@@ -51,6 +51,8 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--scope-frame", dest="scope_frames", action="append", default=[])
     p.add_argument("--since", default="", help="scope: inclusive, with an explicit offset")
     p.add_argument("--until", default="", help="scope: exclusive, with an explicit offset")
+    p.add_argument("--reveal-secrets", action="store_true",
+                   help="scope: render secrets as stored (default: [secret REF])")
 
     p = add("encoding", "show, replay or check an encoding snapshot")
     p.add_argument("verb", choices=("show", "replay", "check"))
@@ -70,6 +72,7 @@ def cmd_encode(channel: grpc.Channel, args: argparse.Namespace) -> dict:
         evaluation_profile=args.profile, bindings=dict(args.bind),
         capabilities=args.capabilities,
         scope={"kinds": args.scope_kinds, "frames": args.scope_frames, "since": args.since,
+               "reveal_secrets": args.reveal_secrets,
                "until": args.until})
 
 

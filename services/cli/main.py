@@ -120,7 +120,7 @@ def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
     return client.append_event(args.context, args.session, args.kind, text,
                                request_id=args.request_id, actor=args.actor,
                                causal_refs=args.causal_refs, activation=args.activation,
-                               target_session=args.to)
+                               target_session=args.to, secret=args.secret)
 
 
 def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -138,11 +138,12 @@ def cmd_tx(client: TransactionClient, args: argparse.Namespace) -> dict:
 
 
 def cmd_frame(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.get_frame(args.context, args.frame_id, args.at_revision)
+    return client.get_frame(args.context, args.frame_id, args.at_revision,
+                            reveal_secrets=args.reveal_secrets)
 
 
 def cmd_read(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.get_event(args.context, args.ref)
+    return client.get_event(args.context, args.ref, reveal_secrets=args.reveal_secrets)
 
 
 def cmd_audit(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -257,6 +258,8 @@ def render_frame(r: dict, out: TextIO) -> None:
     _line(out, "as_of_revision", r["as_of_revision"])
     for rel in r.get("relations") or []:  # when the server reports the frame's edges
         _line(out, "relation", f"{rel['subject']} {rel['name']} {rel['object']}")
+    if r.get("secret"):
+        _line(out, "secret", "yes: (secret ...) parts")
     print(file=out)
     print(r["body"], file=out)
 
@@ -265,7 +268,7 @@ def render_event(r: dict, out: TextIO) -> None:
     for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
                 "protected", "causal_refs", "request_id", "context"):
         _line(out, key, r.get(key))
-    for key in ("activation", "call", "target_session"):
+    for key in ("activation", "call", "target_session", "secret"):
         if r.get(key):
             _line(out, key, r[key])
     print(file=out)
@@ -441,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actor", default="")
     p.add_argument("--causal-ref", dest="causal_refs", metavar="@eN", action="extend",
                    nargs="+", default=[], help="events this one was caused by")
+    p.add_argument("--secret", action="store_true",
+                   help="the text is secret: shown as [secret @eN] unless revealed")
 
     p = add("activate", "claim a session's pending inputs")
     p.add_argument("--session", required=True)
@@ -462,9 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("frame_id", metavar="ID")
     p.add_argument("--at-revision", metavar="N", type=unsigned(64), default=0,
                    help="the frame as of context revision N (0: current)")
+    p.add_argument("--reveal-secrets", action="store_true",
+                   help="show (secret ...) parts as stored (default: [secret ID])")
 
     p = add("read", "read an event by @eN ref or id")
     p.add_argument("ref", metavar="REF")
+    p.add_argument("--reveal-secrets", action="store_true",
+                   help="show a secret text as stored (default: [secret @eN])")
 
     p = add("audit", "replay events and verify the projections")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")

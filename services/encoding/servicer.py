@@ -13,7 +13,8 @@ from morphz.shared.protojson import from_plain
 
 def scope_of(msg: pb.Scope) -> dict:
     return {"sessions": list(msg.sessions), "kinds": list(msg.kinds), "since": msg.since,
-            "until": msg.until, "frames": list(msg.frames)}
+            "until": msg.until, "frames": list(msg.frames),
+            "reveal_secrets": msg.reveal_secrets}
 
 
 class EncodingServicer(pb_grpc.EncodingServiceServicer):

@@ -76,12 +76,12 @@ class TransactionClient:
 
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=(),
-                     activation: str = "", target_session: str = "",
+                     activation: str = "", target_session: str = "", secret: bool = False,
                      caller: Optional[Caller] = None) -> dict:
         return self._call("AppendEvent", pb.AppendEventRequest, context=context,
                           session=session, kind=kind, text=text, request_id=request_id,
                           actor=actor, causal_refs=list(causal_refs), activation=activation,
-                          target_session=target_session)
+                          target_session=target_session, secret=secret)
 
     def activate(self, context: str, session: str, *,
                  caller: Optional[Caller] = None) -> dict:
@@ -96,15 +96,18 @@ class TransactionClient:
         return self._call("Commit", pb.CommitRequest, context=context, session=session,
                           request_id=request_id, activation=activation, **form)
 
-    def get_frame(self, context: str, frame_id: str, at_revision: int = 0) -> dict:
+    def get_frame(self, context: str, frame_id: str, at_revision: int = 0, *,
+                  reveal_secrets: bool = False) -> dict:
         return self._call("GetFrame", pb.GetFrameRequest, context=context, frame_id=frame_id,
-                          at_revision=at_revision)
+                          at_revision=at_revision, reveal_secrets=reveal_secrets)
 
-    def list_frames(self, context: str) -> dict:
-        return self._call("ListFrames", pb.ListFramesRequest, context=context)
+    def list_frames(self, context: str, *, reveal_secrets: bool = False) -> dict:
+        return self._call("ListFrames", pb.ListFramesRequest, context=context,
+                          reveal_secrets=reveal_secrets)
 
-    def get_event(self, context: str, ref_or_id: str) -> dict:
-        return self._call("GetEvent", pb.GetEventRequest, context=context, ref=ref_or_id)
+    def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False) -> dict:
+        return self._call("GetEvent", pb.GetEventRequest, context=context, ref=ref_or_id,
+                          reveal_secrets=reveal_secrets)
 
     def rebuild_projections(self, context: str) -> dict:
         return self._call("RebuildProjections", pb.RebuildProjectionsRequest, context=context)

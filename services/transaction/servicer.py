@@ -32,7 +32,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             request.context, request.session, request.kind, request.text,
             request_id=request.request_id, actor=request.actor,
             causal_refs=list(request.causal_refs), activation=request.activation,
-            target_session=request.target_session, caller=caller_of(context))
+            target_session=request.target_session, secret=request.secret,
+            caller=caller_of(context))
         return from_plain(reply, pb.AppendEventResponse())
 
     @rpc_boundary
@@ -61,16 +62,19 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def GetFrame(self, request, context):
         return from_plain(self._core.get_frame(request.context, request.frame_id,
                                                request.at_revision,
+                                               reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Frame())
 
     @rpc_boundary
     def ListFrames(self, request, context):
         return from_plain(self._core.list_frames(request.context,
+                                                 reveal_secrets=request.reveal_secrets,
                                                  caller=caller_of(context)), pb.FrameList())
 
     @rpc_boundary
     def GetEvent(self, request, context):
         return from_plain(self._core.get_event(request.context, request.ref,
+                                               reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Event())
 
     @rpc_boundary

@@ -325,3 +325,30 @@ def test_sec_01_policy_cli_grants_revokes_and_refuses_as_json(worlds, certs):
                           "fly", *ctx)
     assert code == 1 and reply["error"]["details"]["field"] == "rights"
     assert _morphz(address, TOKENS["carol"], ca, "context", "status", CTX)[0] == 1
+
+
+@in_process_too
+def test_sec_04_revealing_a_secret_needs_the_reveal_right(worlds):
+    """A principal may read and encode yet not reveal: asking to is FORBIDDEN (never
+    answered redacted as if allowed); once granted `reveal`, the same requests show it."""
+    address, auth_of, _ = worlds["tokens"]
+    context, marker = "sec-reveal", "sk-live-5f1e8c"
+    alice = TransactionClient(auth_of("alice").channel(address), timeout=30)
+    alice.create_context(context)
+    ref = alice.append_event(context, "main", "tool-result", f"api key {marker}",
+                             secret=True)["ref"]
+    alice.set_policy(context, "grant", "carol", ["read", "encode"])
+    with auth_of("carol").channel(address) as ch:
+        carol, encoding = TransactionClient(ch, timeout=30), EncodingClient(ch, timeout=30)
+        assert marker not in carol.get_event(context, ref)["text"]
+        for attempt in (lambda: carol.get_event(context, ref, reveal_secrets=True),
+                        lambda: carol.list_frames(context, reveal_secrets=True),
+                        lambda: encoding.compile(context, "main",
+                                                 scope={"reveal_secrets": True})):
+            with pytest.raises(MorphzError) as info:
+                attempt()
+            assert info.value.reason == "FORBIDDEN" and info.value.details["right"] == "reveal"
+        alice.set_policy(context, "grant", "carol", ["reveal"])
+        assert marker in carol.get_event(context, ref, reveal_secrets=True)["text"]
+        compiled = encoding.compile(context, "main", scope={"reveal_secrets": True})
+        assert marker in compiled["text"]

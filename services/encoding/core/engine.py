@@ -19,7 +19,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
@@ -75,12 +75,16 @@ class EncodingCore:
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.session", session)
-            parent_scope = causal_scope(session)
+            # A root scope reveals secrets when the request asks and the caller holds
+            # `reveal` for the session; a child only when its parent did.
+            parent_scope = causal_scope(session, reveal_secrets=requested.reveal_secrets)
             if parent_snapshot:
                 check_name(parent_snapshot, "parent_snapshot")
             with self._store.reader(context) as reader:
                 m = MindView(reader)
                 policy.check(m, context, caller, policy.ENCODE, session)
+                if requested.reveal_secrets:
+                    policy.check(m, context, caller, policy.REVEAL, session)
                 parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
                     if parent_snapshot else None
             if parent is not None:
@@ -250,7 +254,8 @@ class EncodingCore:
                 if why:
                     raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
                                       ref=R.ref(seq), snapshot=snapshot)
-                text, kind, key, revision = ev.text, "event", R.ref(seq), 0
+                text, kind, key, revision = (secrets.shown_text(ev, scope.reveal_secrets),
+                                             "event", R.ref(seq), 0)
                 state = m.observation_state(seq)
             else:
                 if not scope.allows_frame(ref):
@@ -260,7 +265,9 @@ class EncodingCore:
                 if f is None:
                     raise MorphzError("FRAME_NOT_FOUND", f"frame {ref[:80]} does not exist",
                                       ref=ref[:80])
-                text, kind, key, revision, state = f.body, "frame", f.id, f.revision, f.state
+                text, kind, key, revision, state = (
+                    secrets.frame_body(f.id, f.body, scope.reveal_secrets), "frame", f.id,
+                    f.revision, f.state)
         limit = limit or DEFAULT_READ_CHARS
         end = min(len(text), offset + limit)
         return {"ref": key, "kind": kind, "text": text[offset:end], "offset": offset,

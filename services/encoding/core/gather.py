@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.records import ref_seq
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer, home, target_of
@@ -30,9 +30,10 @@ class Gathered:
             self.omitted.append({"key": key, "reason": reason})
 
 
-def frame_in(f: R.Frame, tick: int) -> FrameIn:
+def frame_in(f: R.Frame, tick: int, reveal: bool = False) -> FrameIn:
     retiring = f.state == R.RETIRING and f.retire is not None
-    return FrameIn(f.id, f.revision, f.body, list(f.sources), f.state, f.protected,
+    return FrameIn(f.id, f.revision, secrets.frame_body(f.id, f.body, reveal),
+                   list(f.sources), f.state, f.protected,
                    f.retire.reason if retiring else "", f.retire.due_tick if retiring else 0,
                    max(0, f.retire.due_tick - tick) if retiring else 0)
 
@@ -69,8 +70,9 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                 g.missing[ref] = why
             continue
         obs = m.observation(seq) or R.Observation()
-        big = len(ev.text.encode("utf-8")) > budget.preview_bytes
-        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, ev.text,
+        text = secrets.shown_text(ev, scope.reveal_secrets)
+        big = len(text.encode("utf-8")) > budget.preview_bytes
+        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, text,
                                 PREVIEW if big and ref not in wanted else FULL, obs.protected,
                                 "new" if seq in fresh else "seen", seq in roots,
                                 target_of(ev)))
@@ -85,7 +87,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
         if not scope.allows_frame(f.id):
             g.omit(f.id, "outside scope: frames")
             continue
-        rendered.append(frame_in(f, meta.tick))
+        rendered.append(frame_in(f, meta.tick, scope.reveal_secrets))
     # One scan of the edge table beats a prefix scan per frame when frames are many.
     shown = {f.id for f in rendered}
     relations = [list(e) for e in m.relations() if e[0] in shown]

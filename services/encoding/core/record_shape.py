@@ -154,7 +154,7 @@ def obj(required: dict[str, Check], optional: dict[str, Check] = None) -> Check:
 
 
 _SCOPE_FIELDS = obj({"sessions": list_of(text), "kinds": list_of(text), "since": text,
-                     "until": text, "frames": list_of(text)})
+                     "until": text, "frames": list_of(text)}, {"reveal_secrets": flag})
 
 
 def _scope(v: object) -> None:

@@ -208,7 +208,9 @@ def kernel_items(m: Material) -> list[Item]:
                       form("since", scope.since or Symbol("open")),
                       form("until", scope.until or Symbol("open")),
                       form("frames", *map(atom, scope.frames)) if scope.frames
-                      else form("frames", Symbol("all")))
+                      else form("frames", Symbol("all")),
+                      # Only when granted: encodings without it render as they always did.
+                      *([form("secrets", Symbol("revealed"))] if scope.reveal_secrets else []))
     return [
         item("context", m.context, [runtime(form("revision", m.revision),
                                             form("cognitive-tick", m.tick),

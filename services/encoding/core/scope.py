@@ -35,9 +35,13 @@ class Scope:
     since: str = ""
     until: str = ""
     frames: tuple[str, ...] = ()
+    # Secrets render as stored (shared/mind/secrets.py); off, `[secret REF]`. Explicit:
+    # never inherited by a child scope, and granted to one only if its parent had it.
+    reveal_secrets: bool = False
 
     @staticmethod
-    def make(sessions=(), kinds=(), since: str = "", until: str = "", frames=()) -> "Scope":
+    def make(sessions=(), kinds=(), since: str = "", until: str = "", frames=(),
+             reveal_secrets: bool = False) -> "Scope":
         lists = {"sessions": sessions, "kinds": kinds, "frames": frames}
         for name, values in lists.items():
             if len(values) > MAX_SCOPE_ENTRIES:
@@ -50,16 +54,19 @@ class Scope:
         if s and u and not s < u:
             raise bad("scope.since must be before scope.until", field="scope")
         return Scope(tuple(sorted(set(sessions))), tuple(sorted(set(kinds))), since, until,
-                     tuple(sorted(set(frames))))
+                     tuple(sorted(set(frames))), bool(reveal_secrets))
 
     @staticmethod
     def from_dict(d: Optional[dict]) -> "Scope":
         d = d or {}
         return Scope.make(d.get("sessions") or (), d.get("kinds") or (), d.get("since") or "",
-                          d.get("until") or "", d.get("frames") or ())
+                          d.get("until") or "", d.get("frames") or (),
+                          bool(d.get("reveal_secrets")))
 
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        # reveal_secrets only when set: records written before it keep their form.
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()
+                if k != "reveal_secrets" or v}
 
     # -- narrowing -----------------------------------------------------------------
     def narrow(self, child: "Scope") -> "Scope":
@@ -86,7 +93,11 @@ class Scope:
                 raise MorphzError("SCOPE_VIOLATION", "scope can only be narrowed: until is "
                                   "later than the parent's", field="scope.until")
             until = child.until
-        return Scope.make(subset("sessions"), subset("kinds"), since, until, subset("frames"))
+        if child.reveal_secrets and not self.reveal_secrets:
+            raise MorphzError("SCOPE_VIOLATION", "scope can only be narrowed: reveal_secrets "
+                              "was not granted to the parent", field="scope.reveal_secrets")
+        return Scope.make(subset("sessions"), subset("kinds"), since, until, subset("frames"),
+                          child.reveal_secrets)
 
     # -- membership ------------------------------------------------------------------
     def why_not_event(self, session: str, kind: str, time: str) -> str:
@@ -116,6 +127,6 @@ class Scope:
         return not self.frames or frame_id in self.frames
 
 
-def causal_scope(session: str) -> Scope:
+def causal_scope(session: str, reveal_secrets: bool = False) -> Scope:
     """The widest scope an evaluation of `session` may have."""
-    return Scope(sessions=(session,))
+    return Scope(sessions=(session,), reveal_secrets=reveal_secrets)

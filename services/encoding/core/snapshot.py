@@ -11,6 +11,7 @@ import hashlib
 import json
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind import secrets
 from morphz.shared.mind.view import MindView, snapshot_corrupt, snapshot_json
 from morphz.services.encoding.core.material import ENCODING_VERSION, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
@@ -117,6 +118,7 @@ def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
                        f"{record.get('version')}")
     try:
         inputs, revision = record["inputs"], record["revision"]
+        reveal = Scope.from_dict(record["scope"]).reveal_secrets
         problems: list[str] = []
         observations = []
         for o in inputs["observations"]:
@@ -126,7 +128,7 @@ def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
                 problems.append(f"{o['ref']}: event not in history")
                 text = ""
             else:
-                text = ev.text
+                text = secrets.shown_text(ev, reveal)
                 if (ev.kind, ev.session, ev.time) != (o["kind"], o["session"], o["time"]):
                     problems.append(f"{o['ref']}: event identity differs from the record")
             observations.append(Obs(seq, o["kind"], o["session"], o["actor"], o["time"], text,
@@ -138,7 +140,8 @@ def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
             if old is None or old.revision != f["revision"]:
                 problems.append(f"frame {f['id']}: revision {f['revision']} not found as of "
                                 f"context revision {revision}")
-            body, sources = (old.body, list(old.sources)) if old is not None else ("", [])
+            body, sources = ((secrets.frame_body(old.id, old.body, reveal), list(old.sources))
+                             if old is not None else ("", []))
             frames.append(FrameIn(f["id"], f["revision"], body, sources, f["state"],
                                   f["protected"], f["retire_reason"], f["due_tick"],
                                   f["remaining_ticks"]))

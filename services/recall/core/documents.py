@@ -1,11 +1,12 @@
-"""What the index holds for an event or a frame (terms, time, filters)."""
+"""What the index holds for an event or a frame (terms, time, filters). Secret text is
+never indexed: a document holds what readers are shown (shared/mind/secrets.py)."""
 from __future__ import annotations
 
 from typing import Optional
 
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.index.tantivy_index import Doc
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import event_dict
 from morphz.shared.text.analyze import terms, terms_text
 
@@ -24,7 +25,8 @@ def frame_key(frame_id: str) -> str:
 
 
 def event_doc(ev: R.Event) -> Doc:
-    return Doc(event_key(ev.seq), "event", terms_text(ev.text[:MAX_INDEXED_CHARS]),
+    return Doc(event_key(ev.seq), "event",
+               terms_text(secrets.shown_text(ev)[:MAX_INDEXED_CHARS]),
                event_time_us(ev.time), ev.session)
 
 
@@ -33,12 +35,13 @@ def raw_event_doc(raw: bytes) -> Doc:
     record object)."""
     ev = event_dict(raw)
     return Doc(event_key(ev["seq"]), "event",
-               terms_text(ev.get("text", "")[:MAX_INDEXED_CHARS]),
+               terms_text(secrets.shown_dict_text(ev)[:MAX_INDEXED_CHARS]),
                event_time_us(ev["time"]), ev.get("session", ""))
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:
     """A frame's words are its id and its current body; its time is the time of the
     event that last changed it (the transaction or the activation that matured it)."""
-    return Doc(frame_key(f.id), "frame", terms(f"{f.id}\n{f.body}"[:MAX_INDEXED_CHARS]),
+    body = secrets.frame_body(f.id, f.body)
+    return Doc(frame_key(f.id), "frame", terms(f"{f.id}\n{body}"[:MAX_INDEXED_CHARS]),
                event_time_us(changed.time) if changed else None)

@@ -35,7 +35,7 @@ from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
@@ -217,7 +217,7 @@ class RecallCore:
                         "state": m.observation_state(ev.seq),
                         "time": ev.time, "session": ev.session, "event_kind": ev.kind,
                         "revision": 0}
-                text = ev.text
+                text = secrets.shown_text(ev)
             else:
                 f = None if is_ref(ref) else m.frame(ref)
                 if f is None:
@@ -225,7 +225,7 @@ class RecallCore:
                                       f"no event or frame {ref[:80]}", ref=ref[:80])
                 head = {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "time": "",
                         "session": "", "event_kind": "", "revision": f.revision}
-                text = f.body
+                text = secrets.frame_body(f.id, f.body)
         if offset > len(text):
             raise MorphzError("RECALL_LIMIT_INVALID", f"offset {offset} is past the end "
                               f"({len(text)} characters)", field="offset", total=len(text))

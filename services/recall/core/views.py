@@ -1,9 +1,10 @@
-"""Reply shapes of recall, built from authoritative records (read through MindView)."""
+"""Reply shapes of recall, built from authoritative records (read through MindView).
+Texts and bodies are the shown ones: recall never reveals a secret."""
 from __future__ import annotations
 
 from typing import Optional
 
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.text.highlight import Highlighter, preview
 
@@ -20,13 +21,13 @@ def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
     return {"kind": "event", "ref": R.ref(seq), "id": ev["id"],
             "state": m.observation_state(seq),
             "score": score, "time": ev["time"], "session": ev.get("session", ""),
-            "event_kind": ev["kind"], "preview": marker.preview(ev.get("text", "")),
+            "event_kind": ev["kind"], "preview": marker.preview(secrets.shown_dict_text(ev)),
             "revision": 0}
 
 
 def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> dict:
     return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
-            "time": time, "session": "", "event_kind": "", "preview": marker.preview(f.body),
+            "time": time, "session": "", "event_kind": "", "preview": marker.preview(secrets.frame_body(f.id, f.body)),
             "revision": f.revision}
 
 
@@ -44,10 +45,11 @@ def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -
         return _node(kind="frame", id=fid, depth=depth, missing=True)
     node = _node(kind="frame", id=f.id, depth=depth, state=f.state, revision=f.revision,
                  sources=list(f.sources), protected=f.protected)
+    body = secrets.frame_body(f.id, f.body)
     if include_body:
-        node["body"] = f.body
+        node["body"] = body
     else:
-        node["preview"] = preview(f.body, set(), width=LEAF_PREVIEW_CHARS)
+        node["preview"] = preview(body, set(), width=LEAF_PREVIEW_CHARS)
     return node
 
 
@@ -57,8 +59,9 @@ def event_node(m: MindView, ref: str, ev: Optional[R.Event], depth: int,
         return _node(kind="event", ref=ref, depth=depth, missing=True)
     node = _node(kind="event", ref=ref, id=ev.id, depth=depth,
                  state=m.observation_state(ev.seq), event_kind=ev.kind, time=ev.time)
+    text = secrets.shown_text(ev)
     if include_text:
-        node["text"] = ev.text
+        node["text"] = text
     else:
-        node["preview"] = preview(ev.text, set(), width=LEAF_PREVIEW_CHARS)
+        node["preview"] = preview(text, set(), width=LEAF_PREVIEW_CHARS)
     return node

@@ -40,6 +40,7 @@ from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared import policy
+from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.services.transaction.core import policy_change
 from morphz.shared.errors import MorphzError
@@ -218,9 +219,11 @@ class TransactionCore:
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
-                     activation: str = "", target_session: str = "", caller: Caller) -> dict:
+                     activation: str = "", target_session: str = "", secret: bool = False,
+                     caller: Caller) -> dict:
         """An input, an action of an open activation (`activation`), or a message to
-        another session (`target_session`); causal.py decides where it belongs."""
+        another session (`target_session`); causal.py decides where it belongs.
+        `secret`: the text is shown only where a request reveals secrets (secrets.py)."""
         check_name(context, "context")
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
@@ -235,7 +238,8 @@ class TransactionCore:
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
         payload.update({k: v for k, v in (("activation", activation),
-                                          ("target_session", target_session)) if v})
+                                          ("target_session", target_session),
+                                          ("secret", secret)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
             policy.check_any(m, context, caller, policy.WRITE)
@@ -249,6 +253,8 @@ class TransactionCore:
                     policy.check(m, context, caller, policy.WRITE, sid)
             if request_id:
                 data["payload_hash"] = payload_hash(payload)
+            if secret:
+                data["secret"] = True
             return self._event(m, context, kind, session=owner, actor=actor or kind,
                                causal_refs=refs, text=text, request_id=request_id, data=data)
         return {"replayed": False, **self._write(context, build)}
@@ -341,11 +347,13 @@ class TransactionCore:
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
-                  *, caller: Caller) -> dict:
+                  *, reveal_secrets: bool = False, caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)  # frames: the shared Mind
+            if reveal_secrets:
+                policy.check_any(m, context, caller, policy.REVEAL)
             meta = m.require_meta(context)
             if at_revision:
                 if at_revision > meta.revision:
@@ -359,26 +367,32 @@ class TransactionCore:
                                   + (f" at revision {at_revision}" if at_revision else ""),
                                   ref=frame_id[:80])
             return _frame_view(m, meta, f, at_revision or meta.revision,
-                               with_relations=not at_revision)
+                               with_relations=not at_revision, reveal=reveal_secrets)
 
-    def list_frames(self, context: str, *, caller: Caller) -> dict:
+    def list_frames(self, context: str, *, reveal_secrets: bool = False,
+                    caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
+            if reveal_secrets:
+                policy.check_any(m, context, caller, policy.REVEAL)
             meta = m.require_meta(context)
             frames = {f.id: f for f in m.frames()}
             ordered = [fid for fid in m.order() if fid in frames]
             ordered += sorted(set(frames) - set(ordered))
             return {"revision": meta.revision,
-                    "frames": [_frame_view(m, meta, frames[fid], meta.revision)
-                               for fid in ordered]}
+                    "frames": [_frame_view(m, meta, frames[fid], meta.revision,
+                                           reveal=reveal_secrets) for fid in ordered]}
 
-    def get_event(self, context: str, ref_or_id: str, *, caller: Caller) -> dict:
+    def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False,
+                  caller: Caller) -> dict:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
+            if reveal_secrets:
+                policy.check_any(m, context, caller, policy.REVEAL)
             readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
             seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
@@ -397,6 +411,8 @@ class TransactionCore:
             view.update({k: data[k] for k in ("activation", "call", "target_session")
                          if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE,
                                                       R.CONTEXT_TX)})
+            view["text"] = secrets.shown_text(ev, reveal_secrets)
+            view["secret"] = secrets.is_secret_event(data)
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)
@@ -523,8 +539,10 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str, tick: int,
 
 
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
-                with_relations: bool = True) -> dict:
+                with_relations: bool = True, reveal: bool = False) -> dict:
     view = R.plain(f)
+    view["secret"] = secrets.has_secret(f.body)
+    view["body"] = secrets.frame_body(f.id, f.body, reveal)
     if f.retire is not None:
         view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
     view["as_of_revision"] = as_of

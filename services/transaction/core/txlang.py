@@ -12,6 +12,7 @@ from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import FRAME_ID_CHARS, TX_BYTES, TX_DEPTH, TX_NODES, TX_OPS
 from morphz.shared.mind.records import is_ref
+from morphz.shared.mind import secrets
 
 FRAME_OPS = ("create", "derive", "revise")
 TARGET_OPS = ("retire", "restore", "protect", "unprotect")
@@ -189,7 +190,8 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = TX_LIMITS) -> Tx:
 
 
 def _show(node: object) -> str:
-    return sexpr.render(node)[:80]
+    """What an error echoes of a node: short, and never a `(secret ...)` part."""
+    return sexpr.render(secrets.redact_nodes([node])[0])[:80]
 
 
 def _atom_id(node: object, index: int, what: str = "frame id") -> str:
