@@ -239,3 +239,23 @@ def test_client_finds_services_and_checks_options_as_the_cli_does():
                 .channel_credentials()):
         with pytest.raises(InvalidInputError):
             bad()
+
+
+def test_sec_04_client_marks_secrets_and_reveals_them_on_request(mz, cx):
+    ref = mz.append_event(cx, session="main", kind="tool-result", text="token sk-7731",
+                          secret=True).ref
+    assert "sk-7731" not in mz.event(cx, ref).text and mz.event(cx, ref).secret
+    assert mz.event(cx, ref, reveal_secrets=True).text == "token sk-7731"
+    mz.commit(cx, '(context-tx (base-version 0) (create db (password (secret "hunter2"))))')
+    assert "hunter2" not in mz.frame(cx, "db").body
+    assert "hunter2" in mz.frames(cx, reveal_secrets=True).frames[0].body
+
+
+def test_sec_01_client_grants_revokes_and_lists(mz, cx):
+    policy = mz.grant(cx, "bob", ["read", "recall"], session="main")
+    assert {(g.principal, g.right, g.session) for g in policy.grants} >= {
+        ("bob", "read", "main"), ("bob", "recall", "main")}
+    mz.revoke(cx, "bob", ["recall"], session="main")
+    assert ("bob", "recall", "main") not in {(g.principal, g.right, g.session)
+                                             for g in mz.policy(cx).grants}
+    assert cx in mz.contexts()  # development mode: every context reads

@@ -90,14 +90,15 @@ class AsyncClient:
     # -- events ----------------------------------------------------------------------------------
     async def append_event(self, context: str, *, session: str, kind: str, text: str,
                            actor: str = "", causal_refs: Iterable[str] = (), activation: str = "",
-                           target_session: str = "",
+                           target_session: str = "", secret: bool = False,
                            request_id: Optional[str] = None) -> txn.AppendEventResponse:
         """Any input: user-message | tool-result | approval | external | message | action.
-        request_id None: a fresh one (the call is then retried safely); "": none."""
+        request_id None: a fresh one (the call is then retried safely); "": none.
+        secret: the text is shown as [secret @eN] unless a read asks to reveal it."""
         return await self._send(C.append_event(
             context, session=session, kind=kind, text=text, actor=actor,
             causal_refs=causal_refs, activation=activation, target_session=target_session,
-            request_id=request_id))
+            secret=secret, request_id=request_id))
 
     async def send_message(self, context: str, *, session: str, to: str, text: str,
                            actor: str = "", request_id: Optional[str] = None) \
@@ -123,9 +124,9 @@ class AsyncClient:
                                        actor=actor, causal_refs=[call] if call else [],
                                        request_id=request_id)
 
-    async def event(self, context: str, ref: str) -> txn.Event:
+    async def event(self, context: str, ref: str, *, reveal_secrets: bool = False) -> txn.Event:
         """One event by @eN or full id (operator's read: every session's)."""
-        return await self._send(C.event(context, ref))
+        return await self._send(C.event(context, ref, reveal_secrets))
 
     # -- activations -----------------------------------------------------------------------------
     async def activate(self, context: str, *, session: str) -> txn.Activation:
@@ -144,15 +145,34 @@ class AsyncClient:
         return await self._send(C.commit(context, tx, session=session, activation=activation,
                                          request_id=request_id))
 
-    async def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> txn.Frame:
-        return await self._send(C.frame(context, frame_id, at_revision))
+    async def frame(self, context: str, frame_id: str, *, at_revision: int = 0,
+              reveal_secrets: bool = False) -> txn.Frame:
+        return await self._send(C.frame(context, frame_id, at_revision, reveal_secrets))
 
-    async def frames(self, context: str) -> txn.FrameList:
+    async def frames(self, context: str, *, reveal_secrets: bool = False) -> txn.FrameList:
         """Every frame of the Mind, in projection order."""
-        return await self._send(C.frames(context))
+        return await self._send(C.frames(context, reveal_secrets))
 
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
+
+    # -- authorization ---------------------------------------------------------------------------
+    async def grant(self, context: str, principal: str, rights: Iterable[str], *,
+              session: str = "") -> txn.Policy:
+        """Give `principal` ("*": every authenticated one) rights among read, write,
+        recall, encode, reveal, admin; `session`: for that session only."""
+        return await self._send(C.set_policy(context, "grant", principal, rights, session))
+
+    async def revoke(self, context: str, principal: str, rights: Iterable[str], *,
+               session: str = "") -> txn.Policy:
+        return await self._send(C.set_policy(context, "revoke", principal, rights, session))
+
+    async def policy(self, context: str) -> txn.Policy:
+        return await self._send(C.policy(context))
+
+    async def contexts(self) -> list[str]:
+        """The contexts this principal may read."""
+        return list((await self._send(C.list_contexts())).contexts)
 
     # -- recall ------------------------------------------------------------------------------------
     async def search(self, context: str, query: str = "", *, since: str = "", until: str = "",

@@ -66,10 +66,10 @@ def status(context: str) -> Call:
 
 def append_event(context: str, *, session: str, kind: str, text: str, actor: str,
                  causal_refs: Iterable[str], activation: str, target_session: str,
-                 request_id: Optional[str]) -> Call:
+                 secret: bool, request_id: Optional[str]) -> Call:
     request = _build(txn.AppendEventRequest, context=context, session=session, kind=kind,
                      text=text, actor=actor, causal_refs=list(causal_refs),
-                     activation=activation, target_session=target_session,
+                     activation=activation, target_session=target_session, secret=secret,
                      request_id=new_request_id() if request_id is None else request_id)
     return Call(TRANSACTION, "AppendEvent", request,
                 Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
@@ -103,20 +103,37 @@ def commit(context: str, tx: TxInput, *, session: str, activation: str,
                 Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
 
 
-def frame(context: str, frame_id: str, at_revision: int) -> Call:
+def frame(context: str, frame_id: str, at_revision: int, reveal_secrets: bool) -> Call:
     return Call(TRANSACTION, "GetFrame", _build(txn.GetFrameRequest, context=context,
-                                                frame_id=frame_id, at_revision=at_revision),
+                                                frame_id=frame_id, at_revision=at_revision,
+                                                reveal_secrets=reveal_secrets), Safety.READ)
+
+
+def frames(context: str, reveal_secrets: bool) -> Call:
+    return Call(TRANSACTION, "ListFrames", _build(txn.ListFramesRequest, context=context,
+                                                  reveal_secrets=reveal_secrets), Safety.READ)
+
+
+def event(context: str, ref: str, reveal_secrets: bool) -> Call:
+    return Call(TRANSACTION, "GetEvent", _build(txn.GetEventRequest, context=context, ref=ref,
+                                                reveal_secrets=reveal_secrets), Safety.READ)
+
+
+def set_policy(context: str, op: str, principal: str, rights: Iterable[str],
+               session: str) -> Call:
+    # Each call appends a policy event (it carries no request id): never resent.
+    return Call(TRANSACTION, "SetPolicy", _build(
+        txn.SetPolicyRequest, context=context, op=op, principal=principal,
+        rights=list(rights), session=session), Safety.NEVER)
+
+
+def policy(context: str) -> Call:
+    return Call(TRANSACTION, "GetPolicy", _build(txn.GetPolicyRequest, context=context),
                 Safety.READ)
 
 
-def frames(context: str) -> Call:
-    return Call(TRANSACTION, "ListFrames", _build(txn.ListFramesRequest, context=context),
-                Safety.READ)
-
-
-def event(context: str, ref: str) -> Call:
-    return Call(TRANSACTION, "GetEvent", _build(txn.GetEventRequest, context=context, ref=ref),
-                Safety.READ)
+def list_contexts() -> Call:
+    return Call(TRANSACTION, "ListContexts", _build(txn.ListContextsRequest), Safety.READ)
 
 
 def audit(context: str) -> Call:

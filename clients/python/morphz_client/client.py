@@ -107,14 +107,15 @@ class Client:
     # -- events ----------------------------------------------------------------------------------
     def append_event(self, context: str, *, session: str, kind: str, text: str,
                      actor: str = "", causal_refs: Iterable[str] = (), activation: str = "",
-                     target_session: str = "",
+                     target_session: str = "", secret: bool = False,
                      request_id: Optional[str] = None) -> txn.AppendEventResponse:
         """Any input: user-message | tool-result | approval | external | message | action.
-        request_id None: a fresh one (the call is then retried safely); "": none."""
+        request_id None: a fresh one (the call is then retried safely); "": none.
+        secret: the text is shown as [secret @eN] unless a read asks to reveal it."""
         return self._send(C.append_event(
             context, session=session, kind=kind, text=text, actor=actor,
             causal_refs=causal_refs, activation=activation, target_session=target_session,
-            request_id=request_id))
+            secret=secret, request_id=request_id))
 
     def send_message(self, context: str, *, session: str, to: str, text: str,
                      actor: str = "", request_id: Optional[str] = None) \
@@ -140,9 +141,9 @@ class Client:
                                  actor=actor, causal_refs=[call] if call else [],
                                  request_id=request_id)
 
-    def event(self, context: str, ref: str) -> txn.Event:
+    def event(self, context: str, ref: str, *, reveal_secrets: bool = False) -> txn.Event:
         """One event by @eN or full id (operator's read: every session's)."""
-        return self._send(C.event(context, ref))
+        return self._send(C.event(context, ref, reveal_secrets))
 
     # -- activations -----------------------------------------------------------------------------
     def activate(self, context: str, *, session: str) -> txn.Activation:
@@ -161,15 +162,34 @@ class Client:
         return self._send(C.commit(context, tx, session=session, activation=activation,
                                    request_id=request_id))
 
-    def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> txn.Frame:
-        return self._send(C.frame(context, frame_id, at_revision))
+    def frame(self, context: str, frame_id: str, *, at_revision: int = 0,
+              reveal_secrets: bool = False) -> txn.Frame:
+        return self._send(C.frame(context, frame_id, at_revision, reveal_secrets))
 
-    def frames(self, context: str) -> txn.FrameList:
+    def frames(self, context: str, *, reveal_secrets: bool = False) -> txn.FrameList:
         """Every frame of the Mind, in projection order."""
-        return self._send(C.frames(context))
+        return self._send(C.frames(context, reveal_secrets))
 
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))
+
+    # -- authorization ---------------------------------------------------------------------------
+    def grant(self, context: str, principal: str, rights: Iterable[str], *,
+              session: str = "") -> txn.Policy:
+        """Give `principal` ("*": every authenticated one) rights among read, write,
+        recall, encode, reveal, admin; `session`: for that session only."""
+        return self._send(C.set_policy(context, "grant", principal, rights, session))
+
+    def revoke(self, context: str, principal: str, rights: Iterable[str], *,
+               session: str = "") -> txn.Policy:
+        return self._send(C.set_policy(context, "revoke", principal, rights, session))
+
+    def policy(self, context: str) -> txn.Policy:
+        return self._send(C.policy(context))
+
+    def contexts(self) -> list[str]:
+        """The contexts this principal may read."""
+        return list((self._send(C.list_contexts())).contexts)
 
     # -- recall ------------------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
