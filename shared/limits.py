@@ -1,4 +1,4 @@
-"""Every limit a Morphz server enforces, by name (SEC-06, seed 003 §14).
+"""Every limit a Morphz server enforces, by name (SEC-06).
 
 An error for a limit carries the limit's name in its details (`limit`) with its value
 (`max`), whatever its reason; README.md's "Limits" table lists them all (a test keeps

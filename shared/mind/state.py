@@ -3,7 +3,7 @@ writes that every read sees.
 
 Every change a transaction, event or activation makes lands in the overlay first;
 `writes()` is the batch handed to storage. Nothing touches storage until then, so a
-rejected request leaves no trace (seed 003, 5.1 steps 4-7).
+rejected request leaves no trace.
 """
 from __future__ import annotations
 

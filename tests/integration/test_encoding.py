@@ -10,7 +10,7 @@ from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core.render import REGIONS
 from morphz.shared.sexpr import Ref, Symbol, parse_many
 
-from tests.integration.test_core import RELEASE_TX  # the seeds' worked example
+from tests.integration.test_core import RELEASE_TX  # the README's release walk-through
 
 
 @pytest.fixture(scope="module")

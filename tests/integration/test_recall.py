@@ -197,7 +197,7 @@ def test_recall_04_full_content_in_pages_by_ref_and_id(recall, mind, expect_reje
                     offset=len(text) + 1)
 
 
-# -- the seed 002 release graph ---------------------------------------------------------------
+# -- the release graph of the README walk-through ------------------------------------------
 def release_graph(mind) -> dict:
     a = mind.event("npm test: 120 passed; npm run build: ok; dist/ verified", kind="tool-result")
     b = mind.event("pnpm --filter web test: ok; pnpm --filter web build: ok; apps/web/dist/",

@@ -1,5 +1,5 @@
-"""An independent, in-memory reference model of the Mind's rules (seed 002, CONFORMANCE SC-Core
-and SC-Concurrent), written from the seeds and the README, not from the server's code.
+"""An independent, in-memory reference model of the Mind's rules (CONFORMANCE SC-Core
+and SC-Concurrent), written from the specification and the README, not from the server's code.
 
 It imports nothing from the project: the point is a second implementation that the real
 server (gRPC + LMDB) is compared with, step by step, by `test_model_based.py`, and a second

@@ -230,7 +230,7 @@ class MindMachine(RuleBasedStateMachine):
         return ("relate", self._frame(data), name, self._frame(data))
 
     def _succession(self, data) -> list:
-        """The induction pattern of seed 002, whole or in part, in some order: derive a
+        """The release induction pattern, whole or in part, in some order: derive a
         successor from old frames, relate it as superseding them, retire them."""
         pool = (data.draw(st.integers(0, 2)) and self._existing(RETIRING)) or self._existing()
         olds = sorted(set(data.draw(st.lists(st.sampled_from(pool or list(FRAME_IDS)),

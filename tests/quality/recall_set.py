@@ -29,7 +29,7 @@ DOCS: dict[str, str] = {
     "d-to2": "重新安排会议时间到下午三点",
     "d-to3": "新产品试验在实验室进行，测试数据待整理",
     "d-to4": "时间管理：每天早上列出三件最重要的事",
-    # release / build (seed 002)
+    # release / build (the README walk-through)
     "rel1": "release-procedure: 测试通过后构建，核验本次产物，再打包。",
     "r-rel2": "release-case-a: npm test; npm run build; artifact dist/ 单包项目",
     "r-rel3": "release-case-b: pnpm --filter web test; pnpm --filter web build; apps/web/dist/ 工作区",

@@ -60,7 +60,7 @@ class Response:
 
 class ScriptedModel:
     """Stands in for the model: each step reads the encoding it is given (refs, the
-    revision) and answers as a model following the seeds' example would."""
+    revision) and answers as a model following the README walk-through would."""
 
     def plan(self, enc: str) -> Response:
         return Response(

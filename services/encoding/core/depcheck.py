@@ -1,4 +1,4 @@
-"""Dependency check (seed 004 check_dependencies): is each input a snapshot used still
+"""Dependency check: is each input a snapshot used still
 current? Reads the current projections only; the snapshot itself is never touched.
 Any change makes the snapshot invalid for new use (ASM-04); replay still reproduces
 what the evaluation saw."""

@@ -1,7 +1,7 @@
-"""Scopes (seed 004 authorize_scope): what one evaluation may see. A scope can only be
+"""Scopes: what one evaluation may see. A scope can only be
 narrowed: a child names a subset of its parent's sessions, kinds and frames and a
 time range inside the parent's. The root of every chain is the evaluating session's
-causal scope (seed 003, 8): its own observations, the shared Mind."""
+causal scope: its own observations, the shared Mind."""
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,4 @@
-"""Search and read inside a snapshot's frozen scope (seed 004 search / ASM-01, ASM-05).
+"""Search and read inside a snapshot's frozen scope (ASM-01, ASM-05).
 
 Search looks only at the material the snapshot froze (its observations and frames,
 bodies as of the snapshot), so it can never surface anything outside the scope; a

@@ -20,7 +20,7 @@ EDGE_OPS = ("relate", "unrelate")
 NAMED_OPS = ("checkpoint", "rollback", "drop-checkpoint")
 SESSION_OPS = ("retire-session", "restore-session")
 ALL_OPS = FRAME_OPS + TARGET_OPS + EDGE_OPS + ("place",) + NAMED_OPS + SESSION_OPS
-# Operations that need the exact latest version: never rebased (seed 001). A checkpoint
+# Operations that need the exact latest version: never rebased. A checkpoint
 # snapshots the whole Mind, so it too must be taken at the version the agent read.
 EXACT_VERSION_OPS = ("checkpoint", "rollback") + SESSION_OPS
 # Operations that require the transaction's `reason` (CORE-03).
