@@ -113,6 +113,7 @@ class TransactionCore:
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
                             _check_size(writes)
+                            self._faults.hit("after-token-before-submit")
                             ticket = self._store.submit(context, reader.commit_seq, writes,
                                                         fence=fence)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
