@@ -45,6 +45,8 @@ REASONS: dict[str, Status] = {
     "BYTES_IN_FLIGHT_LIMIT": Status.RESOURCE_EXHAUSTED,
     # contexts and references
     "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
+    # rows no commit wrote block the context (rebuild-projections moves them aside)
+    "CONTEXT_DAMAGED": Status.FAILED_PRECONDITION,
     "CONTEXT_EXISTS": Status.ALREADY_EXISTS,
     "FRAME_NOT_FOUND": Status.NOT_FOUND,
     "EVENT_NOT_FOUND": Status.NOT_FOUND,
@@ -86,6 +88,7 @@ REASONS: dict[str, Status] = {
     "STORAGE_FULL": Status.RESOURCE_EXHAUSTED,
     "STORAGE_KEY_INVALID": Status.INVALID_ARGUMENT,
     "STORAGE_TABLE_UNKNOWN": Status.INVALID_ARGUMENT,
+    "STORAGE_KEY_MISSING": Status.FAILED_PRECONDITION,  # nothing there to quarantine
     "STORAGE_TABLE_INVALID": Status.INVALID_ARGUMENT,  # a side table in a commit, or back
     "STORAGE_SNAPSHOT_EXPIRED": Status.ABORTED,  # redo the whole read
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,

@@ -286,6 +286,8 @@ def render_rebuild(r: dict, out: TextIO) -> None:
         print("every projection already matched", file=out)
     for table in r["unrepairable"]:
         print(f"UNREPAIRABLE {table} (append-only)", file=out)
+    for row in r.get("quarantined", []):
+        print(f"quarantined {row} (a stray row past the history, kept aside)", file=out)
 
 
 def audit_exit(r: dict) -> int:

@@ -56,7 +56,8 @@ class StorageClient(Store):
         commit of the context on this one meanwhile (its pipeline), and the storage
         service group-commits those that arrive together."""
         req = pb.CommitRequest(context=context, expect_commit_seq=expect_commit_seq, writes=[
-            pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value) for w in writes],
+            pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value,
+                     quarantine=w.quarantine) for w in writes],
             fence=fence)
         return _CommitCall(self._stub.Commit.future(req, timeout=self._timeout),
                            expect_commit_seq)

@@ -21,6 +21,7 @@ import logging
 import os
 import secrets
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterator, Optional
 
@@ -31,7 +32,8 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       fenced)
+                                       check_quarantine, fenced, quarantine_key,
+                                       quarantine_missing)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -39,6 +41,13 @@ _FENCE_DB = b"_fence"
 _STORE_DB, _STORE_ID = b"_store", b"id"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
+
+
+@dataclass(frozen=True)
+class _Quarantine:
+    """An encoded write that moves its row aside (`prefix`: its context's)."""
+    write: Write
+    prefix: bytes
 
 
 class _Submission(Ticket):
@@ -227,6 +236,11 @@ class LmdbStore(Store):
             db = self._dbs.get(w.table)
             if db is None or w.table in SIDE_TABLES:
                 keys.check_commit_table(w.table)
+            if w.quarantine:
+                check_quarantine(w)
+                encoded.append((db, True, w.table, keys.encode_in(prefix, w.key),
+                                _Quarantine(w, prefix)))
+                continue
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
         sub = _Submission(context, expect_commit_seq, encoded, change, fence)
@@ -306,6 +320,9 @@ class LmdbStore(Store):
                 child = self._env.begin(write=True, parent=txn)
                 try:
                     for db, append_only, table, key, value in sub.encoded:
+                        if isinstance(value, _Quarantine):
+                            self._move_aside(child, db, key, value, current + 1)
+                            continue
                         if append_only and (value is None or child.get(key, db=db) is not None):
                             raise MorphzError("STORAGE_APPEND_ONLY",
                                               f"table {table} is append-only", table=table)
@@ -339,6 +356,15 @@ class LmdbStore(Store):
             self._feed_moved.notify_all()
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
+
+    def _move_aside(self, txn: lmdb.Transaction, db, key: bytes, q: "_Quarantine",
+                    commit_seq: int) -> None:
+        row = txn.get(key, db=db)
+        if row is None:
+            raise quarantine_missing(q.write)
+        aside = keys.encode_in(q.prefix, quarantine_key(q.write, commit_seq))
+        txn.put(aside, row, db=self._dbs["quarantine"])
+        txn.delete(key, db=db)
 
     def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
         """put_record's one write, in the group's write transaction: the context's

@@ -129,7 +129,8 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     @rpc_boundary
     def Commit(self, request, context):
         check_name(request.context, "context")
-        writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None)
+        writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None,
+                        w.quarantine)
                   for w in request.writes]
         # A remote writer pipelines a context's commits (each built on the one before and
         # sent without waiting for it), so one may arrive before its predecessor: a batch

@@ -12,22 +12,25 @@ from typing import Iterator, Optional
 from morphz.shared.storage.api import Key, Reader, Write
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
-from morphz.shared.storage.overlay import overlay_scan
+from morphz.shared.storage.overlay import Overlay, overlay_scan
+
+
+_NOT_PENDING = object()
 
 
 class MindState(MindView):
     def __init__(self, reader: Reader) -> None:
         super().__init__(reader)
-        self._overlay: dict[tuple[str, Key], Optional[bytes]] = {}
+        self._overlay = Overlay()
+        self._quarantined: list[tuple[str, Key]] = []
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
-        if (table, key) in self._overlay:
-            return self._overlay[(table, key)]
-        return super()._get(table, key)
+        pending = self._overlay.get(table, key, _NOT_PENDING)
+        return super()._get(table, key) if pending is _NOT_PENDING else pending
 
     def _put(self, table: str, key: Key, value: Optional[bytes]) -> None:
-        self._overlay[(table, key)] = value
+        self._overlay.put(table, key, value)
 
     def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
         """Rows of table under prefix, overlay applied, in key order."""
@@ -37,10 +40,19 @@ class MindState(MindView):
         """Every row of a table (overlay applied): for audit and projection rebuilds."""
         return dict(self._scan(table))
 
+    def quarantine(self, table: str, key: Key) -> None:
+        """Move a stray row aside (storage keeps it in its quarantine table); reads
+        through this view no longer see it, and a write may take its key after."""
+        self._quarantined.append((table, key))
+        self._put(table, key, None)
+
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))
-        return [Write(t, k, v) for (t, k), v in self._overlay.items()]
+        moved = set(self._quarantined)  # first: a later write may reuse the key
+        return [Write(t, k, None, quarantine=True) for t, k in self._quarantined] + [
+            w for w in self._overlay.writes()
+            if not (w.value is None and (w.table, w.key) in moved)]
 
     # -- meta -------------------------------------------------------------------
     def init_meta(self, meta: R.Meta) -> None:
@@ -189,7 +201,7 @@ class MindState(MindView):
         """Per table of `tables`: (key, before, after) of each row this view wrote whose
         bytes differ from the reader's, i.e. what the request being applied changed."""
         out: dict[str, list] = {t: [] for t in tables}
-        for (table, key), after in self._overlay.items():
+        for table, key, after in self._overlay.items():
             if table in tables:
                 before = self._reader.get(table, key)
                 if before != after:

@@ -35,6 +35,11 @@ class MindView:
         # lie over them).
         self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
 
+    @property
+    def commit_seq(self) -> int:
+        """The context's storage version read (0: nothing was ever committed to it)."""
+        return self._reader.commit_seq
+
     # -- raw access (MindState lays its overlay over these two) ---------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
         row = self._rows.get((table, key), _UNREAD)
@@ -106,7 +111,7 @@ class MindView:
         return {seq: ev for (seq, _), ev in zip(found, parsed)}
 
     def events(self) -> Iterator[R.Event]:
-        for _, raw in self._reader.scan("events"):
+        for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
     def observation(self, seq: int) -> Optional[R.Observation]:

@@ -50,6 +50,7 @@ TABLES: dict[str, bool] = {
     "idempotency": False,     # (request id,) -> payload hash + original reply
     "boundaries": False,      # (boundary,) -> revision that last changed it
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
+    "quarantine": True,       # (commit_seq, table, *key) -> a row a repair moved aside then
 }
 
 # Append-only records kept beside a context's versioned state, written by put_record:
@@ -62,6 +63,10 @@ class Write:
     table: str
     key: Key
     value: Optional[bytes]  # None deletes
+    # Move the row aside into `quarantine` instead (its bytes kept, under the commit_seq
+    # this commit makes + table + key): how a repair takes out a stray row, even from an
+    # append-only table, without losing it.
+    quarantine: bool = False
 
 
 # The tables whose keys a change names: what recall indexes.
@@ -79,6 +84,23 @@ class Change:
     commit_seq: int
     events: tuple[int, ...] = ()
     frames: tuple[str, ...] = ()
+
+
+def check_quarantine(w: Write) -> None:
+    """What a quarantine write may name: a row of a table commits write, no value."""
+    if w.quarantine and (w.table == "quarantine" or w.value is not None):
+        raise MorphzError("STORAGE_TABLE_INVALID", "a quarantine write names a row of "
+                          "another table and carries no value", table=w.table[:80])
+
+
+def quarantine_key(w: Write, commit_seq: int) -> Key:
+    """Where the row goes: unique, since a commit moves a key at most once."""
+    return (commit_seq, w.table, *w.key)
+
+
+def quarantine_missing(w: Write) -> MorphzError:
+    return MorphzError("STORAGE_KEY_MISSING", f"no row to quarantine in {w.table}",
+                       table=w.table)
 
 
 def change_of(position: int, context: str, commit_seq: int, writes: list[Write]) -> Change:

@@ -11,7 +11,8 @@ from typing import Iterator, Optional
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, StaleRead, Store, Write, change_of,
-                                       fenced)
+                                       check_quarantine, fenced, quarantine_key,
+                                       quarantine_missing)
 from morphz.shared.errors import MorphzError
 
 
@@ -46,9 +47,18 @@ class MemoryStore(Store):
             staged: dict[tuple[str, bytes], Optional[bytes]] = {}
             for w in writes:
                 keys.check_commit_table(w.table)
+                check_quarantine(w)
                 k = keys.encode((context, *w.key))
-                exists = (w.table, k) in staged or k in self._tables[w.table]
-                if TABLES[w.table] and (w.value is None or exists):
+                row = staged[(w.table, k)] if (w.table, k) in staged \
+                    else self._tables[w.table].get(k)
+                if w.quarantine:
+                    if row is None:
+                        raise quarantine_missing(w)
+                    staged[("quarantine", keys.encode((context,
+                                                       *quarantine_key(w, current + 1))))] = row
+                    staged[(w.table, k)] = None
+                    continue
+                if TABLES[w.table] and (w.value is None or row is not None):
                     raise MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only",
                                       table=w.table)
                 staged[(w.table, k)] = w.value

@@ -1,19 +1,77 @@
-"""Reading through writes not yet in the store: a Reader's rows with an overlay of
+"""Reading through writes not yet in the store: a Reader's rows with an Overlay of
 (table, key) -> value (None: deleted) applied, in the store's key order."""
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Optional
+from bisect import bisect_left, insort
+from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage import keys as keycodec
-from morphz.shared.storage.api import Key, Reader
+from morphz.shared.storage.api import Key, Reader, Write
+
+_MISSING = object()
 
 
-def overlay_scan(base: Reader, overlay: Mapping[tuple[str, Key], Optional[bytes]],
-                 table: str, prefix: Key = (), after: Optional[Key] = None, limit: int = 0,
+class Overlay:
+    """Pending writes by table. A table's keys are put in encoded (store) order the first
+    time it is scanned and kept in order after that, so a prefix scan costs what lies
+    under the prefix, not every write pending: a transaction of n ops stays linear in n
+    although each op scans."""
+
+    def __init__(self, writes: Iterable[Write] = ()) -> None:
+        self._tables: dict[str, dict[Key, Optional[bytes]]] = {}
+        self._ordered: dict[str, list[tuple[bytes, Key]]] = {}
+        for w in writes:
+            self.put(w.table, w.key, w.value)
+
+    def put(self, table: str, key: Key, value: Optional[bytes]) -> None:
+        rows = self._tables.setdefault(table, {})
+        if key not in rows and table in self._ordered:
+            insort(self._ordered[table], (keycodec.encode(key), key))
+        rows[key] = value
+
+    def get(self, table: str, key: Key, default=_MISSING):
+        """The pending value (None: deleted), or `default` when nothing is pending."""
+        rows = self._tables.get(table)
+        if rows is None:
+            return default
+        return rows.get(key, default)
+
+    def has(self, table: str, key: Key) -> bool:
+        rows = self._tables.get(table)
+        return rows is not None and key in rows
+
+    def items(self) -> Iterator[tuple[str, Key, Optional[bytes]]]:
+        """Every pending write, table by table in the order first written."""
+        for table, rows in self._tables.items():
+            for key, value in rows.items():
+                yield table, key, value
+
+    def writes(self) -> list[Write]:
+        return [Write(t, k, v) for t, k, v in self.items()]
+
+    def under(self, table: str, prefix: Key) -> list[tuple[Key, Optional[bytes]]]:
+        """The pending writes of `table` whose key starts with `prefix`."""
+        rows = self._tables.get(table)
+        if not rows:
+            return []
+        if not prefix:
+            return list(rows.items())
+        ordered = self._ordered.get(table)
+        if ordered is None:
+            ordered = self._ordered[table] = sorted((keycodec.encode(k), k) for k in rows)
+        low = keycodec.encode(prefix)
+        # A prefix tuple encodes to a byte prefix, and the byte after it in a longer key
+        # is a part tag (below 0xff), so the matching keys lie in [low, low + 0xff).
+        start = bisect_left(ordered, (low,))
+        end = bisect_left(ordered, (low + b"\xff",), start)
+        return [(k, rows[k]) for _, k in ordered[start:end]]
+
+
+def overlay_scan(base: Reader, overlay: Overlay, table: str, prefix: Key = (),
+                 after: Optional[Key] = None, limit: int = 0,
                  reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
     """base.scan(table, prefix, after, limit, reverse) as if the overlay were written."""
-    mine = [(k, v) for (t, k), v in overlay.items()
-            if t == table and k[:len(prefix)] == prefix]
+    mine = overlay.under(table, prefix)
     if not mine:  # nothing written here: the store's own scan is already right
         yield from base.scan(table, prefix, after, limit, reverse)
         return

@@ -74,6 +74,32 @@ def test_append_only_tables_refuse_rewrites_atomically(store):
         store.commit("c", 1, [Write("outbox", (0,), b"a"), Write("outbox", (0,), b"b")])
 
 
+def test_quarantine_moves_a_stray_row_aside_and_frees_its_key_in_the_same_commit(store):
+    store.commit("c", 0, [Write("events", (1,), b"e1"), Write("events", (2,), b"stray")])
+    store.commit("c", 1, [Write("events", (2,), None, quarantine=True),
+                          Write("events", (2,), b"e2")])
+    store.commit("c", 2, [Write("frames", ("f",), b"junk")])
+    store.commit("c", 3, [Write("frames", ("f",), None, quarantine=True)])
+    assert rows(store, "c", "events") == [((1,), b"e1"), ((2,), b"e2")]
+    assert read(store, "c", "frames", ("f",)) is None
+    # Under the commit_seq that moved it: the same key moved twice keeps both rows.
+    assert rows(store, "c", "quarantine") == [((2, "events", 2), b"stray"),
+                                              ((4, "frames", "f"), b"junk")]
+
+
+def test_quarantine_only_moves_an_existing_row_and_never_its_own(store):
+    store.commit("c", 0, [Write("events", (1,), b"e1"), Write("frames", ("f",), b"F")])
+    for bad, reason in ((Write("events", (9,), None, quarantine=True), "STORAGE_KEY_MISSING"),
+                        (Write("events", (1,), b"x", quarantine=True), "STORAGE_TABLE_INVALID"),
+                        (Write("quarantine", (1, "events", 1), None, quarantine=True),
+                         "STORAGE_TABLE_INVALID")):
+        with pytest.raises(MorphzError) as info:
+            store.commit("c", 1, [Write("frames", ("g",), b"G"), bad])
+        assert info.value.reason == reason
+    assert rows(store, "c", "events") == [((1,), b"e1")]
+    assert read(store, "c", "frames", ("g",)) is None and rows(store, "c", "quarantine") == []
+
+
 def test_scan_order_prefix_after_limit_reverse(store):
     writes = [Write("frame_versions", (fid, rev), f"{fid}{rev}".encode())
               for fid in ("a", "b") for rev in (1, 2, 10, 300)]

@@ -102,7 +102,9 @@ class Indexer:
                 for seq in sorted({s for c in fresh for s in c.events}):
                     with _skipping_damaged(context, event_key(seq)):
                         ev = m.event(seq)
-                        if ev is not None:
+                        if ev is None:  # a stray row a repair moved aside
+                            deletes.append(event_key(seq))
+                        else:
                             docs[event_key(seq)] = event_doc(ev)
                 for fid, changer in frame_changers(fresh).items():
                     with _skipping_damaged(context, frame_key(fid)):

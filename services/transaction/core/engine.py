@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 import uuid
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
-from morphz.services.transaction.core.replay import audit_report, rebuild_plan
+from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
@@ -41,6 +42,7 @@ from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
+log = logging.getLogger(__name__)
 MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
 _WRITE_ATTEMPTS = 64
@@ -133,6 +135,11 @@ class TransactionCore:
                 except MorphzError as e:
                     if e.reason == "FENCED":  # a newer owner committed: ask etcd again
                         self._owners.fenced(context, fence)
+                    if e.reason == "STORAGE_APPEND_ONLY" and e.details.get("table") == "events":
+                        raise MorphzError(
+                            "CONTEXT_DAMAGED", f"a row no commit wrote takes the next event "
+                            f"of {context[:80]}; rebuild-projections moves it aside",
+                            context=context[:80]) from e
                     raise
                 finally:
                     with pipe.lock:
@@ -175,6 +182,12 @@ class TransactionCore:
         def build(m: MindState) -> R.Event:
             if m.meta() is not None:
                 raise MorphzError("CONTEXT_EXISTS", f"context {context} exists", context=context)
+            stray = orphans(m)
+            if stray:
+                log.warning("context %s had %d row(s) but was never created: moved aside "
+                            "into its quarantine table", context[:80], len(stray))
+            for table, key in stray:
+                m.quarantine(table, key)
             return self._event(m, context, R.CONTEXT_CREATED, actor="runtime",
                                data={"window": window or R.DEFAULT_WINDOW})
         self._write(context, build)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 from typing import Iterator, Optional
 
-from morphz.shared.storage.overlay import overlay_scan
+from morphz.shared.storage.overlay import Overlay, overlay_scan
 from morphz.shared.storage.api import Key, Reader, Ticket, Write
 
 
-_BASE = object()  # get_many: not in a layer, read from the durable snapshot
+_BASE = object()  # not in a layer: read from the durable snapshot
 
 
 class LayeredReader(Reader):
@@ -24,19 +24,15 @@ class LayeredReader(Reader):
 
     def __init__(self, base: Reader, layers: list[tuple[int, list[Write]]]) -> None:
         self._base = base
-        self._over: dict[tuple[str, Key], Optional[bytes]] = {}
-        for _, writes in layers:
-            for w in writes:
-                self._over[(w.table, w.key)] = w.value
+        self._over = Overlay(w for _, writes in layers for w in writes)
         self.commit_seq = layers[-1][0] if layers else base.commit_seq
 
     def get(self, table: str, key: Key) -> Optional[bytes]:
-        if (table, key) in self._over:
-            return self._over[(table, key)]
-        return self._base.get(table, key)
+        pending = self._over.get(table, key, _BASE)
+        return self._base.get(table, key) if pending is _BASE else pending
 
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
-        out = [self._over.get((table, k), _BASE) for k in keys]
+        out = [self._over.get(table, k, _BASE) for k in keys]
         below = [k for k, v in zip(keys, out) if v is _BASE]
         found = iter(self._base.get_many(table, below) if below else [])
         return [next(found) if v is _BASE else v for v in out]

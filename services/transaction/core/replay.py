@@ -9,9 +9,10 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
 from morphz.shared.storage.memory_store import MemoryStore
 
-# Every table derived from the events: all but the events themselves and the side tables
-# (encoding snapshots: records written beside the Mind, not by events).
-AUDITED = tuple(t for t in TABLES if t != "events" and t not in SIDE_TABLES)
+# Every table derived from the events: all but the events themselves, the side tables
+# (encoding snapshots: records written beside the Mind, not by events) and the rows
+# repairs moved aside.
+AUDITED = tuple(t for t in TABLES if t not in ("events", "quarantine") and t not in SIDE_TABLES)
 
 
 def replay(context: str, events) -> tuple[dict[str, dict], int]:
@@ -50,11 +51,39 @@ def _short(e: Exception) -> str:
     return text[:200]
 
 
+def strays(context: str, m: MindState) -> list[tuple[str, tuple]]:
+    """Rows no commit could have written: events at or past the meta's next sequence (a
+    row slipped in at the tail blocks every later append), and event ids naming such a
+    seq or none. The history and its chain end where the meta says."""
+    end = m.require_meta(context).next_seq
+    out = [("events", k) for k in m.rows("events") if k[0] >= end]
+    for k, raw in m.rows("event_ids").items():
+        seq = raw.decode("ascii", "replace")
+        if not seq.isdigit() or int(seq) >= end:
+            out.append(("event_ids", k))
+    return out
+
+
+def orphans(m: MindState) -> list[tuple[str, tuple]]:
+    """Every row of a context that has rows but no meta (written by something other than
+    the transaction path: it was never created), to move aside before creating it."""
+    if m.meta() is not None or not m.commit_seq:
+        return []
+    return [(t, k) for t in TABLES if t != "quarantine" and t not in SIDE_TABLES
+            for k in m.rows(t)]
+
+
 def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
     """The writes that make every projection equal to a replay of the events, and the
-    report. Append-only tables cannot be rewritten: they are reported unrepairable."""
+    report. Stray rows past the history's end are moved aside first (quarantined: kept,
+    out of the way); other differences in append-only tables cannot be rewritten and are
+    reported unrepairable."""
+    moved = strays(context, m)
+    for table, key in moved:
+        m.quarantine(table, key)
     expected, count = replay(context, m.events())
-    writes, rewritten, unrepairable = [], {}, []
+    writes = [Write(t, k, None, quarantine=True) for t, k in moved]
+    rewritten, unrepairable = {}, []
     for table in AUDITED:
         changed = _changed(expected[table], m.rows(table))
         if changed and TABLES[table]:
@@ -64,7 +93,8 @@ def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
         if changed:
             rewritten[table] = len(changed)
     return ({"context": context, "events_replayed": count, "rewritten": rewritten,
-             "unrepairable": unrepairable}, writes)
+             "unrepairable": unrepairable,
+             "quarantined": [f"{t}/{'/'.join(map(str, k))}" for t, k in moved]}, writes)
 
 
 def _changed(expected: dict, actual: dict) -> list:

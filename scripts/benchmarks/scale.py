@@ -1,0 +1,146 @@
+"""Cost against the size of the work (run: scripts/bench scale), in process, no fsync.
+
+  transaction size   one transaction of 1,000 and of 10,000 `create` ops, each on a fresh
+                     context; the claim: cost linear in the ops (10k / 1k <= 12x)
+  audit, rebuild     audit and rebuild-projections of a context holding 10,000 frames and
+                     of one holding N events (100k; --quick 20k), as events/s and as a
+                     ratio to a bare read of the same event rows through the store
+
+  scripts/bench scale                  # 100k events, 3 samples of each
+  scripts/bench scale -- --quick       # 20k events, 1 sample
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Progress, log  # noqa: E402
+
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
+
+LINEAR_GOAL = 12.0         # 10,000-op transaction / 1,000-op one
+AUDIT_EVENTS_PER_S = 50_000
+
+
+def creates(n: int, tag: str) -> str:
+    body = " ".join(f"(create {tag}-{i} (note {i}) (from-bench yes))" for i in range(n))
+    return f"(context-tx (base-version 0) {body})"
+
+
+def timed(fn) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def measure_tx_size(core: TransactionCore, samples: int) -> dict:
+    out = {}
+    for n in (1_000, 10_000):
+        walls, cpus = [], []
+        for s in range(samples):
+            context = f"tx{n}-{s}"
+            core.create_context(context, caller=CALLER)
+            text = creates(n, "f")
+            w, c = timed(lambda c=context, t=text: core.commit(c, t, caller=CALLER))
+            walls.append(w)
+            cpus.append(c)
+            log(f"    {n:,}-op transaction: {w:.3f} s wall, {c:.3f} s CPU")
+        out[n] = {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus)}
+    return out
+
+
+def fill_events(core: TransactionCore, context: str, events: int) -> None:
+    """`events` inputs, digested into frames in batches (as an agent's history grows)."""
+    core.create_context(context, caller=CALLER)
+    status = core.status(context, caller=CALLER)
+    with Progress(f"writing {events:,} events", events / 2000):
+        while status["event_count"] < events:
+            for i in range(99):
+                core.append_event(context, "s1", "user-message", f"input {i} about release {i % 7}",
+                                  caller=CALLER)
+            revision = core.status(context, caller=CALLER)["revision"]
+            core.commit(context, f"(context-tx (base-version {revision}) "
+                        f"(create n{status['event_count']} (note digest)))", caller=CALLER)
+            status = core.status(context, caller=CALLER)
+
+
+def bare_read(store: LmdbStore, context: str) -> int:
+    with store.reader(context) as reader:
+        return sum(len(raw) for _, raw in reader.scan("events"))
+
+
+def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
+                    samples: int) -> dict:
+    events = core.status(context, caller=CALLER)["event_count"]
+    row = {"events": events}
+    for name, fn in (("bare read", lambda: bare_read(store, context)),
+                     ("audit", lambda: core.audit(context, caller=CALLER)),
+                     ("rebuild", lambda: core.rebuild_projections(context, caller=CALLER))):
+        walls = [timed(fn)[0] for _ in range(samples)]
+        row[name] = statistics.median(walls)
+        log(f"    {name} of {events:,} events: {row[name]:.3f} s")
+    return row
+
+
+def verdict(target: str, value: float, goal: str, met: bool) -> None:
+    print(f"{target}: {value:,.2f} (target {goal}): {'MET' if met else 'NOT MET'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--events", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=0)
+    args = ap.parse_args()
+    events = args.events or (20_000 if args.quick else 100_000)
+    samples = args.samples or (1 if args.quick else 3)
+    tmp = tempfile.mkdtemp(prefix="morphz-bench-scale-")
+    store = LmdbStore(os.path.join(tmp, "lmdb"), sync=False, map_size=8 << 30)
+    try:
+        core = TransactionCore(store)
+        log(f"== scale benchmark: data in {tmp}")
+        log("  transaction size")
+        tx = measure_tx_size(core, samples)
+        log("  audit and rebuild, 10,000 frames (the 10,000-op context)")
+        frames = measure_replays(core, store, "tx10000-0", samples)
+        log(f"  audit and rebuild, {events:,} events")
+        fill_events(core, "history", events)
+        history = measure_replays(core, store, "history", samples)
+    finally:
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\n{'':34}{'wall s':>10}{'CPU s':>10}")
+    for n, row in tx.items():
+        print(f"{n:>7,}-op transaction{'':14}{row['wall_s']:>10.3f}{row['cpu_s']:>10.3f}")
+    for label, row, n, unit in (("10,000 frames", frames, 10_000, "ops"),
+                                (f"{history['events']:,} events", history, history["events"],
+                                 "events")):
+        for name in ("bare read", "audit", "rebuild"):
+            print(f"{name + ' of ' + label:34}{row[name]:>10.3f}   {n / row[name]:>12,.0f} "
+                  f"{unit}/s")
+    print()
+    ratio = tx[10_000]["cpu_s"] / tx[1_000]["cpu_s"]
+    verdict("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
+            ratio <= LINEAR_GOAL)
+    for name in ("audit", "rebuild"):
+        rate = history["events"] / history[name]
+        verdict(f"{name} events/s at {history['events']:,} events (x{history[name] / history['bare read']:.1f}"
+                " the bare read)", rate, f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+    # Its history is one 10,000-op transaction: each op counts as an event would.
+    rate = 10_000 / frames["audit"]
+    verdict("audit ops/s of the context holding one 10,000-op transaction", rate,
+            f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+
+
+if __name__ == "__main__":
+    main()
