@@ -1,25 +1,35 @@
-"""A split Morphz cluster on loopback for development: storage, transaction, two recall
-replicas and encoding, each a `morphz serve ROLE` process in the background, with
-everything under one folder DIR:
+"""A split Morphz cluster on loopback for development: etcd, two storage shards, two
+transaction instances owning contexts through etcd, two recall replicas and encoding,
+each a process in the background (`etcd`, or `morphz serve ROLE`), with everything under
+one folder DIR:
 
-  DIR/NAME/        the process's --data (storage: the LMDB store; recall-N: its own index)
+  DIR/NAME/        the process's --data (etcd's data; storage-N: shard-N's LMDB store;
+                   recall-N: its own index)
   DIR/logs/NAME.log  its stdout and stderr, appended at every start
   DIR/run/NAME.pid, DIR/run/NAME.address   while it runs
   DIR/env          the CLI's exports (also printed by `start`)
 
-start: starts them in dependency order (each is told the addresses of what it calls), waits
-until every one reports SERVING on grpc health, prints the exports (stdout; progress goes
-to stderr, so `eval "$(scripts/cluster start)"` works). status: each process's pid, address
-and health; exit 0 only if all are SERVING. stop: SIGTERM, callers first; each drains.
+start: starts them in dependency order (each is told the addresses of what it calls; the
+shards register in etcd, where the others find them), waits until every one reports
+SERVING (etcd: its /health), prints the exports (stdout; progress goes to stderr, so
+`eval "$(scripts/cluster start)"` works). status: each process's pid, address and health;
+exit 0 only if all are SERVING. stop: SIGTERM, callers first, etcd last; each drains.
+Each context is placed on one shard and owned by the transaction instance that writes it
+first; the CLI follows an instance's redirect to the owner (`morphz context status`
+shows owner, shard and fencing token).
 Run through scripts/cluster (it sets up the virtualenv as scripts/serve does)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -27,12 +37,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "cluster-data"  # in .gitignore
-# (name, role, the names whose addresses it is given): each after what it calls.
-PROCESSES = [("storage", "storage", {}),
-             ("transaction", "transaction", {"storage": "storage"}),
-             ("recall-1", "recall", {"storage": "storage", "transaction": "transaction"}),
-             ("recall-2", "recall", {"storage": "storage", "transaction": "transaction"}),
-             ("encoding", "encoding", {"storage": "storage", "transaction": "transaction"})]
+# (name, role, the flags naming another's address, other flags): each after what it
+# calls. The same commands and flags as deploy/ (tests/integration/test_deploy.py).
+ETCD = "etcd"
+_TX = {"etcd": ETCD, "transaction": "transaction-1"}
+PROCESSES = [(ETCD, ETCD, {}, []),
+             ("storage-1", "storage", {"etcd": ETCD}, ["--shard", "shard-1"]),
+             ("storage-2", "storage", {"etcd": ETCD}, ["--shard", "shard-2"]),
+             ("transaction-1", "transaction", {"etcd": ETCD}, ["--instance", "transaction-1"]),
+             ("transaction-2", "transaction", {"etcd": ETCD}, ["--instance", "transaction-2"]),
+             ("recall-1", "recall", _TX, []),
+             ("recall-2", "recall", _TX, []),
+             ("encoding", "encoding", _TX, [])]
+PORTS = len(PROCESSES) + 1  # etcd takes two: clients, then peers
 BOUND = 60.0  # seconds a process may take to listen, to report SERVING, or to stop
 SERVING_LINE = "morphz: serving on "
 
@@ -66,7 +83,8 @@ class Layout:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, ValueError, IndexError):
             return None
-        mine = b"serve" in cmdline and str(self.data(name)).encode() in cmdline
+        mine = (b"serve" in cmdline or name == ETCD) and \
+            str(self.data(name)).encode() in cmdline
         return pid if mine and state != "Z" else None
 
     def address(self, name: str) -> str:
@@ -80,9 +98,15 @@ class Layout:
             f.unlink(missing_ok=True)
 
 
-def health(address: str) -> str:
+def health(address: str, name: str = "") -> str:
     if not address:
         return "no address"
+    if name == ETCD:
+        try:
+            with urllib.request.urlopen(f"http://{address}/health", timeout=3) as r:
+                return "SERVING" if json.load(r).get("health") == "true" else "NOT_SERVING"
+        except (OSError, ValueError) as e:
+            return f"no answer ({type(e).__name__})"
     with grpc.insecure_channel(address) as ch:
         try:
             reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
@@ -96,11 +120,14 @@ def cli_exports(addresses: dict[str, str]) -> list[str]:
     """What the `morphz` CLI reads (services/cli/main.py server_for). MORPHZ_TRANSACTION is
     set too so one left from another cluster does not win; recall-2 is the spare replica
     (each replica keeps its own index and search cursors: point a client at one)."""
-    tx = addresses["transaction"]
+    tx = addresses["transaction-1"]
     return [f"export MORPHZ_SERVER={tx}", f"export MORPHZ_TRANSACTION={tx}",
             f"export MORPHZ_RECALL={addresses['recall-1']}",
             f"export MORPHZ_ENCODING={addresses['encoding']}",
-            f"# recall replica 2: MORPHZ_RECALL={addresses['recall-2']}"]
+            f"# recall replica 2: MORPHZ_RECALL={addresses['recall-2']}",
+            f"# transaction instance 2: MORPHZ_SERVER={addresses['transaction-2']}"
+            f" MORPHZ_TRANSACTION={addresses['transaction-2']}",
+            f"# etcd: {addresses[ETCD]}"]
 
 
 def _listening(layout: Layout, name: str, proc: subprocess.Popen, log_start: int) -> str:
@@ -118,34 +145,70 @@ def _listening(layout: Layout, name: str, proc: subprocess.Popen, log_start: int
     raise RuntimeError(f"{name} did not listen within {BOUND:g} s")
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _command(layout: Layout, name: str, role: str, calls: dict, extra: list[str],
+             addresses: dict[str, str], ports: list[int]) -> tuple[list[str], str]:
+    """The process's argv, and the address it will listen on ("" if it says so itself)."""
+    if role == ETCD:
+        binary = shutil.which("etcd")
+        if binary is None:
+            raise RuntimeError("no `etcd` binary: run scripts/bootstrap as root, or "
+                               "apt-get install etcd-server")
+        client, peer = (f"127.0.0.1:{p or _free_port()}" for p in ports[:2])
+        return [binary, "--name", "morphz-dev", "--data-dir", str(layout.data(name)),
+                "--listen-client-urls", f"http://{client}",
+                "--advertise-client-urls", f"http://{client}",
+                "--listen-peer-urls", f"http://{peer}",
+                "--initial-advertise-peer-urls", f"http://{peer}",
+                "--initial-cluster", f"morphz-dev=http://{peer}"], client
+    k = [n for n, *_ in PROCESSES].index(name) + 1
+    listen = f"127.0.0.1:{ports[k] if ports[k] else 0}"
+    flags = [arg for flag, dep in calls.items() for arg in (f"--{flag}", addresses[dep])]
+    return [sys.executable, "-m", "morphz.services.cli.main", "serve", role, "--listen",
+            listen, "--data", str(layout.data(name)), *flags, *extra], ""
+
+
+def _etcd_ready(address: str) -> str:
+    deadline = time.monotonic() + BOUND
+    while health(address, ETCD) != "SERVING":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"etcd did not answer at {address} within {BOUND:g} s")
+        time.sleep(0.1)
+    return address
+
+
 def start(layout: Layout, port_base: int) -> int:
-    running = [name for name, _, _ in PROCESSES if layout.pid(name)]
+    running = [name for name, *_ in PROCESSES if layout.pid(name)]
     if running:
         say(f"already running: {', '.join(running)} (scripts/cluster stop {layout.root})")
         return 1
     (layout.root / "logs").mkdir(parents=True, exist_ok=True)
     (layout.root / "run").mkdir(exist_ok=True)
     addresses: dict[str, str] = {}
+    ports = [port_base + k if port_base else 0 for k in range(PORTS)]
     try:
-        for k, (name, role, calls) in enumerate(PROCESSES):
-            listen = f"127.0.0.1:{port_base + k if port_base else 0}"
-            flags = [arg for flag, dep in calls.items() for arg in (f"--{flag}", addresses[dep])]
+        for name, role, calls, extra in PROCESSES:
+            argv, known = _command(layout, name, role, calls, extra, addresses, ports)
             layout.data(name).mkdir(exist_ok=True)
             log_start = layout.log(name).stat().st_size if layout.log(name).exists() else 0
             with open(layout.log(name), "ab") as log:
                 # Its own session: it outlives this script and a Ctrl-C in its terminal.
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "morphz.services.cli.main", "serve", role,
-                     "--listen", listen, "--data", str(layout.data(name)), *flags],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                    env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True,
+                                        env=dict(os.environ, PYTHONUNBUFFERED="1"))
             layout.pid_file(name).write_text(f"{proc.pid}\n")
-            addresses[name] = _listening(layout, name, proc, log_start)
+            addresses[name] = _etcd_ready(known) if known else \
+                _listening(layout, name, proc, log_start)
             layout.address_file(name).write_text(addresses[name] + "\n")
-            say(f"{name:<11} pid {proc.pid:<7} {addresses[name]}  log {layout.log(name)}")
+            say(f"{name:<13} pid {proc.pid:<7} {addresses[name]}  log {layout.log(name)}")
         deadline = time.monotonic() + BOUND
-        for name, _, _ in PROCESSES:
-            while (status := health(addresses[name])) != "SERVING":
+        for name, *_ in PROCESSES:
+            while (status := health(addresses[name], name)) != "SERVING":
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{name} is {status}, not SERVING, after {BOUND:g} s")
                 time.sleep(0.2)
@@ -161,7 +224,7 @@ def start(layout: Layout, port_base: int) -> int:
 
 
 def stop(layout: Layout) -> int:
-    for name, _, _ in reversed(PROCESSES):  # callers first: none loses a dependency mid-call
+    for name, *_ in reversed(PROCESSES):  # callers first: none loses a dependency mid-call
         pid = layout.pid(name)
         if pid is None:
             layout.forget(name)
@@ -180,12 +243,12 @@ def stop(layout: Layout) -> int:
 
 def status(layout: Layout) -> int:
     serving = 0
-    for name, _, _ in PROCESSES:
+    for name, *_ in PROCESSES:
         pid = layout.pid(name)
         address = layout.address(name)
-        state = health(address) if pid else "not running"
+        state = health(address, name) if pid else "not running"
         serving += state == "SERVING"
-        print(f"{name:<11} pid {pid or '-':<7} {address or '-':<21} {state}")
+        print(f"{name:<13} pid {pid or '-':<7} {address or '-':<21} {state}")
     return 0 if serving == len(PROCESSES) else 1
 
 
@@ -197,11 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="where data, logs and pid files go (default: the repository's "
                         "cluster-data/)")
     parser.add_argument("--port-base", type=int, default=0, metavar="PORT",
-                        help="start: listen on PORT..PORT+4 in the order above (default: "
-                        "ports the system chooses, printed)")
+                        help=f"start: listen on PORT..PORT+{PORTS - 1} in the order above, "
+                        "etcd's clients then peers first (default: ports chosen, printed)")
     args = parser.parse_args(argv)
-    if not 0 <= args.port_base <= 65535 - len(PROCESSES):
-        parser.error(f"--port-base must be 1..{65535 - len(PROCESSES)} (0: ports chosen)")
+    if not 0 <= args.port_base <= 65535 - PORTS:
+        parser.error(f"--port-base must be 1..{65535 - PORTS} (0: ports chosen)")
     layout = Layout(Path(args.dir))
     return {"start": lambda: start(layout, args.port_base), "stop": lambda: stop(layout),
             "status": lambda: status(layout)}[args.command]()

@@ -111,6 +111,7 @@ REASONS: dict[str, Status] = {
     # context ownership (transaction instances run with --etcd)
     "NOT_OWNER": Status.FAILED_PRECONDITION,   # another instance owns it: details name it
     "OWNERSHIP_LOST": Status.UNAVAILABLE,      # this instance's lease is not renewed (yet)
+    "COORDINATION_UNAVAILABLE": Status.UNAVAILABLE,  # etcd did not answer a placement read
     # encoding (issue 5)
     "ENCODING_BUDGET_EXCEEDED": Status.RESOURCE_EXHAUSTED,
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,

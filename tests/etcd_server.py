@@ -1,6 +1,7 @@
 """A real etcd server for tests: Debian's `etcd` binary (package etcd-server, installed
 by scripts/bootstrap) on loopback ports chosen free, with its data in a temporary
-directory. `pause`/`resume` stop and continue the process (SIGSTOP/SIGCONT)."""
+directory. `pause`/`resume` stop and continue the process (SIGSTOP/SIGCONT); `stop` ends
+it and `restart` starts it again on the same ports and data."""
 from __future__ import annotations
 
 import json
@@ -29,27 +30,38 @@ class EtcdServer:
         os.makedirs(self.workdir, exist_ok=True)
         self.proc: subprocess.Popen | None = None
         self.address = ""
+        self._peer = 0
 
     def start(self) -> "EtcdServer":
+        for _ in range(3):  # a port taken between choosing and binding: choose again
+            self.address, self._peer = f"127.0.0.1:{_free_port()}", _free_port()
+            if self._launch():
+                return self
+        pytest.fail(f"etcd did not start:\n{self.log()[-3000:]}")
+
+    def restart(self) -> "EtcdServer":
+        """Start it again after `stop`, on the same address and data."""
+        assert self.proc is not None and self.proc.poll() is not None, "still running"
+        if not self._launch():
+            pytest.fail(f"etcd did not restart:\n{self.log()[-3000:]}")
+        return self
+
+    def _launch(self) -> bool:
         binary = shutil.which("etcd")
         if binary is None:
             pytest.fail("no `etcd` binary: run scripts/bootstrap as root, or "
                         "apt-get install etcd-server")
-        for _ in range(3):  # a port taken between choosing and binding: choose again
-            client, peer = _free_port(), _free_port()
-            self.address = f"127.0.0.1:{client}"
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    [binary, "--name", "test", "--data-dir", os.path.join(self.workdir, "data"),
-                     "--listen-client-urls", f"http://{self.address}",
-                     "--advertise-client-urls", f"http://{self.address}",
-                     "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                     "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                     "--initial-cluster", f"test=http://127.0.0.1:{peer}"],
-                    stdout=subprocess.DEVNULL, stderr=log)
-            if self._wait_healthy():
-                return self
-        pytest.fail(f"etcd did not start:\n{self.log()[-3000:]}")
+        peer = self._peer
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [binary, "--name", "test", "--data-dir", os.path.join(self.workdir, "data"),
+                 "--listen-client-urls", f"http://{self.address}",
+                 "--advertise-client-urls", f"http://{self.address}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", f"test=http://127.0.0.1:{peer}"],
+                stdout=subprocess.DEVNULL, stderr=log)
+        return self._wait_healthy()
 
     @property
     def log_path(self) -> str:

@@ -191,6 +191,9 @@ def render_status(r: dict, out: TextIO) -> None:
     _line(out, "frames", " ".join(f"{k}={frames[k]}" for k in order))
     _line(out, "event_count", r["event_count"])
     _line(out, "commit_seq", r.get("commit_seq", 0))
+    for key in ("owner", "owner_address", "fencing_token", "shard"):
+        if r.get(key):  # only where etcd places and owns contexts
+            _line(out, key, r[key])
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
         print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"
@@ -386,12 +389,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="recall, encoding: the transaction service's address")
     serve.add_argument("--etcd", metavar="HOST:PORT", default="",
                        help="transaction: own contexts through this etcd (leases, fencing "
-                       "tokens), so several transaction instances can share one storage")
+                       "tokens), so several transaction instances can share storage; "
+                       "storage (with --shard): register as a shard there; transaction, "
+                       "recall, encoding without --storage: reach every shard registered "
+                       "there, each context on the shard its placement names")
+    serve.add_argument("--shard", metavar="NAME", default="",
+                       help="storage, with --etcd: the shard this store is, registered in "
+                       "etcd with its address (--advertise, default: the bound address)")
     serve.add_argument("--instance", metavar="ID", default="",
                        help="with --etcd: this instance's unique id (default: its address)")
     serve.add_argument("--advertise", metavar="HOST:PORT", default="",
                        help="with --etcd: the address clients reach this instance at, named "
-                       "to them when another instance owns their context (default: the "
+                       "to them when another instance owns their context, or a shard's "
+                       "address registered in etcd (default: the "
                        "bound listen address)")
     serve.add_argument("--lease-ttl", metavar="SECONDS", type=int, default=DEFAULT_LEASE_TTL,
                        help="with --etcd: the ownership lease's TTL: how soon another "
@@ -556,7 +566,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
-                     lease_ttl=args.lease_ttl, storage_listen=args.storage_listen,
+                     lease_ttl=args.lease_ttl, shard=args.shard,
+                     storage_listen=args.storage_listen,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight)
     except OSError as e:

@@ -10,6 +10,7 @@ from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.wired import Wired
+from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
 
 
@@ -25,9 +26,18 @@ def register(app) -> Wired:
     release = lock_root(root)
     indexes = IndexDirectory(root)
     indexer = Indexer(app.store, indexes, tracer=tracer)
-    follower = FeedFollower(app.store, indexer, indexes).start()
+    # One feed per store: the store's, or each storage shard's (with a position each).
+    feeds = app.store.shard_stores() if isinstance(app.store, ShardedStore) \
+        else {"": app.store}
+    followers = [FeedFollower(store, indexer, indexes, feed=name).start()
+                 for name, store in feeds.items()]
     core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
-                      feed_status=follower.status)
+                      feed_status=lambda: _summed([f.status() for f in followers]))
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [follower.stop, release])
+                 core, [f.stop for f in followers] + [release])
+
+
+def _summed(statuses: list[dict]) -> dict:
+    """Several feeds' places as one: positions and heads add up, and so does the lag."""
+    return {k: sum(s[k] for s in statuses) for k in statuses[0]}

@@ -71,6 +71,10 @@ class ServerConfig:
     instance: str = ""
     advertise: str = ""
     lease_ttl: int = DEFAULT_TTL
+    # Sharded storage (with etcd): the shard a storage process serves, registered in
+    # etcd with its advertised address. Transaction, recall and encoding processes given
+    # --etcd and no --storage reach every registered shard, each context on its own.
+    shard: str = ""
     # AllInOne only: where to serve the internal storage API (empty: nowhere).
     storage_listen: str = ""
     # Authentication of callers, and the credentials used to call other services.

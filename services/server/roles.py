@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from typing import Callable, Optional
 
@@ -31,7 +32,9 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import (SOLE_OWNER, Instance, LeaseOwnership,
                                                         Ownership)
 from morphz.services.transaction.servicer import TransactionServicer
+from morphz.shared.coord.placement import Placement
 from morphz.shared.errors import MorphzError
+from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.faults import Faults
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
@@ -39,6 +42,8 @@ from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 STORAGE = storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name
 TRANSACTION = transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name
 _log = logging.getLogger("morphz.server")
+# A shard's name is part of etcd keys and of recall's feed-position file names.
+SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
 # A role's builder wires its core into the process and returns (its service names, the
 # (channel, service) pairs it depends on, a check to run once they answer, or None).
@@ -58,7 +63,25 @@ def _storage(p: "ServiceProcess") -> Built:
     servicer = StorageServicer(p.store, snapshots, backups=backups, max_watches=c.max_watches)
     p.on_drain(servicer.close)  # feed watchers end when draining starts
     storage_pb2_grpc.add_StorageServiceServicer_to_server(servicer, p.server)
+    if c.shard:  # announced once it serves: routers may send to it from then on
+        p.on_serving(lambda: _placement(p).register(c.shard, c.advertise or p.address))
     return [STORAGE], [], None
+
+
+def _coordinator(p: "ServiceProcess"):
+    """The process's one etcd client (with --etcd), made on first use."""
+    if p.coordinator is None:
+        from morphz.shared.coord.etcd import EtcdCoordinator  # etcd3gw loads only when used
+        # Each etcd request waits at most a renewal period: a renewal that cannot be made
+        # in that time counts as failed (fail closed), and the next is due anyway.
+        p.coordinator = EtcdCoordinator(p.config.etcd,
+                                        timeout=max(1.0, p.config.lease_ttl / 3))
+        p.on_stop(p.coordinator.close)
+    return p.coordinator
+
+
+def _placement(p: "ServiceProcess") -> Placement:
+    return Placement(_coordinator(p))
 
 
 def _ownership(p: "ServiceProcess") -> Ownership:
@@ -66,47 +89,63 @@ def _ownership(p: "ServiceProcess") -> Ownership:
     c = p.config
     if not c.etcd:
         return SOLE_OWNER
-    from morphz.shared.coord.etcd import EtcdCoordinator  # etcd3gw loads only when used
-    # Each etcd request waits at most a renewal period: a renewal that cannot be made
-    # in that time counts as failed (fail closed), and the next is due anyway.
-    coordinator = EtcdCoordinator(c.etcd, timeout=max(1.0, c.lease_ttl / 3))
-    p.on_stop(coordinator.close)
     address = c.advertise or p.address
-    owners = LeaseOwnership(coordinator, Instance(c.instance or address, address),
+    owners = LeaseOwnership(_coordinator(p), Instance(c.instance or address, address),
                             ttl=c.lease_ttl)
     p.on_start(owners.start)
     p.on_stop(owners.close)  # stoppers run in reverse: the lease is revoked first
     return owners
 
 
+def _storage_of(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
+    """p.store: the storage service at --storage, or (--etcd without it) every shard
+    registered in etcd, each context routed to its own; the shards registered now are
+    the dependencies readiness waits for."""
+    c = p.config
+    if c.storage:
+        storage = p.channel(c.storage)
+        p.store = StorageClient(storage)
+        return [(storage, STORAGE)]
+    placement = _placement(p)
+    shards = placement.shards()
+    if not shards:
+        raise MorphzError("CONTEXT_INPUT_INVALID", "no storage shard is registered in etcd "
+                          f"at {c.etcd}: start `serve storage --etcd ... --shard NAME` first",
+                          field="etcd", role=p.role)
+    p.store = ShardedStore(placement, lambda address: StorageClient(p.channel(address)))
+    p.shard_of = p.store.shard_of
+    return [(p.channel(address), STORAGE) for _, address in sorted(shards.items())]
+
+
 def _transaction(p: "ServiceProcess") -> Built:
-    storage = p.channel(p.config.storage)
-    p.store = StorageClient(storage)
+    deps = _storage_of(p)
     p.transactions = TransactionCore(p.store, faults=Faults.from_env(),
                                      rules_version=p.config.rules_version,
                                      tracer=core_tracer(p.tracer, "morphz.transaction"),
-                                     owners=_ownership(p))
+                                     owners=_ownership(p), shard_of=p.shard_of)
     transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
         TransactionServicer(p.transactions), p.server)
 
     def startup_check() -> None:  # as AllInOne does, once the storage service answers
         for problem in p.transactions.startup_check():
             _log.error("startup check: %s (run `morphz context audit`)", problem)
-    return [TRANSACTION], [(storage, STORAGE)], startup_check
+    return [TRANSACTION], deps, startup_check
 
 
 def _remote_cores(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
-    """Recall and encoding read through the storage service and write through the
-    transaction service, as in-process they use the store and TransactionCore."""
-    storage, transaction = p.channel(p.config.storage), p.channel(p.config.transaction)
-    p.store = StorageClient(storage)
-    p.transactions = TransactionClient(transaction)
-    return [(storage, STORAGE), (transaction, TRANSACTION)]
+    """Recall and encoding read through the storage service (or its shards) and write
+    through the transaction service, as in-process they use the store and
+    TransactionCore. Writes follow NOT_OWNER redirects to the context's owner."""
+    deps = _storage_of(p)
+    transaction = p.channel(p.config.transaction)
+    p.transactions = TransactionClient(transaction, connect=p.channel)
+    return deps + [(transaction, TRANSACTION)]
 
 
 def _recall(p: "ServiceProcess") -> Built:
     deps = _remote_cores(p)
-    # Its index: <data>/recall, following the storage service's change feed.
+    # Its index: <data>/recall, following the storage service's change feed (each
+    # shard's, with a position of its own).
     return p.adopt(recall_wiring.register(p)), deps, None
 
 
@@ -123,11 +162,14 @@ NEEDS = {"all": (), "storage": (), "transaction": ("storage",),
 
 
 def check_addresses(role: str, config: ServerConfig) -> None:
-    """A role gets exactly the addresses of the services it calls; only transaction
-    instances take --etcd (and what goes with it)."""
+    """A role gets exactly the addresses of the services it calls (with --etcd, storage
+    shards are found in etcd instead of --storage); what goes with --etcd per role."""
+    sharded = bool(config.etcd) and role in ("transaction", "recall", "encoding") \
+        and not config.storage
     for name in ("storage", "transaction"):
         given = bool(getattr(config, name))
-        if given != (name in NEEDS[role]):
+        needed = name in NEEDS[role] and not (name == "storage" and sharded)
+        if given != needed and not (name == "storage" and role == "transaction"):
             raise MorphzError("CONTEXT_INPUT_INVALID",
                               f"serve {role} {'needs' if not given else 'takes no'} --{name}",
                               field=name, role=role)
@@ -135,13 +177,23 @@ def check_addresses(role: str, config: ServerConfig) -> None:
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --storage-listen: "
                           "`serve storage` serves the storage API on --listen",
                           field="storage_listen", role=role)
-    if config.etcd and role != "transaction":
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --etcd: only "
-                          "transaction instances own contexts", field="etcd", role=role)
-    for name in ("instance", "advertise"):
-        if getattr(config, name) and not config.etcd:
-            raise MorphzError("CONTEXT_INPUT_INVALID", f"--{name} goes with --etcd",
-                              field=name, role=role)
+    if config.etcd and role == "storage" and not config.shard:
+        raise MorphzError("CONTEXT_INPUT_INVALID", "serve storage takes --etcd with --shard "
+                          "NAME: the shard it registers", field="etcd", role=role)
+    if config.etcd and role == "all":
+        raise MorphzError("CONTEXT_INPUT_INVALID", "serve all takes no --etcd: one process "
+                          "owns and stores every context", field="etcd", role=role)
+    if config.shard and (role != "storage" or not config.etcd):
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--shard goes with `serve storage --etcd`",
+                          field="shard", role=role)
+    if config.shard and not SHARD_NAME.match(config.shard):
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--shard must be 1-63 letters, digits, "
+                          f"'.', '_' or '-', got {config.shard[:100]!r}", field="shard",
+                          role=role)
+    for name, roles in (("instance", ("transaction",)), ("advertise", ("transaction", "storage"))):
+        if getattr(config, name) and (not config.etcd or role not in roles):
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--{name} goes with --etcd "
+                              f"(serve {' or '.join(roles)})", field=name, role=role)
     host, _, port = config.etcd.rpartition(":")
     if config.etcd and not (host and port.isdigit() and 0 < int(port) < 65536):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"--etcd must be HOST:PORT, got "
@@ -167,7 +219,10 @@ class ServiceProcess:
         # is on): the services reach it with their credentials (channel()), no one else.
         self.server = build_server(config, self.tracer, self.guard.interceptors(
             internal=[STORAGE] if role == "storage" else []))
+        self.coordinator = None  # the etcd client, made by the role if it uses one
+        self.shard_of = lambda context: ""  # a context's storage shard ("": one store)
         self._starters: list = []
+        self._serving: list = []
         self._stoppers: list = []
         self._drainers: list = []
         self._channels: list[grpc.Channel] = []
@@ -196,6 +251,10 @@ class ServiceProcess:
         """Run `starter()` when the server starts, before it serves."""
         self._starters.append(starter)
 
+    def on_serving(self, hook) -> None:
+        """Run `hook()` once the server has started serving."""
+        self._serving.append(hook)
+
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, the store)."""
         self._stoppers.append(stopper)
@@ -218,6 +277,8 @@ class ServiceProcess:
             mark(self.health, self._names, SERVING)
         else:
             self.readiness.start()
+        for hook in self._serving:
+            hook()
         return self
 
     def stop(self, grace: float = 5.0) -> None:

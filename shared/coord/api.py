@@ -36,8 +36,21 @@ class Coordinator(abc.ABC):
 
     @abc.abstractmethod
     def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Holder]:
-        """Create `key` under `lease` only if absent, atomically; (created, its holder
-        now: this call's key if created, else the one already there)."""
+        """Create `key` under `lease` (0: none, it lives until deleted) only if absent,
+        atomically; (created, its holder now: this call's key if created, else the one
+        already there)."""
+
+    @abc.abstractmethod
+    def get(self, key: str) -> Holder | None:
+        """The key's holder, None if absent."""
+
+    @abc.abstractmethod
+    def put(self, key: str, value: bytes) -> None:
+        """Set `key` (no lease), whether or not it exists."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> dict[str, bytes]:
+        """Every key under `prefix` with its value (the prefix stripped from the keys)."""
 
     def close(self) -> None:  # noqa: B027 - optional: an adapter may hold nothing
         pass

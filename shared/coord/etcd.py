@@ -63,6 +63,10 @@ class EtcdCoordinator(Coordinator):
         except _FAILURES as e:
             raise CoordinationUnavailable(_describe(e)) from None
 
+    def _post(self, path: str, payload: dict) -> dict:
+        return self._call(lambda: self._client().post(self._client().get_url(path),
+                                                      json=payload))
+
     def grant(self, ttl: int) -> int:
         return self._call(lambda: self._client().lease(ttl).id)
 
@@ -90,6 +94,21 @@ class EtcdCoordinator(Coordinator):
         if not kvs:  # cannot be: the read sees the txn's put, or the key that failed it
             raise CoordinationUnavailable(f"etcd answered the create of {key} without it")
         return created, _holder(kvs[0])
+
+    def get(self, key: str) -> Holder | None:
+        reply = self._post("/kv/range", {"key": _b64(key.encode("utf-8"))})
+        kvs = reply.get("kvs") or []
+        return _holder(kvs[0]) if kvs else None
+
+    def put(self, key: str, value: bytes) -> None:
+        self._post("/kv/put", {"key": _b64(key.encode("utf-8")), "value": _b64(value)})
+
+    def list(self, prefix: str) -> dict[str, bytes]:
+        raw = prefix.encode("utf-8")
+        end = raw[:-1] + bytes([raw[-1] + 1])  # the first key past the prefix
+        reply = self._post("/kv/range", {"key": _b64(raw), "range_end": _b64(end)})
+        return {base64.b64decode(kv["key"]).decode("utf-8")[len(prefix):]:
+                base64.b64decode(kv.get("value", "")) for kv in reply.get("kvs") or []}
 
     def close(self) -> None:
         with self._clients_lock:

@@ -1,6 +1,7 @@
-"""DIST-05 for development: `scripts/cluster start|status|stop DIR` runs storage,
-transaction, two recall replicas and encoding as background processes on loopback, with
-data, logs and pid files under DIR, and prints the environment the CLI needs.
+"""DIST-05 for development: `scripts/cluster start|status|stop DIR` runs etcd, two storage
+shards, two transaction instances, two recall replicas and encoding as background
+processes on loopback, with data, logs and pid files under DIR, and prints the
+environment the CLI needs.
 
 It starts its own processes, so it runs the same under either --topology."""
 from __future__ import annotations
@@ -20,7 +21,8 @@ from morphz.services.recall.client import RecallClient
 from tests.topology import BOUND
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NAMES = ["storage", "transaction", "recall-1", "recall-2", "encoding"]
+NAMES = ["etcd", "storage-1", "storage-2", "transaction-1", "transaction-2", "recall-1",
+         "recall-2", "encoding"]
 pytestmark = pytest.mark.split_processes
 
 
@@ -75,6 +77,22 @@ def test_dist_05_scripts_cluster_starts_reports_and_stops_a_loopback_cluster(tmp
         # The CLI reaches every service through the printed environment.
         cli_env = dict(os.environ, **env)
         morphz(cli_env, "context", "create", "demo")
+        # Contexts spread over both shards; each is owned by the instance that wrote it
+        # first, and the other instance's clients are redirected to it.
+        tx_2 = started.stdout.split("# transaction instance 2: MORPHZ_SERVER=")[1].split()[0]
+        other = dict(cli_env, MORPHZ_SERVER=tx_2, MORPHZ_TRANSACTION=tx_2)
+        shards = set()
+        for n in range(6):
+            created = morphz(other, "context", "create", f"spread-{n}")
+            assert created["owner"] == "transaction-2" and created["fencing_token"] > 0
+            shards.add(created["shard"])
+        assert shards == {"shard-1", "shard-2"}
+        demo = morphz(other, "context", "status", "demo")
+        assert (demo["owner"], demo["shard"] in shards) == ("transaction-1", True)
+        tx_file = tmp_path / "demo.tx"
+        tx_file.write_text("(context-tx (base-version 0) (create plan (goal demo)))")
+        assert morphz(other, "context", "tx", "--context", "demo", "--file",
+                      str(tx_file))["revision"] == 1
         ev = morphz(cli_env, "context", "event", "--context", "demo", "--session", "main",
                     "--kind", "user-message", "--text", "hello cluster")
         assert morphz(cli_env, "context", "encode", "--context", "demo", "--session",
@@ -86,7 +104,8 @@ def test_dist_05_scripts_cluster_starts_reports_and_stops_a_loopback_cluster(tmp
         stopped = cluster("stop", str(data), cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
     for name in NAMES:  # each drained on SIGTERM and is gone
-        assert "morphz: stopped" in (data / "logs" / f"{name}.log").read_text(), name
+        if name != "etcd":
+            assert "morphz: stopped" in (data / "logs" / f"{name}.log").read_text(), name
         assert not (data / "run" / f"{name}.pid").exists()
         assert not os.path.exists(f"/proc/{pids[name]}/cmdline") or \
             "serve" not in pathlib.Path(f"/proc/{pids[name]}/cmdline").read_text()

@@ -14,6 +14,9 @@ and its positions past the backup name other commits than the original's) or its
 behind the position (a store without an identity replaced), every index is dropped and
 the feed followed again from the start: the indexes are derived, and skipping by a
 version the replaced store reached would leave out the new store's commits.
+
+Over sharded storage there is one follower per shard (`feed`: the shard's name), each
+with a position of its own; starting over drops only the indexes of that shard's contexts.
 """
 from __future__ import annotations
 
@@ -33,10 +36,11 @@ QUEUED_PAGES = 256  # pages read ahead of the applier (the reader waits beyond t
 class FeedFollower:
     def __init__(self, store: Store, indexer: Indexer, indexes: IndexDirectory, *,
                  rest_ratio: float = 3.0, max_rest_seconds: float = 0.5,
-                 retry_seconds: float = 0.5) -> None:
+                 retry_seconds: float = 0.5, feed: str = "") -> None:
         self._store, self._indexer, self._indexes = store, indexer, indexes
         self._ratio, self._max_rest, self._retry = rest_ratio, max_rest_seconds, retry_seconds
-        self._position, self._store_id = indexes.feed_position()
+        self._feed = feed
+        self._position, self._store_id = indexes.feed_position(feed)
         self._head = self._position
         # Pages are queued with the epoch they were read in; starting over (a replaced
         # store) moves the epoch, so pages of the old store left in the queue are dropped.
@@ -45,9 +49,10 @@ class FeedFollower:
         self._applying = threading.Lock()  # one application, or one start-over, at a time
         self._stop = threading.Event()
         self._rewind = threading.Event()  # the applier asks the reader to reconnect
-        self._threads = [threading.Thread(target=self._read, name="recall-feed-read", daemon=True),
-                         threading.Thread(target=self._apply_loop, name="recall-feed-apply",
-                                          daemon=True)]
+        self._threads = [threading.Thread(target=self._read, name=f"recall-feed-read{feed}",
+                                          daemon=True),
+                         threading.Thread(target=self._apply_loop,
+                                          name=f"recall-feed-apply{feed}", daemon=True)]
 
     def start(self) -> "FeedFollower":
         for t in self._threads:
@@ -104,9 +109,9 @@ class FeedFollower:
         with self._applying:
             self._epoch += 1
             self._drain()
-            self._indexes.reset()
+            self._indexes.reset(self._store.contexts() if self._feed else None)
             self._position, self._head, self._store_id = 0, 0, store
-            self._indexes.save_feed_position(0, store)
+            self._indexes.save_feed_position(0, store, self._feed)
 
     def _put(self, item: tuple[int, FeedPage]) -> None:
         while not self._stop.is_set() and not self._rewind.is_set():
@@ -178,5 +183,5 @@ class FeedFollower:
             if self._stop.is_set():
                 return  # the position stays before what was not applied
             self._indexer.apply(context, mine)
-        self._indexes.save_feed_position(changes[-1].position, self._store_id)
+        self._indexes.save_feed_position(changes[-1].position, self._store_id, self._feed)
         self._position = changes[-1].position  # never reported ahead of what is saved

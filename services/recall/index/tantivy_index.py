@@ -318,26 +318,38 @@ class IndexDirectory:
     # most a page that each index then skips by its own position. With it, the identity
     # of the store whose feed it is ("POSITION STORE"; a file of older versions holds
     # the position alone).
-    def feed_position(self) -> tuple[int, str]:
+    def _feed_file(self, feed: str) -> str:
+        # One per followed feed: the store's, or each storage shard's (names: [\w.-]).
+        return os.path.join(self.root, f"FEED_POSITION.{feed}" if feed else "FEED_POSITION")
+
+    def feed_position(self, feed: str = "") -> tuple[int, str]:
         try:
-            with open(os.path.join(self.root, "FEED_POSITION")) as f:
+            with open(self._feed_file(feed)) as f:
                 position, _, store = f.read().strip().partition(" ")
                 return int(position or 0), store
         except (FileNotFoundError, ValueError):
             return 0, ""  # missing or torn: from the start (nothing is indexed twice)
 
-    def save_feed_position(self, position: int, store: str = "") -> None:
-        path = os.path.join(self.root, "FEED_POSITION")
+    def save_feed_position(self, position: int, store: str = "", feed: str = "") -> None:
+        path = self._feed_file(feed)
         with open(path + ".tmp", "w") as f:
             f.write(f"{position} {store}".strip())
         os.replace(path + ".tmp", path)
 
-    def reset(self) -> None:
+    def reset(self, contexts: Optional[Iterable[str]] = None) -> None:
         """Drop every context's index (the store they were built from was replaced, by a
-        restore say): each starts again, empty, at its next use."""
+        restore say), or those of `contexts` (one shard's): each starts again, empty,
+        at its next use."""
         with self._lock:
-            self._open.clear()
-            for name in os.listdir(self.root):
+            if contexts is None:
+                self._open.clear()
+                names = os.listdir(self.root)
+            else:
+                contexts = list(contexts)
+                names = [os.path.basename(self._dir(c)) for c in contexts]
+                for c in contexts:
+                    self._open.pop(c, None)
+            for name in names:
                 if os.path.isdir(os.path.join(self.root, name)):
                     shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 

@@ -71,9 +71,11 @@ class TransactionCore:
                  new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
                  rules_version: int = rulebook.CURRENT,
-                 owners: Ownership = SOLE_OWNER) -> None:
+                 owners: Ownership = SOLE_OWNER,
+                 shard_of: Callable[[str], str] = lambda context: "") -> None:
         self._store = store
         self._owners = owners  # which contexts this instance may write, and their tokens
+        self._shard_of = shard_of  # the storage shard a context is placed on ("": one store)
         # The rules new events are decided under (an older version only to reproduce old
         # histories in tests); replay always uses each event's own version.
         self._rules = rulebook.rules(rules_version)
@@ -119,6 +121,7 @@ class TransactionCore:
                                 reply = apply_event(m, ev, sees)
                                 writes = m.writes()
                             _check_size(writes)
+                            self._faults.hit("after-token-before-submit")
                             ticket = self._store.submit(context, reader.commit_seq, writes,
                                                         fence=fence)
                             pipe.push(reader.commit_seq + 1, writes, ticket)
@@ -214,7 +217,8 @@ class TransactionCore:
                         if readable is None or s.id in readable]
             return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
                     "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
-                    "event_count": meta.next_seq, "commit_seq": reader.commit_seq}
+                    "event_count": meta.next_seq, "commit_seq": reader.commit_seq,
+                    "shard": self._shard_of(context), **self._owners.describe(context)}
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: str, session: str, kind: str, text: str, *,

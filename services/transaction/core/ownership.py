@@ -39,6 +39,11 @@ class Ownership(abc.ABC):
         """The fencing token to commit to `context` with (0: none), taking the context
         if nobody owns it. Raises MorphzError NOT_OWNER or OWNERSHIP_LOST."""
 
+    def describe(self, context: str) -> dict:
+        """Who owns `context` now, for its status: owner, owner_address, fencing_token
+        (empty: no owner, or no coordinator)."""
+        return {}
+
     def fenced(self, context: str, token: int) -> None:  # noqa: B027 - a sole owner is never fenced
         """Storage refused `token` for `context`: a newer owner has committed."""
 
@@ -130,6 +135,17 @@ class LeaseOwnership(Ownership):
             return token
         with self._taking:
             return self._take(context)
+
+    def describe(self, context: str) -> dict:
+        try:
+            holder = self._coord.get(self._prefix + context)
+        except CoordinationUnavailable as e:  # a status still answers; says why not
+            return {"owner": f"unknown: etcd did not answer ({e})"[:200]}
+        if holder is None:
+            return {}
+        owner = Instance.decode(holder.value)
+        return {"owner": owner.id, "owner_address": owner.address,
+                "fencing_token": holder.create_revision}
 
     def fenced(self, context: str, token: int) -> None:
         with self._lock:
