@@ -25,3 +25,5 @@ export type { ReplayReport__Output as ReplayReport } from "./generated/morphz/ap
 export type { CheckReport__Output as CheckReport } from "./generated/morphz/api/encoding/v1/CheckReport";
 export type { ReadResult__Output as ReadResult } from "./generated/morphz/api/encoding/v1/ReadResult";
 export type { SearchResult__Output as SearchResult } from "./generated/morphz/api/encoding/v1/SearchResult";
+export type { Node__Output as TraverseNode } from "./generated/morphz/api/recall/v1/Node";
+export type { Edge__Output as TraverseEdge } from "./generated/morphz/api/recall/v1/Edge";

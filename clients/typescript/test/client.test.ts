@@ -2,12 +2,15 @@
 // service's calls, the error model, the builder's equivalence with the DSL text.
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
+import * as protobuf from "protobufjs";
 
 import {
   Client, ConflictError, InvalidInputError, MorphzError, NotFoundError, Tx, UnavailableError,
 } from "../src";
-import { storageService } from "../src/protos";
+import { PROTO_DIR, storageService } from "../src/protos";
 import { Server } from "./server";
 
 let server: Server;
@@ -206,6 +209,63 @@ test("core_04_ts_builder_and_dsl_text_commit_byte_identical_events", async () =>
   }
   const listed = await Promise.all(Object.values(contexts).map((ctx) => mz.frames(ctx)));
   assert.deepEqual(listed[0], listed[1]);
+});
+
+// The cases both clients' builders are held to (tests/fixtures/client_transactions.json):
+// builder calls in the Python client's names, the structured form they must make (proto3
+// JSON), the DSL text, and the text the committed event must hold.
+const FIXTURE = JSON.parse(fs.readFileSync(
+  path.resolve(__dirname, "..", "..", "..", "..", "tests", "fixtures", "client_transactions.json"), "utf8"));
+const camel = (name: string) => name.replace(/_(\w)/g, (_, c: string) => c.toUpperCase());
+const camelKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [camel(k), v]));
+
+interface Case {
+  name: string; base_version: number; reason?: string; base_tick?: number;
+  calls: [string, unknown[], Record<string, unknown>][]; text: string; structured: object; event_text: string;
+}
+
+function build(c: Case): Tx {
+  const tx = new Tx(c.base_version, c.reason ?? "", { baseTick: c.base_tick });
+  for (const [method, args, kwargs] of c.calls) {
+    const fn = (tx as unknown as Record<string, (...a: unknown[]) => Tx>)[camel(method)];
+    assert.equal(typeof fn, "function", `Tx has no ${camel(method)}`);
+    fn.apply(tx, Object.keys(kwargs).length ? [...args, camelKeys(kwargs)] : args);
+  }
+  return tx;
+}
+
+describe("the builder against the shared fixture", () => {
+  const Transaction = protobuf.loadSync(path.join(PROTO_DIR, "morphz/api/transaction/v1/transaction.proto"))
+    .lookupType("morphz.api.transaction.v1.Transaction");
+
+  for (const c of FIXTURE.transactions as Case[]) {
+    test(`core_04_builder_makes_the_fixtures_structured_form_${c.name}`, () => {
+      const message = Transaction.fromObject(build(c).toProto());
+      assert.deepEqual(Transaction.toObject(message, { longs: String }), c.structured);
+    });
+  }
+
+  test("core_04_builder_and_dsl_text_commit_byte_identical_events_fixture", async () => {
+    const pair = { builder: fresh("ts-forms-builder"), text: fresh("ts-forms-text") };
+    for (const ctx of Object.values(pair)) {
+      await mz.createContext(ctx);
+      for (const step of FIXTURE.setup as Record<string, Record<string, unknown>>[]) {
+        const [[method, kwargs]] = Object.entries(step);
+        const { tx, ...options } = camelKeys(kwargs);
+        const fn = (mz as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[camel(method)];
+        await (tx === undefined ? fn.call(mz, ctx, options) : fn.call(mz, ctx, tx, options));
+      }
+    }
+    for (const c of FIXTURE.transactions as Case[]) {
+      // The same request id in both (the event records it), in contexts of their own.
+      const byBuilder = await mz.commit(pair.builder, build(c), { session: FIXTURE.session, requestId: c.name });
+      const byText = await mz.commit(pair.text, c.text, { session: FIXTURE.session, requestId: c.name });
+      assert.deepEqual(byBuilder, byText);
+      assert.equal(await eventBytes(pair.builder, byBuilder.eventRef), await eventBytes(pair.text, byText.eventRef));
+      assert.equal((await mz.event(pair.builder, byBuilder.eventRef)).text, c.event_text);
+    }
+    assert.deepEqual(await mz.frames(pair.builder), await mz.frames(pair.text));
+  });
 });
 
 describe("recall", () => {
