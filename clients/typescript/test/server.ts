@@ -10,6 +10,8 @@ import * as readline from "node:readline";
 const REPO = path.resolve(__dirname, "..", "..", "..", "..");
 const START_BOUND_MS = 60_000;
 
+export const REPO_ROOT = REPO;
+
 export function morphzBin(): string {
   return process.env.MORPHZ_BIN || path.join(REPO, ".venv", "bin", "morphz");
 }
@@ -17,6 +19,8 @@ export function morphzBin(): string {
 export interface ServerOptions {
   /** Also serve the internal storage API (tests read raw event records through it). */
   storageListen?: boolean;
+  /** More `morphz serve` flags (authentication, say). */
+  args?: string[];
   env?: Record<string, string>;
 }
 
@@ -43,6 +47,7 @@ export class Server {
   private launch(listen: string, env: Record<string, string>): Promise<void> {
     const args = ["serve", "--listen", listen, "--data", path.join(this.dataDir, "data")];
     if (this.options.storageListen) args.push("--storage-listen", "127.0.0.1:0");
+    args.push(...(this.options.args ?? []));
     const log = fs.openSync(path.join(this.dataDir, "stderr.log"), "a");
     const proc = spawn(morphzBin(), args, {
       env: { ...process.env, PYTHONUNBUFFERED: "1", ...env },
