@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,11 +29,25 @@ def _npm() -> str:
 
 
 def _run(npm: str, *args: str, env: dict[str, str]) -> None:
-    proc = subprocess.run([npm, *args], cwd=PACKAGE, env=env, capture_output=True, text=True,
-                          timeout=STEP_BOUND)
+    # In a process group of its own: whatever it started (the tests' `morphz serve`
+    # children) ends with it, even when it fails or overruns.
+    proc = subprocess.Popen([npm, *args], cwd=PACKAGE, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=STEP_BOUND)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"`npm {' '.join(args)}` ran over {STEP_BOUND} s\n--- stdout\n{stdout}"
+                    f"\n--- stderr\n{stderr}", pytrace=False)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     if proc.returncode != 0:
-        pytest.fail(f"`npm {' '.join(args)}` exited {proc.returncode}\n--- stdout\n{proc.stdout}"
-                    f"\n--- stderr\n{proc.stderr}", pytrace=False)
+        pytest.fail(f"`npm {' '.join(args)}` exited {proc.returncode}\n--- stdout\n{stdout}"
+                    f"\n--- stderr\n{stderr}", pytrace=False)
 
 
 @pytest.mark.all_in_one(reason="npm test starts all-in-one `morphz serve` processes of its own")

@@ -10,5 +10,4 @@ export type { Place } from "./tx";
 export { DEFAULT_RETRY, NO_RETRY, DEFAULT_TIMEOUT_MS } from "./call";
 export type { RetryPolicy } from "./call";
 export type { Credentials } from "./options";
-export { formatReceipt } from "./format";
 export type * from "./types";

@@ -9,7 +9,6 @@ import * as protoLoader from "@grpc/proto-loader";
 import type { ProtoGrpcType as TransactionProto } from "./generated/transaction";
 import type { ProtoGrpcType as RecallProto } from "./generated/recall";
 import type { ProtoGrpcType as EncodingProto } from "./generated/encoding";
-import type { ProtoGrpcType as StorageProto } from "./generated/storage";
 
 export const PROTO_DIR = path.resolve(__dirname, "..", "..", "proto");
 
@@ -22,7 +21,8 @@ const OPTIONS: protoLoader.Options = {
   includeDirs: [PROTO_DIR],
 };
 
-function load<T>(file: string): T {
+/** The gRPC package definition of one proto file under proto/. */
+export function load<T>(file: string): T {
   return grpc.loadPackageDefinition(protoLoader.loadSync(file, OPTIONS)) as unknown as T;
 }
 
@@ -41,10 +41,4 @@ export function services(): Services {
     encoding: load<EncodingProto>("morphz/api/encoding/v1/encoding.proto")
       .morphz.api.encoding.v1.EncodingService,
   };
-}
-
-/** The internal storage API (served only on an all-in-one server's --storage-listen):
- * tests read raw event records through it. Not part of the public client. */
-export function storageService(): StorageProto["morphz"]["api"]["storage"]["v1"]["StorageService"] {
-  return load<StorageProto>("morphz/api/storage/v1/storage.proto").morphz.api.storage.v1.StorageService;
 }

@@ -10,7 +10,8 @@ import * as protobuf from "protobufjs";
 import {
   Client, ConflictError, InvalidInputError, MorphzError, NotFoundError, Tx, UnavailableError,
 } from "../src";
-import { PROTO_DIR, storageService } from "../src/protos";
+import { PROTO_DIR, load } from "../src/protos";
+import type { ProtoGrpcType as StorageProto } from "../src/generated/storage";
 import { Server } from "./server";
 
 let server: Server;
@@ -134,7 +135,8 @@ describe("the error model", () => {
 // The raw stored record of an event, with what must differ between contexts (id, time,
 // context, and the previous event's hash, which holds them) set to placeholders.
 async function eventBytes(context: string, ref: string): Promise<string> {
-  const Storage = storageService();
+  // The internal storage API: served only on the all-in-one server's --storage-listen.
+  const Storage = load<StorageProto>("morphz/api/storage/v1/storage.proto").morphz.api.storage.v1.StorageService;
   const storage = new Storage(server.storageAddress, grpc.credentials.createInsecure()) as grpc.Client & {
     Get(req: object, cb: (err: grpc.ServiceError | null, res: { found: boolean; value: Buffer }) => void): void;
   };
