@@ -19,9 +19,9 @@ after(async () => {
 });
 
 test("dur_04_retry_after_the_server_dies_mid_commit_returns_the_original_receipt", async () => {
-  // Retries wide enough to span a restart of the server.
+  // Retries wide enough (about a minute) to span a restart of the server on a loaded machine.
   const mz = new Client(server.address, { credentials: {}, timeoutMs: 10_000,
-    retry: { attempts: 40, initialBackoffMs: 100, maxBackoffMs: 500 } });
+    retry: { attempts: 120, initialBackoffMs: 100, maxBackoffMs: 500 } });
   try {
     await mz.createContext("dur");
     await mz.commit("dur", new Tx(0).create("a", "(x)"));
@@ -42,7 +42,7 @@ test("dur_04_retry_after_the_server_dies_mid_commit_returns_the_original_receipt
 
 test("a_write_without_a_request_id_is_not_retried_a_read_is", async () => {
   await server.kill();
-  const mz = new Client(server.address, { credentials: {}, retry: { attempts: 40, initialBackoffMs: 100, maxBackoffMs: 500 } });
+  const mz = new Client(server.address, { credentials: {}, retry: { attempts: 120, initialBackoffMs: 100, maxBackoffMs: 500 } });
   try {
     // Both sent while the server is down and retried (if at all) until it is back: the
     // read gets through, the append without a request id fails on its first try.
