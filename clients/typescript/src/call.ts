@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 
-import { MorphzError, fromServiceError } from "./errors";
+import { MorphzError, fromServiceError, inputError } from "./errors";
 
 export type Safety = "read" | "request_id" | "never";
 
@@ -20,6 +20,18 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const REBUILD_TIMEOUT_MS = 3_600_000;  // an index rebuild reads the whole context
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, initialBackoffMs: 200, maxBackoffMs: 5_000, multiplier: 2 };
 export const NO_RETRY: RetryPolicy = { ...DEFAULT_RETRY, attempts: 1 };
+
+/** `given` over the defaults, refused (as every bad argument) when it cannot work. */
+export function retryPolicy(given: Partial<RetryPolicy> = {}): RetryPolicy {
+  const p = { ...DEFAULT_RETRY, ...given };
+  if (!(Number.isInteger(p.attempts) && p.attempts >= 1)) {
+    throw inputError("retry attempts must be an integer >= 1", { field: "attempts" });
+  }
+  if (!(p.initialBackoffMs >= 0 && p.initialBackoffMs <= p.maxBackoffMs && p.multiplier >= 1)) {
+    throw inputError("retry backoffs must satisfy 0 <= initialBackoffMs <= maxBackoffMs and multiplier >= 1", { field: "backoff" });
+  }
+  return p;
+}
 
 // Transport failures and refusals that come before any effect, each gone on a later try:
 // the server unreachable or restarting, a deadline, an owner's lease not yet renewed, a

@@ -15,8 +15,8 @@
 import * as grpc from "@grpc/grpc-js";
 
 import {
-  Call, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, MAX_REDIRECTS, REBUILD_TIMEOUT_MS, RetryPolicy, Safety, UnaryMethod,
-  backoffs, newRequestId, once, redirect, retryable, sleep,
+  Call, DEFAULT_TIMEOUT_MS, MAX_REDIRECTS, REBUILD_TIMEOUT_MS, RetryPolicy, Safety, UnaryMethod,
+  backoffs, newRequestId, once, redirect, retryPolicy, retryable, sleep,
 } from "./call";
 import { MorphzError, inputError } from "./errors";
 import { CHANNEL_OPTIONS, Credentials, channelCredentials, credentialsFromEnv, targetFor } from "./options";
@@ -118,7 +118,7 @@ export class Client {
     this.credentials = channelCredentials(creds);
     this.token = creds.token ?? "";
     this.timeoutMs = timeoutMs;
-    this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    this.retry = retryPolicy(options.retry);
     this.targets = {
       transaction: targetFor("transaction", target),
       recall: options.recall || target || targetFor("recall"),

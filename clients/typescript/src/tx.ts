@@ -39,10 +39,6 @@ export class Tx {
     checkU64("base_tick", options.baseTick);
   }
 
-  get length(): number {
-    return this.ops.length;
-  }
-
   // -- frames ---------------------------------------------------------------------------
   create(frameId: string, body: string): this {
     return this.add({ create: { frameId, body } });

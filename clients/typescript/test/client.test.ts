@@ -108,6 +108,10 @@ describe("the error model", () => {
       (e: unknown) => e instanceof InvalidInputError && e.reason === "CONTEXT_INPUT_INVALID" && e.details.field === "derive.sources");
     assert.throws(() => new Tx(-1), (e: unknown) => e instanceof MorphzError && e.details.field === "base_version");
     assert.throws(() => new Tx(0).place("a", {} as never), (e: unknown) => e instanceof MorphzError && e.details.field === "place.where");
+    assert.throws(() => new Client(server.address, { retry: { attempts: 0 } }),
+      (e: unknown) => e instanceof InvalidInputError && e.details.field === "attempts");
+    assert.throws(() => new Client(server.address, { timeoutMs: 0 }),
+      (e: unknown) => e instanceof InvalidInputError && e.details.field === "timeoutMs");
   });
 
   test("every_call_has_a_deadline", async () => {
