@@ -1,0 +1,340 @@
+// Client: the Morphz public services (transaction, recall, encoding) over gRPC, the
+// Python client's surface with camelCase names and promises.
+//
+//   const mz = new Client("127.0.0.1:7070");
+//   await mz.createContext("demo");
+//   await mz.appendEvent("demo", { session: "main", kind: "user-message", text: "Ship v1." });
+//   const enc = await mz.compile("demo", { session: "main" });   // what the model sees
+//   const receipt = await mz.commit("demo", new Tx(enc.revision).create("release", "(goal ship-v1)"),
+//                                   { session: "main", activation: enc.activation });
+//
+// Every call carries a deadline (`timeoutMs`, per attempt). Reads, and writes carrying a
+// request id, are retried after transient failures (`retry`); appends and commits get a
+// fresh request id unless given one, so a retry is answered with the original receipt.
+// Failures reject with MorphzError subclasses (errors.ts).
+import * as grpc from "@grpc/grpc-js";
+
+import {
+  Call, DEFAULT_TIMEOUT_MS, MAX_REDIRECTS, REBUILD_TIMEOUT_MS, RetryPolicy, Safety, UnaryMethod,
+  backoffs, newRequestId, once, redirect, retryPolicy, retryable, sleep,
+} from "./call";
+import { MorphzError, inputError } from "./errors";
+import { CHANNEL_OPTIONS, Credentials, channelCredentials, credentialsFromEnv, targetFor } from "./options";
+import { services } from "./protos";
+import { Tx } from "./tx";
+import type * as T from "./types";
+
+type Service = "transaction" | "recall" | "encoding";
+type Stub = grpc.Client & Record<string, UnaryMethod<object, unknown>>;
+
+export interface ClientOptions {
+  /** recall/encoding: those services' addresses when they run apart (default
+   * $MORPHZ_RECALL/$MORPHZ_ENCODING, else the target). */
+  recall?: string;
+  encoding?: string;
+  /** Default: from $MORPHZ_TLS_CA, $MORPHZ_TLS_CERT, $MORPHZ_TLS_KEY, $MORPHZ_TOKEN. */
+  credentials?: Credentials;
+  /** The deadline of every call (each attempt). */
+  timeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+}
+
+/** A recall made for an evaluation: its reply is also recorded as a `recall` observation
+ * of `session` (so such a call is never retried). */
+export interface Evaluation {
+  session: string;
+  activation: string;
+}
+
+export type TxInput = string | Tx | T.Transaction;
+
+export interface AppendEventOptions {
+  session: string;
+  /** user-message | tool-result | approval | external | message | action */
+  kind: string;
+  text: string;
+  actor?: string;
+  causalRefs?: string[];
+  activation?: string;
+  targetSession?: string;
+  /** undefined: a fresh one (the call is then retried safely); "": none. */
+  requestId?: string;
+}
+
+export interface SearchOptions {
+  since?: string;
+  until?: string;
+  limit?: number;
+  kinds?: string[];
+  states?: string[];
+  sessions?: string[];
+  cursor?: string;
+  evaluation?: Evaluation;
+}
+
+export interface TraverseOptions {
+  depth?: number;
+  direction?: "" | "ancestors" | "descendants" | "both";
+  includeBodies?: boolean;
+  includeEvents?: boolean;
+  maxNodes?: number;
+  maxBytes?: number;
+  cursor?: string;
+  evaluation?: Evaluation;
+}
+
+export interface CompileOptions {
+  session: string;
+  /** Empty: claim the session's pending inputs (a new activation). */
+  activation?: string;
+  budgetBytes?: number;
+  budgetTokens?: number;
+  previewBytes?: number;
+  mustRead?: string[];
+  scope?: { sessions?: string[]; kinds?: string[]; since?: string; until?: string; frames?: string[] };
+  parentSnapshot?: string;
+  model?: string;
+  evaluationProfile?: string;
+  bindings?: Record<string, string>;
+  capabilities?: boolean;
+}
+
+const CONSTRUCTORS = services();
+
+export class Client {
+  readonly targets: Record<Service, string>;
+  readonly timeoutMs: number;
+  readonly retry: RetryPolicy;
+  private readonly credentials: grpc.ChannelCredentials;
+  private readonly token: string;
+  private readonly channels = new Map<string, grpc.Channel>();
+  private readonly stubs: Record<Service, Stub>;
+
+  /** `target`: the server (all-in-one), default $MORPHZ_SERVER or 127.0.0.1:7070. */
+  constructor(target?: string, options: ClientOptions = {}) {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!(timeoutMs > 0)) throw inputError("timeoutMs must be a positive number", { field: "timeoutMs" });
+    const creds = options.credentials ?? credentialsFromEnv();
+    this.credentials = channelCredentials(creds);
+    this.token = creds.token ?? "";
+    this.timeoutMs = timeoutMs;
+    this.retry = retryPolicy(options.retry);
+    this.targets = {
+      transaction: targetFor("transaction", target),
+      recall: options.recall || target || targetFor("recall"),
+      encoding: options.encoding || target || targetFor("encoding"),
+    };
+    this.stubs = {
+      transaction: this.stub("transaction", this.targets.transaction),
+      recall: this.stub("recall", this.targets.recall),
+      encoding: this.stub("encoding", this.targets.encoding),
+    };
+  }
+
+  // -- plumbing -------------------------------------------------------------------------
+  /** One channel per address, shared by the services there. */
+  private stub(service: Service, address: string): Stub {
+    const channel = this.channels.get(address);
+    const stub = new CONSTRUCTORS[service](address, this.credentials,
+      channel ? { channelOverride: channel } : CHANNEL_OPTIONS) as unknown as Stub;
+    if (!channel) this.channels.set(address, stub.getChannel() as grpc.Channel);
+    return stub;
+  }
+
+  close(): void {
+    for (const channel of this.channels.values()) channel.close();
+    this.channels.clear();
+  }
+
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.token) md.set("authorization", `Bearer ${this.token}`);
+    return md;
+  }
+
+  private async send<Res>(service: Service, call: Call): Promise<Res> {
+    let stub = this.stubs[service];
+    const waits = backoffs(this.retry);
+    let hops = 0;
+    for (;;) {
+      let err: MorphzError;
+      try {
+        return await once<Res>(stub[call.method].bind(stub) as UnaryMethod<object, Res>, call.request,
+          this.metadata(), call.timeoutMs ?? this.timeoutMs);
+      } catch (e) {
+        if (!(e instanceof MorphzError)) throw e;
+        err = e;
+      }
+      const address = service === "transaction" ? redirect(err) : undefined;
+      if (address && hops < MAX_REDIRECTS) {
+        hops++;
+        stub = this.stub(service, address);
+        continue;
+      }
+      const wait = retryable(call, err) ? waits.next() : undefined;
+      if (!wait || wait.done) throw err;
+      await sleep(wait.value);
+    }
+  }
+
+  private tx<Res>(method: string, request: object, safety: Safety): Promise<Res> {
+    return this.send("transaction", { method, request, safety });
+  }
+
+  // -- contexts -------------------------------------------------------------------------
+  /** A new context (`window`: the organizing window in ticks; 0: default 8). */
+  createContext(context: string, options: { window?: number } = {}): Promise<T.ContextStatus> {
+    return this.tx("CreateContext", { context, window: options.window ?? 0 }, "never");
+  }
+
+  status(context: string): Promise<T.ContextStatus> {
+    return this.tx("GetStatus", { context }, "read");
+  }
+
+  // -- events ---------------------------------------------------------------------------
+  /** Any input: user-message | tool-result | approval | external | message | action. */
+  appendEvent(context: string, options: AppendEventOptions): Promise<T.AppendEventResponse> {
+    const requestId = options.requestId ?? newRequestId();
+    const request = {
+      context, session: options.session, kind: options.kind, text: options.text, actor: options.actor ?? "",
+      causalRefs: options.causalRefs ?? [], activation: options.activation ?? "",
+      targetSession: options.targetSession ?? "", requestId,
+    };
+    return this.tx("AppendEvent", request, requestId ? "request_id" : "never");
+  }
+
+  /** A message from `session` waiting in session `to`'s inbox. */
+  sendMessage(context: string, options: { session: string; to: string; text: string; actor?: string; requestId?: string }): Promise<T.AppendEventResponse> {
+    const { to, ...rest } = options;
+    return this.appendEvent(context, { ...rest, kind: "message", targetSession: to });
+  }
+
+  /** A tool call the open `activation` of `session` issues. */
+  recordAction(context: string, options: { session: string; activation: string; text: string; actor?: string; causalRefs?: string[]; requestId?: string }): Promise<T.AppendEventResponse> {
+    return this.appendEvent(context, { ...options, kind: "action" });
+  }
+
+  /** A tool's result; `call`: the action (@eN) it answers (it then belongs to that call's
+   * session, and `session` may stay empty). */
+  toolResult(context: string, options: { text: string; call?: string; session?: string; actor?: string; requestId?: string }): Promise<T.AppendEventResponse> {
+    const { call, session, ...rest } = options;
+    return this.appendEvent(context, { ...rest, session: session ?? "", kind: "tool-result", causalRefs: call ? [call] : [] });
+  }
+
+  /** One event by @eN or full id (operator's read: every session's). */
+  event(context: string, ref: string): Promise<T.Event> {
+    return this.tx("GetEvent", { context, ref }, "read");
+  }
+
+  // -- activations ----------------------------------------------------------------------
+  /** Claim the session's pending inputs as one evaluation (never retried). */
+  activate(context: string, options: { session: string }): Promise<T.Activation> {
+    return this.tx("Activate", { context, session: options.session }, "never");
+  }
+
+  /** The evaluation answered: its root request may now be retired. Delivering a
+   * delivered activation answers it again, so a retry is harmless. */
+  deliver(context: string, activation: string): Promise<T.Activation> {
+    return this.tx("Deliver", { context, activation }, "request_id");
+  }
+
+  // -- transactions and the Mind --------------------------------------------------------
+  /** Commit one context-tx: DSL text, a Tx builder or a Transaction message. A TX_CONFLICT
+   * rejects with ConflictError naming the changed boundaries. */
+  commit(context: string, tx: TxInput, options: { session?: string; activation?: string; requestId?: string } = {}): Promise<T.Receipt> {
+    const requestId = options.requestId ?? newRequestId();
+    const request: T.CommitRequest = { context, session: options.session ?? "", activation: options.activation ?? "", requestId };
+    if (typeof tx === "string") request.text = tx;
+    else if (tx instanceof Tx) request.structured = tx.toProto();
+    else if (tx !== null && typeof tx === "object" && Array.isArray((tx as T.Transaction).ops)) request.structured = tx;
+    else return Promise.reject(inputError("tx must be DSL text, a Tx or a Transaction message", { field: "tx" }));
+    return this.tx("Commit", request, requestId ? "request_id" : "never");
+  }
+
+  frame(context: string, frameId: string, options: { atRevision?: number } = {}): Promise<T.Frame> {
+    return this.tx("GetFrame", { context, frameId, atRevision: options.atRevision ?? 0 }, "read");
+  }
+
+  /** Every frame of the Mind, in projection order. */
+  frames(context: string): Promise<T.FrameList> {
+    return this.tx("ListFrames", { context }, "read");
+  }
+
+  audit(context: string): Promise<T.AuditReport> {
+    return this.tx("Audit", { context }, "read");
+  }
+
+  // -- recall ---------------------------------------------------------------------------
+  private recall<Res>(method: string, request: object, evaluation?: Evaluation, timeoutMs?: number): Promise<Res> {
+    const safety: Safety = evaluation ? "never" : "read";
+    return this.send("recall", { method, request: { ...request, evaluation: evaluation ?? null }, safety, timeoutMs });
+  }
+
+  search(context: string, query = "", options: SearchOptions = {}): Promise<T.SearchResponse> {
+    const { evaluation, ...rest } = options;
+    return this.recall("Search", { context, query, ...rest }, evaluation);
+  }
+
+  /** A page of an event's (@eN, id) or a frame's full text. */
+  read(context: string, ref: string, options: { offset?: number; limit?: number; evaluation?: Evaluation } = {}): Promise<T.ReadResponse> {
+    const { evaluation, ...rest } = options;
+    return this.recall("Read", { context, ref, ...rest }, evaluation);
+  }
+
+  /** One page of the graph walk from a frame (ancestors | descendants | both). */
+  traverse(context: string, frameId: string, options: TraverseOptions = {}): Promise<T.TraverseResponse> {
+    const { evaluation, ...rest } = options;
+    return this.recall("Traverse", { context, frameId, ...rest }, evaluation);
+  }
+
+  /** Every page of a traversal, following nextCursor (RECALL_CURSOR_STALE: the Mind
+   * changed between pages; walk again). */
+  async *walk(context: string, frameId: string, options: Omit<TraverseOptions, "cursor" | "evaluation"> = {}): AsyncGenerator<T.TraverseResponse> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.traverse(context, frameId, { ...options, cursor });
+      yield page;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
+    }
+  }
+
+  inspectIndex(context: string): Promise<T.IndexStatus> {
+    return this.recall("InspectIndex", { context });
+  }
+
+  rebuildIndex(context: string): Promise<T.IndexStatus> {
+    return this.send("recall", { method: "RebuildIndex", request: { context }, safety: "never", timeoutMs: REBUILD_TIMEOUT_MS });
+  }
+
+  // -- encoding and snapshots -----------------------------------------------------------
+  /** The Context Encoding for one model call, frozen as a snapshot. Without `activation`
+   * it claims the session's pending inputs (a new activation): never retried then;
+   * compiling again for a named activation changes nothing else, so that is. */
+  compile(context: string, options: CompileOptions): Promise<T.Encoding> {
+    const request = { ...options, context, activation: options.activation ?? "" };
+    return this.send("encoding", { method: "Compile", request, safety: request.activation ? "read" : "never" });
+  }
+
+  /** The stored snapshot record (JSON, decoded). */
+  async showSnapshot(context: string, snapshot: string): Promise<Record<string, unknown>> {
+    const record = await this.send<T.SnapshotRecord>("encoding", { method: "ShowSnapshot", request: { context, snapshot }, safety: "read" });
+    return JSON.parse(Buffer.from(record.recordJson).toString("utf8"));
+  }
+
+  replaySnapshot(context: string, snapshot: string): Promise<T.ReplayReport> {
+    return this.send("encoding", { method: "Replay", request: { context, snapshot }, safety: "read" });
+  }
+
+  checkSnapshot(context: string, snapshot: string): Promise<T.CheckReport> {
+    return this.send("encoding", { method: "Check", request: { context, snapshot }, safety: "read" });
+  }
+
+  readSnapshot(context: string, snapshot: string, ref: string, options: { offset?: number; limit?: number } = {}): Promise<T.ReadResult> {
+    return this.send("encoding", { method: "Read", request: { context, snapshot, ref, ...options }, safety: "read" });
+  }
+
+  searchSnapshot(context: string, snapshot: string, query: string, options: { limit?: number } = {}): Promise<T.SearchResult> {
+    return this.send("encoding", { method: "Search", request: { context, snapshot, query, ...options }, safety: "read" });
+  }
+}

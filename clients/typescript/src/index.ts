@@ -1,0 +1,13 @@
+export { Client } from "./client";
+export type { ClientOptions, Evaluation, TxInput, AppendEventOptions, SearchOptions, TraverseOptions, CompileOptions } from "./client";
+export {
+  MorphzError, InvalidInputError, NotFoundError, AlreadyExistsError, PreconditionError, AbortedError, ConflictError,
+  LimitError, UnavailableError, AuthError, DataLossError, InternalError, fromServiceError,
+} from "./errors";
+export type { Details, ChangedBoundary } from "./errors";
+export { Tx, quote } from "./tx";
+export type { Place } from "./tx";
+export { DEFAULT_RETRY, NO_RETRY, DEFAULT_TIMEOUT_MS } from "./call";
+export type { RetryPolicy } from "./call";
+export type { Credentials } from "./options";
+export type * from "./types";

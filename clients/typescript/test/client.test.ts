@@ -1,0 +1,315 @@
+// The client against a real all-in-one server on loopback (one for this file): every
+// service's calls, the error model, the builder's equivalence with the DSL text.
+import { after, before, describe, test } from "node:test";
+import * as assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import * as protobuf from "protobufjs";
+
+import {
+  Client, ConflictError, InvalidInputError, MorphzError, NotFoundError, Tx, UnavailableError,
+} from "../src";
+import { PROTO_DIR, load } from "../src/protos";
+import type { ProtoGrpcType as StorageProto } from "../src/generated/storage";
+import { Server } from "./server";
+
+let server: Server;
+let mz: Client;
+let counter = 0;
+const fresh = (name: string) => `${name}-${++counter}`;
+
+before(async () => {
+  server = await Server.start({ storageListen: true });
+  mz = new Client(server.address, { credentials: {} });
+});
+
+after(async () => {
+  mz?.close();
+  await server?.stop();
+});
+
+async function rejection(promise: Promise<unknown>): Promise<MorphzError> {
+  try {
+    await promise;
+  } catch (err) {
+    assert.ok(err instanceof MorphzError, `not a MorphzError: ${err}`);
+    return err;
+  }
+  assert.fail("the call succeeded");
+}
+
+describe("contexts, events, activations, transactions and frames", () => {
+  test("core_21_commit_returns_revision_and_structured_receipt", async () => {
+    const ctx = fresh("core21");
+    assert.equal((await mz.createContext(ctx, { window: 4 })).window, 4);
+    const ev = await mz.appendEvent(ctx, { session: "main", kind: "tool-result", text: "report", actor: "npm test" });
+    assert.equal(ev.ref, "@e1");
+    const act = await mz.activate(ctx, { session: "main" });
+    assert.deepEqual(act.claimed, ["@e1"]);
+    const receipt = await mz.commit(ctx, new Tx(0, "digested")
+      .derive("t", "(tests passed)", { sources: [ev.ref] })
+      .create("r", "(stage packaging)")
+      .relate("t", "supports", "r")
+      .retire(ev.ref), { session: "main", activation: act.id });
+    assert.equal(receipt.revision, 1);
+    assert.deepEqual(receipt.results.map((r) => [r.op, r.target, r.outcome]),
+      [["derive", "t", "derived"], ["create", "r", "created"], ["relate", "t supports r", "related"], ["retire", "@e1", "retired"]]);
+    assert.deepEqual(receipt.capacity?.releasedNow, ["@e1"]);
+    const frame = await mz.frame(ctx, "t");
+    assert.deepEqual([frame.body, frame.sources, frame.relations.map((r) => r.object)], ["(tests passed)", ["@e1"], ["r"]]);
+    assert.deepEqual((await mz.frames(ctx)).frames.map((f) => f.id), ["t", "r"]);
+    assert.equal((await mz.event(ctx, "@e1")).state, "retired");
+    assert.equal((await mz.status(ctx)).revision, 1);
+    assert.ok((await mz.audit(ctx)).match);
+  });
+
+  test("dur_04_same_request_id_replays_the_original_receipt", async () => {
+    const ctx = fresh("dur04");
+    await mz.createContext(ctx);
+    const first = await mz.commit(ctx, "(context-tx (base-version 0) (create a (x)))", { requestId: "once" });
+    const again = await mz.commit(ctx, "(context-tx (base-version 0) (create a (x)))", { requestId: "once" });
+    assert.deepEqual([again.revision, again.replayed, first.replayed], [1, true, false]);
+    const other = await rejection(mz.commit(ctx, "(context-tx (base-version 0) (create b (x)))", { requestId: "once" }));
+    assert.equal(other.reason, "IDEMPOTENCY_MISMATCH");
+    assert.equal((await mz.status(ctx)).revision, 1);
+  });
+});
+
+describe("the error model", () => {
+  test("conc_02_conflict_rejects_with_the_changed_boundaries", async () => {
+    const ctx = fresh("conc02");
+    await mz.createContext(ctx);
+    await mz.commit(ctx, new Tx(0).create("release", "(stage waiting-tests)"));
+    await mz.commit(ctx, new Tx(1).revise("release", "(stage paused)"));
+    const err = await rejection(mz.commit(ctx, new Tx(1).revise("release", "(stage packaging)")));
+    assert.ok(err instanceof ConflictError);
+    assert.deepEqual([err.reason, err.code, err.base, err.latest], ["TX_CONFLICT", "ABORTED", 1, 2]);
+    assert.ok(err.boundaries.includes("frame:release"), JSON.stringify(err.details));
+    assert.equal((await mz.frame(ctx, "release")).body, "(stage paused)");
+  });
+
+  test("core_21_rejections_carry_reason_code_and_details", async () => {
+    const ctx = fresh("errors");
+    await mz.createContext(ctx);
+    const missing = await rejection(mz.frame(ctx, "nope"));
+    assert.ok(missing instanceof NotFoundError);
+    assert.deepEqual([missing.reason, missing.code], ["FRAME_NOT_FOUND", "NOT_FOUND"]);
+    const parse = await rejection(mz.commit(ctx, "(context-tx (base-version 0) (create a"));
+    assert.ok(parse instanceof InvalidInputError);
+    assert.equal(parse.reason, "TX_PARSE_ERROR");
+    const exists = await rejection(mz.createContext(ctx));
+    assert.deepEqual([exists.reason, exists.code], ["CONTEXT_EXISTS", "ALREADY_EXISTS"]);
+    assert.deepEqual(exists.toJSON().reason, "CONTEXT_EXISTS");
+  });
+
+  test("sec_03_bad_input_is_refused_before_sending", () => {
+    assert.throws(() => new Tx(0).derive("t", "(x)", { sources: [] }),
+      (e: unknown) => e instanceof InvalidInputError && e.reason === "CONTEXT_INPUT_INVALID" && e.details.field === "derive.sources");
+    assert.throws(() => new Tx(-1), (e: unknown) => e instanceof MorphzError && e.details.field === "base_version");
+    assert.throws(() => new Tx(0).place("a", {} as never), (e: unknown) => e instanceof MorphzError && e.details.field === "place.where");
+    assert.throws(() => new Client(server.address, { retry: { attempts: 0 } }),
+      (e: unknown) => e instanceof InvalidInputError && e.details.field === "attempts");
+    assert.throws(() => new Client(server.address, { timeoutMs: 0 }),
+      (e: unknown) => e instanceof InvalidInputError && e.details.field === "timeoutMs");
+  });
+
+  test("every_call_has_a_deadline", async () => {
+    const tight = new Client(server.address, { credentials: {}, timeoutMs: 1, retry: { attempts: 1 } });
+    try {
+      const err = await rejection(tight.status("anything"));
+      assert.ok(err instanceof UnavailableError);
+      assert.equal(err.reason, "DEADLINE_EXCEEDED");
+    } finally {
+      tight.close();
+    }
+  });
+
+  test("unreachable_server_is_unavailable_after_the_retries", async () => {
+    const nowhere = new Client("127.0.0.1:1", { credentials: {}, retry: { attempts: 2, initialBackoffMs: 10 } });
+    try {
+      const err = await rejection(nowhere.status("anything"));
+      assert.deepEqual([err.reason, err.code], ["UNAVAILABLE", "UNAVAILABLE"]);
+    } finally {
+      nowhere.close();
+    }
+  });
+});
+
+// The raw stored record of an event, with what must differ between contexts (id, time,
+// context, and the previous event's hash, which holds them) set to placeholders.
+async function eventBytes(context: string, ref: string): Promise<string> {
+  // The internal storage API: served only on the all-in-one server's --storage-listen.
+  const Storage = load<StorageProto>("morphz/api/storage/v1/storage.proto").morphz.api.storage.v1.StorageService;
+  const storage = new Storage(server.storageAddress, grpc.credentials.createInsecure()) as grpc.Client & {
+    Get(req: object, cb: (err: grpc.ServiceError | null, res: { found: boolean; value: Buffer }) => void): void;
+  };
+  try {
+    const res = await new Promise<{ found: boolean; value: Buffer }>((resolve, reject) =>
+      storage.Get({ context, table: "events", key: [{ number: Number(ref.slice(2)) }] }, (err, r) => (err ? reject(err) : resolve(r))));
+    assert.ok(res.found, `${context} ${ref} not stored`);
+    let raw = Buffer.from(res.value).toString("utf8");
+    const record = JSON.parse(raw);
+    for (const [key, value] of [["id", record.id], ["time", record.time], ["context", record.context], ["prev", record.data.prev]]) {
+      const token = `"${key}":${JSON.stringify(value)}`;
+      assert.equal(raw.split(token).length, 2, `${key} once in ${raw}`);
+      raw = raw.replace(token, `"${key}":"-"`);
+    }
+    return raw;
+  } finally {
+    storage.close();
+  }
+}
+
+test("core_04_ts_builder_and_dsl_text_commit_byte_identical_events", async () => {
+  // Every kind of operation, in the builder and as hand-written DSL text.
+  const built = [
+    new Tx(0, "")
+      .create("a", "(v 1)")
+      .create("b", '(note "é \\"q\\"")')
+      .derive("c", "(x)", { sources: ["a", "@e1"] })
+      .relate("c", "supports", "a")
+      .place("b", { first: true })
+      .checkpoint("cp1"),
+    new Tx(1, 'tidy "up"\n', { baseTick: 1 })
+      .revise("a", "(v 2)", { sources: [] })
+      .revise("c", "(y)", { sources: ["a"] })
+      .revise("b", '(note "kept")')
+      .protect("b")
+      .unrelate("c", "supports", "a")
+      .retire("@e1")
+      .dropCheckpoint("cp1")
+      .place("a", { after: "b" }),
+    new Tx(2, "done").unprotect("b").retire("b").place("c", { before: "a" }).retireSession("side"),
+    new Tx(3, "").restoreSession("side").restore("b"),
+  ];
+  const texts = [
+    "(context-tx (base-version 0) (create a (v 1)) (create b (note \"é \\\"q\\\"\")) (derive c (from a @e1) (x)) " +
+      "(relate c supports a) (place b first) (checkpoint cp1))",
+    "(context-tx (base-version 1) (base-tick 1) (reason \"tidy \\\"up\\\"\\n\") (revise a (from) (v 2)) (revise c (from a) (y)) " +
+      "(revise b (note \"kept\")) (protect b) (unrelate c supports a) (retire @e1) (drop-checkpoint cp1) (place a (after b)))",
+    "(context-tx (base-version 2) (reason \"done\") (unprotect b) (retire b) (place c (before a)) (retire-session side))",
+    "(context-tx (base-version 3) (restore-session side) (restore b))",
+  ];
+  const forms: Record<string, (i: number) => string | Tx> = {
+    builder: (i) => built[i], text: (i) => texts[i], rendered: (i) => built[i].text(),
+  };
+  const contexts = Object.fromEntries(Object.keys(forms).map((form) => [form, fresh(`forms-${form}`)]));
+  const refs: Record<string, string[]> = {};
+  for (const [form, ctx] of Object.entries(contexts)) {
+    await mz.createContext(ctx);
+    await mz.appendEvent(ctx, { session: "main", kind: "tool-result", text: "input", requestId: "input" });
+    await mz.appendEvent(ctx, { session: "side", kind: "user-message", text: "other", requestId: "other" });
+    await mz.activate(ctx, { session: "main" });
+    refs[form] = [];
+    for (let i = 0; i < texts.length; i++) {
+      const receipt = await mz.commit(ctx, forms[form](i), { requestId: `tx-${i}` });
+      refs[form].push(receipt.eventRef);
+    }
+  }
+  for (let i = 0; i < texts.length; i++) {
+    const [builder, text, rendered] = await Promise.all(
+      Object.keys(forms).map((form) => eventBytes(contexts[form], refs[form][i])));
+    assert.equal(builder, text, `transaction ${i}: builder vs DSL text`);
+    assert.equal(rendered, text, `transaction ${i}: the builder's text() vs DSL text`);
+  }
+  const listed = await Promise.all(Object.values(contexts).map((ctx) => mz.frames(ctx)));
+  assert.deepEqual(listed[0], listed[1]);
+});
+
+// The cases both clients' builders are held to (tests/fixtures/client_transactions.json):
+// builder calls in the Python client's names, the structured form they must make (proto3
+// JSON), the DSL text, and the text the committed event must hold.
+const FIXTURE = JSON.parse(fs.readFileSync(
+  path.resolve(__dirname, "..", "..", "..", "..", "tests", "fixtures", "client_transactions.json"), "utf8"));
+const camel = (name: string) => name.replace(/_(\w)/g, (_, c: string) => c.toUpperCase());
+const camelKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [camel(k), v]));
+
+interface Case {
+  name: string; base_version: number; reason?: string; base_tick?: number;
+  calls: [string, unknown[], Record<string, unknown>][]; text: string; structured: object; event_text: string;
+}
+
+function build(c: Case): Tx {
+  const tx = new Tx(c.base_version, c.reason ?? "", { baseTick: c.base_tick });
+  for (const [method, args, kwargs] of c.calls) {
+    const fn = (tx as unknown as Record<string, (...a: unknown[]) => Tx>)[camel(method)];
+    assert.equal(typeof fn, "function", `Tx has no ${camel(method)}`);
+    fn.apply(tx, Object.keys(kwargs).length ? [...args, camelKeys(kwargs)] : args);
+  }
+  return tx;
+}
+
+describe("the builder against the shared fixture", () => {
+  const Transaction = protobuf.loadSync(path.join(PROTO_DIR, "morphz/api/transaction/v1/transaction.proto"))
+    .lookupType("morphz.api.transaction.v1.Transaction");
+
+  for (const c of FIXTURE.transactions as Case[]) {
+    test(`core_04_builder_makes_the_fixtures_structured_form_${c.name}`, () => {
+      const message = Transaction.fromObject(build(c).toProto());
+      assert.deepEqual(Transaction.toObject(message, { longs: String }), c.structured);
+    });
+  }
+
+  test("core_04_builder_and_dsl_text_commit_byte_identical_events_fixture", async () => {
+    const pair = { builder: fresh("ts-forms-builder"), text: fresh("ts-forms-text") };
+    for (const ctx of Object.values(pair)) {
+      await mz.createContext(ctx);
+      for (const step of FIXTURE.setup as Record<string, Record<string, unknown>>[]) {
+        const [[method, kwargs]] = Object.entries(step);
+        const { tx, ...options } = camelKeys(kwargs);
+        const fn = (mz as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[camel(method)];
+        await (tx === undefined ? fn.call(mz, ctx, options) : fn.call(mz, ctx, tx, options));
+      }
+    }
+    for (const c of FIXTURE.transactions as Case[]) {
+      // The same request id in both (the event records it), in contexts of their own.
+      const byBuilder = await mz.commit(pair.builder, build(c), { session: FIXTURE.session, requestId: c.name });
+      const byText = await mz.commit(pair.text, c.text, { session: FIXTURE.session, requestId: c.name });
+      assert.deepEqual(byBuilder, byText);
+      assert.equal(await eventBytes(pair.builder, byBuilder.eventRef), await eventBytes(pair.text, byText.eventRef));
+      assert.equal((await mz.event(pair.builder, byBuilder.eventRef)).text, c.event_text);
+    }
+    assert.deepEqual(await mz.frames(pair.builder), await mz.frames(pair.text));
+  });
+});
+
+describe("recall", () => {
+  test("recall_04_05_search_read_and_traverse", async () => {
+    const ctx = fresh("recall");
+    await mz.createContext(ctx);
+    const ev = await mz.appendEvent(ctx, { session: "main", kind: "tool-result", text: "regression suite: all green" });
+    await mz.activate(ctx, { session: "main" });
+    await mz.commit(ctx, new Tx(0).derive("t", "(tests passed)", { sources: [ev.ref] }).create("r", "(x)").relate("r", "needs", "t"));
+    const page = await mz.read(ctx, ev.ref, { offset: 0, limit: 10 });
+    assert.deepEqual([page.text, page.hasMore, page.totalChars], ["regression", true, 27]);
+    const pages = [];
+    for await (const p of mz.walk(ctx, "r", { depth: 2, direction: "ancestors", maxNodes: 1 })) pages.push(p);
+    assert.deepEqual(pages.flatMap((p) => p.nodes.map((n) => n.ref || n.id)), ["r", "t", ev.ref]);
+    // The index catches up in the background: wait for it to hold the commit.
+    for (let i = 0; (await mz.inspectIndex(ctx)).lag > 0; i++) {
+      assert.ok(i < 200, "the recall index did not catch up");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const found = await mz.search(ctx, "regression");
+    assert.deepEqual(found.results.map((h) => h.ref), [ev.ref]);
+  });
+});
+
+describe("encoding and snapshots", () => {
+  test("asm_03_04_compile_freezes_a_snapshot_that_replays", async () => {
+    const ctx = fresh("enc");
+    await mz.createContext(ctx);
+    await mz.appendEvent(ctx, { session: "main", kind: "user-message", text: "Ship v1." });
+    const enc = await mz.compile(ctx, { session: "main", model: "m", bindings: { cwd: "/srv" } });
+    assert.ok(enc.text.startsWith("(protocol") && enc.text.includes("(observation @e1"));
+    assert.deepEqual(enc.claimed, ["@e1"]);
+    const record = await mz.showSnapshot(ctx, enc.snapshot);
+    assert.equal(typeof record, "object");
+    const replay = await mz.replaySnapshot(ctx, enc.snapshot);
+    assert.deepEqual([replay.match, replay.hash], [true, enc.hash]);
+    assert.ok((await mz.checkSnapshot(ctx, enc.snapshot)).current);
+    assert.equal((await mz.readSnapshot(ctx, enc.snapshot, "@e1")).text, "Ship v1.");
+    assert.deepEqual((await mz.searchSnapshot(ctx, enc.snapshot, "ship")).hits.map((h) => h.key), ["@e1"]);
+  });
+});
