@@ -51,7 +51,7 @@ def assert_error(proc: subprocess.CompletedProcess, code: str, reason: str) -> d
     return err
 
 
-def test_cli_release_walkthrough_seed_002(address, ctx, tmp_path):
+def test_cli_release_walkthrough(address, ctx, tmp_path):
     c = ("--context", ctx)
     create = ("(context-tx (base-version 0) (reason \"发布计划\") "
               "(create release (goal ship-v1) (stage waiting-tests)))")

@@ -122,7 +122,7 @@ def test_core_07_at_revision_returns_earlier_bodies(mind, expect_rejected):
     expect_rejected("REVISION_NOT_FOUND", mind.frame, "release", at_revision=99)
 
 
-def test_core_07_release_example_of_seed_002(mind):
+def test_core_07_release_example(mind):
     """derive / revise / relate / retire @e42 in one transaction, as the README walk-through shows it."""
     mind.tx("(create release (goal ship-v1) (stage waiting-tests))")
     report = mind.event("regression: 120 passed, 0 failed", kind="tool-result")

@@ -3,7 +3,9 @@ random bytes, random request messages and mutations of them (bit flips, cuts,
 insertions, repeats) for every RPC of every service (and health checking), taken from
 the service descriptors; and random context-tx texts, to the server's parser (Commit)
 and to the parser itself. No request is answered INTERNAL or UNKNOWN (nothing crashes
-a servicer), the servers still answer afterwards, and every context's audit matches.
+a servicer), none takes over SLOW_S (1 s) from its sending to its answer (a hang or a
+pathological input shows there first), the servers still answer afterwards, and every
+context's audit matches.
 
 In CI it runs about a minute. To run longer: MORPHZ_FUZZ_CASES (requests; default
 12000, a tenth of them texts) and MORPHZ_FUZZ_SEED (default: a new one, printed; give it
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections import Counter
 
 import grpc
@@ -29,6 +32,7 @@ from tests import wire
 CASES = int(os.environ.get("MORPHZ_FUZZ_CASES", "12000"))
 SEED = int(os.environ.get("MORPHZ_FUZZ_SEED") or random.SystemRandom().randrange(1 << 32))
 CRASHES = {"INTERNAL", "UNKNOWN"}
+SLOW_S = 1.0
 CONTEXTS = ("fz1", "fz2")
 # Field values the generator draws from, so that requests reach real state. No table
 # names: a raw storage write is the storage API's to allow (it is internal, SEC-05).
@@ -79,15 +83,26 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
                 for role in wire.SERVICES}
     outcomes: Counter = Counter()
     crashes: list = []
+    slow: list = []
     window: list = []
+
+    def send(rpc, what: str, payload: bytes) -> None:
+        answered: list = []  # when the answer came (unary calls say so themselves)
+        pending = wire.start(channels[rpc.role], rpc, payload, timeout=60)
+        if not rpc.server_streaming:
+            pending.add_done_callback(lambda _: answered.append(time.monotonic()))
+        window.append((rpc, what, pending, time.monotonic(), answered))
 
     def drain(keep: int) -> None:
         while len(window) > keep:
-            rpc, what, pending = window.pop(0)
+            rpc, what, pending, sent, answered = window.pop(0)
             code, err = wire.outcome(rpc, pending)
+            took = (answered[0] if answered else time.monotonic()) - sent
             outcomes[code.name] += 1
             if code.name in CRASHES:
                 crashes.append((rpc.path, what, code.name, err and err.message))
+            if took > SLOW_S:
+                slow.append((rpc.path, what, round(took, 2)))
     try:
         for _ in range(CASES):
             pick = rng.random()
@@ -108,14 +123,15 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
                     data = messages.message(rpc.request_class).SerializeToString()
                     what, payload = ("message", data) if pick < 0.45 else \
                         ("mutated", messages.mutate(data))
-            window.append((rpc, what, wire.start(channels[rpc.role], rpc, payload, timeout=60)))
+            send(rpc, what, payload)
             drain(16)
         drain(0)
     finally:
         for ch in channels.values():
             ch.close()
-    print(f"{CASES} requests: {dict(outcomes)}")
+    print(f"{CASES} requests: {dict(outcomes)}; over {SLOW_S:g} s: {len(slow)}")
     assert not crashes, crashes[:10]
+    assert not slow, slow[:10]
     # The servers still answer, and what they accepted is consistent.
     for role in wire.SERVICES:
         with grpc.insecure_channel(getattr(endpoints, role)) as ch:

@@ -46,7 +46,7 @@ interface Response {
 }
 
 /** Stands in for the model: each step reads the encoding it is given (refs, the
- * revision) and answers as a model following the seeds' example would. */
+ * revision) and answers as a model following the README walk-through would. */
 export class ScriptedModel {
   plan(enc: string): Response {
     return {

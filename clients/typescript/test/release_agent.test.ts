@@ -21,7 +21,7 @@ after(async () => {
   await server?.stop();
 });
 
-test("release_agent_loop_ends_in_the_seed_002_mind_and_walks_back_to_the_tool_result", async () => {
+test("release_agent_loop_ends_in_the_release_story_mind_and_walks_back_to_the_tool_result", async () => {
   const printed: string[] = [];
   const story = await play(mz, "release-demo", (line) => printed.push(line));
   const ctx = story.context;
