@@ -3,9 +3,11 @@ random bytes, random request messages and mutations of them (bit flips, cuts,
 insertions, repeats) for every RPC of every service (and health checking), taken from
 the service descriptors; and random context-tx texts, to the server's parser (Commit)
 and to the parser itself. No request is answered INTERNAL or UNKNOWN (nothing crashes
-a servicer), none takes over SLOW_S (1 s) from its sending to its answer (a hang or a
-pathological input shows there first), the servers still answer afterwards, and every
-context's audit matches.
+a servicer), no unary call of a public service takes over SLOW_S (1 s) from its sending
+to its answer (a hang or a pathological input shows there first), the servers still
+answer afterwards, and every context's audit matches. Not timed: streams (a watch lasts
+as long as it follows) and the internal storage API, whose Commit waits up to 2 s for a
+pipelined predecessor by design (services/storage/servicer.py).
 
 In CI it runs about a minute. To run longer: MORPHZ_FUZZ_CASES (requests; default
 12000, a tenth of them texts) and MORPHZ_FUZZ_SEED (default: a new one, printed; give it
@@ -101,7 +103,7 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
             outcomes[code.name] += 1
             if code.name in CRASHES:
                 crashes.append((rpc.path, what, code.name, err and err.message))
-            if took > SLOW_S:
+            if took > SLOW_S and answered and rpc.role != "storage":
                 slow.append((rpc.path, what, round(took, 2)))
     try:
         for _ in range(CASES):
