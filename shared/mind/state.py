@@ -32,9 +32,10 @@ class MindState(MindView):
     def _put(self, table: str, key: Key, value: Optional[bytes]) -> None:
         self._overlay.put(table, key, value)
 
-    def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
-        """Rows of table under prefix, overlay applied, in key order."""
-        return overlay_scan(self._reader, self._overlay, table, prefix)
+    def _scan(self, table: str, prefix: Key = (),
+              after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
+        """Rows of table under prefix (after `after`), overlay applied, in key order."""
+        return overlay_scan(self._reader, self._overlay, table, prefix, after)
 
     def rows(self, table: str) -> dict[Key, bytes]:
         """Every row of a table (overlay applied): for audit and projection rebuilds."""

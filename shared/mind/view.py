@@ -54,8 +54,9 @@ class MindView:
             for k, row in zip(want, self._reader.get_many(table, want)):
                 self._rows[(table, k)] = row
 
-    def _scan(self, table: str, prefix: Key = ()) -> Iterator[tuple[Key, bytes]]:
-        return self._reader.scan(table, prefix)
+    def _scan(self, table: str, prefix: Key = (),
+              after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
+        return self._reader.scan(table, prefix, after)
 
     # -- meta -------------------------------------------------------------------
     def meta(self) -> Optional[R.Meta]:
@@ -110,6 +111,11 @@ class MindView:
             return {}
         parsed = json.loads((b"[" + b",".join([raw for _, raw in found]) + b"]").decode())
         return {seq: ev for (seq, _), ev in zip(found, parsed)}
+
+    def event_seqs_from(self, seq: int) -> list[int]:
+        """The seqs of stored event rows at or past `seq` (none past meta's next_seq in a
+        sound history): a range read, not a scan of the history."""
+        return [k[0] for k, _ in self._scan("events", after=(seq - 1,) if seq else None)]
 
     def events(self) -> Iterator[R.Event]:
         for _, raw in self._scan("events"):

@@ -56,7 +56,7 @@ def strays(context: str, m: MindState) -> list[tuple[str, tuple]]:
     row slipped in at the tail blocks every later append), and event ids naming such a
     seq or none. The history and its chain end where the meta says."""
     end = m.require_meta(context).next_seq
-    out = [("events", k) for k in m.rows("events") if k[0] >= end]
+    out = [("events", (seq,)) for seq in m.event_seqs_from(end)]
     for k, raw in m.rows("event_ids").items():
         seq = raw.decode("ascii", "replace")
         if not seq.isdigit() or int(seq) >= end:
