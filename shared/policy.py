@@ -7,7 +7,9 @@ A grant is (principal, right, session). Rights:
 - recall: Search, Read, Traverse, InspectIndex of the recall service;
 - encode: Compile (which claims the session's inputs) and the snapshot calls;
 - reveal: see secrets where a request asks to (`reveal_secrets` on a read or an
-  evaluation's scope); without it such a request is FORBIDDEN, never silently redacted;
+  evaluation's scope, and every use of a snapshot whose scope revealed them), for the
+  sessions it is granted on (an event: a session that sees it; frames, the shared Mind:
+  any); without it such a request is FORBIDDEN, never silently redacted;
 - admin: all of the above, plus Audit, RebuildProjections, RebuildIndex, Set/GetPolicy.
 The session is '' for the whole context, or one session id: what an evaluation of that
 session may do. Committed Mind state (frames) is shared by every session, so any read
@@ -30,6 +32,7 @@ from typing import Optional
 
 from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import echo
 from morphz.shared.mind.view import MindView
 
 READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN = ("read", "write", "recall", "encode", "reveal",
@@ -76,6 +79,6 @@ def check_any(view: MindView, context: str, caller: Caller, right: str) -> None:
 def forbidden(context: str, caller: Caller, right: str, session: str = WHOLE) -> MorphzError:
     """The one refusal: it names what was asked, never whether the context exists."""
     where = f"context {context}" + (f" as session {session}" if session else "")
-    return MorphzError("FORBIDDEN", f"principal {caller.principal} may not {right} in {where}",
-                       principal=caller.principal, context=context, right=right,
-                       session=session or None)
+    who = echo(caller.principal)  # a certificate's name is not bounded like a token's
+    return MorphzError("FORBIDDEN", f"principal {who} may not {right} in {where}",
+                       principal=who, context=context, right=right, session=session or None)

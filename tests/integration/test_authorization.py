@@ -338,13 +338,19 @@ def test_sec_04_revealing_a_secret_needs_the_reveal_right(worlds):
     ref = alice.append_event(context, "main", "tool-result", f"api key {marker}",
                              secret=True)["ref"]
     alice.set_policy(context, "grant", "carol", ["read", "encode"])
+    alice.set_policy(context, "grant", "carol", ["reveal"], "s2")  # another session's only
+    revealed = EncodingClient(auth_of("alice").channel(address), timeout=30).compile(
+        context, "main", scope={"reveal_secrets": True})["snapshot"]
     with auth_of("carol").channel(address) as ch:
         carol, encoding = TransactionClient(ch, timeout=30), EncodingClient(ch, timeout=30)
         assert marker not in carol.get_event(context, ref)["text"]
+        # reveal on s2 only: main's event stays hidden (frames, the shared Mind, would not)
         for attempt in (lambda: carol.get_event(context, ref, reveal_secrets=True),
-                        lambda: carol.list_frames(context, reveal_secrets=True),
                         lambda: encoding.compile(context, "main",
-                                                 scope={"reveal_secrets": True})):
+                                                 scope={"reveal_secrets": True}),
+                        # a snapshot alice's revealing scope froze shows the secret
+                        lambda: encoding.replay(context, revealed),
+                        lambda: encoding.read(context, revealed, ref)):
             with pytest.raises(MorphzError) as info:
                 attempt()
             assert info.value.reason == "FORBIDDEN" and info.value.details["right"] == "reveal"
@@ -352,3 +358,15 @@ def test_sec_04_revealing_a_secret_needs_the_reveal_right(worlds):
         assert marker in carol.get_event(context, ref, reveal_secrets=True)["text"]
         compiled = encoding.compile(context, "main", scope={"reveal_secrets": True})
         assert marker in compiled["text"]
+
+
+@in_process_too
+def test_sec_01_an_admin_revoking_their_own_admin_is_answered_with_the_new_policy(worlds):
+    address, auth_of, _ = worlds["tokens"]
+    alice = TransactionClient(auth_of("alice").channel(address), timeout=30)
+    alice.create_context("sec-selfrevoke")
+    reply = alice.set_policy("sec-selfrevoke", "revoke", "alice", ["admin"])
+    assert ("alice", "admin") not in {(g["principal"], g["right"]) for g in reply["grants"]}
+    with pytest.raises(MorphzError) as info:  # and it holds from now on
+        alice.get_policy("sec-selfrevoke")
+    assert info.value.reason == "FORBIDDEN"

@@ -293,11 +293,15 @@ class EncodingCore:
 def _snapshot(m: MindView, context: str, snapshot: str, caller: Caller,
               head: bool = False) -> dict:
     """A snapshot record the caller may use: `encode` in the context (FORBIDDEN, before
-    its existence is told), then for the record's session (else: as if missing)."""
+    its existence is told), then for the record's session (else: as if missing); a
+    snapshot whose scope revealed secrets also needs `reveal` for that session (its
+    replays, reads and searches show them)."""
     policy.check_any(m, context, caller, policy.ENCODE)
     record = (snapshot_store.head if head else snapshot_store.load)(m, context, snapshot)
     if not policy.allowed(m, caller, policy.ENCODE, record["session"]):
         raise snapshot_store.not_found(snapshot)
+    if record["scope"].get("reveal_secrets"):
+        policy.check(m, context, caller, policy.REVEAL, record["session"])
     return record
 
 

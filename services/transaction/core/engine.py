@@ -407,6 +407,10 @@ class TransactionCore:
             if ev is None:
                 raise MorphzError("EVENT_NOT_FOUND", f"no event {ref_or_id[:80]}",
                                   ref=ref_or_id[:80])
+            if reveal_secrets:  # `reveal` for a session that sees this event
+                revealing = policy.sessions(m, caller, policy.REVEAL)
+                if revealing is not None and not any(Viewer(m, s).sees(ev) for s in revealing):
+                    raise policy.forbidden(context, caller, policy.REVEAL, ev.session)
             obs = m.observation(seq)
             view = R.plain(ev)
             data = view.pop("data")  # runtime internals (payload hashes, ids) stay inside
@@ -461,7 +465,9 @@ class TransactionCore:
             return self._event(m, context, R.POLICY, actor=caller.principal or "runtime",
                                data=data)
         receipt = self._write(context, build)
-        return dict(self.get_policy(context, caller=caller), **receipt)
+        # Not get_policy: its admin check would refuse an admin who just revoked their own.
+        with self._store.reader(context) as reader:
+            return dict(policy_change.view(MindState(reader), context), **receipt)
 
     def get_policy(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
@@ -545,8 +551,9 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str, tick: int,
 def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
                 with_relations: bool = True, reveal: bool = False) -> dict:
     view = R.plain(f)
-    view["secret"] = secrets.has_secret(f.body)
-    view["body"] = secrets.frame_body(f.id, f.body, reveal)
+    shown = secrets.frame_body(f.id, f.body)  # parsed once: the flag and the redaction
+    view["secret"] = shown != f.body
+    view["body"] = f.body if reveal else shown
     if f.retire is not None:
         view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
     view["as_of_revision"] = as_of
