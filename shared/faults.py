@@ -31,6 +31,8 @@ class Faults:
                              f"{POINTS + PAUSES}")
         self._point: Optional[str] = point or None
         self._nth = int(nth) if nth else 1
+        if self._nth < 1:
+            raise ValueError(f"MORPHZ_FAULT: {point}:N needs N >= 1, got {nth}")
         self._seen = 0
         self._lock = threading.Lock()
 

@@ -169,7 +169,7 @@ def check_addresses(role: str, config: ServerConfig) -> None:
     for name in ("storage", "transaction"):
         given = bool(getattr(config, name))
         needed = name in NEEDS[role] and not (name == "storage" and sharded)
-        if given != needed and not (name == "storage" and role == "transaction"):
+        if given != needed:
             raise MorphzError("CONTEXT_INPUT_INVALID",
                               f"serve {role} {'needs' if not given else 'takes no'} --{name}",
                               field=name, role=role)

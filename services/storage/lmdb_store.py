@@ -32,7 +32,7 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_quarantine, fenced, quarantine_key,
+                                       check_write, fenced, quarantine_key,
                                        quarantine_missing)
 
 _VERSION_DB = b"_version"
@@ -230,20 +230,20 @@ class LmdbStore(Store):
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> Ticket:
         encoded = []
-        change = change_of(0, context, 0, writes)
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued
             db = self._dbs.get(w.table)
             if db is None or w.table in SIDE_TABLES:
                 keys.check_commit_table(w.table)
+            check_write(w)
             if w.quarantine:
-                check_quarantine(w)
                 encoded.append((db, True, w.table, keys.encode_in(prefix, w.key),
                                 _Quarantine(w, prefix)))
                 continue
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
-        sub = _Submission(context, expect_commit_seq, encoded, change, fence)
+        sub = _Submission(context, expect_commit_seq, encoded,
+                          change_of(0, context, 0, writes), fence)
         with self._queue_lock:
             self._queue.append(sub)
         return sub

@@ -87,6 +87,20 @@ class Change:
     frames: tuple[str, ...] = ()
 
 
+def check_write(w: Write) -> None:
+    """A commit's write beyond its table: the keys the change feed names (an event's
+    seq, a frame's id) have their one shape; a quarantine write names another table's row
+    and carries no value."""
+    kind = _FEED_KEY.get(w.table)
+    if kind is not None and not (len(w.key) == 1 and type(w.key[0]) is kind):
+        raise MorphzError("STORAGE_KEY_INVALID", f"a {w.table} key is one "
+                          f"{kind.__name__}", table=w.table)
+    check_quarantine(w)
+
+
+_FEED_KEY = {"events": int, "frames": str}
+
+
 def check_quarantine(w: Write) -> None:
     """What a quarantine write may name: a row of a table commits write, no value."""
     if w.quarantine and (w.table == "quarantine" or w.value is not None):

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, StaleRead, Store, Write, change_of,
-                                       check_quarantine, fenced, quarantine_key,
+                                       check_write, fenced, quarantine_key,
                                        quarantine_missing)
 from morphz.shared.errors import MorphzError
 
@@ -47,7 +47,7 @@ class MemoryStore(Store):
             staged: dict[tuple[str, bytes], Optional[bytes]] = {}
             for w in writes:
                 keys.check_commit_table(w.table)
-                check_quarantine(w)
+                check_write(w)
                 k = keys.encode((context, *w.key))
                 row = staged[(w.table, k)] if (w.table, k) in staged \
                     else self._tables[w.table].get(k)

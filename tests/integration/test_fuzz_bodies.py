@@ -18,7 +18,7 @@ from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.recall.client import RecallClient
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.shared.auth import IN_PROCESS_CALLER
-from morphz.shared.errors import REASONS, MorphzError
+from morphz.shared.errors import MorphzError
 from tests.integration.test_fuzz import SEED
 
 CASES = int(os.environ.get("MORPHZ_FUZZ_BODY_CASES", "10000"))
@@ -58,8 +58,8 @@ def test_sec_03_fuzzed_event_bodies_are_stored_rendered_indexed_and_searched(tmp
                 core.append_event(context, rng.choice(["s1", "s2"]), rng.choice(KINDS), text,
                                   caller=caller)
                 bodies.append(text)
-            except MorphzError as e:
-                assert e.reason in REASONS, (text, e)
+            except MorphzError as e:  # a size limit, say: never a crash
+                assert e.reason != "INTERNAL" and len(e.message) <= 400, (text[:200], e)
                 refused += 1
             if i % 2500 == 2499:  # render what arrived (every active input is rendered)
                 for c in contexts:
@@ -79,7 +79,7 @@ def test_sec_03_fuzzed_event_bodies_are_stored_rendered_indexed_and_searched(tmp
                 try:
                     recall.search(c, query)
                 except MorphzError as e:  # a query with no searchable words, say
-                    assert e.reason in REASONS and e.reason != "INTERNAL", (query, e)
+                    assert e.reason != "INTERNAL", (query, e)
             assert core.audit(c, caller=caller)["match"]
         print(f"{CASES} bodies: {CASES - refused} stored, {refused} refused")
         assert len(bodies) > CASES // 2 and compiled

@@ -175,8 +175,9 @@ def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster):
     (["storage", "--etcd", "127.0.0.1:1", "--shard", "a/b"], "shard"),
     (["transaction", "--etcd", "127.0.0.1:1", "--shard", "s1"], "shard"),
     (["recall", "--transaction", "127.0.0.1:1"], "storage"),
+    (["transaction"], "storage"),
 ], ids=["storage-etcd-without-shard", "shard-without-etcd", "shard-name", "shard-not-storage",
-        "recall-without-storage-or-etcd"])
+        "recall-without-storage-or-etcd", "transaction-without-storage-or-etcd"])
 def test_dist_05_shard_flags_are_checked(tmp_path, argv, field):
     proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
                            "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],

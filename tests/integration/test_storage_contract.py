@@ -100,6 +100,15 @@ def test_quarantine_only_moves_an_existing_row_and_never_its_own(store):
     assert read(store, "c", "frames", ("g",)) is None and rows(store, "c", "quarantine") == []
 
 
+def test_feed_tables_take_only_the_key_shape_the_feed_names(store):
+    for bad in (Write("events", (), b"e"), Write("events", ("zz",), b"e"),
+                Write("events", (1, 2), b"e"), Write("frames", (7,), b"F")):
+        with pytest.raises(MorphzError) as info:
+            store.commit("c", 0, [Write("events", (0,), b"e0"), bad])
+        assert info.value.reason == "STORAGE_KEY_INVALID"
+    assert rows(store, "c", "events") == []
+
+
 def test_scan_order_prefix_after_limit_reverse(store):
     writes = [Write("frame_versions", (fid, rev), f"{fid}{rev}".encode())
               for fid in ("a", "b") for rev in (1, 2, 10, 300)]

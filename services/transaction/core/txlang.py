@@ -10,7 +10,7 @@ from typing import Optional, Union
 
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import FRAME_ID_CHARS, TX_BYTES, TX_DEPTH, TX_NODES, TX_OPS
+from morphz.shared.limits import FRAME_ID_CHARS, TX_BYTES, TX_DEPTH, TX_NODES, TX_OPS, echo
 from morphz.shared.mind.records import is_ref
 from morphz.shared.mind import secrets
 
@@ -182,8 +182,8 @@ def parse_text(text: Union[str, bytes], limits: sexpr.Limits = TX_LIMITS) -> Tx:
                     i[0], sexpr.Symbol) and i[0].name in ALL_OPS for i in form[1:]), len(ops))
             ops.append(_parse_op(head, args, len(ops)))
         else:
-            raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {head!r}", op_index=len(ops),
-                              op=head[:80])
+            raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {echo(head)!r}",
+                              op_index=len(ops), op=echo(head))
     if base is None:
         raise _bad("the transaction must declare (base-version N)")
     return check_tx(Tx(base, reason, ops, base_tick))
@@ -253,7 +253,7 @@ def _parse_op(head: str, args: list, index: int) -> Op:
 def check_op(o: Op, i: int) -> None:
     """Shape of one operation: what the text form checks while it reads the operation."""
     if o.op not in _OP_TYPES or not isinstance(o, _OP_TYPES[o.op]):
-        raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {o.op!r}", op_index=i)
+        raise MorphzError("TX_UNKNOWN_OP", f"unknown operation {echo(o.op)!r}", op_index=i)
     if isinstance(o, FrameOp):
         check_frame_id(o.frame_id, i)
         for s in o.sources or []:
