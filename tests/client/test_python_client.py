@@ -259,3 +259,12 @@ def test_sec_01_client_grants_revokes_and_lists(mz, cx):
     assert ("bob", "recall", "main") not in {(g.principal, g.right, g.session)
                                              for g in mz.policy(cx).grants}
     assert cx in mz.contexts()  # development mode: every context reads
+
+
+def test_sec_03_client_credentials_never_echo_a_key_or_a_long_path(tmp_path):
+    key = "-----BEGIN PRIVATE KEY-----\n" + "k" * 4000 + "\n-----END PRIVATE KEY-----\n"
+    with pytest.raises(InvalidInputError) as info:  # a key given as text is used, not read
+        Credentials(tls_ca=str(tmp_path / ("d" * 4000)), tls_cert=key, tls_key=key) \
+            .channel_credentials()
+    err = info.value
+    assert "kkkk" not in str(err) and len(err.message) < 400 and len(err.details["path"]) <= 200

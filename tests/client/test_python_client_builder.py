@@ -13,6 +13,8 @@ import pytest
 from google.protobuf import json_format
 
 from morphz.client import Tx
+from morphz.services.transaction.convert import tx_to_proto
+from morphz.services.transaction.core.txlang import parse_text
 from tests.stored_events import event_bytes
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "client_transactions.json"
@@ -30,6 +32,9 @@ def build(case: dict) -> Tx:
 def test_core_04_client_builder_makes_the_fixtures_structured_form(case):
     structured = json_format.MessageToDict(build(case).to_proto())
     assert structured == case["structured"]
+    # The fixture's structured form is the server's own reading of its text, so neither
+    # builder (this one, the TypeScript one) is checked against itself.
+    assert json_format.MessageToDict(tx_to_proto(parse_text(case["text"]))) == structured
 
 
 def test_core_04_client_builder_and_dsl_text_commit_byte_identical_events(mz, storage):

@@ -138,6 +138,7 @@ class Story:
     context: str
     request: str = ""
     report: str = ""
+    reached: str = ""  # the tool result the recall walk ended at
     conflict: list[str] = field(default_factory=list)  # the boundaries the loser was told
     walk_nodes: list = field(default_factory=list)
     walk_edges: list = field(default_factory=list)
@@ -283,6 +284,8 @@ def play(mz: Client, context: str, out: Optional[TextIO] = None) -> Story:
     leaf = next(n for n in story.walk_nodes
                 if n.kind == "event" and n.event_kind == "tool-result"
                 and n.preview.startswith("regression suite"))
+    story.reached = leaf.ref  # what the walk found, checked against the report recorded
+    assert story.reached == story.report, (story.reached, story.report)
     full = mz.read(context, leaf.ref, evaluation=evaluation)
     story.answer = f"Yes: {full.text} ({leaf.ref}, {full.time})"
     rt.show("[main] agent: " + story.answer)
@@ -318,7 +321,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     with Client(args.server) as mz:
         story = play(mz, args.context)
         show_mind(mz, args.context)
-    print(f"\ncontext {story.context}: the recall walk reached {story.report}, the raw "
+    print(f"\ncontext {story.context}: the recall walk reached {story.reached}, the raw "
           "test report")
     return 0
 

@@ -93,14 +93,17 @@ class Credentials:
 def _pem(value: str | bytes | None, name: str) -> Optional[bytes]:
     if value is None or isinstance(value, bytes):
         return value
+    if "-----BEGIN " in value:  # PEM text given as str: use it, never echo it (a key)
+        return value.encode("ascii")
+    path = value if len(value) <= 200 else value[:199] + "…"
     try:
         with open(value, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise input_error(f"cannot read {value}: {e.strerror or e}", field=name,
-                          path=value) from None
+        raise input_error(f"cannot read {path}: {e.strerror or e}", field=name,
+                          path=path) from None
     if b"-----BEGIN " not in data:
-        raise input_error(f"{value} is not a PEM file", field=name, path=value)
+        raise input_error(f"{path} is not a PEM file", field=name, path=path)
     return data
 
 

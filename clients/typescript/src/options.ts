@@ -39,13 +39,15 @@ export function credentialsFromEnv(env: NodeJS.ProcessEnv = process.env): Creden
 function pem(value: string | Buffer | undefined, name: string): Buffer | null {
   if (value === undefined) return null;
   if (Buffer.isBuffer(value)) return value;
+  if (value.includes("-----BEGIN ")) return Buffer.from(value, "ascii"); // PEM text: never echoed
+  const path = value.length <= 200 ? value : value.slice(0, 199) + "…";
   let data: Buffer;
   try {
     data = fs.readFileSync(value);
   } catch (e) {
-    throw inputError(`cannot read ${value}: ${(e as Error).message}`, { field: name, path: value });
+    throw inputError(`cannot read ${path}: ${(e as Error).message}`, { field: name, path });
   }
-  if (!data.includes("-----BEGIN ")) throw inputError(`${value} is not a PEM file`, { field: name, path: value });
+  if (!data.includes("-----BEGIN ")) throw inputError(`${path} is not a PEM file`, { field: name, path });
   return data;
 }
 
