@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.limits import echo
 
 DEFAULT_SERVICE_PRINCIPAL = "morphz-service"
 # How a caller was established: a client certificate, a bearer token, no authentication
@@ -61,7 +62,7 @@ SERVICE_CALLER = Caller("", IN_PROCESS, service=True)
 def check_principal(name: str, field: str = "principal") -> str:
     """A principal name as tokens, certificates and policies give it."""
     if not isinstance(name, str) or not _PRINCIPAL.fullmatch(name):
-        raise _invalid(f"invalid principal name {str(name)[:200]!r}", field)
+        raise _invalid(f"invalid principal name {echo(str(name))!r}", field)
     return name
 
 
@@ -78,8 +79,7 @@ class Tokens:
         for token, principal in principals.items():
             if not isinstance(token, str) or not isinstance(principal, str):
                 raise _invalid("token and principal must be strings")
-            if not _PRINCIPAL.fullmatch(principal):
-                raise _invalid(f"invalid principal name {principal[:200]!r}")
+            check_principal(principal, "tokens")
             known = _DIGEST.fullmatch(token)
             if known is None and len(token) < MIN_TOKEN_CHARS:
                 raise _invalid(f"a token must have at least {MIN_TOKEN_CHARS} characters "

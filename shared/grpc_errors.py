@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from morphz.shared.errors import REASONS, MorphzError, Status
+from morphz.shared.limits import echo
 
 DOMAIN = "morphz"
 # What a status may carry of an error (SEC-03): an error's message and details are cut
@@ -41,23 +42,19 @@ _REASON_OF_CODE = {  # for statuses raised by gRPC itself (deadline, unavailable
 }
 
 
-def _cut(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[:chars - 1] + "\u2026"
-
-
 def to_status(err: MorphzError) -> status_pb2.Status:
     metadata = {}
     for k, v in list(err.details.items())[:MAX_DETAILS]:
         text, cap = (v, MAX_DETAIL_CHARS) if isinstance(v, str) else \
             (json.dumps(v), MAX_STRUCTURED_CHARS)
-        metadata[_cut(str(k), 64)] = _cut(text, cap)
+        metadata[echo(str(k), 64)] = echo(text, cap)
     if sum(len(k) + len(v.encode()) for k, v in metadata.items()) > MAX_DETAILS_BYTES:
-        metadata = {k: _cut(v, MAX_DETAIL_CHARS) for k, v in metadata.items()}
+        metadata = {k: echo(v, MAX_DETAIL_CHARS) for k, v in metadata.items()}
     info = error_details_pb2.ErrorInfo(reason=err.reason, domain=DOMAIN, metadata=metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
     code = _CODES[err.status]
-    return status_pb2.Status(code=code.value[0], message=_cut(err.message, MAX_MESSAGE_CHARS),
+    return status_pb2.Status(code=code.value[0], message=echo(err.message, MAX_MESSAGE_CHARS),
                              details=[detail])
 
 
@@ -75,7 +72,7 @@ def rpc_boundary(method: Callable) -> Callable:
         except MorphzError as err:
             # Diagnostics: what the caller was told, nothing more (errors echo no secret).
             _log.debug("%s answered %s: %s", method.__qualname__, err.reason,
-                       _cut(err.message, 200))
+                       echo(err.message, 200))
             abort(context, err)
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)

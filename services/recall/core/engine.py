@@ -324,7 +324,6 @@ class RecallCore:
 def _authorize(m: MindView, context: str, caller: Caller,
                evaluation: Optional[dict]) -> None:
     """`recall` for the evaluation's session, else on the whole context."""
-    policy.check_any(m, context, caller, policy.RECALL)
     policy.check(m, context, caller, policy.RECALL,
                  evaluation["session"] if evaluation else policy.WHOLE)
 
