@@ -39,6 +39,7 @@ class Placement:
         self._coord = coordinator
         self._lock = threading.Lock()
         self._placed: dict[str, str] = {}  # context -> shard: a placement never moves
+        self._seen_shards: dict[str, str] = {}  # the last registrations shards() read
 
     def register(self, shard: str, address: str) -> None:
         """Announce a storage shard (or its new address after a restart)."""
@@ -59,6 +60,7 @@ class Placement:
                 out[name] = str(json.loads(raw)["address"])
             except (ValueError, KeyError, TypeError):
                 continue  # not a shard's registration: ignored
+        self._seen_shards = out
         return out
 
     def shard_of(self, context: str, *, place: bool) -> str:
@@ -70,7 +72,10 @@ class Placement:
         try:
             holder = self._coord.get(PLACEMENT_PREFIX + context)
             if holder is None:
-                shards = sorted(self.shards())
+                # Placing needs the registrations as they are; a read of a context no
+                # one placed (it exists nowhere yet) may use the last list seen.
+                shards = sorted(self.shards() if place or not self._seen_shards
+                                else self._seen_shards)
                 if not shards:
                     raise MorphzError("COORDINATION_UNAVAILABLE", "no storage shard is "
                                       f"registered in etcd (under {SHARDS_PREFIX})",

@@ -137,6 +137,11 @@ class LeaseOwnership(Ownership):
             return self._take(context)
 
     def describe(self, context: str) -> dict:
+        with self._lock:  # held here on a live lease: no need to ask etcd
+            token = self._tokens.get(context)
+            if token is not None and not self._trouble and self._clock() < self._valid_until:
+                return {"owner": self.instance.id, "owner_address": self.instance.address,
+                        "fencing_token": token}
         try:
             holder = self._coord.get(self._prefix + context)
         except CoordinationUnavailable as e:  # a status still answers; says why not
