@@ -18,7 +18,8 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.storage.client import StorageClient
-from morphz.shared.coord.placement import PLACEMENT_PREFIX, SHARDS_PREFIX, rendezvous
+from morphz.shared.coord.etcd import EtcdCoordinator
+from morphz.shared.coord.placement import PLACEMENT_PREFIX, SHARDS_PREFIX, Placement, rendezvous
 from morphz.shared.errors import MorphzError
 
 from tests.conftest import ServerProcess
@@ -34,6 +35,7 @@ class Etcd:
     """Direct reads and writes of the test's etcd, beside the processes'."""
 
     def __init__(self, address: str) -> None:
+        self.address = address
         host, port = address.rsplit(":", 1)
         self.c = etcd3gw.client(host=host, port=int(port), timeout=5, api_path="/v3/")
 
@@ -136,6 +138,10 @@ def test_dist_05_a_new_shard_does_not_move_a_placed_context(cluster):
         receipt = a.commit(NAMES[0], "(context-tx (base-version 1) (create more (x 1)))")
         assert receipt["revision"] == 2
         assert direct.get(PLACEMENT_PREFIX + NAMES[0]) == before
+        # `a` knows its placements already: an instance that never saw this context asks
+        # etcd, where the newcomer would win a fresh placement, and keeps the recorded one.
+        fresh = Placement(EtcdCoordinator(direct.address, timeout=5))
+        assert fresh.shard_of(NAMES[0], place=True) == before
     finally:
         direct.delete(SHARDS_PREFIX + newcomer)
 

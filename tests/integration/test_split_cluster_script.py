@@ -108,7 +108,7 @@ def test_dist_05_scripts_cluster_starts_reports_and_stops_a_loopback_cluster(tmp
             assert "morphz: stopped" in (data / "logs" / f"{name}.log").read_text(), name
         assert not (data / "run" / f"{name}.pid").exists()
         assert not os.path.exists(f"/proc/{pids[name]}/cmdline") or \
-            "serve" not in pathlib.Path(f"/proc/{pids[name]}/cmdline").read_text()
+            str(data) not in pathlib.Path(f"/proc/{pids[name]}/cmdline").read_text()
     down = cluster("status", str(data), cwd=tmp_path)
     assert down.returncode == 1
     assert [line.split()[-1] for line in down.stdout.splitlines()] == ["running"] * len(NAMES)
