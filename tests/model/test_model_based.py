@@ -47,8 +47,9 @@ MAX_TICKS = 24    # the clock per example (`advance_ticks`): a window (8) runs o
 HISTORY_EVERY = int(os.environ.get("MORPHZ_MODEL_HISTORY_EVERY", "1"))
 # Examples of the random walk (fewer while working on the model; the suite runs 200).
 EXAMPLES = int(os.environ.get("MORPHZ_MODEL_EXAMPLES", "200"))
-# The suite walks the same 200 examples every run, so the coverage it asserts (every op
-# kind, rollback- and window-caused conflicts) holds by construction, not by luck;
+# The suite draws the same 200 examples every run, but what the server answers (ids,
+# group commits) steers the walk, so coverage of rare outcomes is not guaranteed: the
+# rarest (a conflict with a rollback) is asserted by the directed sequences instead;
 # MORPHZ_MODEL_RANDOM=1 explores new walks (a failure prints its seed).
 RANDOM_WALKS = os.environ.get("MORPHZ_MODEL_RANDOM") == "1"
 
@@ -588,9 +589,11 @@ def test_conc_dur_model_based_transactions_match_reference_model(model_client):
     STATS.clear()
     run_state_machine_as_test(MindMachine)
     print("model-based run:", dict(sorted(STATS.items())))
-    # The run must have exercised what it claims to check.
+    # The run must have exercised what it claims to check. A conflict with a rollback is
+    # rare in the walk (14 of ~1,900 steps; 0 in one CI run: the walk is not the same every
+    # run) and the directed sequences below assert it by construction (their "by" checks).
     for what in ("tx committed", "tx rebased", "tx replayed", "tx rejected: TX_CONFLICT",
-                 "tx rejected: TX_CONFLICT (rollback)", "tx rejected: TX_CONFLICT (window)",
+                 "tx rejected: TX_CONFLICT (window)",
                  "tx rejected: IDEMPOTENCY_MISMATCH", "tx rejected: EXACT_VERSION_REQUIRED",
                  "tx retired a frame by the successor rule",
                  "activation retired a frame (window over)", "input appended: message",
