@@ -6,6 +6,7 @@
   closed_loop             asyncio closed-loop load: N callers in flight for a time window
   run_drivers             run a load function in separate (spawned) processes, collect results
   table, write_json       results out
+  target                  one issue target: measured value, goal, MET / NOT MET
 """
 from __future__ import annotations
 
@@ -278,3 +279,10 @@ def write_json(path: str, obj: Any) -> None:
     with open(path, "w") as f:
         json.dump(obj, f, indent=2, sort_keys=False, default=str)
         f.write("\n")
+
+
+def target(name: str, value: float, goal: str, met: bool, unit: str = "") -> dict:
+    """Print one target line the way every benchmark does and return it (for --json)."""
+    print(f"TARGET {name}: {value:,.3f}{unit} (target {goal}): {'MET' if met else 'NOT MET'}",
+          flush=True)
+    return {"target": name, "value": value, "goal": goal, "met": met}
