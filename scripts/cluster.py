@@ -21,19 +21,19 @@ Run through scripts/cluster (it sets up the virtualenv as scripts/serve does).""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from morphz.shared.coord.etcd_member import etcd_binary, member_argv
+from morphz.shared.coord.etcd_member import health as etcd_health
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "cluster-data"  # in .gitignore
@@ -102,11 +102,7 @@ def health(address: str, name: str = "") -> str:
     if not address:
         return "no address"
     if name == ETCD:
-        try:
-            with urllib.request.urlopen(f"http://{address}/health", timeout=3) as r:
-                return "SERVING" if json.load(r).get("health") == "true" else "NOT_SERVING"
-        except (OSError, ValueError) as e:
-            return f"no answer ({type(e).__name__})"
+        return etcd_health(address, timeout=3)
     with grpc.insecure_channel(address) as ch:
         try:
             reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(),
@@ -155,17 +151,9 @@ def _command(layout: Layout, name: str, role: str, calls: dict, extra: list[str]
              addresses: dict[str, str], ports: list[int]) -> tuple[list[str], str]:
     """The process's argv, and the address it will listen on ("" if it says so itself)."""
     if role == ETCD:
-        binary = shutil.which("etcd")
-        if binary is None:
-            raise RuntimeError("no `etcd` binary: run scripts/bootstrap as root, or "
-                               "apt-get install etcd-server")
         client, peer = (f"127.0.0.1:{p or _free_port()}" for p in ports[:2])
-        return [binary, "--name", "morphz-dev", "--data-dir", str(layout.data(name)),
-                "--listen-client-urls", f"http://{client}",
-                "--advertise-client-urls", f"http://{client}",
-                "--listen-peer-urls", f"http://{peer}",
-                "--initial-advertise-peer-urls", f"http://{peer}",
-                "--initial-cluster", f"morphz-dev=http://{peer}"], client
+        return member_argv(etcd_binary(), "morphz-dev", str(layout.data(name)), client,
+                           peer), client
     k = [n for n, *_ in PROCESSES].index(name) + 1
     listen = f"127.0.0.1:{ports[k] if ports[k] else 0}"
     flags = [arg for flag, dep in calls.items() for arg in (f"--{flag}", addresses[dep])]

@@ -4,16 +4,15 @@ directory. `pause`/`resume` stop and continue the process (SIGSTOP/SIGCONT); `st
 it and `restart` starts it again on the same ports and data."""
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
+
+from morphz.shared.coord.etcd_member import etcd_binary, health, member_argv
 
 BOUND = 30.0  # seconds etcd may take to answer after starting
 
@@ -47,20 +46,14 @@ class EtcdServer:
         return self
 
     def _launch(self) -> bool:
-        binary = shutil.which("etcd")
-        if binary is None:
-            pytest.fail("no `etcd` binary: run scripts/bootstrap as root, or "
-                        "apt-get install etcd-server")
-        peer = self._peer
+        try:
+            binary = etcd_binary()
+        except RuntimeError as e:
+            pytest.fail(str(e))
+        argv = member_argv(binary, "test", os.path.join(self.workdir, "data"), self.address,
+                           f"127.0.0.1:{self._peer}")
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [binary, "--name", "test", "--data-dir", os.path.join(self.workdir, "data"),
-                 "--listen-client-urls", f"http://{self.address}",
-                 "--advertise-client-urls", f"http://{self.address}",
-                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                 "--initial-cluster", f"test=http://127.0.0.1:{peer}"],
-                stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
         return self._wait_healthy()
 
     @property
@@ -72,11 +65,7 @@ class EtcdServer:
             return f.read()
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1) as r:
-                return json.load(r).get("health") == "true"
-        except (OSError, ValueError):
-            return False
+        return health(self.address) == "SERVING"
 
     def _wait_healthy(self) -> bool:
         deadline = time.monotonic() + BOUND

@@ -21,7 +21,6 @@ Issue 12's benchmark, with a real etcd (Debian's `etcd`) and `morphz serve` proc
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -30,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import grpc
 
@@ -40,6 +38,7 @@ from common import ServerProcess, log, percentile, table, write_json  # noqa: E4
 from split import wait_serving  # noqa: E402
 
 from morphz.services.transaction.client import TransactionClient  # noqa: E402
+from morphz.shared.coord.etcd_member import etcd_binary, health, member_argv  # noqa: E402
 from morphz.shared.errors import MorphzError  # noqa: E402
 
 BOUND = 60.0
@@ -55,19 +54,14 @@ class Etcd:
     """A one-member etcd on loopback with its data in `data`."""
 
     def __init__(self, data: str, log_path: str) -> None:
-        binary = shutil.which("etcd")
-        if binary is None:
-            raise SystemExit("no `etcd` binary: scripts/bootstrap installs etcd-server")
-        client, peer = free_port(), free_port()
-        self.address = f"127.0.0.1:{client}"
+        try:
+            binary = etcd_binary()
+        except RuntimeError as e:
+            raise SystemExit(str(e)) from None
+        self.address = f"127.0.0.1:{free_port()}"
         self._log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary, "--name", "bench", "--data-dir", data,
-             "--listen-client-urls", f"http://{self.address}",
-             "--advertise-client-urls", f"http://{self.address}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"bench=http://127.0.0.1:{peer}"],
+            member_argv(binary, "bench", data, self.address, f"127.0.0.1:{free_port()}"),
             stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
         deadline = time.monotonic() + BOUND
         while not self._healthy():
@@ -77,11 +71,7 @@ class Etcd:
             time.sleep(0.1)
 
     def _healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://{self.address}/health", timeout=1) as r:
-                return json.load(r).get("health") == "true"
-        except (OSError, ValueError):
-            return False
+        return health(self.address) == "SERVING"
 
     def stop(self) -> None:
         if self.proc.poll() is None:

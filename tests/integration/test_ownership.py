@@ -30,6 +30,9 @@ from morphz.shared.storage.api import Write
 
 from tests.conftest import ServerProcess
 
+# Every test starts the processes it needs, so the split pass of .ci/run need not repeat them.
+pytestmark = pytest.mark.split_processes
+
 TTL = 3  # seconds: the lease TTL of every instance here
 BOUND = 60.0  # seconds any wait below may take before the test fails
 
