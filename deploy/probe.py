@@ -1,5 +1,7 @@
 """A gRPC health check for container probes: exit 0 if the server at ADDRESS reports
-SERVING, 1 otherwise. With --tls-ca (and a client certificate, for mutual TLS) it
+SERVING, 1 otherwise; with --live, exit 0 if it answers at all (a liveness probe: a
+transaction instance that lost its etcd lease reports NOT_SERVING, and should leave the
+Service's endpoints, not be restarted). With --tls-ca (and a client certificate, for mutual TLS) it
 connects over TLS, checking the server's certificate for the name --server-name (the
 probe dials 127.0.0.1; scripts/dev-certs names localhost)."""
 from __future__ import annotations
@@ -19,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tls-key", metavar="PEM", default="")
     p.add_argument("--server-name", default="localhost")
     p.add_argument("--timeout", type=float, default=3.0)
+    p.add_argument("--live", action="store_true",
+                   help="succeed on any answer, SERVING or not (liveness)")
     args = p.parse_args(argv)
     if args.tls_ca:
         def read(path: str) -> bytes | None:
@@ -39,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"probe: {args.address}: {e.code().name}", file=sys.stderr)
             return 1
     serving = reply.status == health_pb2.HealthCheckResponse.SERVING
+    if args.live:
+        return 0
     if not serving:
         print(f"probe: {args.address}: {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}",
               file=sys.stderr)

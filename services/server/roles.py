@@ -94,6 +94,7 @@ def _ownership(p: "ServiceProcess") -> Ownership:
                             ttl=c.lease_ttl)
     p.on_start(owners.start)
     p.on_stop(owners.close)  # stoppers run in reverse: the lease is revoked first
+    p.serve_only_while(owners.trouble)
     return owners
 
 
@@ -225,13 +226,15 @@ class ServiceProcess:
         self._serving: list = []
         self._stoppers: list = []
         self._drainers: list = []
+        self._conditions: list = []
         self._channels: list[grpc.Channel] = []
         # Bound before the role is wired, so it knows its address (--listen may say :0).
         self.port = self.guard.listen(self.server, config.listen)
         self._names, deps, on_ready = ROLES[role](self)
         self.health = expose(self.server, self._names)
-        self.readiness = Readiness(self.health, self._names, deps, on_ready=on_ready) \
-            if deps else None
+        self.readiness = Readiness(self.health, self._names, deps, on_ready=on_ready,
+                                   conditions=self._conditions) \
+            if deps or self._conditions else None
 
     @property
     def address(self) -> str:
@@ -258,6 +261,10 @@ class ServiceProcess:
     def on_stop(self, stopper) -> None:
         """Run `stopper()` when the server stops (background workers, the store)."""
         self._stoppers.append(stopper)
+
+    def serve_only_while(self, trouble) -> None:
+        """Report NOT_SERVING while `trouble()` says why not ("" when fine)."""
+        self._conditions.append(trouble)
 
     def on_drain(self, drainer) -> None:
         """Run `drainer()` when draining starts (to end streams the drain would await)."""

@@ -74,16 +74,19 @@ def dependency_channel(address: str, tracer: TracerProvider,
 
 class Readiness:
     """Keeps this process's services NOT_SERVING until every dependency's health check
-    answers SERVING, and again while one does not: polled, each check with a deadline.
+    answers SERVING and every local condition holds (a transaction instance's etcd
+    lease, say), and again while one does not: polled, each check with a deadline.
     `on_ready` runs once, before the first SERVING (a start-up check, say); if it fails
     the process stays NOT_SERVING and it is retried at the next poll."""
 
     def __init__(self, checker: health.HealthServicer, names: list[str],
                  dependencies: list[tuple[grpc.Channel, str]], *,
+                 conditions: Sequence[Callable[[], str]] = (),
                  on_ready: Optional[Callable[[], None]] = None,
                  interval: float = 0.5, check_timeout: float = 2.0) -> None:
         self._checker, self._names = checker, names
         self._deps = [(health_pb2_grpc.HealthStub(ch), name) for ch, name in dependencies]
+        self._conditions = list(conditions)  # each says why not to serve ("" when fine)
         self._on_ready = on_ready
         self._interval, self._timeout = interval, check_timeout
         self._ready = False
@@ -110,6 +113,8 @@ class Readiness:
         fired = False
         while not self._stop.is_set():
             ready = all(self._answers(stub, name) for stub, name in self._deps)
+            why_not = next((w for w in (c() for c in self._conditions) if w), "")
+            ready = ready and not why_not
             if ready and not fired and self._on_ready is not None:
                 try:
                     self._on_ready()
@@ -118,8 +123,9 @@ class Readiness:
                     _log.exception("start-up check failed; retrying")
                     ready = False
             if ready != self._ready and not self._stop.is_set():
-                _log.info("dependencies %s: %s", "answer" if ready else "do not answer",
-                          "SERVING" if ready else "NOT_SERVING")
+                _log.info("%s: %s", "SERVING" if ready else "NOT_SERVING",
+                          why_not or ("dependencies answer" if ready
+                                      else "dependencies do not answer"))
                 mark(self._checker, self._names, SERVING if ready else NOT_SERVING)
                 self._ready = ready
             self._stop.wait(self._interval)

@@ -29,6 +29,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
 
 from tests.conftest import ServerProcess
+from tests.topology import NOT_SERVING, SERVING, health, wait_health
 
 # Every test starts the processes it needs, so the split pass of .ci/run need not repeat them.
 pytestmark = pytest.mark.split_processes
@@ -384,13 +385,17 @@ def test_dist_04_etcd_stopped_past_the_ttl_owners_refuse_then_resume_once_it_res
         assert err.status.value == "UNAVAILABLE"
         assert err.details["instance"] == cluster["a"].address
         assert "lease" in err.message and "dist-04" in err.message
+        # Its health says so too, so probes and clients turn to another instance.
+        wait_health(cluster["a"], NOT_SERVING)
         time.sleep(TTL + 1)  # longer than the TTL
         err = refused("OWNERSHIP_LOST", commit)
         assert "etcd" in err.message  # says why: etcd does not answer
+        assert health(cluster["a"].address) == NOT_SERVING
     finally:
         etcd.restart()
     receipt, _ = eventually(lambda: a.commit("dist-04", tx(revision, "(create back (x 1))")),
                             "etcd restarted")
+    wait_health(cluster["a"], SERVING)
     assert receipt["revision"] == revision + 1  # nothing was written while refused
     owner, token = key_holder(etcd, "dist-04")
     # Its lease may have survived (etcd renews leases' TTLs when it starts) or been

@@ -179,6 +179,9 @@ def test_dist_05_kubernetes_ports_probes_addresses_images_and_secrets_exist():
             assert cmd[:3] == ["python", "/app/deploy/probe.py", f"127.0.0.1:{port}"], where
             assert (DEPLOY / "probe.py").is_file()
             assert {a for a in cmd if a.startswith("--")} <= probe_flags()
+            # Liveness asks only that the process answer: a transaction instance without
+            # its etcd lease is NOT_SERVING (out of the endpoints), not to be restarted.
+            assert ("--live" in cmd) == (probe == "livenessProbe"), (where, probe)
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
         secret_volumes = {v["name"] for v in pod["volumes"] if "secret" in v}
         for name in TLS_FLAGS:

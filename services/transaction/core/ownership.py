@@ -47,6 +47,11 @@ class Ownership(abc.ABC):
     def fenced(self, context: str, token: int) -> None:  # noqa: B027 - a sole owner is never fenced
         """Storage refused `token` for `context`: a newer owner has committed."""
 
+    def trouble(self) -> str:
+        """Why this instance refuses every commit now ("" when it does not): its health
+        says NOT_SERVING meanwhile, so clients and probes go to another instance."""
+        return ""
+
     def start(self) -> None:  # noqa: B027 - optional: a sole owner keeps nothing alive
         pass
 
@@ -157,11 +162,20 @@ class LeaseOwnership(Ownership):
             if self._tokens.get(context) == token:
                 del self._tokens[context]  # ask etcd again: NOT_OWNER names the new owner
 
-    def _check_live(self, context: str) -> None:
-        """Under self._lock: refuse unless the lease is surely alive."""
+    def trouble(self) -> str:
+        with self._lock:
+            return self._lease_trouble()
+
+    def _lease_trouble(self) -> str:
+        """Under self._lock: why the lease is not surely alive ("" if it is)."""
         trouble = self._trouble
         if not trouble and self._clock() >= self._valid_until:
             trouble = f"lease not renewed within {self._ttl - self._margin:g} s"
+        return trouble
+
+    def _check_live(self, context: str) -> None:
+        """Under self._lock: refuse unless the lease is surely alive."""
+        trouble = self._lease_trouble()
         if trouble:
             raise MorphzError("OWNERSHIP_LOST", f"instance {self.instance.id} cannot commit "
                               f"to context {context}: {trouble}; it resumes once it holds "
