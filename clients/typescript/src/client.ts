@@ -57,9 +57,14 @@ export interface AppendEventOptions {
   causalRefs?: string[];
   activation?: string;
   targetSession?: string;
+  /** The text is shown as [secret @eN] unless a read asks to reveal it (and may). */
+  secret?: boolean;
   /** undefined: a fresh one (the call is then retried safely); "": none. */
   requestId?: string;
 }
+
+/** Rights a policy grants: read, write, recall, encode, reveal, admin. */
+export type Right = "read" | "write" | "recall" | "encode" | "reveal" | "admin";
 
 export interface SearchOptions {
   since?: string;
@@ -91,7 +96,8 @@ export interface CompileOptions {
   budgetTokens?: number;
   previewBytes?: number;
   mustRead?: string[];
-  scope?: { sessions?: string[]; kinds?: string[]; since?: string; until?: string; frames?: string[] };
+  /** revealSecrets: render secrets as stored (needs the reveal right). */
+  scope?: { sessions?: string[]; kinds?: string[]; since?: string; until?: string; frames?: string[]; revealSecrets?: boolean };
   parentSnapshot?: string;
   model?: string;
   evaluationProfile?: string;
@@ -198,7 +204,7 @@ export class Client {
     const request = {
       context, session: options.session, kind: options.kind, text: options.text, actor: options.actor ?? "",
       causalRefs: options.causalRefs ?? [], activation: options.activation ?? "",
-      targetSession: options.targetSession ?? "", requestId,
+      targetSession: options.targetSession ?? "", secret: options.secret ?? false, requestId,
     };
     return this.tx("AppendEvent", request, requestId ? "request_id" : "never");
   }
@@ -221,9 +227,10 @@ export class Client {
     return this.appendEvent(context, { ...rest, session: session ?? "", kind: "tool-result", causalRefs: call ? [call] : [] });
   }
 
-  /** One event by @eN or full id (operator's read: every session's). */
-  event(context: string, ref: string): Promise<T.Event> {
-    return this.tx("GetEvent", { context, ref }, "read");
+  /** One event by @eN or full id (operator's read: every session's). `revealSecrets`:
+   * a secret text as stored (FORBIDDEN without the reveal right, never silently redacted). */
+  event(context: string, ref: string, options: { revealSecrets?: boolean } = {}): Promise<T.Event> {
+    return this.tx("GetEvent", { context, ref, revealSecrets: options.revealSecrets ?? false }, "read");
   }
 
   // -- activations ----------------------------------------------------------------------
@@ -251,17 +258,37 @@ export class Client {
     return this.tx("Commit", request, requestId ? "request_id" : "never");
   }
 
-  frame(context: string, frameId: string, options: { atRevision?: number } = {}): Promise<T.Frame> {
-    return this.tx("GetFrame", { context, frameId, atRevision: options.atRevision ?? 0 }, "read");
+  frame(context: string, frameId: string, options: { atRevision?: number; revealSecrets?: boolean } = {}): Promise<T.Frame> {
+    return this.tx("GetFrame", { context, frameId, atRevision: options.atRevision ?? 0, revealSecrets: options.revealSecrets ?? false }, "read");
   }
 
   /** Every frame of the Mind, in projection order. */
-  frames(context: string): Promise<T.FrameList> {
-    return this.tx("ListFrames", { context }, "read");
+  frames(context: string, options: { revealSecrets?: boolean } = {}): Promise<T.FrameList> {
+    return this.tx("ListFrames", { context, revealSecrets: options.revealSecrets ?? false }, "read");
   }
 
   audit(context: string): Promise<T.AuditReport> {
     return this.tx("Audit", { context }, "read");
+  }
+
+  // -- authorization ----------------------------------------------------------------------
+  /** Give `principal` ("*": every authenticated one) rights on the context; `session`:
+   * for that session only. Each change is a policy event, so it is never resent. */
+  grant(context: string, principal: string, rights: Right[], options: { session?: string } = {}): Promise<T.Policy> {
+    return this.tx("SetPolicy", { context, op: "grant", principal, rights, session: options.session ?? "" }, "never");
+  }
+
+  revoke(context: string, principal: string, rights: Right[], options: { session?: string } = {}): Promise<T.Policy> {
+    return this.tx("SetPolicy", { context, op: "revoke", principal, rights, session: options.session ?? "" }, "never");
+  }
+
+  policy(context: string): Promise<T.Policy> {
+    return this.tx("GetPolicy", { context }, "read");
+  }
+
+  /** The contexts this principal may read. */
+  async contexts(): Promise<string[]> {
+    return (await this.tx<T.ContextList>("ListContexts", {}, "read")).contexts;
   }
 
   // -- recall ---------------------------------------------------------------------------

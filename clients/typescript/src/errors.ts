@@ -159,18 +159,34 @@ function maybeJson(text: string): unknown {
 export function fromServiceError(err: grpc.ServiceError): MorphzError {
   const code = codeName(err.code);
   for (const raw of err.metadata?.get(STATUS_TRAILER) ?? []) {
-    const status = STATUS.toObject(STATUS.decode(raw as Buffer), { defaults: true });
+    const found = ourError(raw, code);
+    if (found) return found;
+  }
+  // A failure gRPC itself reports (no server answer), or a trailer that is not ours or
+  // does not decode (a proxy's, say): named after its code, never a decoding exception.
+  return makeError(code, err.details || code, code);
+}
+
+function ourError(raw: string | Buffer, code: string): MorphzError | undefined {
+  if (typeof raw === "string") return undefined;  // a -bin trailer is always bytes
+  let status, info;
+  try {
+    status = STATUS.toObject(STATUS.decode(raw), { defaults: true });
     for (const any of status.details as { typeUrl: string; value: Uint8Array }[]) {
       if (any.typeUrl !== ERROR_INFO_URL) continue;
-      const info = ERROR_INFO.toObject(ERROR_INFO.decode(any.value), { defaults: true });
-      if (info.domain !== DOMAIN) continue;
-      const details: Details = {};
-      for (const [key, value] of Object.entries(info.metadata as Record<string, string>)) {
-        details[key] = maybeJson(value);
+      const decoded = ERROR_INFO.toObject(ERROR_INFO.decode(any.value), { defaults: true });
+      if (decoded.domain === DOMAIN) {
+        info = decoded;
+        break;
       }
-      return makeError(info.reason, status.message, code, details);
     }
+  } catch {
+    return undefined;
   }
-  // A failure gRPC itself reports (no server answer): named after its code.
-  return makeError(code, err.details || code, code);
+  if (!info) return undefined;
+  const details: Details = {};
+  for (const [key, value] of Object.entries(info.metadata as Record<string, string>)) {
+    details[key] = maybeJson(value);
+  }
+  return makeError(info.reason, status.message, code, details);
 }
