@@ -5,6 +5,7 @@ import os
 
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.feeds import Feeds
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
@@ -12,6 +13,8 @@ from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.wired import Wired
 from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
+
+SHARD_LOOKUP_SECONDS = 2.0  # how soon a storage shard registered later is followed
 
 
 def register(app) -> Wired:
@@ -26,18 +29,14 @@ def register(app) -> Wired:
     release = lock_root(root)
     indexes = IndexDirectory(root)
     indexer = Indexer(app.store, indexes, tracer=tracer)
-    # One feed per store: the store's, or each storage shard's (with a position each).
-    feeds = app.store.shard_stores() if isinstance(app.store, ShardedStore) \
-        else {"": app.store}
-    followers = [FeedFollower(store, indexer, indexes, feed=name).start()
-                 for name, store in feeds.items()]
+    # One feed per store: the store's, or each storage shard's (with a position each),
+    # shards registered later included.
+    sharded = isinstance(app.store, ShardedStore)
+    feeds = Feeds(app.store.shard_stores if sharded else lambda: {"": app.store},
+                  lambda name, store: FeedFollower(store, indexer, indexes, feed=name).start(),
+                  interval=SHARD_LOOKUP_SECONDS if sharded else None).start()
     core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
-                      feed_status=lambda: _summed([f.status() for f in followers]))
+                      feed_status=feeds.status)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [f.stop for f in followers] + [release])
-
-
-def _summed(statuses: list[dict]) -> dict:
-    """Several feeds' places as one: positions and heads add up, and so does the lag."""
-    return {k: sum(s[k] for s in statuses) for k in statuses[0]}
+                 core, [feeds.stop, release])

@@ -178,6 +178,39 @@ def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster):
         assert os.path.exists(root / "recall" / "recall" / f"FEED_POSITION.{s}")
 
 
+def test_dist_06_a_recall_replica_follows_a_shard_registered_after_it_started(cluster):
+    """A third shard joins; a context an operator placed on it is indexed by the running
+    replica without a restart. Last of the module's cluster tests: the shard leaves again
+    (its registration deleted), so it takes no other test's contexts."""
+    procs, direct, root = cluster
+    etcd_address = direct.address
+    late = ServerProcess(root / "s3", args=["storage", "--etcd", etcd_address,
+                                            "--shard", "s3"]).start()
+    try:
+        name = "placed-late"
+        direct.put(PLACEMENT_PREFIX + name, "s3")  # before any write: it goes to s3
+        a = procs["a"].client()
+        a.create_context(name)
+        ref = a.append_event(name, "main", "user-message", "a latecomer shard")["ref"]
+        assert name in shard_contexts({"s3": late}, "s3")
+        with grpc.insecure_channel(procs["recall"].address) as ch:
+            recall = RecallClient(ch, timeout=30)
+            deadline = time.monotonic() + BOUND
+            while True:
+                try:
+                    found = [h["ref"] for h in recall.search(name, "latecomer")["results"]]
+                except MorphzError:
+                    found = []
+                if found == [ref]:
+                    break
+                assert time.monotonic() < deadline, found
+                time.sleep(0.2)
+        assert os.path.exists(root / "recall" / "recall" / "FEED_POSITION.s3")
+    finally:
+        direct.delete(SHARDS_PREFIX + "s3")
+        late.kill()
+
+
 @pytest.mark.parametrize("argv, field", [
     (["storage", "--etcd", "127.0.0.1:1"], "etcd"),
     (["storage", "--shard", "s1"], "shard"),

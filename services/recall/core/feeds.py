@@ -1,0 +1,67 @@
+"""The followers of a recall replica: one FeedFollower per change feed, the store's own
+or each storage shard's, including shards registered after the replica started (looked
+for again every `interval` seconds; a lookup that fails, etcd not answering say, is
+tried again at the next)."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional
+
+from morphz.services.recall.core.follower import FeedFollower
+from morphz.shared.storage.api import Store
+
+_log = logging.getLogger("morphz.recall.feeds")
+
+
+class Feeds:
+    def __init__(self, feeds: Callable[[], dict[str, Store]],
+                 follow: Callable[[str, Store], FeedFollower], *,
+                 interval: Optional[float] = None) -> None:
+        """`feeds()`: feed name -> store (name "" for a store's single feed);
+        `follow(name, store)`: a started follower; `interval`: None for a fixed set."""
+        self._feeds, self._follow, self._interval = feeds, follow, interval
+        self._lock = threading.Lock()  # guards self._followers
+        self._followers: dict[str, FeedFollower] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="recall-feeds", daemon=True)
+
+    def start(self) -> "Feeds":
+        self._add_new()  # fails the start-up if the feeds cannot be listed at all
+        if self._interval is not None:
+            self._thread.start()
+        return self
+
+    def _add_new(self) -> None:
+        for name, store in sorted(self._feeds().items()):
+            with self._lock:
+                if name in self._followers:
+                    continue
+            follower = self._follow(name, store)
+            with self._lock:
+                self._followers[name] = follower
+            if self._thread.is_alive():
+                _log.info("following the feed of storage shard %s, registered since start-up",
+                          name)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._add_new()
+            except Exception as e:  # noqa: BLE001 - etcd or a shard away: look again later
+                _log.warning("could not look for new storage shards: %s", e)
+
+    def status(self) -> dict:
+        """Every feed's place as one: positions and heads add up, and so does the lag."""
+        with self._lock:
+            statuses = [f.status() for f in self._followers.values()]
+        return {k: sum(s[k] for s in statuses) for k in statuses[0]} if statuses else {}
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        with self._lock:
+            followers = list(self._followers.values())
+        for f in followers:
+            f.stop()
