@@ -14,17 +14,22 @@ from morphz.services.recall.embedding.lsa import MIN_DOCS, LsaEmbedder
 # Three topics, each with its own vocabulary in English and Chinese; documents mix
 # words of one topic, so co-occurrence ties a topic's words together.
 _TOPICS = [
-    ["release", "launch", "ship", "version", "rollout", "发布", "上线", "版本", "灰度"],
-    ["database", "query", "index", "connection", "pool", "数据库", "查询", "连接", "索引"],
-    ["invoice", "payment", "refund", "customer", "billing", "付款", "退款", "客户", "账单"],
+    ["release", "launch", "ship", "version", "rollout", "canary", "changelog", "freeze",
+     "hotfix", "发布", "上线", "版本", "灰度", "回滚", "冻结", "补丁"],
+    ["database", "query", "index", "connection", "pool", "replica", "vacuum", "deadlock",
+     "schema", "数据库", "查询", "连接", "索引", "副本", "死锁", "表结构"],
+    ["invoice", "payment", "refund", "customer", "billing", "charge", "receipt", "discount",
+     "subscription", "付款", "退款", "客户", "账单", "发票", "折扣", "订阅"],
+    ["interview", "candidate", "offer", "onboarding", "laptop", "mentor", "salary", "resume",
+     "referral", "面试", "候选人", "入职", "导师", "薪资", "简历", "内推"],
 ]
 
 
-def _corpus(n: int = 240, seed: int = 7) -> list[str]:
+def _corpus(n: int = 400, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     docs = []
     for i in range(n):
-        words = rng.sample(_TOPICS[i % 3], 4)
+        words = rng.sample(_TOPICS[i % len(_TOPICS)], 5)
         docs.append(" ".join(words) + f" note {i}")
     return docs
 
@@ -95,11 +100,28 @@ def test_embed_keeps_order_and_count(fitted):
     assert vectors[2] == fitted.embed(["发布 上线"])[0]
 
 
+def _closest_without_the_word(embedder, word: str, n: int = 10) -> list[str]:
+    docs = [d for d in _corpus() if word not in d]
+    q = embedder.embed([word])[0]
+    scored = sorted(zip(embedder.embed(docs), docs), key=lambda p: -_cos(q, p[0]))
+    return [d for _, d in scored[:n]]
+
+
+def _of_topic(doc: str, topic: int) -> bool:
+    return bool(set(doc.split()) & set(_TOPICS[topic]))
+
+
 def test_learned_basis_relates_words_that_share_documents(fitted):
-    """"launch" and "rollout" never meet in a query/target pair below, but share a
-    topic in the corpus: their vectors are close, and far from another topic's."""
-    q, same, other = fitted.embed(["launch", "rollout 灰度", "refund 账单"])
-    assert _cos(q, same) > 0.5 > _cos(q, other)
+    """Of the documents without the word "launch", the closest to it are those of its
+    topic (release): what relates them is the documents they share, not letters."""
+    assert all(_of_topic(d, 0) for d in _closest_without_the_word(fitted, "launch"))
+
+
+def test_unfitted_embedder_knows_no_topics():
+    """The same check against the hashed mode: it must fail there, or the check
+    above would prove nothing."""
+    closest = _closest_without_the_word(default_embedder(), "launch")
+    assert not all(_of_topic(d, 0) for d in closest)
 
 
 def test_a_corpus_too_small_to_learn_from_gives_hashed_vectors_that_still_match():

@@ -11,8 +11,9 @@ OVERSAMPLE = 16
 POWER_ITERATIONS = 2
 
 
-def right_singular_vectors(x: csr_matrix, k: int) -> np.ndarray:
-    """The top `k` right singular vectors of `x`, as columns (cols(x) x k, float64).
+def truncated_svd(x: csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top `k` singular values of `x` (descending) and right singular vectors, as
+    columns (cols(x) x k).
 
     Each vector's sign is fixed (its largest entry is positive): singular vectors are
     only defined up to sign."""
@@ -25,8 +26,8 @@ def right_singular_vectors(x: csr_matrix, k: int) -> np.ndarray:
         q, _ = np.linalg.qr(xt @ q)
         q, _ = np.linalg.qr(x @ q)
     b = (xt @ q).T  # width x cols
-    _, _, vt = np.linalg.svd(b, full_matrices=False)
+    _, sigma, vt = np.linalg.svd(b, full_matrices=False)
     v = vt[:k].T
     signs = np.sign(v[np.abs(v).argmax(axis=0), np.arange(v.shape[1])])
     signs[signs == 0] = 1.0
-    return v * signs
+    return sigma[:k], v * signs
