@@ -114,11 +114,13 @@ class LsaEmbedder:
         columns = self._columns
         miss = self._chunk_columns
         indptr, cols = [0], []
+        get, extend, end = columns.get, cols.extend, indptr.append
         for text in texts:
-            for chunk in normalize(text).split():
-                found = columns.get(chunk)
-                cols.extend(miss(chunk) if found is None else found)
-            indptr.append(len(cols))
+            # normalize() with its ASCII case inlined: this loop runs once per text
+            for chunk in (text.lower() if text.isascii() else normalize(text)).split():
+                found = get(chunk)
+                extend(miss(chunk) if found is None else found)
+            end(len(cols))
         x = csr_matrix((np.ones(len(cols), dtype=np.float32), np.asarray(cols, dtype=np.int32),
                         np.asarray(indptr, dtype=np.int64)),
                        shape=(len(texts), self._weights.shape[0]))
