@@ -2,8 +2,12 @@
 context's own text, deterministic, restorable, any script."""
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -137,3 +141,16 @@ def test_restore_refuses_foreign_or_mismatched_state(fitted):
         default_embedder().restore(b"not a state")
     with pytest.raises(ValueError):
         LsaEmbedder(dimension=64).restore(fitted.state())
+
+
+def test_state_does_not_depend_on_the_process(fitted):
+    """Another interpreter with another string-hash seed learns the same bytes (the
+    state is kept beside the vectors and must match what a restart would learn)."""
+    code = ("import hashlib, sys; sys.path.insert(0, 'tests/unit'); "
+            "import test_embedding_lsa as t; "
+            "from morphz.services.recall.embedding.default import default_embedder; "
+            "print(hashlib.sha256(default_embedder().fitted(t._corpus()).state()).hexdigest())")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, check=True, text=True,
+                         capture_output=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert out.stdout.strip() == hashlib.sha256(fitted.state()).hexdigest()
