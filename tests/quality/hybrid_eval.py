@@ -3,10 +3,11 @@ the lexical leg (the real index adapter and analyzer), the vector leg (the defau
 embedder fitted on the history, exact cosine) and their reciprocal rank fusion,
 for the paraphrase queries and the keyword queries apart.
 
-    .venv/bin/python tests/quality/hybrid_eval.py
+    .venv/bin/python tests/quality/hybrid_eval.py [--background N]
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from history_background import background  # noqa: E402
 from hybrid_set import HISTORY, KEYWORD, PARAPHRASE  # noqa: E402
 
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
@@ -70,12 +72,14 @@ def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
     return {"recall@10": sum(recalls) / n, "mrr": sum(rranks) / n}
 
 
-def evaluate(embedder=None) -> dict[str, dict[str, dict]]:
-    """{group: {leg: {"recall@10", "mrr"}}} for groups paraphrase, keyword, all."""
+def evaluate(embedder=None, background_notes: int = 0) -> dict[str, dict[str, dict]]:
+    """{group: {leg: {"recall@10", "mrr"}}} for groups paraphrase, keyword, all;
+    `background_notes` unlabelled notes (history_background.py) join the history."""
     groups = {"paraphrase": PARAPHRASE, "keyword": KEYWORD, "all": PARAPHRASE + KEYWORD}
     queries = [q for q, _ in groups["all"]]
-    lexical = dict(zip(queries, lexical_rankings(HISTORY, queries)))
-    vector = dict(zip(queries, vector_rankings(HISTORY, queries, embedder)))
+    history = {**HISTORY, **background(background_notes)}
+    lexical = dict(zip(queries, lexical_rankings(history, queries)))
+    vector = dict(zip(queries, vector_rankings(history, queries, embedder)))
     legs: dict[str, Callable[[str], Ranking]] = {
         "lexical": lexical.__getitem__,
         "vector": vector.__getitem__,
@@ -87,9 +91,13 @@ def evaluate(embedder=None) -> dict[str, dict[str, dict]]:
 
 
 def main() -> int:
-    report = evaluate()
+    ap = argparse.ArgumentParser(description="hybrid recall quality on the labelled history")
+    ap.add_argument("--background", type=int, default=0, metavar="N",
+                    help="add N unlabelled notes of the same workstreams (report only)")
+    args = ap.parse_args()
+    report = evaluate(background_notes=args.background)
     print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
-          f"{len(KEYWORD)} keyword) over {len(HISTORY)} events; embedder "
+          f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; embedder "
           f"{default_embedder().identity.label()}, RRF k={RRF_K}")
     print(f"{'queries':<12} {'leg':<8} {'recall@10':>10} {'MRR':>8}")
     for group, legs in report.items():
