@@ -1,0 +1,110 @@
+"""Hybrid recall quality on the labelled history (hybrid_set.py): recall@10 and MRR of
+the lexical leg (the real index adapter and analyzer), the vector leg (the default
+embedder fitted on the history, exact cosine) and their reciprocal rank fusion,
+for the paraphrase queries and the keyword queries apart.
+
+    .venv/bin/python tests/quality/hybrid_eval.py [--background N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from typing import Callable, Sequence
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from history_background import background  # noqa: E402
+from hybrid_set import HISTORY, KEYWORD, PARAPHRASE  # noqa: E402
+
+from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
+from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
+
+K = 10
+DEPTH = 50  # how far down each leg's ranking the fusion looks
+RRF_K = 60
+
+Ranking = list[str]
+
+
+def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Ranking]:
+    with tempfile.TemporaryDirectory() as tmp:
+        idx = ContextIndex(tmp)
+        idx.apply([Doc(f"f:{d}", "frame", terms(text), 0) for d, text in docs.items()],
+                  {"position": 0})
+        searcher, _ = idx.snapshot()
+        return [[h.key[2:] for h in idx.search(searcher, Query(terms=query_terms(q)), 0, DEPTH)]
+                for q in queries]
+
+
+def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None) -> list[Ranking]:
+    ids = list(docs)
+    fitted = (embedder or default_embedder()).fitted(list(docs.values()))
+    doc_vectors = np.asarray(fitted.embed(list(docs.values())), dtype=np.float32)
+    out = []
+    for q in np.asarray(fitted.embed(list(queries)), dtype=np.float32):
+        scores = doc_vectors @ q
+        order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:DEPTH]
+        out.append([ids[i] for i in order if scores[i] > 0])
+    return out
+
+
+def rrf(*rankings: Ranking, k: int = RRF_K) -> Ranking:
+    """Reciprocal rank fusion: each document scores the sum of 1 / (k + rank)."""
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, d in enumerate(ranking, start=1):
+            score[d] = score.get(d, 0.0) + 1.0 / (k + rank)
+    return sorted(score, key=lambda d: (-score[d], d))
+
+
+def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
+    recalls, rranks = [], []
+    for ranked, rel in zip(rankings, relevant):
+        top = ranked[:K]
+        recalls.append(len(rel & set(top)) / len(rel))
+        first = next((i + 1 for i, d in enumerate(top) if d in rel), None)
+        rranks.append(1 / first if first else 0.0)
+    n = len(rankings)
+    return {"recall@10": sum(recalls) / n, "mrr": sum(rranks) / n}
+
+
+def evaluate(embedder=None, background_notes: int = 0) -> dict[str, dict[str, dict]]:
+    """{group: {leg: {"recall@10", "mrr"}}} for groups paraphrase, keyword, all;
+    `background_notes` unlabelled notes (history_background.py) join the history."""
+    groups = {"paraphrase": PARAPHRASE, "keyword": KEYWORD, "all": PARAPHRASE + KEYWORD}
+    queries = [q for q, _ in groups["all"]]
+    history = {**HISTORY, **background(background_notes)}
+    lexical = dict(zip(queries, lexical_rankings(history, queries)))
+    vector = dict(zip(queries, vector_rankings(history, queries, embedder)))
+    legs: dict[str, Callable[[str], Ranking]] = {
+        "lexical": lexical.__getitem__,
+        "vector": vector.__getitem__,
+        "hybrid": lambda q: rrf(lexical[q], vector[q]),
+    }
+    return {g: {leg: metrics([rank(q) for q, _ in qs], [r for _, r in qs])
+                for leg, rank in legs.items()}
+            for g, qs in groups.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="hybrid recall quality on the labelled history")
+    ap.add_argument("--background", type=int, default=0, metavar="N",
+                    help="add N unlabelled notes of the same workstreams (report only)")
+    args = ap.parse_args()
+    report = evaluate(background_notes=args.background)
+    print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
+          f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; embedder "
+          f"{default_embedder().identity.label()}, RRF k={RRF_K}")
+    print(f"{'queries':<12} {'leg':<8} {'recall@10':>10} {'MRR':>8}")
+    for group, legs in report.items():
+        for leg, m in legs.items():
+            print(f"{group:<12} {leg:<8} {m['recall@10']:>10.3f} {m['mrr']:>8.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
