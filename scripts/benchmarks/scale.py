@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Progress, log  # noqa: E402
+from common import Progress, log, target  # noqa: E402
 
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -58,18 +58,23 @@ def measure_tx_size(core: TransactionCore, samples: int) -> dict:
 
 
 def fill_events(core: TransactionCore, context: str, events: int) -> None:
-    """`events` inputs, digested into frames in batches (as an agent's history grows)."""
+    """`events` inputs, digested into frames in batches (as an agent's history grows).
+    Counts come from the replies: status() reads every pending input of the session,
+    which would make the fill quadratic in the history."""
     core.create_context(context, caller=CALLER)
     status = core.status(context, caller=CALLER)
+    count, revision = status["event_count"], status["revision"]
     with Progress(f"writing {events:,} events", events / 2000):
-        while status["event_count"] < events:
+        while count < events:
+            batch = count
             for i in range(99):
-                core.append_event(context, "s1", "user-message", f"input {i} about release {i % 7}",
-                                  caller=CALLER)
-            revision = core.status(context, caller=CALLER)["revision"]
-            core.commit(context, f"(context-tx (base-version {revision}) "
-                        f"(create n{status['event_count']} (note digest)))", caller=CALLER)
-            status = core.status(context, caller=CALLER)
+                count = core.append_event(context, "s1", "user-message",
+                                          f"input {i} about release {i % 7}",
+                                          caller=CALLER)["seq"] + 1
+            revision = core.commit(context, f"(context-tx (base-version {revision}) "
+                                   f"(create n{batch} (note digest)))",
+                                   caller=CALLER)["revision"]
+            count += 1
 
 
 def bare_read(store: LmdbStore, context: str) -> int:
@@ -88,10 +93,6 @@ def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
         row[name] = statistics.median(walls)
         log(f"    {name} of {events:,} events: {row[name]:.3f} s")
     return row
-
-
-def verdict(target: str, value: float, goal: str, met: bool) -> None:
-    print(f"{target}: {value:,.2f} (target {goal}): {'MET' if met else 'NOT MET'}")
 
 
 def main() -> None:
@@ -130,16 +131,17 @@ def main() -> None:
                   f"{unit}/s")
     print()
     ratio = tx[10_000]["cpu_s"] / tx[1_000]["cpu_s"]
-    verdict("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
-            ratio <= LINEAR_GOAL)
+    target("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
+           ratio <= LINEAR_GOAL)
     for name in ("audit", "rebuild"):
         rate = history["events"] / history[name]
-        verdict(f"{name} events/s at {history['events']:,} events (x{history[name] / history['bare read']:.1f}"
-                " the bare read)", rate, f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+        ratio = history[name] / history["bare read"]
+        target(f"{name} events/s at {history['events']:,} events (x{ratio:.1f} the bare read)",
+               rate, f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
     # Its history is one 10,000-op transaction: each op counts as an event would.
     rate = 10_000 / frames["audit"]
-    verdict("audit ops/s of the context holding one 10,000-op transaction", rate,
-            f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+    target("audit ops/s of the context holding one 10,000-op transaction", rate,
+           f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,10 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def event_rows(self) -> Iterator[tuple[Key, bytes]]:
+        """The stored event rows, undecoded, in seq order."""
+        return self._scan("events")
+
     def observation(self, seq: int) -> Optional[R.Observation]:
         return R.loads(R.Observation, self._get("observations", (seq,)))
 
