@@ -89,9 +89,11 @@ def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
     for name, fn in (("bare read", lambda: bare_read(store, context)),
                      ("audit", lambda: core.audit(context, caller=CALLER)),
                      ("rebuild", lambda: core.rebuild_projections(context, caller=CALLER))):
-        walls = [timed(fn)[0] for _ in range(samples)]
-        row[name] = statistics.median(walls)
-        log(f"    {name} of {events:,} events: {row[name]:.3f} s")
+        runs = [timed(fn) for _ in range(samples)]
+        row[name] = statistics.median(w for w, _ in runs)
+        row[name + " cpu"] = statistics.median(c for _, c in runs)
+        log(f"    {name} of {events:,} events: {row[name]:.3f} s wall, "
+            f"{row[name + ' cpu']:.3f} s CPU")
     return row
 
 
@@ -127,8 +129,8 @@ def main() -> None:
                                 (f"{history['events']:,} events", history, history["events"],
                                  "events")):
         for name in ("bare read", "audit", "rebuild"):
-            print(f"{name + ' of ' + label:34}{row[name]:>10.3f}   {n / row[name]:>12,.0f} "
-                  f"{unit}/s")
+            print(f"{name + ' of ' + label:34}{row[name]:>10.3f}{row[name + ' cpu']:>10.3f}"
+                  f"   {n / row[name]:>12,.0f} {unit}/s ({n / row[name + ' cpu']:,.0f}/s of CPU)")
     print()
     ratio = tx[10_000]["cpu_s"] / tx[1_000]["cpu_s"]
     target("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
@@ -136,11 +138,15 @@ def main() -> None:
     for name in ("audit", "rebuild"):
         rate = history["events"] / history[name]
         ratio = history[name] / history["bare read"]
-        target(f"{name} events/s at {history['events']:,} events (x{ratio:.1f} the bare read)",
-               rate, f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+        cpu_rate = history["events"] / history[name + " cpu"]
+        # Wall time is the target's measure; CPU time says what a busy machine hides.
+        target(f"{name} events/s at {history['events']:,} events (x{ratio:.1f} the bare read;"
+               f" {cpu_rate:,.0f}/s of CPU)", rate, f">= {AUDIT_EVENTS_PER_S:,}",
+               rate >= AUDIT_EVENTS_PER_S)
     # Its history is one 10,000-op transaction: each op counts as an event would.
     rate = 10_000 / frames["audit"]
-    target("audit ops/s of the context holding one 10,000-op transaction", rate,
+    target(f"audit ops/s of the context holding one 10,000-op transaction "
+           f"({10_000 / frames['audit cpu']:,.0f}/s of CPU)", rate,
            f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
 
 

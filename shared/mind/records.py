@@ -88,8 +88,12 @@ class Stamp:
         return Stamp(int(rev), int(tick) if tick else None)
 
     def encode(self) -> bytes:
-        return (str(self.revision) if self.tick is None
-                else f"{self.revision}@{self.tick}").encode()
+        return stamp_bytes(self.revision, self.tick)
+
+
+def stamp_bytes(revision: int, tick: Optional[int] = None) -> bytes:
+    """Stamp(revision, tick).encode() without making the Stamp (one per boundary set)."""
+    return (str(revision) if tick is None else f"{revision}@{tick}").encode()
 
 
 @dataclass
@@ -232,14 +236,23 @@ def _exact(obj: Any) -> bool:
     kind = type(obj)
     if kind in _EXACT:
         return True
-    if kind is list or kind is tuple:
-        return all(type(v) in _EXACT or _exact(v) for v in obj)
     if kind is dict:
-        return all(type(k) is str and (type(v) in _EXACT or _exact(v)) for k, v in obj.items())
-    fields = getattr(kind, "__dataclass_fields__", None)
-    values = getattr(obj, "__dict__", None)
-    return (fields is not None and values is not None and len(values) == len(fields) and
-            all(type(v) in _EXACT or _exact(v) for v in values.values()))
+        for k, v in obj.items():  # loops, not all(): this runs for every record written
+            if type(k) is not str or (type(v) not in _EXACT and not _exact(v)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        values = obj
+    else:
+        fields = getattr(kind, "__dataclass_fields__", None)
+        attrs = getattr(obj, "__dict__", None)
+        if fields is None or attrs is None or len(attrs) != len(fields):
+            return False
+        values = attrs.values()
+    for v in values:
+        if type(v) not in _EXACT and not _exact(v):
+            return False
+    return True
 
 
 _decode = msgspec.json.Decoder().decode

@@ -200,7 +200,7 @@ class MindState(MindView):
         return R.Stamp.parse(self._get("boundaries", (boundary,)))
 
     def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
-        self._put("boundaries", (boundary,), R.Stamp(revision, tick).encode())
+        self._put("boundaries", (boundary,), R.stamp_bytes(revision, tick))
 
     def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                            Optional[bytes]]]]:

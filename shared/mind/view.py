@@ -202,6 +202,10 @@ class MindView:
     def session(self, sid: str) -> Optional[R.Session]:
         return R.loads(R.Session, self._get("sessions", (sid,)))
 
+    def has_session(self, sid: str) -> bool:
+        """session(sid) is not None, without decoding it (each input asks)."""
+        return self._get("sessions", (sid,)) is not None
+
     def sessions(self) -> list[R.Session]:
         return [R.loads(R.Session, raw) for _, raw in self._scan("sessions")]
 

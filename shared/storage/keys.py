@@ -70,8 +70,10 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
 
 def decode(raw: bytes, start: int = 0) -> Key:
     """The key encoded in raw[start:] (`start`: past a context prefix a reader skips)."""
-    parts: list = []
     i, n = start, len(raw)
+    if n - i == 9 and raw[i] == 1:  # one int, the commonest key (a seq): no loop
+        return (int.from_bytes(raw[i + 1:], "big"),)
+    parts: list = []
     while i < n:  # on every row a scan yields: byte indexing, no slices for the tag
         if raw[i] == 1:
             parts.append(int.from_bytes(raw[i + 1:i + 9], "big"))
