@@ -71,8 +71,18 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
 def decode(raw: bytes, start: int = 0) -> Key:
     """The key encoded in raw[start:] (`start`: past a context prefix a reader skips)."""
     i, n = start, len(raw)
-    if n - i == 9 and raw[i] == 1:  # one int, the commonest key (a seq): no loop
-        return (int.from_bytes(raw[i + 1:], "big"),)
+    if i == n:
+        return ()
+    # The commonest shapes without the loop: (seq,), (id,) and (id, seq).
+    if raw[i] == 1:
+        if n - i == 9:
+            return (int.from_bytes(raw[i + 1:], "big"),)
+    else:
+        end = raw.index(0, i + 1)
+        if end == n - 1:
+            return (raw[i + 1:end].decode("utf-8"),)
+        if n - end == 10 and raw[end + 1] == 1:
+            return raw[i + 1:end].decode("utf-8"), int.from_bytes(raw[end + 2:], "big")
     parts: list = []
     while i < n:  # on every row a scan yields: byte indexing, no slices for the tag
         if raw[i] == 1:
