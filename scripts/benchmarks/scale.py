@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Progress, log  # noqa: E402
+from common import Progress, log, target  # noqa: E402
 
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -58,18 +58,23 @@ def measure_tx_size(core: TransactionCore, samples: int) -> dict:
 
 
 def fill_events(core: TransactionCore, context: str, events: int) -> None:
-    """`events` inputs, digested into frames in batches (as an agent's history grows)."""
+    """`events` inputs, digested into frames in batches (as an agent's history grows).
+    Counts come from the replies: status() reads every pending input of the session,
+    which would make the fill quadratic in the history."""
     core.create_context(context, caller=CALLER)
     status = core.status(context, caller=CALLER)
+    count, revision = status["event_count"], status["revision"]
     with Progress(f"writing {events:,} events", events / 2000):
-        while status["event_count"] < events:
+        while count < events:
+            batch = count
             for i in range(99):
-                core.append_event(context, "s1", "user-message", f"input {i} about release {i % 7}",
-                                  caller=CALLER)
-            revision = core.status(context, caller=CALLER)["revision"]
-            core.commit(context, f"(context-tx (base-version {revision}) "
-                        f"(create n{status['event_count']} (note digest)))", caller=CALLER)
-            status = core.status(context, caller=CALLER)
+                count = core.append_event(context, "s1", "user-message",
+                                          f"input {i} about release {i % 7}",
+                                          caller=CALLER)["seq"] + 1
+            revision = core.commit(context, f"(context-tx (base-version {revision}) "
+                                   f"(create n{batch} (note digest)))",
+                                   caller=CALLER)["revision"]
+            count += 1
 
 
 def bare_read(store: LmdbStore, context: str) -> int:
@@ -84,14 +89,12 @@ def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
     for name, fn in (("bare read", lambda: bare_read(store, context)),
                      ("audit", lambda: core.audit(context, caller=CALLER)),
                      ("rebuild", lambda: core.rebuild_projections(context, caller=CALLER))):
-        walls = [timed(fn)[0] for _ in range(samples)]
-        row[name] = statistics.median(walls)
-        log(f"    {name} of {events:,} events: {row[name]:.3f} s")
+        runs = [timed(fn) for _ in range(samples)]
+        row[name] = statistics.median(w for w, _ in runs)
+        row[name + " cpu"] = statistics.median(c for _, c in runs)
+        log(f"    {name} of {events:,} events: {row[name]:.3f} s wall, "
+            f"{row[name + ' cpu']:.3f} s CPU")
     return row
-
-
-def verdict(target: str, value: float, goal: str, met: bool) -> None:
-    print(f"{target}: {value:,.2f} (target {goal}): {'MET' if met else 'NOT MET'}")
 
 
 def main() -> None:
@@ -126,20 +129,25 @@ def main() -> None:
                                 (f"{history['events']:,} events", history, history["events"],
                                  "events")):
         for name in ("bare read", "audit", "rebuild"):
-            print(f"{name + ' of ' + label:34}{row[name]:>10.3f}   {n / row[name]:>12,.0f} "
-                  f"{unit}/s")
+            print(f"{name + ' of ' + label:34}{row[name]:>10.3f}{row[name + ' cpu']:>10.3f}"
+                  f"   {n / row[name]:>12,.0f} {unit}/s ({n / row[name + ' cpu']:,.0f}/s of CPU)")
     print()
     ratio = tx[10_000]["cpu_s"] / tx[1_000]["cpu_s"]
-    verdict("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
-            ratio <= LINEAR_GOAL)
+    target("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",
+           ratio <= LINEAR_GOAL)
     for name in ("audit", "rebuild"):
         rate = history["events"] / history[name]
-        verdict(f"{name} events/s at {history['events']:,} events (x{history[name] / history['bare read']:.1f}"
-                " the bare read)", rate, f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+        ratio = history[name] / history["bare read"]
+        cpu_rate = history["events"] / history[name + " cpu"]
+        # Wall time is the target's measure; CPU time says what a busy machine hides.
+        target(f"{name} events/s at {history['events']:,} events (x{ratio:.1f} the bare read;"
+               f" {cpu_rate:,.0f}/s of CPU)", rate, f">= {AUDIT_EVENTS_PER_S:,}",
+               rate >= AUDIT_EVENTS_PER_S)
     # Its history is one 10,000-op transaction: each op counts as an event would.
     rate = 10_000 / frames["audit"]
-    verdict("audit ops/s of the context holding one 10,000-op transaction", rate,
-            f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
+    target(f"audit ops/s of the context holding one 10,000-op transaction "
+           f"({10_000 / frames['audit cpu']:,.0f}/s of CPU)", rate,
+           f">= {AUDIT_EVENTS_PER_S:,}", rate >= AUDIT_EVENTS_PER_S)
 
 
 if __name__ == "__main__":

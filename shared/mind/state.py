@@ -47,6 +47,11 @@ class MindState(MindView):
         self._quarantined.append((table, key))
         self._put(table, key, None)
 
+    def overlay(self) -> Overlay:
+        """The writes made so far, without the meta row (writes() adds it): a replay folds
+        each event's writes into its own rows and carries the Meta object along."""
+        return self._overlay
+
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))
@@ -195,7 +200,7 @@ class MindState(MindView):
         return R.Stamp.parse(self._get("boundaries", (boundary,)))
 
     def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
-        self._put("boundaries", (boundary,), R.Stamp(revision, tick).encode())
+        self._put("boundaries", (boundary,), R.stamp_bytes(revision, tick))
 
     def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                            Optional[bytes]]]]:

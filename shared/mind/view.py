@@ -121,6 +121,10 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def event_rows(self) -> Iterator[tuple[Key, bytes]]:
+        """The stored event rows, undecoded, in seq order."""
+        return self._scan("events")
+
     def observation(self, seq: int) -> Optional[R.Observation]:
         return R.loads(R.Observation, self._get("observations", (seq,)))
 
@@ -197,6 +201,10 @@ class MindView:
     # -- sessions, inputs, activations, calls ---------------------------------------------
     def session(self, sid: str) -> Optional[R.Session]:
         return R.loads(R.Session, self._get("sessions", (sid,)))
+
+    def has_session(self, sid: str) -> bool:
+        """session(sid) is not None, without decoding it (each input asks)."""
+        return self._get("sessions", (sid,)) is not None
 
     def sessions(self) -> list[R.Session]:
         return [R.loads(R.Session, raw) for _, raw in self._scan("sessions")]

@@ -70,8 +70,20 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
 
 def decode(raw: bytes, start: int = 0) -> Key:
     """The key encoded in raw[start:] (`start`: past a context prefix a reader skips)."""
-    parts: list = []
     i, n = start, len(raw)
+    if i == n:
+        return ()
+    # The commonest shapes without the loop: (seq,), (id,) and (id, seq).
+    if raw[i] == 1:
+        if n - i == 9:
+            return (int.from_bytes(raw[i + 1:], "big"),)
+    else:
+        end = raw.index(0, i + 1)
+        if end == n - 1:
+            return (raw[i + 1:end].decode("utf-8"),)
+        if n - end == 10 and raw[end + 1] == 1:
+            return raw[i + 1:end].decode("utf-8"), int.from_bytes(raw[end + 2:], "big")
+    parts: list = []
     while i < n:  # on every row a scan yields: byte indexing, no slices for the tag
         if raw[i] == 1:
             parts.append(int.from_bytes(raw[i + 1:i + 9], "big"))

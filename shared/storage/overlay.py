@@ -29,12 +29,31 @@ class Overlay:
             insort(self._ordered[table], (keycodec.encode(key), key))
         rows[key] = value
 
+    def update(self, other: "Overlay") -> None:
+        """Lay `other`'s writes over these, as putting each of them would."""
+        for table, theirs in other._tables.items():
+            rows = self._tables.get(table)
+            if rows is None:
+                self._tables[table] = dict(theirs)
+                continue
+            ordered = self._ordered.get(table)
+            if ordered is not None:
+                for key in theirs:
+                    if key not in rows:
+                        insort(ordered, (keycodec.encode(key), key))
+            rows.update(theirs)
+
     def get(self, table: str, key: Key, default=_MISSING):
         """The pending value (None: deleted), or `default` when nothing is pending."""
         rows = self._tables.get(table)
         if rows is None:
             return default
         return rows.get(key, default)
+
+    def present(self, table: str) -> dict[Key, bytes]:
+        """The table's rows as a store would hold them after these writes alone (deleted
+        ones left out), in no particular order."""
+        return {k: v for k, v in self._tables.get(table, {}).items() if v is not None}
 
     def has(self, table: str, key: Key) -> bool:
         rows = self._tables.get(table)

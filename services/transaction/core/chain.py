@@ -6,7 +6,7 @@ The link is set when a live event is built (replay applies stored events as they
 the context's meta keeps the hash of its last event (`Meta.chain`, set by MindState)."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
@@ -19,20 +19,23 @@ def link(m: MindState, ev: R.Event) -> None:
         ev.data["prev"] = meta.chain
 
 
-def verify(rows: Iterable[tuple[tuple, bytes]]) -> dict:
-    """Walk stored events in order: the first link that does not hold, if any. Events
+def verify(events: Iterable[tuple[int, bytes, Any]]) -> dict:
+    """Walk stored events in order, (seq, stored bytes, their decoded JSON or the
+    ValueError decoding raised): the first link that does not hold, if any. Events
     written before the chain existed carry no link and are not judged; once one event
     carries a link, every later one must (an event slipped in without one is caught)."""
     prev_hash: Optional[str] = None
     expected_seq = 0
     checked = 0
     chained = False
-    for (seq,), raw in rows:
+    for seq, raw, value in events:
         if seq != expected_seq:
             return {"match": False, "checked": checked, "first_broken": R.ref(expected_seq),
                     "problem": "missing"}
         try:
-            data = R.loads(dict, raw).get("data") or {}
+            if isinstance(value, ValueError):
+                raise value
+            data = value.get("data") or {}
         except (ValueError, AttributeError):
             return {"match": False, "checked": checked, "first_broken": R.ref(seq),
                     "problem": "undecodable"}

@@ -46,7 +46,7 @@ def _apply_created(m: MindState, ev: R.Event) -> dict:
 def _apply_input(m: MindState, ev: R.Event) -> dict:
     if ev.kind not in R.INPUT_KINDS:
         raise MorphzError("EVENT_KIND_INVALID", f"unknown event kind {ev.kind!r}", kind=ev.kind)
-    if m.session(ev.session) is None:
+    if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
     m.set_pending(ev.session, ev.seq, True)
     m.put_observation(ev.seq, R.Observation())
@@ -58,7 +58,7 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     batch holds an external fact, then retirements that fell due take effect."""
     meta = m.meta()
     sid = ev.session
-    if m.session(sid) is None:
+    if not m.has_session(sid):
         raise MorphzError("SESSION_NOT_FOUND", f"no session {sid}", session=sid)
     claimed = m.pending(sid)
     kinds = {seq: m.event(seq).kind for seq in claimed}

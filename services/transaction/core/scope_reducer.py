@@ -43,7 +43,7 @@ def apply_call_result(m: MindState, ev: R.Event) -> dict:
 def apply_message(m: MindState, ev: R.Event) -> dict:
     """A message waits, pending, in its target's inbox; the target is not activated."""
     target = ev.data["target_session"]
-    if m.session(ev.session) is None:
+    if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
     m.put_observation(ev.seq, R.Observation())
     m.set_pending(target, ev.seq, True)

@@ -1,0 +1,76 @@
+"""AUDIT-01: the replay behind audit and rebuild-projections folds each event's writes into
+one set of rows and carries the context's meta from one event to the next; what it gives,
+table by table, is what applying each stored event on its own candidate Mind over the
+rows written before it, and keeping every write that Mind makes, gives."""
+from __future__ import annotations
+
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core import replay as rp
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.reducer import apply_event
+from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
+from morphz.shared.mind.state import MindState
+from morphz.shared.storage.overlay import Overlay, OverlayReader
+
+CTX = "replayed"
+
+
+def reference_replay(events) -> dict[str, dict]:
+    """One fresh MindState per event over the rows before it; all its writes() kept."""
+    rows = Overlay()
+    done = OverlayReader(rows)
+    for ev in events:
+        m = MindState(done)
+        apply_event(m, ev)
+        for w in m.writes():
+            rows.put(w.table, w.key, w.value)
+    return {t: dict(done.scan(t)) for t in rp.AUDITED}
+
+
+def _history(core: TransactionCore) -> None:
+    """Every kind of event, with frames retired by the window, a rollback and a place."""
+    core.create_context(CTX, window=1, caller=CALLER)
+    def tx(base: int, ops: str, reason: str = "", **kw) -> int:
+        why = f' (reason "{reason}")' if reason else ""
+        return core.commit(CTX, f"(context-tx (base-version {base}){why} {ops})",
+                           caller=CALLER, **kw)["revision"]
+    rev = tx(0, "(create a (v 1)) (create b (v 2)) (create c (v 3))")
+    seen = core.append_event(CTX, "s1", "user-message", "look at this", caller=CALLER)
+    act = core.activate(CTX, "s1", caller=CALLER)
+    rev = tx(rev, f"(derive d (from {seen['ref']}) (saw it)) (relate d supports a) "
+             f"(checkpoint cp) (place c first) (retire b)", reason="done")
+    core.append_event(CTX, "s1", "action", "call the tool", activation=act["id"],
+                      caller=CALLER)
+    core.deliver(CTX, act["id"], caller=CALLER)
+    core.append_event(CTX, "s2", "message", "hello", target_session="s1", caller=CALLER)
+    core.append_event(CTX, "s1", "tool-result", "a result", caller=CALLER)
+    core.activate(CTX, "s1", caller=CALLER)  # the window runs out: b retires
+    rev = tx(rev, "(revise a (v 4)) (protect c)", reason="keep", request_id="req-1")
+    rev = tx(rev, "(rollback cp)")
+    core.set_policy(CTX, "grant", "someone", ["read"], caller=CALLER)
+    tx(rev, "(create e (v 5) (from a)) (relate e supports a)")
+    core.append_event(CTX, "s1", "user-message", "still pending", caller=CALLER)
+
+
+def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):
+    store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
+    try:
+        core = TransactionCore(store)
+        _history(core)
+        with store.reader(CTX) as reader:
+            m = MindState(reader)
+            events = list(m.events())
+            fast, count = rp.replay(CTX, events)
+            stored, _ = rp._replay(rp._events(rp.stored_events(m)))
+            want = reference_replay(events)
+            actual = {t: m.rows(t) for t in rp.AUDITED}
+        assert count == len(events) > 12
+        assert {t for t in rp.AUDITED if want[t]} >= {
+            "meta", "frames", "relations", "order", "checkpoints", "sessions", "activations",
+            "calls", "boundaries", "idempotency", "policy", "observations", "pending"}
+        assert fast == want
+        assert stored == want
+        assert want == actual  # and the history as committed
+        assert core.audit(CTX, caller=CALLER)["match"]
+    finally:
+        store.close()
