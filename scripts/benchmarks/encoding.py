@@ -86,9 +86,9 @@ class Bench:
             self.as_caller = {"caller": IN_PROCESS_CALLER}
         self.write_ms = 0.0  # the last compile's snapshot write (in process only)
 
-    def _timed_write(self, store, context: str, record: dict) -> None:
+    def _timed_write(self, store, context: str, record: dict, *rest) -> None:
         t = time.perf_counter()
-        snapshot_store.put(store, context, record)
+        snapshot_store.put(store, context, record, *rest)
         self.write_ms = (time.perf_counter() - t) * 1000
 
     def close(self) -> None:

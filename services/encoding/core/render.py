@@ -16,7 +16,7 @@ from typing import Optional
 from morphz.shared import sexpr
 from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
-from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, Material
+from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, FrameIn, Material
 from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
 
@@ -70,6 +70,22 @@ class Item:
     def __post_init__(self) -> None:
         self.line = "(" + self.head + "".join(f" ({o} {t})" if t else f" ({o})"
                                                for o, t in self.parts) + ")"
+        self.layout()
+
+    def layout(self) -> None:
+        """What the item contributes wherever it lands: its sizes, its parts' ranges
+        relative to its start, and its structured fields (render adds the offsets)."""
+        line = self.line
+        self.chars = len(line)
+        nbytes = self.chars if line.isascii() else len(line.encode())
+        rel, p_off = [], 1 + len(self.head)
+        for owner, inner in self.parts:
+            seg = 3 + len(owner) + (len(inner) + 1 if inner else 0)  # " (" owner [" " inner] ")"
+            rel.append((owner, p_off + 1, p_off + seg))
+            p_off += seg
+        self.rel_parts = rel
+        self.fields = {**ITEM_DEFAULTS, **self.facts, "bytes": nbytes}
+        self.bytes = nbytes
 
 
 def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:
@@ -149,21 +165,22 @@ def observation_state(m: Material) -> list[Item]:
     return out
 
 
+def frame_item(f: FrameIn) -> Item:
+    facts = f"(revision {f.revision}) (state {f.state}) (protected {_yn(f.protected)})"
+    agent = ""
+    if f.state == "retiring":
+        facts += f" (due-tick {f.due_tick}) (remaining-ticks {f.remaining_ticks})"
+        agent = f"(retire-reason {sexpr.render(f.retire_reason)}) "
+    agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
+    # The body is the agent's canonical text, inserted byte for byte.
+    agent += " (body" + (" " + f.body if f.body else "") + ")"
+    return Item("frame", f.id, "frame " + atom_text(f.id), [(RUNTIME, facts), (AGENT, agent)],
+                {"revision": f.revision, "state": f.state, "protected": f.protected,
+                 "remaining_ticks": f.remaining_ticks})
+
+
 def mind(m: Material) -> list[Item]:
-    out = []
-    for f in m.frames:
-        facts = f"(revision {f.revision}) (state {f.state}) (protected {_yn(f.protected)})"
-        agent = ""
-        if f.state == "retiring":
-            facts += f" (due-tick {f.due_tick}) (remaining-ticks {f.remaining_ticks})"
-            agent = f"(retire-reason {sexpr.render(f.retire_reason)}) "
-        agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
-        # The body is the agent's canonical text, inserted byte for byte.
-        agent += " (body" + (" " + f.body if f.body else "") + ")"
-        out.append(Item("frame", f.id, "frame " + atom_text(f.id),
-                        [(RUNTIME, facts), (AGENT, agent)],
-                        {"revision": f.revision, "state": f.state, "protected": f.protected,
-                         "remaining_ticks": f.remaining_ticks}))
+    out = [f.rendered or frame_item(f) for f in m.frames]
     for s, n, o in m.relations:
         out.append(Item("relation", f"{s} {n} {o}", "relation",
                         [(AGENT, f"{atom_text(s)} {atom_text(n)} {atom_text(o)}")]))
@@ -278,6 +295,8 @@ class Rendered:
     items: list[dict]
     pressure: Pressure
     bytes: int
+    # The items as the stored snapshot packs them (snapshot.ITEM_FIELDS + flat parts).
+    rows: list[list] = field(default_factory=list)
 
 
 def _region_text(name: str, lines: list[str]) -> str:
@@ -300,7 +319,7 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     kernel = regions[6][1]
     marker = "\x00pressure\x00"
     kernel.append(Item("pressure", "context", marker, []))
-    kernel[-1].line = marker
+    kernel[-1].line = marker  # a placeholder: replaced below, never laid out
     skeleton = "\n".join(_region_text(n, [it.line for it in its]) for n, its in regions)
     before, after = skeleton.split(marker)
     fixed_bytes = len(before.encode()) + len(after.encode())
@@ -325,35 +344,30 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     text_parts: list[str] = []
     region_ranges: list[dict] = []
     items_out: list[dict] = []
+    rows: list[list] = []
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
             text_parts.append("\n")
             pos += 1
         start = pos
-        if name == "evaluate":
-            offsets = [pos]
-        else:
-            offsets = []
-            cur = pos + 1 + len(name)
-            for it in its:
+        cur = pos if name == "evaluate" else pos + 1 + len(name)
+        for it in its:
+            if name != "evaluate":
                 cur += 3  # "\n  "
-                offsets.append(cur)
-                cur += len(it.line)
-        for it, off in zip(its, offsets):
-            parts, p_off = [], off + 1 + len(it.head)
-            for owner, inner in it.parts:
-                seg = 3 + len(owner) + (len(inner) + 1 if inner else 0)  # " (" owner [" " inner] ")"
-                parts.append({"owner": owner, "start": p_off + 1, "end": p_off + seg})
-                p_off += seg
-            nbytes = len(it.line.encode())
+            off = cur
+            cur += it.chars
+            parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in it.rel_parts]
+            f = it.fields
             items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
-                              "end": off + len(it.line), "parts": parts, **ITEM_DEFAULTS,
-                              **it.facts,
-                              "bytes": nbytes})
+                              "end": cur, "parts": parts, **f})
+            rows.append([name, it.kind, it.key, off, cur, it.bytes, f["residency"],
+                         f["shown_bytes"], f["total_bytes"], f["revision"], f["state"],
+                         f["remaining_ticks"], f["protected"],
+                         [x for o, s, e in it.rel_parts for x in (o, off + s, off + e)]])
         rtext = _region_text(name, [it.line for it in its])
         text_parts.append(rtext)
         pos += len(rtext)
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "".join(text_parts)
-    return Rendered(text, region_ranges, items_out, p, len(text.encode()))
+    return Rendered(text, region_ranges, items_out, p, len(text.encode()), rows)
