@@ -84,8 +84,11 @@ class Item:
             rel.append((owner, p_off + 1, p_off + seg))
             p_off += seg
         self.rel_parts = rel
-        self.fields = {**ITEM_DEFAULTS, **self.facts, "bytes": nbytes}
-        self.bytes = nbytes
+        f = self.fields = {**ITEM_DEFAULTS, **self.facts, "bytes": nbytes}
+        # snapshot.ITEM_FIELDS from "bytes" on: what a stored row holds past the offsets.
+        self.template = None  # its structured item, offsets left out (render fills it)
+        self.row_fields = (nbytes, f["residency"], f["shown_bytes"], f["total_bytes"],
+                           f["revision"], f["state"], f["remaining_ticks"], f["protected"])
 
 
 def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:
@@ -320,8 +323,8 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     marker = "\x00pressure\x00"
     kernel.append(Item("pressure", "context", marker, []))
     kernel[-1].line = marker  # a placeholder: replaced below, never laid out
-    skeleton = "\n".join(_region_text(n, [it.line for it in its]) for n, its in regions)
-    before, after = skeleton.split(marker)
+    texts = [_region_text(n, [it.line for it in its]) for n, its in regions]
+    before, after = "\n".join(texts).split(marker)
     fixed_bytes = len(before.encode()) + len(after.encode())
     fixed_chars = len(before) + len(after)
     fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
@@ -340,34 +343,44 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     p = pressure_of(*guess, m.budget, maintenance_permille)
     pit = pressure_item(p)
     kernel[-1] = pit
+    texts[6] = texts[6].replace(marker, pit.line)
 
-    text_parts: list[str] = []
     region_ranges: list[dict] = []
     items_out: list[dict] = []
     rows: list[list] = []
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
-            text_parts.append("\n")
-            pos += 1
+            pos += 1  # "\n"
         start = pos
+        step = 0 if name == "evaluate" else 3  # "\n  " before each item
         cur = pos if name == "evaluate" else pos + 1 + len(name)
         for it in its:
-            if name != "evaluate":
-                cur += 3  # "\n  "
-            off = cur
-            cur += it.chars
-            parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in it.rel_parts]
-            f = it.fields
-            items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
-                              "end": cur, "parts": parts, **f})
-            rows.append([name, it.kind, it.key, off, cur, it.bytes, f["residency"],
-                         f["shown_bytes"], f["total_bytes"], f["revision"], f["state"],
-                         f["remaining_ticks"], f["protected"],
-                         [x for o, s, e in it.rel_parts for x in (o, off + s, off + e)]])
-        rtext = _region_text(name, [it.line for it in its])
-        text_parts.append(rtext)
-        pos += len(rtext)
+            off = cur + step
+            cur = off + it.chars
+            rp = it.rel_parts
+            # Unrolled for the one- and two-part items nearly all are (hot: one per item).
+            if len(rp) == 2:
+                (o1, s1, e1), (o2, s2, e2) = rp
+                parts = [{"owner": o1, "start": off + s1, "end": off + e1},
+                         {"owner": o2, "start": off + s2, "end": off + e2}]
+                flat = [o1, off + s1, off + e1, o2, off + s2, off + e2]
+            elif len(rp) == 1:
+                (o1, s1, e1), = rp
+                parts = [{"owner": o1, "start": off + s1, "end": off + e1}]
+                flat = [o1, off + s1, off + e1]
+            else:
+                parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in rp]
+                flat = [x for o, s, e in rp for x in (o, off + s, off + e)]
+            tpl = it.template
+            if tpl is None or tpl["region"] != name:
+                tpl = it.template = {"region": name, "kind": it.kind, "key": it.key,
+                                     "start": 0, "end": 0, "parts": None, **it.fields}
+            d = tpl.copy()  # a copy beats building the 14 keys anew
+            d["start"], d["end"], d["parts"] = off, cur, parts
+            items_out.append(d)
+            rows.append([name, it.kind, it.key, off, cur, *it.row_fields, flat])
+        pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
-    text = "".join(text_parts)
+    text = "\n".join(texts)
     return Rendered(text, region_ranges, items_out, p, len(text.encode()), rows)
