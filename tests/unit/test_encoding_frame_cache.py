@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.encoding.core.frame_cache import FrameCache
+from morphz.services.encoding.core.frame_cache import ENTRY_OVERHEAD, FrameCache
 from morphz.services.encoding.core.material import FrameIn
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -103,7 +103,9 @@ def test_frame_cache_starts_over_past_its_entry_and_byte_bounds():
         assert len(by_entries) <= 3
     assert by_entries.get(b"row 6", False) is not None
     assert by_entries.get(b"row 0", False) is None
-    by_bytes = FrameCache(max_entries=100, max_bytes=100)
+    row_cost = ENTRY_OVERHEAD + 4 * 41
+    by_bytes = FrameCache(max_entries=100, max_bytes=2 * row_cost + 1)
     for i in range(10):
         by_bytes.put(bytes(40) + bytes([i]), False, _frame(i))
-        assert len(by_bytes) <= 2  # 41 bytes a row: a third would pass 100
+        assert len(by_bytes) <= 2  # a third row would pass the bound
+    assert len(by_bytes) == 2
