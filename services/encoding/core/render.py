@@ -299,7 +299,7 @@ class Rendered:
     pressure: Pressure
     bytes: int
     # The items as the stored snapshot packs them (snapshot.ITEM_FIELDS + flat parts).
-    rows: list[list] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)
 
 
 def _region_text(name: str, lines: list[str]) -> str:
@@ -347,7 +347,7 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
 
     region_ranges: list[dict] = []
     items_out: list[dict] = []
-    rows: list[list] = []
+    rows: list[tuple] = []
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
@@ -364,14 +364,14 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
                 (o1, s1, e1), (o2, s2, e2) = rp
                 parts = [{"owner": o1, "start": off + s1, "end": off + e1},
                          {"owner": o2, "start": off + s2, "end": off + e2}]
-                flat = [o1, off + s1, off + e1, o2, off + s2, off + e2]
+                flat = (o1, off + s1, off + e1, o2, off + s2, off + e2)
             elif len(rp) == 1:
                 (o1, s1, e1), = rp
                 parts = [{"owner": o1, "start": off + s1, "end": off + e1}]
-                flat = [o1, off + s1, off + e1]
+                flat = (o1, off + s1, off + e1)
             else:
                 parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in rp]
-                flat = [x for o, s, e in rp for x in (o, off + s, off + e)]
+                flat = tuple(x for o, s, e in rp for x in (o, off + s, off + e))
             tpl = it.template
             if tpl is None or tpl["region"] != name:
                 tpl = it.template = {"region": name, "kind": it.kind, "key": it.key,
@@ -379,7 +379,8 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
             d = tpl.copy()  # a copy beats building the 14 keys anew
             d["start"], d["end"], d["parts"] = off, cur, parts
             items_out.append(d)
-            rows.append([name, it.kind, it.key, off, cur, *it.row_fields, flat])
+            # Tuples: JSON arrays all the same, and the collector stops tracking them.
+            rows.append((name, it.kind, it.key, off, cur, *it.row_fields, flat))
         pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "\n".join(texts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Optional
+from typing import Optional, Sequence
 
 import orjson
 
@@ -77,7 +77,7 @@ def item_rows(items: list[dict]) -> list[list]:
             for it in items]
 
 
-def pack(record: dict, rows: Optional[list[list]] = None) -> dict:
+def pack(record: dict, rows: Optional[list[Sequence]] = None) -> dict:
     """`rows`: item_rows(record["items"]) when the caller has them already (render)."""
     out = {k: v for k, v in record.items() if k not in PACKED}
     body = {k: record[k] for k in PACKED if k != "items"}

@@ -20,7 +20,7 @@ TABLE = "snapshots"
 
 
 def put(store: Store, context: str, record: dict,
-        rows: Optional[list[list]] = None) -> None:
+        rows: Optional[list[tuple]] = None) -> None:
     """`rows`: the record's items as pack() stores them, when the renderer made them."""
     raw = dumps(pack(record, rows))
     store.put_record(context, TABLE, (record["id"],), raw)
