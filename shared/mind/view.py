@@ -228,8 +228,15 @@ class MindView:
 
     def waiting(self, target: str) -> list[int]:
         """Messages addressed to the session that no activation of it has claimed yet:
-        its pending inputs that are messages."""
-        return [seq for seq in self.pending(target) if self.event(seq).kind == R.MESSAGE]
+        its pending inputs that are messages. A stored event that does not hold the
+        word is no message: only those that do are decoded (a session's pending
+        inputs may be many, and every encoding counts every session's)."""
+        out = []
+        for seq in self.pending(target):
+            raw = self._get("events", (seq,))
+            if raw is not None and b"message" in raw and self.event(seq).kind == R.MESSAGE:
+                out.append(seq)
+        return out
 
     def is_promoted(self, seq: int) -> bool:
         return self._get("promoted", (seq,)) is not None
