@@ -158,11 +158,16 @@ class MindView:
     def frames_in_order(self) -> list[R.Frame]:
         """Every frame in projection order: the placed ones as `place` left them, then
         the rest by id (as ListFrames shows them)."""
-        frames = {k[0]: R.loads(R.Frame, raw) for k, raw in self._scan("frames")}
-        order = [fid for fid in self.order() if fid in frames]
+        return [R.loads(R.Frame, raw) for _, raw in self.frame_rows_in_order()]
+
+    def frame_rows_in_order(self) -> list[tuple[str, bytes]]:
+        """frames_in_order as (frame id, stored row), undecoded: for a reader that keeps
+        what it made of a row from one request to the next (encoding's FrameCache)."""
+        rows = {k[0]: raw for k, raw in self._scan("frames")}
+        order = [fid for fid in self.order() if fid in rows]
         placed = set(order)
-        order += sorted(fid for fid in frames if fid not in placed)
-        return [frames[fid] for fid in order]
+        order += sorted(fid for fid in rows if fid not in placed)
+        return [(fid, rows[fid]) for fid in order]
 
     def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
         """The frame as it stood at context revision `revision` (committed state only)."""
@@ -231,8 +236,15 @@ class MindView:
 
     def waiting(self, target: str) -> list[int]:
         """Messages addressed to the session that no activation of it has claimed yet:
-        its pending inputs that are messages."""
-        return [seq for seq in self.pending(target) if self.event(seq).kind == R.MESSAGE]
+        its pending inputs that are messages. A stored event that does not hold the
+        word is no message: only those that do are decoded (a session's pending
+        inputs may be many, and every encoding counts every session's)."""
+        out = []
+        for seq in self.pending(target):
+            raw = self._get("events", (seq,))
+            if raw is not None and b"message" in raw and self.event(seq).kind == R.MESSAGE:
+                out.append(seq)
+        return out
 
     def is_promoted(self, seq: int) -> bool:
         return self._get("promoted", (seq,)) is not None

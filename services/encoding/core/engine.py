@@ -24,6 +24,7 @@ from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
+from morphz.services.encoding.core.frame_cache import FrameCache
 from morphz.services.encoding.core.gather import gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
@@ -48,8 +49,12 @@ class EncodingCore:
     def __init__(self, store: Store, transactions, *,
                  clock: Callable[[], datetime] = None, new_id: Callable[[], str] = None,
                  tracer: Optional[trace.Tracer] = None,
-                 maintenance_permille: int = MAINTENANCE_PERMILLE) -> None:
+                 maintenance_permille: int = MAINTENANCE_PERMILLE,
+                 write_snapshot: Callable[..., None] = snapshot_store.put,
+                 frame_cache: Optional[FrameCache] = None) -> None:
         self._store = store
+        self._frames = frame_cache if frame_cache is not None else FrameCache()
+        self._write_snapshot = write_snapshot  # injected: the benchmark times it apart
         self._tx = transactions  # TransactionCore or TransactionClient: same interface
         self._clock = clock or (lambda: datetime.now().astimezone())
         self._new_id = new_id or (lambda: "enc-" + uuid.uuid4().hex[:20])
@@ -117,7 +122,8 @@ class EncodingCore:
                 g = gather(m, context=context, session=session, act=act,
                            scope=frozen, budget=budget, env=env, must_read=wanted,
                            time=self._clock().isoformat(timespec="seconds"),
-                           capabilities=CAPABILITIES if env.capabilities else {})
+                           capabilities=CAPABILITIES if env.capabilities else {},
+                           cache=self._frames)
             if g.missing:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
                                   f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",
@@ -130,7 +136,7 @@ class EncodingCore:
                             must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
                             maintenance_permille=self._maintenance)
             with self._tracer.start_as_current_span("encoding.freeze"):
-                snapshot_store.put(self._store, context, record)
+                self._write_snapshot(self._store, context, record, r.rows)
             span.set_attribute("morphz.encoding.bytes", r.bytes)
             span.set_attribute("morphz.encoding.items", len(r.items))
             span.set_attribute("morphz.snapshot", snapshot_id)

@@ -4,13 +4,16 @@ rendered (plus the Mind's frame table), not how long the context has lived."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.records import ref_seq
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer, home, target_of
+from morphz.services.encoding.core.frame_cache import FrameCache
 from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
+from morphz.services.encoding.core.render import frame_item
 from morphz.services.encoding.core.scope import Scope
 
 PENDING = "pending: arrives with the next activation"
@@ -40,7 +43,7 @@ def frame_in(f: R.Frame, tick: int, reveal: bool = False) -> FrameIn:
 
 def gather(m: MindView, *, context: str, session: str, act: R.Activation,
            scope: Scope, budget: Budget, env: Environment, must_read: list[str], time: str,
-           capabilities: dict) -> Gathered:
+           capabilities: dict, cache: Optional[FrameCache] = None) -> Gathered:
     g = Gathered()
     meta = m.meta()
     pending = set(m.pending(session))
@@ -78,16 +81,22 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                                 target_of(ev)))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
-    ordered = m.frames_in_order()
-    frames = {f.id: f for f in ordered}
     rendered: list[FrameIn] = []
-    for f in ordered:
+    reveal = scope.reveal_secrets
+    for _, row in m.frame_rows_in_order():
+        f = cache.get(row, reveal) if cache is not None else None
+        if f is None:
+            f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
+            if f.state != R.RETIRING and cache is not None:  # see frame_cache.py
+                if f.state == R.ACTIVE:
+                    f.rendered = frame_item(f)
+                cache.put(row, reveal, f)
         if f.state == R.RETIRED:
             continue
         if not scope.allows_frame(f.id):
             g.omit(f.id, "outside scope: frames")
             continue
-        rendered.append(frame_in(f, meta.tick, scope.reveal_secrets))
+        rendered.append(f)
     # One scan of the edge table beats a prefix scan per frame when frames are many.
     shown = {f.id for f in rendered}
     relations = [list(e) for e in m.relations() if e[0] in shown]
@@ -106,7 +115,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                                not viewer.sees_seq(seq)
                                else "retired observation: restore it or read it by ref")
         else:
-            f = frames.get(item)
+            f = m.frame(item)
             g.missing[item] = ("no such frame" if f is None else
                                "retired frame: restore it first" if f.state == R.RETIRED
                                else "outside scope: frames")

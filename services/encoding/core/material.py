@@ -5,6 +5,7 @@ the same bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.scope import Scope
@@ -41,6 +42,8 @@ class FrameIn:
     retire_reason: str = ""
     due_tick: int = 0
     remaining_ticks: int = 0
+    # Its item as render.frame_item makes it, when a FrameCache already made it.
+    rendered: Optional[Any] = field(default=None, compare=False, repr=False)
 
 
 @dataclass

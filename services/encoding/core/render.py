@@ -16,7 +16,7 @@ from typing import Optional
 from morphz.shared import sexpr
 from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
-from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, Material
+from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, FrameIn, Material
 from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
 
@@ -70,6 +70,25 @@ class Item:
     def __post_init__(self) -> None:
         self.line = "(" + self.head + "".join(f" ({o} {t})" if t else f" ({o})"
                                                for o, t in self.parts) + ")"
+        self.layout()
+
+    def layout(self) -> None:
+        """What the item contributes wherever it lands: its sizes, its parts' ranges
+        relative to its start, and its structured fields (render adds the offsets)."""
+        line = self.line
+        self.chars = len(line)
+        nbytes = self.chars if line.isascii() else len(line.encode())
+        rel, p_off = [], 1 + len(self.head)
+        for owner, inner in self.parts:
+            seg = 3 + len(owner) + (len(inner) + 1 if inner else 0)  # " (" owner [" " inner] ")"
+            rel.append((owner, p_off + 1, p_off + seg))
+            p_off += seg
+        self.rel_parts = rel
+        f = self.fields = {**ITEM_DEFAULTS, **self.facts, "bytes": nbytes}
+        # snapshot.ITEM_FIELDS from "bytes" on: what a stored row holds past the offsets.
+        self.template = None  # its structured item, offsets left out (render fills it)
+        self.row_fields = (nbytes, f["residency"], f["shown_bytes"], f["total_bytes"],
+                           f["revision"], f["state"], f["remaining_ticks"], f["protected"])
 
 
 def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:
@@ -149,21 +168,22 @@ def observation_state(m: Material) -> list[Item]:
     return out
 
 
+def frame_item(f: FrameIn) -> Item:
+    facts = f"(revision {f.revision}) (state {f.state}) (protected {_yn(f.protected)})"
+    agent = ""
+    if f.state == "retiring":
+        facts += f" (due-tick {f.due_tick}) (remaining-ticks {f.remaining_ticks})"
+        agent = f"(retire-reason {sexpr.render(f.retire_reason)}) "
+    agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
+    # The body is the agent's canonical text, inserted byte for byte.
+    agent += " (body" + (" " + f.body if f.body else "") + ")"
+    return Item("frame", f.id, "frame " + atom_text(f.id), [(RUNTIME, facts), (AGENT, agent)],
+                {"revision": f.revision, "state": f.state, "protected": f.protected,
+                 "remaining_ticks": f.remaining_ticks})
+
+
 def mind(m: Material) -> list[Item]:
-    out = []
-    for f in m.frames:
-        facts = f"(revision {f.revision}) (state {f.state}) (protected {_yn(f.protected)})"
-        agent = ""
-        if f.state == "retiring":
-            facts += f" (due-tick {f.due_tick}) (remaining-ticks {f.remaining_ticks})"
-            agent = f"(retire-reason {sexpr.render(f.retire_reason)}) "
-        agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
-        # The body is the agent's canonical text, inserted byte for byte.
-        agent += " (body" + (" " + f.body if f.body else "") + ")"
-        out.append(Item("frame", f.id, "frame " + atom_text(f.id),
-                        [(RUNTIME, facts), (AGENT, agent)],
-                        {"revision": f.revision, "state": f.state, "protected": f.protected,
-                         "remaining_ticks": f.remaining_ticks}))
+    out = [f.rendered or frame_item(f) for f in m.frames]
     for s, n, o in m.relations:
         out.append(Item("relation", f"{s} {n} {o}", "relation",
                         [(AGENT, f"{atom_text(s)} {atom_text(n)} {atom_text(o)}")]))
@@ -278,6 +298,8 @@ class Rendered:
     items: list[dict]
     pressure: Pressure
     bytes: int
+    # The items as the stored snapshot packs them (snapshot.ITEM_FIELDS + flat parts).
+    rows: list[tuple] = field(default_factory=list)
 
 
 def _region_text(name: str, lines: list[str]) -> str:
@@ -300,9 +322,9 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     kernel = regions[6][1]
     marker = "\x00pressure\x00"
     kernel.append(Item("pressure", "context", marker, []))
-    kernel[-1].line = marker
-    skeleton = "\n".join(_region_text(n, [it.line for it in its]) for n, its in regions)
-    before, after = skeleton.split(marker)
+    kernel[-1].line = marker  # a placeholder: replaced below, never laid out
+    texts = [_region_text(n, [it.line for it in its]) for n, its in regions]
+    before, after = "\n".join(texts).split(marker)
     fixed_bytes = len(before.encode()) + len(after.encode())
     fixed_chars = len(before) + len(after)
     fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
@@ -321,39 +343,45 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     p = pressure_of(*guess, m.budget, maintenance_permille)
     pit = pressure_item(p)
     kernel[-1] = pit
+    texts[6] = texts[6].replace(marker, pit.line)
 
-    text_parts: list[str] = []
     region_ranges: list[dict] = []
     items_out: list[dict] = []
+    rows: list[tuple] = []
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
-            text_parts.append("\n")
-            pos += 1
+            pos += 1  # "\n"
         start = pos
-        if name == "evaluate":
-            offsets = [pos]
-        else:
-            offsets = []
-            cur = pos + 1 + len(name)
-            for it in its:
-                cur += 3  # "\n  "
-                offsets.append(cur)
-                cur += len(it.line)
-        for it, off in zip(its, offsets):
-            parts, p_off = [], off + 1 + len(it.head)
-            for owner, inner in it.parts:
-                seg = 3 + len(owner) + (len(inner) + 1 if inner else 0)  # " (" owner [" " inner] ")"
-                parts.append({"owner": owner, "start": p_off + 1, "end": p_off + seg})
-                p_off += seg
-            nbytes = len(it.line.encode())
-            items_out.append({"region": name, "kind": it.kind, "key": it.key, "start": off,
-                              "end": off + len(it.line), "parts": parts, **ITEM_DEFAULTS,
-                              **it.facts,
-                              "bytes": nbytes})
-        rtext = _region_text(name, [it.line for it in its])
-        text_parts.append(rtext)
-        pos += len(rtext)
+        step = 0 if name == "evaluate" else 3  # "\n  " before each item
+        cur = pos if name == "evaluate" else pos + 1 + len(name)
+        for it in its:
+            off = cur + step
+            cur = off + it.chars
+            rp = it.rel_parts
+            # Unrolled for the one- and two-part items nearly all are (hot: one per item).
+            if len(rp) == 2:
+                (o1, s1, e1), (o2, s2, e2) = rp
+                parts = [{"owner": o1, "start": off + s1, "end": off + e1},
+                         {"owner": o2, "start": off + s2, "end": off + e2}]
+                flat = (o1, off + s1, off + e1, o2, off + s2, off + e2)
+            elif len(rp) == 1:
+                (o1, s1, e1), = rp
+                parts = [{"owner": o1, "start": off + s1, "end": off + e1}]
+                flat = (o1, off + s1, off + e1)
+            else:
+                parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in rp]
+                flat = tuple(x for o, s, e in rp for x in (o, off + s, off + e))
+            tpl = it.template
+            if tpl is None or tpl["region"] != name:
+                tpl = it.template = {"region": name, "kind": it.kind, "key": it.key,
+                                     "start": 0, "end": 0, "parts": None, **it.fields}
+            d = tpl.copy()  # a copy beats building the 14 keys anew
+            d["start"], d["end"], d["parts"] = off, cur, parts
+            items_out.append(d)
+            # Tuples: JSON arrays all the same, and the collector stops tracking them.
+            rows.append((name, it.kind, it.key, off, cur, *it.row_fields, flat))
+        pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
-    text = "".join(text_parts)
-    return Rendered(text, region_ranges, items_out, p, len(text.encode()))
+    text = "\n".join(texts)
+    return Rendered(text, region_ranges, items_out, p, len(text.encode()), rows)

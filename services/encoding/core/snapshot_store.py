@@ -8,20 +8,21 @@ every read reports it as SNAPSHOT_CORRUPT."""
 from __future__ import annotations
 
 import contextlib
-import json
-from typing import Iterator
+from typing import Iterator, Optional
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView, snapshot_corrupt
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import record_shape
-from morphz.services.encoding.core.snapshot import SCHEMA, pack, unpack
+from morphz.services.encoding.core.snapshot import SCHEMA, dumps, pack, unpack
 
 TABLE = "snapshots"
 
 
-def put(store: Store, context: str, record: dict) -> None:
-    raw = json.dumps(pack(record), ensure_ascii=False, separators=(",", ":")).encode()
+def put(store: Store, context: str, record: dict,
+        rows: Optional[list[tuple]] = None) -> None:
+    """`rows`: the record's items as pack() stores them, when the renderer made them."""
+    raw = dumps(pack(record, rows))
     store.put_record(context, TABLE, (record["id"],), raw)
 
 

@@ -1,0 +1,44 @@
+"""Frames as compiles show them, kept from one compile to the next.
+
+A frame's stored row fixes everything its rendered item holds (id, revision, state,
+protection, sources, body), so the row's bytes, with whether secrets are revealed,
+are the key: a hit skips decoding, redaction and rendering, and a changed frame is a
+new row, never a stale hit. Retiring frames are not kept (their remaining ticks follow
+the clock). Bounded by entries and by an estimate of the memory held; a full cache
+starts over. One per EncodingCore (injected), shared by its requests, which only read
+the values (render fills an item's template once, the same for every request)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from morphz.services.encoding.core.material import FrameIn
+
+# What an entry holds, approximately: the row (the key), the body, the rendered line
+# and its agent part (each about the row's size), and ~2.6 KB of objects around them
+# (measured: 2.8 KB an entry for 175-byte rows).
+ENTRY_OVERHEAD = 2600
+MAX_ENTRIES = 40_000
+MAX_BYTES = 128 << 20  # of that estimate: ~40,000 small frames
+
+
+class FrameCache:
+    def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+        self._max_entries, self._max_bytes = max_entries, max_bytes
+        self._entries: dict[tuple[bytes, bool], FrameIn] = {}
+        self._bytes = 0
+
+    def get(self, row: bytes, reveal: bool) -> Optional[FrameIn]:
+        return self._entries.get((row, reveal))
+
+    def put(self, row: bytes, reveal: bool, frame: FrameIn) -> None:
+        cost = ENTRY_OVERHEAD + 4 * len(row)
+        if len(self._entries) >= self._max_entries or \
+                self._bytes + cost > self._max_bytes:
+            # Rebound, not cleared: a concurrent get sees the old dict or the new one,
+            # both sound.
+            self._entries, self._bytes = {}, 0
+        self._entries[(row, reveal)] = frame
+        self._bytes += cost
+
+    def __len__(self) -> int:
+        return len(self._entries)

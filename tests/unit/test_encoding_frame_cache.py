@@ -1,0 +1,111 @@
+"""The FrameCache EncodingCore keeps between compiles (services/encoding/core/frame_cache.py):
+a warm cache renders the bytes a cold one does, a frame revealed once stays redacted
+for a compile that does not reveal, and the cache stays within its bounds."""
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import datetime, timezone
+
+import pytest
+
+from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.encoding.core.frame_cache import ENTRY_OVERHEAD, FrameCache
+from morphz.services.encoding.core.material import FrameIn
+from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
+
+SECRET = "wombatsecret4419"
+CLOCK = lambda: datetime(2026, 1, 1, tzinfo=timezone.utc)  # noqa: E731
+
+
+@pytest.fixture
+def parts(tmp_path):
+    store = LmdbStore(os.path.join(tmp_path, "store"), map_size=1 << 28, sync=False)
+    tx = TransactionCore(store)
+    tx.create_context("c", caller=CALLER)
+    tx.append_event("c", "s1", "user-message", "hello", caller=CALLER)
+    yield store, tx
+    store.close()
+
+
+def _commit(tx, ops: str, reason: str = "") -> None:
+    rev = tx.status("c", caller=CALLER)["revision"]
+    r = f' (reason "{reason}")' if reason else ""
+    tx.commit("c", f"(context-tx (base-version {rev}){r} {ops})", caller=CALLER)
+
+
+def _engine(store, tx, prefix: str, cache=None, ids=None) -> EncodingCore:
+    ids = ids if ids is not None else itertools.count()
+    return EncodingCore(store, tx, clock=CLOCK, new_id=lambda: f"{prefix}-{next(ids):03}",
+                        frame_cache=cache)
+
+
+def _compile(enc: EncodingCore, store, act: str, **kw) -> tuple[dict, bytes]:
+    e = enc.compile("c", "s1", activation=act, budget_bytes=MAX_BUDGET_BYTES, caller=CALLER,
+                    **kw)
+    with store.reader("c") as r:
+        stored = r.get("snapshots", (e["snapshot"],))
+    return e, stored
+
+
+def test_asm_03_a_warm_frame_cache_renders_the_bytes_a_cold_one_does(parts):
+    store, tx = parts
+    _commit(tx, " ".join(f'(create f{i} (goal "keep {i} ✓") (n {i}))' for i in range(40)))
+    _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
+    warm, cold_ids = _engine(store, tx, "warm"), itertools.count()
+    steps = ['(revise f1 (goal "changed"))', "(retire f2 f3)", "(protect f4)",
+             "(relate f5 refines f6)", '(revise f1 (goal "changed again"))']
+    for i, step in enumerate([""] + steps):
+        if step:
+            _commit(tx, step, reason="step")
+        act = tx.activate("c", "s1", caller=CALLER)["id"]
+        for reveal in (False, True, False):
+            scope = {"reveal_secrets": True} if reveal else None
+            got, got_raw = _compile(warm, store, act, scope=scope)
+            # A fresh cache each time: every frame decoded and rendered anew.
+            want, want_raw = _compile(_engine(store, tx, "cold", FrameCache(), cold_ids), store, act,
+                                      scope=scope)
+            assert got["text"] == want["text"] and got["hash"] == want["hash"]
+            assert got["items"] == want["items"] and got["regions"] == want["regions"]
+            assert got_raw.replace(got["snapshot"].encode(), b"") == \
+                want_raw.replace(want["snapshot"].encode(), b"")
+            assert (SECRET in got["text"]) == reveal
+        if i == 0:
+            assert 'f1 (runtime (revision 1)' in got["text"]
+    assert "(state retiring)" in got["text"] and '(goal "changed again")' in got["text"]
+
+
+def test_sec_04_a_frame_revealed_once_stays_redacted_for_a_compile_that_does_not_reveal(parts):
+    store, tx = parts
+    _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
+    cache = FrameCache()
+    enc = _engine(store, tx, "enc", cache)
+    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    revealed, _ = _compile(enc, store, act, scope={"reveal_secrets": True})
+    assert SECRET in revealed["text"] and len(cache) == 1
+    plain, raw = _compile(enc, store, act)
+    assert SECRET not in plain["text"] and "[secret db]" in plain["text"]
+    assert SECRET.encode() not in raw
+    assert len(cache) == 2  # the same row, kept once per reveal
+
+
+def _frame(i: int) -> FrameIn:
+    return FrameIn(f"f{i}", 1, "(x 1)", [], "active")
+
+
+def test_frame_cache_starts_over_past_its_entry_and_byte_bounds():
+    by_entries = FrameCache(max_entries=3, max_bytes=1 << 20)
+    for i in range(7):
+        by_entries.put(b"row %d" % i, False, _frame(i))
+        assert len(by_entries) <= 3
+    assert by_entries.get(b"row 6", False) is not None
+    assert by_entries.get(b"row 0", False) is None
+    row_cost = ENTRY_OVERHEAD + 4 * 41
+    by_bytes = FrameCache(max_entries=100, max_bytes=2 * row_cost + 1)
+    for i in range(10):
+        by_bytes.put(bytes(40) + bytes([i]), False, _frame(i))
+        assert len(by_bytes) <= 2  # a third row would pass the bound
+    assert len(by_bytes) == 2
