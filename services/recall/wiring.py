@@ -7,9 +7,12 @@ from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.wired import Wired
+from morphz.shared.errors import MorphzError
 from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
 
@@ -25,7 +28,8 @@ def register(app) -> Wired:
     root = os.path.join(app.config.data_dir, "recall")
     release = lock_root(root)
     indexes = IndexDirectory(root)
-    indexer = Indexer(app.store, indexes, tracer=tracer)
+    indexer = Indexer(app.store, indexes, embedder=embedder_for(app.config.embedder),
+                      tracer=tracer)
     # One feed per store: the store's, or each storage shard's (with a position each).
     feeds = app.store.shard_stores() if isinstance(app.store, ShardedStore) \
         else {"": app.store}
@@ -36,6 +40,24 @@ def register(app) -> Wired:
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
                  core, [f.stop for f in followers] + [release])
+
+
+def embedder_for(spec: str) -> Embedder:
+    """`hashing[:DIMENSION]`, `default` (the embedder learned from each context's own
+    text) or `onnx:PATH` (a model file); the last two load their modules only when
+    chosen."""
+    if spec in ("", "hashing"):
+        return HashingEmbedder()
+    if spec.startswith("hashing:") and spec[len("hashing:"):].isdigit():
+        return HashingEmbedder(int(spec[len("hashing:"):]))
+    if spec == "default":
+        from morphz.services.recall.embedding import default_embedder  # noqa: PLC0415
+        return default_embedder()
+    if spec.startswith("onnx:"):
+        from morphz.services.recall.embedding.onnx import OnnxEmbedder  # noqa: PLC0415
+        return OnnxEmbedder(spec[len("onnx:"):])
+    raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: hashing, "
+                      "default or onnx:PATH", field="embedder")
 
 
 def _summed(statuses: list[dict]) -> dict:
