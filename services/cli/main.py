@@ -409,11 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
-    serve.add_argument("--embedder", metavar="NAME", default="hashing",
-                       help="all, recall: the vector leg's embedder: hashing (default; "
-                       "feature hashing of terms and character trigrams), default (learned "
-                       "from each context's text) or onnx:PATH; an index built by another "
-                       "embedder needs `recall-index rebuild` before vector/hybrid search")
+    serve.add_argument("--embedder", metavar="NAME", default="default",
+                       help="all, recall: the vector leg's embedder: default (LSA learned "
+                       "from each context's own text), hashing[:DIMENSION] (feature hashing "
+                       "of terms and character trigrams, nothing learned) or onnx:PATH; an "
+                       "index built by another embedder needs `recall-index rebuild` before "
+                       "vector/hybrid search")
     security_options(serve)
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,

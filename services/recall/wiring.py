@@ -8,6 +8,7 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.default import default_embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
@@ -43,18 +44,20 @@ def register(app) -> Wired:
 
 
 def embedder_for(spec: str) -> Embedder:
-    """`hashing[:DIMENSION]`, `default` (the embedder learned from each context's own
-    text) or `onnx:PATH` (a model file); the last two load their modules only when
-    chosen."""
-    if spec in ("", "hashing"):
+    """`default` (LSA learned from each context's own text), `hashing[:DIMENSION]`
+    (nothing learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
+    if spec in ("", "default"):
+        return default_embedder()
+    if spec == "hashing":
         return HashingEmbedder()
     if spec.startswith("hashing:") and spec[len("hashing:"):].isdigit():
         return HashingEmbedder(int(spec[len("hashing:"):]))
-    if spec == "default":
-        from morphz.services.recall.embedding import default_embedder  # noqa: PLC0415
-        return default_embedder()
     if spec.startswith("onnx:"):
-        from morphz.services.recall.embedding.onnx import OnnxEmbedder  # noqa: PLC0415
+        try:
+            from morphz.services.recall.embedding.onnx import OnnxEmbedder  # noqa: PLC0415
+        except ImportError as e:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"the ONNX embedder is not "
+                              f"available here: {e}", field="embedder") from None
         return OnnxEmbedder(spec[len("onnx:"):])
     raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: hashing, "
                       "default or onnx:PATH", field="embedder")

@@ -78,7 +78,7 @@ class ServerConfig:
     # AllInOne only: where to serve the internal storage API (empty: nowhere).
     storage_listen: str = ""
     # Recall's embedder for the vector leg (services/recall/wiring.py embedder_for).
-    embedder: str = "hashing"
+    embedder: str = "default"
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN
 

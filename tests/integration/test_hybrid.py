@@ -1,8 +1,8 @@
 """Hybrid recall (HYB-01 .. HYB-03): the vector leg beside the lexical one, over real
-gRPC, a real LMDB store and a real index directory. The server embeds with the hashing
-embedder (services/recall/embedding/hashing.py): similar spelling, not meaning, so
-"launching" reaches "launch" through the vector leg only (no stemming in the lexical
-leg)."""
+gRPC, a real LMDB store and a real index directory. The server embeds with its default
+embedder; these contexts are too small for it to learn from, so it matches surface
+features (word prefixes): "launching" reaches "launch" through the vector leg only (no
+stemming in the lexical leg)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -80,8 +80,8 @@ def test_hyb_01_unknown_mode_is_refused(recall, mind, expect_rejected):
 def test_hyb_01_inspect_shows_both_legs_and_the_embedder(recall, mind):
     launch_events(mind)
     st = caught_up(recall, mind.context)
-    assert st["embedder"] == "hashing@1/256"
-    assert st["vectors"]["built_by"] == "hashing@1/256" and st["vectors"]["current"]
+    assert st["embedder"] and st["vectors"]["built_by"] == st["embedder"]
+    assert st["vectors"]["current"] and st["vectors"]["dimension"] > 0
     assert st["vectors"]["count"] == st["documents"] == st["events"] + st["frames"] >= 4
     assert len(st["vectors"]["fingerprint"]) == 64
 
@@ -180,6 +180,7 @@ def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
                 tx.append_event(context, "s1", "user-message", text)
             before = search(RecallClient(ch, timeout=30), context, "launch", mode="hybrid")
             assert before["results"]
+            before_status = RecallClient(ch, timeout=30).inspect(context)
         server.stop()
         server.args = ["--embedder", "hashing:128"]  # another identity, same index folder
         server.start()
@@ -193,7 +194,7 @@ def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
             assert found(search(recall, context, "launch"))  # the lexical leg still answers
             st = recall.inspect(context)
             assert st["embedder"] == "hashing@1/128" and not st["vectors"]["current"]
-            assert st["vectors"]["built_by"] == "hashing@1/256"
+            assert st["vectors"]["built_by"] == before_status["embedder"] != st["embedder"]
             # New events keep the lexical leg up to date, never the stale vector leg.
             TransactionClient(ch, timeout=30).append_event(context, "s1", "user-message",
                                                            "launch window moved")

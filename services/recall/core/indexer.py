@@ -80,7 +80,7 @@ class Indexer:
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self._store = store
         self._indexes = indexes
-        self.embedder: Embedder = embedder or HashingEmbedder()
+        self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
         self._fitted: dict[str, tuple[str, Embedder]] = {}  # context -> (log, embedder)
         self._is_learned: Optional[bool] = None
         self._tracer = tracer or NO_TRACING
