@@ -1,0 +1,74 @@
+"""The vector leg's storage (HYB-02: its fingerprint and consistency with the lexical
+commit) and the hashing embedder, on real index directories."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from morphz.services.recall.embedding.hashing import HashingEmbedder
+from morphz.services.recall.index.tantivy_index import ContextIndex, Doc
+from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
+
+
+def test_hashing_embedder_is_unit_length_deterministic_and_pretrained():
+    e = HashingEmbedder(128)
+    v = e.embed_array(["the launch is on hold", "launching soon", "", "沙箱权限"])
+    assert v.shape == (4, 128) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v[[0, 1, 3]], axis=1), 1.0) and not v[2].any()
+    assert float(v[0] @ v[1]) > float(v[0] @ v[3])  # shared trigrams count
+    assert e.fitted(["anything"]) is e and e.state() == b"" and e.restore(b"") is e
+    assert e.identity.label() == "hashing@1/128"
+    # Another process (another hash salt for str) gives the very same vector.
+    code = ("from morphz.services.recall.embedding.hashing import HashingEmbedder;"
+            "import sys; sys.stdout.write(HashingEmbedder(128).embed_array("
+            "['the launch is on hold'])[0].tobytes().hex())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert bytes.fromhex(out) == v[0].tobytes()
+
+
+def _leg_docs(e: HashingEmbedder, texts: list[str], start: int = 0):
+    docs = [VecDoc(f"e:{start + i}", "s1", 1000 + i) for i in range(len(texts))]
+    return docs, e.embed_array(texts)
+
+
+def test_hyb_02_vectors_past_the_last_lexical_commit_are_cut_off_on_restart(tmp_path):
+    e = HashingEmbedder(64)
+    idx = ContextIndex(str(tmp_path / "g1"))
+    leg = idx.vectors
+    leg.start(e.identity.label(), 64, 1, b"", 0)
+    docs, vecs = _leg_docs(e, ["launch on hold", "weather report"])
+    meta = leg.append(docs, vecs)
+    idx.apply([Doc(d.key, "event", "x", d.time_us) for d in docs],
+              {"position": 1, "vectors": meta})
+    committed = meta["digest"]
+    # A crash after the vectors of the next commit were written, before tantivy's commit.
+    more, more_vecs = _leg_docs(e, ["launching tomorrow"], start=2)
+    leg.append(more, more_vecs, deletes=["e:0"])
+    again = ContextIndex(str(tmp_path / "g1"))
+    assert again.vectors.meta["digest"] == committed and again.vectors.count == 2
+    hits = again.vectors.search(e.embed_array(["launch"])[0], 10)
+    assert [h.key for h in hits][0] == "e:0"  # the uncommitted delete never happened
+    assert "e:2" not in [h.key for h in hits]
+
+
+def test_hyb_02_fingerprint_follows_the_content_and_search_filters(tmp_path):
+    e = HashingEmbedder(64)
+
+    def built(path) -> VectorLeg:
+        leg = VectorLeg(str(path), None)
+        leg.start(e.identity.label(), 64, 1, b"", 0)
+        docs, vecs = _leg_docs(e, ["launch on hold", "hold the door", "launch pad"])
+        leg.append(docs, vecs)
+        return leg
+    a, b = built(tmp_path / "a"), built(tmp_path / "b")
+    assert a.meta["digest"] == b.meta["digest"]
+    docs, vecs = _leg_docs(e, ["something else"], start=3)
+    b.append(docs, vecs)
+    assert a.meta["digest"] != b.meta["digest"]
+    q = e.embed_array(["launch"])[0]
+    assert sorted(h.key for h in a.search(q, 10)[:2]) == ["e:0", "e:2"]
+    assert [h.key for h in a.search(q, 10, since_us=1002)] == ["e:2"]
+    assert a.search(q, 10, sessions=["s2"]) == [] and a.search(q, 10, kinds=["frame"]) == []
