@@ -35,7 +35,7 @@ from morphz.shared.mind.view import MindView
 
 MODES = ("lexical", "vector", "hybrid")
 RRF_K = 60
-FUSE_DEPTH = 200
+FUSE_DEPTH = 100
 VECTOR_MIN_SCORE = 0.15
 _NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)*")
 
