@@ -72,3 +72,53 @@ def test_hyb_02_fingerprint_follows_the_content_and_search_filters(tmp_path):
     assert sorted(h.key for h in a.search(q, 10)[:2]) == ["e:0", "e:2"]
     assert [h.key for h in a.search(q, 10, since_us=1002)] == ["e:2"]
     assert a.search(q, 10, sessions=["s2"]) == [] and a.search(q, 10, kinds=["frame"]) == []
+
+
+class _Learning(HashingEmbedder):
+    """A stand-in for an embedder learned from the context's text: its state names the
+    corpus it was fitted on, so a refit shows."""
+
+    def __init__(self, seen: int = -1) -> None:
+        super().__init__(64)
+        self.seen = seen
+
+    def fitted(self, corpus):
+        return _Learning(len(corpus))
+
+    def state(self) -> bytes:
+        return str(self.seen).encode()
+
+    def restore(self, state: bytes):
+        return _Learning(int(state))
+
+
+def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypatch):
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+    from morphz.shared.auth import IN_PROCESS_CALLER as ME
+
+    monkeypatch.setattr(indexer_module, "REFIT_MIN", 8)
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    try:
+        core = TransactionCore(store)
+        core.create_context("c", caller=ME)
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")), embedder=_Learning())
+        indexer.catch_up("c")
+        fits = []
+        for i in range(40):
+            core.append_event("c", "s1", "tool-result", f"launch note {i}", caller=ME)
+            indexer.catch_up("c")
+            leg = indexer.index("c").vectors
+            fits.append(leg.meta["fit_count"])
+            assert leg.count == i + 2  # every event, the refits' included, exactly once
+        # Fitted on 1 text (the first commit), then again at 8, 16, 32 documents.
+        assert sorted(set(fits)) == [1, 8, 16, 32]
+        assert indexer.leg_embedder("c", leg).seen == 32
+        # A restart embeds queries with the fit stored beside the vectors.
+        again = Indexer(store, IndexDirectory(str(tmp_path / "recall")), embedder=_Learning())
+        assert again.leg_embedder("c", again.index("c").vectors).seen == 32
+    finally:
+        store.close()
