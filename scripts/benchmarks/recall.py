@@ -97,6 +97,14 @@ def event_text(rng: random.Random, words: list[str], cum: list[float]) -> str:
     return "".join(out)
 
 
+def corpus_words(seed: int) -> list[str]:
+    """The vocabulary generate() used for this seed (drawn before any event)."""
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    rng.shuffle(words)
+    return words
+
+
 def generate(data: str, n: int, seed: int) -> list[str]:
     """Write n events into a fresh authoritative store; returns the vocabulary."""
     rng = random.Random(seed)
@@ -242,6 +250,9 @@ def main() -> int:
     ap.add_argument("--json", default="", help="also write the results here")
     ap.add_argument("--embedder", default="default",
                     help="the recall server's embedder (morphz serve --embedder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --data: use the corpus already there (same --events and --seed; "
+                    "its recall index is rebuilt)")
     ap.add_argument("--quick", action="store_true",
                     help="20,000 events, 100 queries per word count (development)")
     args = ap.parse_args()
@@ -252,7 +263,16 @@ def main() -> int:
     try:
         log(f"== recall benchmark: {args.events:,} events, seed {args.seed}, in {data}")
         t = time.perf_counter()
-        words = generate(data, args.events, args.seed)
+        if args.reuse and os.path.exists(os.path.join(data, "store")):
+            shutil.rmtree(os.path.join(data, "recall"), ignore_errors=True)
+            for old in ("tantivy", "fts.sqlite"):
+                path = os.path.join(data, old)
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
+                    os.path.exists(path) and os.remove(path)
+            words = corpus_words(args.seed)
+            log("    corpus reused")
+        else:
+            words = generate(data, args.events, args.seed)
         log(f"    corpus written in {time.perf_counter() - t:.1f} s")
         queries = make_queries(words, args.seed, args.queries)
 

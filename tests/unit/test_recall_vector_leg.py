@@ -122,3 +122,38 @@ def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypa
         assert again.leg_embedder("c", again.index("c").vectors).seen == 32
     finally:
         store.close()
+
+
+def test_hyb_02_a_large_leg_is_searched_through_a_deterministic_partition(tmp_path,
+                                                                          monkeypatch):
+    from morphz.services.recall.index import coarse, vector_index
+    monkeypatch.setattr(vector_index, "IVF_MIN", 400)
+    monkeypatch.setattr(coarse, "NLIST", 16)
+    monkeypatch.setattr(coarse, "NPROBE", 4)
+    e = HashingEmbedder(64)
+    texts = [f"note {i} about {['launch', 'weather', 'build', 'payment'][i % 4]} {i * 7}"
+             for i in range(600)]
+
+    def built(path) -> VectorLeg:
+        leg = VectorLeg(str(path), None)
+        leg.start(e.identity.label(), 64, 1, b"", 0)
+        docs, vecs = _leg_docs(e, texts)
+        leg.append(docs[:300], vecs[:300])
+        leg.append(docs[300:], vecs[300:])  # past IVF_MIN: partitioned
+        return leg
+    a, b = built(tmp_path / "a"), built(tmp_path / "b")
+    assert a._ivf is not None and len(a._ivf.lists) == 16
+    q = e.embed_array(["note 123 about launch"])[0]
+    assert a.search(q, 20) == b.search(q, 20)  # the same vectors, the same answer
+    for i in (5, 123, 444):  # a row's own vector finds it first
+        assert a.search(e.embed_array([texts[i]])[0], 1)[0].key == f"e:{i}"
+    # Rows added or changed after the partition are scored exactly.
+    late, late_vecs = _leg_docs(e, ["a completely new launch note"], start=600)
+    a.append(late, late_vecs)
+    assert a.search(late_vecs[0], 1)[0].key == "e:600"
+    moved, moved_vecs = _leg_docs(e, ["payment refused twice"], start=7)
+    a.append(moved, moved_vecs)
+    assert a.search(moved_vecs[0], 1)[0].key == "e:7"
+    # A restart rebuilds the same partition from the log.
+    again = VectorLeg(str(tmp_path / "b"), b.meta)
+    assert again.search(q, 20) == b.search(q, 20)

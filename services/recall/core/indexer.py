@@ -130,15 +130,17 @@ class Indexer:
         return fitted
 
     def _embed_into(self, leg: VectorLeg, embedder: Embedder,
-                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = ()) -> dict:
-        """Embed (doc, text) pairs in batches and append them; the leg's meta."""
+                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = (), *,
+                    fill: bool = False) -> dict:
+        """Embed (doc, text) pairs in batches and append them; the leg's meta. `fill`:
+        every document of the leg, partitioned once at the end."""
         batch: list[tuple[VecDoc, str]] = []
         deletes = list(deletes)
 
         def flush() -> None:
             nonlocal deletes
             vecs = _embed(embedder, [t for _, t in batch])
-            leg.append([d for d, _ in batch], vecs, deletes)
+            leg.append([d for d, _ in batch], vecs, deletes, partition=not fill)
             batch.clear()
             deletes = []
         for item in items:
@@ -147,6 +149,8 @@ class Indexer:
                 flush()
         if batch or deletes:
             flush()
+        if fill:
+            leg.repartition()
         return dict(leg.meta)
 
     def _learned(self) -> bool:
@@ -194,7 +198,8 @@ class Indexer:
         """(Re)fit and embed every text into a new log of `leg`; its meta."""
         fitted = self._start_leg(context, leg, self._fit_sample(
             context, events, [f for f, _ in changed_by]))
-        return self._embed_into(leg, fitted, self._all_items(context, events, changed_by))
+        return self._embed_into(leg, fitted, self._all_items(context, events, changed_by),
+                                fill=True)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})

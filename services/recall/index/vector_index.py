@@ -11,12 +11,14 @@ crash the log is cut back to what the last tantivy commit covers and both legs a
 at the same position. The digest chains every committed record and the embedder
 state: with the embedder identity and the text version it is the leg's fingerprint.
 
-Why exact search: a query is one matrix-vector product over the live rows (float32,
-`dimension` x 4 bytes per document) and a partial sort; scripts/benchmarks/recall.py
-measures it against the lexical leg. An approximate graph (HNSW) would answer faster
-at a million documents, but building one took minutes per 100k vectors on the shared
-two-core machines, far past the rebuild budget; exact search also keeps results
-identical across rebuilds and replicas.
+Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows
+(float32, `dimension` x 4 bytes per document) and a partial sort. At 200k rows of 256
+dimensions that product alone took about 50 ms on the shared two-core machines, so
+larger legs are searched through a coarse partition (coarse.py): the rows of the
+nearest centroids, plus the rows added or changed since it was built (scored
+exactly). The partition is rebuilt when the leg is loaded, after a (re)fill, and when
+the rows outside it outnumber those in it. Both are deterministic for the same
+vectors, so a rebuild gives the same results.
 """
 from __future__ import annotations
 
@@ -30,10 +32,13 @@ from typing import Iterable, Optional
 
 import numpy as np
 
+from morphz.services.recall.index.coarse import Partition
+
 FORMAT = 1
 _MAGIC = b"MZV1"
 _HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON part
 DIR = "vectors"
+IVF_MIN = 50000
 
 
 @dataclass
@@ -111,9 +116,10 @@ class VectorLeg:
         self._reset()
 
     def append(self, docs: list[VecDoc], vectors: np.ndarray,
-               deletes: Iterable[str] = ()) -> dict:
+               deletes: Iterable[str] = (), *, partition: bool = True) -> dict:
         """Append one record (fsynced) and apply it in memory; returns the leg's meta
-        for the tantivy commit that makes it durable."""
+        for the tantivy commit that makes it durable. `partition=False`: a fill that
+        calls `repartition` once at its end."""
         deletes = list(deletes)
         if not docs and not deletes:
             return dict(self.meta)
@@ -132,6 +138,8 @@ class VectorLeg:
             os.fsync(f.fileno())
         with self._lock:
             self._apply(docs, vectors, deletes)
+        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n):
+            self.repartition()
         self.meta = dict(self.meta, bytes=self.meta["bytes"] + len(record),
                          digest=hashlib.sha256(bytes.fromhex(self.meta["digest"]) +
                                                record).hexdigest())
@@ -144,43 +152,76 @@ class VectorLeg:
             if name not in keep:
                 os.remove(os.path.join(self.dir, name))
 
+    def repartition(self) -> None:
+        """(Re)build the coarse partition over the live rows, or drop it when the leg is
+        small enough for exact search."""
+        with self._lock:
+            n = len(self._keys)
+            live = np.flatnonzero(self._live[:n] & self._nonzero[:n])
+            if len(live) < IVF_MIN:
+                self._ivf, self._ivf_n, self._moved = None, 0, set()
+                return
+            matrix = self._matrix
+        # Outside the lock, so searches go on; appends come from the same thread as
+        # this (the indexer's, one per context), so no row below n changes meanwhile.
+        built = Partition.build(matrix, live)
+        with self._lock:
+            self._ivf, self._ivf_n, self._moved = built, n, set()
+
+    def _outside(self) -> int:
+        """Rows a partition does not cover (all of them when there is none)."""
+        return len(self._keys) - self._ivf_n + len(self._moved)
+
     # -- reading ---------------------------------------------------------------------
     def search(self, query: np.ndarray, count: int, *, kinds=(), sessions=(),
                since_us: Optional[int] = None, until_us: Optional[int] = None,
                min_score: float = 0.0) -> list[VecHit]:
         """The `count` nearest rows by cosine (all vectors are unit length), best first,
         ties by key; rows at or below `min_score` are no match."""
+        query = np.asarray(query, dtype=np.float32)
         with self._lock:
             n = len(self._keys)
             if not n or count <= 0:
                 return []
-            scores = self._matrix[:n] @ np.asarray(query, dtype=np.float32)
-            ok = self._live[:n] & (scores > min_score)
+            if self._ivf is None:
+                rows = slice(0, n)
+                ids = None
+            else:  # the nearest centroids' rows, and those added or changed since
+                ids = np.unique(np.concatenate([
+                    self._ivf.candidates(query), np.arange(self._ivf_n, n),
+                    np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]))
+                rows = ids
+            scores = self._matrix[rows] @ query
+            ok = self._live[rows] & (scores > min_score)
+            event = self._event[rows]
             if kinds and len(kinds) == 1:
-                ok &= self._event[:n] if kinds[0] == "event" else ~self._event[:n]
+                ok &= event if kinds[0] == "event" else ~event
             if sessions:
                 codes = [self._sessions[s] for s in sessions if s in self._sessions]
-                ok &= np.isin(self._session[:n], codes) & self._event[:n]
+                ok &= np.isin(self._session[rows], codes) & event
             if since_us is not None or until_us is not None:
-                t = self._time[:n]
+                t = self._time[rows]
                 has = t != np.iinfo(np.int64).min
                 ok &= has & (t >= (since_us if since_us is not None else -(1 << 62)))
                 if until_us is not None:
                     ok &= t < until_us
-            rows = np.flatnonzero(ok)
-            if len(rows) > count:
+            sel = np.flatnonzero(ok)
+            if len(sel) > count:
                 # Past the cut, ties with the last kept score are kept (ordered by key).
-                part = scores[rows]
+                part = scores[sel]
                 cut = np.partition(part, len(part) - count)[len(part) - count]
-                rows = rows[part >= cut]
+                sel = sel[part >= cut]
             none = np.iinfo(np.int64).min
-            picked = [(float(scores[r]), self._keys[r], int(self._time[r])) for r in rows]
+            found = sel if ids is None else ids[sel]
+            picked = [(float(scores[i]), self._keys[r], int(self._time[r]))
+                      for i, r in zip(sel, found)]
         picked.sort(key=lambda p: (-p[0], _key_order(p[1])))
         return [VecHit(k, s, None if t == none else t) for s, k, t in picked[:count]]
 
     # -- internals -------------------------------------------------------------------
     def _reset(self) -> None:
         with self._lock:
+            self._ivf, self._ivf_n, self._moved = None, 0, set()
             self._rows, self._keys, self._sessions = {}, [], {}
             self._matrix = np.zeros((0, self.dimension), dtype=np.float32)
             self._live = np.zeros(0, dtype=bool)
@@ -215,6 +256,8 @@ class VectorLeg:
             if row is None:
                 row = self._rows[d.key] = len(self._keys)
                 self._keys.append(d.key)
+            elif row < self._ivf_n:  # its new vector may belong under another centroid
+                self._moved.add(row)
             self._matrix[row] = v
             self._live[row] = True
             self._nonzero[row] = bool(v.any())
@@ -247,6 +290,7 @@ class VectorLeg:
             docs = [VecDoc(k, s, t) for k, s, t in fields[:ups]]
             with self._lock:
                 self._apply(docs, vectors, fields[ups] if dels else [])
+        self.repartition()
 
 
 def _write_synced(path: str, data: bytes) -> None:
