@@ -101,6 +101,7 @@ def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypa
     from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
     monkeypatch.setattr(indexer_module, "REFIT_MIN", 8)
+    monkeypatch.setattr(indexer_module, "FIT_SAMPLE", 4)  # a fit sees a sample only
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     try:
         core = TransactionCore(store)
@@ -112,14 +113,17 @@ def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypa
             core.append_event("c", "s1", "tool-result", f"launch note {i}", caller=ME)
             indexer.catch_up("c")
             leg = indexer.index("c").vectors
-            fits.append(leg.meta["fit_count"])
+            fits.append(leg.meta["fitted_at"])
+            assert leg.meta["fit_count"] <= 8  # what the fit saw: a sample (4 and a rest)
             assert leg.count == i + 2  # every event, the refits' included, exactly once
-        # Fitted on 1 text (the first commit), then again at 8, 16, 32 documents.
+        # Fitted on the first commit's text, then again at 8, 16, 32 documents: the leg's
+        # size at its fit sets the next one, not the sample's.
         assert sorted(set(fits)) == [1, 8, 16, 32]
-        assert indexer.leg_embedder("c", leg).seen == 32
+        seen = indexer.leg_embedder("c", leg).seen
+        assert seen == leg.meta["fit_count"] < 32
         # A restart embeds queries with the fit stored beside the vectors.
         again = Indexer(store, IndexDirectory(str(tmp_path / "recall")), embedder=_Learning())
-        assert again.leg_embedder("c", again.index("c").vectors).seen == 32
+        assert again.leg_embedder("c", again.index("c").vectors).seen == seen
     finally:
         store.close()
 

@@ -198,8 +198,11 @@ class Indexer:
         """(Re)fit and embed every text into a new log of `leg`; its meta."""
         fitted = self._start_leg(context, leg, self._fit_sample(
             context, events, [f for f, _ in changed_by]))
-        return self._embed_into(leg, fitted, self._all_items(context, events, changed_by),
-                                fill=True)
+        self._embed_into(leg, fitted, self._all_items(context, events, changed_by), fill=True)
+        # The next refit is due when the leg has grown REFIT_GROWTH times past this size
+        # (not the sample's: a fit sees at most FIT_SAMPLE texts).
+        leg.meta["fitted_at"] = leg.count
+        return dict(leg.meta)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
@@ -261,7 +264,7 @@ class Indexer:
         elif not self.leg_current(leg):
             return None
         if self._learned() and leg.count + len(docs) >= max(
-                REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fit_count", 0))):
+                REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
             # Grown well past what its fit saw: fit again on everything, re-embed.
             events = m.require_meta(context).next_seq
             frames = list(m.frames())

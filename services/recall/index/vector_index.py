@@ -111,6 +111,7 @@ class VectorLeg:
         self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
                      "text_version": text_version, "log": log, "bytes": 0,
                      "state_file": state_file, "fit_count": fit_count,
+                     "fitted_at": fit_count,
                      "digest": hashlib.sha256(state).hexdigest()}
         self.dimension = dimension
         self._reset()
