@@ -11,10 +11,10 @@ service's own reducer into a real LMDB store (batched commits, no fsync); the
 RecallService index is then built by `RebuildIndex` (tokenizing included) and
 queried over loopback gRPC with 1-, 2- and 3-word OR queries, limit 20, in each
 mode: lexical, vector and hybrid (the vector leg is built by the same rebuild, with
-the server's embedder, --embedder). The server's RSS is read after the searches, in
-this process (which also generated the corpus); the vector leg's share is the size of
-its arrays (rows x (4 x dimension + 15) bytes), so "without vectors" is that RSS less
-those bytes.
+the server's embedder, --embedder). The recall server's RSS is that of a fresh
+`morphz serve` process over the built data, after a few searches in each mode; the
+vector leg's share is the size of its arrays (rows x (4 x dimension + 15) bytes), so
+"without vectors" is that RSS less those bytes.
 """
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -230,12 +232,26 @@ def fts_search(db: sqlite3.Connection):
     return run
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+def server_rss(data: str, embedder: str, queries: list[str]) -> int:
+    """The RSS of a fresh `morphz serve` process over this data directory (its index
+    built), after a few searches in each mode have loaded both legs."""
+    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
+                             "--listen", "127.0.0.1:0", "--data", data, "--embedder",
+                             embedder], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        address = proc.stdout.readline().split()[3]
+        with grpc.insecure_channel(address) as channel:
+            client = RecallClient(channel, timeout=600)
+            for mode in ("lexical", "vector", "hybrid"):
+                for q in queries:
+                    client.search(CONTEXT, q, limit=20, mode=mode)
+        with open(f"/proc/{proc.pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith("VmRSS:"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -267,8 +283,10 @@ def main() -> int:
             shutil.rmtree(os.path.join(data, "recall"), ignore_errors=True)
             for old in ("tantivy", "fts.sqlite"):
                 path = os.path.join(data, old)
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
-                    os.path.exists(path) and os.remove(path)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                elif os.path.exists(path):
+                    os.remove(path)
             words = corpus_words(args.seed)
             log("    corpus reused")
         else:
@@ -326,7 +344,6 @@ def main() -> int:
             svc, tan = lat["recall"], lat["tantivy"]
             rtt = [x for k in (1, 2, 3) for x in lat["rtt"][k]]
             results["grpc_rtt_ms"] = {"p50": ms(rtt, 50), "p99": ms(rtt, 99)}
-            results["rss_bytes"] = _rss_bytes()
             # Each row: dimension float32s, its time (8 bytes), session code (4) and
             # three flags; the arrays grow by doubling (at most 2x of this).
             vec = st["vectors"]
@@ -334,6 +351,8 @@ def main() -> int:
         finally:
             channel.close()
             app.stop(grace=1)
+        log("    recall server RSS: `morphz serve` on this data, one search per mode ...")
+        results["rss_bytes"] = server_rss(data, args.embedder, queries[2][:5])
         log("    searching SQLite FTS5 ...")
         fts = {k: timed(fts_search(db), qs[:args.fts_queries], warmup=3)
                for k, qs in queries.items()}
@@ -381,7 +400,7 @@ def main() -> int:
         print(f"all queries: lexical p50 {lex50:.2f} ms p99 {ms(pooled['recall'], 99):.2f} ms; "
               f"hybrid p50 {hyb50:.2f} ms p99 {ms(pooled['hybrid'], 99):.2f} ms")
         rss, leg_bytes = results["rss_bytes"], results["vector_leg_bytes"]
-        print(f"recall server RSS (this process, after the searches): {rss / 2**30:.2f} GiB "
+        print(f"recall server RSS (`morphz serve`, after searches): {rss / 2**30:.2f} GiB "
               f"with vectors; the vector leg's arrays about {leg_bytes / 2**30:.2f} GiB, so "
               f"{(rss - leg_bytes) / 2**30:.2f} GiB without them")
         n = f"{args.events:,} events"
