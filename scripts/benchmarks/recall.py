@@ -382,7 +382,7 @@ def main() -> int:
         print("ratios: RecallService / (tantivy in-process + bare gRPC round trip); "
               "target p50 <= 1.5, p99 <= 2.0; rebuild of 1M events < 90 s")
         print(f"\nsearch modes over RecallService (embedder {results['vectors']['built_by']}, "
-              f"{results['vectors']['count']:,} vectors, exact cosine):")
+              f"{results['vectors']['count']:,} vectors; exact below 50,000, else IVF):")
         print(f"{'words':>5} {'lexical p50':>12} {'p99':>8} {'vector p50':>11} {'p99':>8} "
               f"{'hybrid p50':>11} {'p99':>8}")
         results["modes"] = {}
