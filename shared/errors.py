@@ -129,6 +129,10 @@ REASONS: dict[str, Status] = {
     "RECALL_ACTIVATION_INVALID": Status.FAILED_PRECONDITION,
     "RECALL_REBUILD_RUNNING": Status.ABORTED,
     "RECALL_INDEX_LOCKED": Status.FAILED_PRECONDITION,
+    # recall, hybrid search (issue 15)
+    "RECALL_MODE_INVALID": Status.INVALID_ARGUMENT,
+    # the vector leg was built by another embedder (or text version): rebuild the index
+    "RECALL_INDEX_STALE": Status.FAILED_PRECONDITION,
 }
 
 

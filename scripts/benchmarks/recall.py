@@ -4,11 +4,17 @@ SQLite FTS5, in the same run, with ratios.
 
     scripts/bench recall                      # 1,000,000 events
     scripts/bench recall -- --events 100000   # a quicker run
+    scripts/bench recall -- --quick           # 20,000 events, for development
 
 The corpus is generated with a fixed seed and written through the transaction
 service's own reducer into a real LMDB store (batched commits, no fsync); the
 RecallService index is then built by `RebuildIndex` (tokenizing included) and
-queried over loopback gRPC with 1-, 2- and 3-word OR queries, limit 20.
+queried over loopback gRPC with 1-, 2- and 3-word OR queries, limit 20, in each
+mode: lexical, vector and hybrid (the vector leg is built by the same rebuild, with
+the server's embedder, --embedder). The recall server's RSS is that of a fresh
+`morphz serve` process over the built data, after a few searches in each mode; the
+vector leg's share is the size of its arrays (rows x (4 x dimension + 15) bytes), so
+"without vectors" is that RSS less those bytes.
 """
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +33,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import log, percentile  # noqa: E402
+from common import log, percentile, target  # noqa: E402
 
 import grpc  # noqa: E402
 import tantivy  # noqa: E402
@@ -89,6 +97,14 @@ def event_text(rng: random.Random, words: list[str], cum: list[float]) -> str:
         out.append(p if (zh and prev_zh) or not out else " " + p)
         prev_zh = zh
     return "".join(out)
+
+
+def corpus_words(seed: int) -> list[str]:
+    """The vocabulary generate() used for this seed (drawn before any event)."""
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    rng.shuffle(words)
+    return words
 
 
 def generate(data: str, n: int, seed: int) -> list[str]:
@@ -216,6 +232,28 @@ def fts_search(db: sqlite3.Connection):
     return run
 
 
+def server_rss(data: str, embedder: str, queries: list[str]) -> int:
+    """The RSS of a fresh `morphz serve` process over this data directory (its index
+    built), after a few searches in each mode have loaded both legs."""
+    proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
+                             "--listen", "127.0.0.1:0", "--data", data, "--embedder",
+                             embedder], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        address = proc.stdout.readline().split()[3]
+        with grpc.insecure_channel(address) as channel:
+            client = RecallClient(channel, timeout=600)
+            for mode in ("lexical", "vector", "hybrid"):
+                for q in queries:
+                    client.search(CONTEXT, q, limit=20, mode=mode)
+        with open(f"/proc/{proc.pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith("VmRSS:"))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
 # -- main ---------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -226,18 +264,38 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20260804)
     ap.add_argument("--data", default="", help="work directory (default: a temporary one)")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--embedder", default="default",
+                    help="the recall server's embedder (morphz serve --embedder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --data: use the corpus already there (same --events and --seed; "
+                    "its recall index is rebuilt)")
+    ap.add_argument("--quick", action="store_true",
+                    help="20,000 events, 100 queries per word count (development)")
     args = ap.parse_args()
+    if args.quick:
+        args.events, args.queries, args.fts_queries = 20_000, 100, 20
     data = args.data or tempfile.mkdtemp(prefix="morphz-bench-recall-")
     results: dict = {"events": args.events, "seed": args.seed}
     try:
         log(f"== recall benchmark: {args.events:,} events, seed {args.seed}, in {data}")
         t = time.perf_counter()
-        words = generate(data, args.events, args.seed)
+        if args.reuse and os.path.exists(os.path.join(data, "store")):
+            shutil.rmtree(os.path.join(data, "recall"), ignore_errors=True)
+            for old in ("tantivy", "fts.sqlite"):
+                path = os.path.join(data, old)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                elif os.path.exists(path):
+                    os.remove(path)
+            words = corpus_words(args.seed)
+            log("    corpus reused")
+        else:
+            words = generate(data, args.events, args.seed)
         log(f"    corpus written in {time.perf_counter() - t:.1f} s")
         queries = make_queries(words, args.seed, args.queries)
 
         app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0", sync=False,
-                                    map_size=64 << 30)).start()
+                                    map_size=64 << 30, embedder=args.embedder)).start()
         channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
         recall = RecallClient(channel, timeout=60)
         health = health_pb2_grpc.HealthStub(channel)
@@ -247,7 +305,10 @@ def main() -> int:
             st = recall.rebuild(CONTEXT)
             results["recall_build_s"] = time.perf_counter() - t
             log(f"    RecallService index built in {results['recall_build_s']:.1f} s "
-                f"({st['documents']:,} documents, {st['index_bytes'] / 1e6:.0f} MB)")
+                f"({st['documents']:,} documents, {st['index_bytes'] / 1e6:.0f} MB, "
+                f"{st['vectors']['count']:,} vectors by {st['vectors']['built_by']}, "
+                f"fitted on {st['vectors']['fit_count']:,})")
+            results["vectors"] = st["vectors"]
 
             log("    tokenizing the corpus for the baselines ...")
             t = time.perf_counter()
@@ -266,6 +327,8 @@ def main() -> int:
             runners = {"rtt": lambda _: health.Check(health_pb2.HealthCheckRequest(),
                                                      timeout=10),
                        "recall": lambda q: recall.search(CONTEXT, q, limit=20),
+                       "vector": lambda q: recall.search(CONTEXT, q, limit=20, mode="vector"),
+                       "hybrid": lambda q: recall.search(CONTEXT, q, limit=20, mode="hybrid"),
                        "tantivy": tantivy_search(index, schema)}
             lat = {name: {k: [] for k in (1, 2, 3)} for name in runners}
             for k, qs in queries.items():
@@ -281,9 +344,15 @@ def main() -> int:
             svc, tan = lat["recall"], lat["tantivy"]
             rtt = [x for k in (1, 2, 3) for x in lat["rtt"][k]]
             results["grpc_rtt_ms"] = {"p50": ms(rtt, 50), "p99": ms(rtt, 99)}
+            # Each row: dimension float32s, its time (8 bytes), session code (4) and
+            # three flags; the arrays grow by doubling (at most 2x of this).
+            vec = st["vectors"]
+            results["vector_leg_bytes"] = vec["count"] * (4 * vec["dimension"] + 15)
         finally:
             channel.close()
             app.stop(grace=1)
+        log("    recall server RSS: `morphz serve` on this data, one search per mode ...")
+        results["rss_bytes"] = server_rss(data, args.embedder, queries[2][:5])
         log("    searching SQLite FTS5 ...")
         fts = {k: timed(fts_search(db), qs[:args.fts_queries], warmup=3)
                for k, qs in queries.items()}
@@ -312,6 +381,42 @@ def main() -> int:
                   f"{f50:>7.2f}ms {f99:>6.2f}ms {ratio50:>10.2f} {ratio99:>10.2f}")
         print("ratios: RecallService / (tantivy in-process + bare gRPC round trip); "
               "target p50 <= 1.5, p99 <= 2.0; rebuild of 1M events < 90 s")
+        print(f"\nsearch modes over RecallService (embedder {results['vectors']['built_by']}, "
+              f"{results['vectors']['count']:,} vectors; exact below 50,000, else IVF):")
+        print(f"{'words':>5} {'lexical p50':>12} {'p99':>8} {'vector p50':>11} {'p99':>8} "
+              f"{'hybrid p50':>11} {'p99':>8}")
+        results["modes"] = {}
+        for k in (1, 2, 3):
+            row = {m: [ms(lat[m][k], 50), ms(lat[m][k], 99)]
+                   for m in ("recall", "vector", "hybrid")}
+            results["modes"][k] = row
+            print(f"{k:>5} {row['recall'][0]:>10.2f}ms {row['recall'][1]:>6.2f}ms "
+                  f"{row['vector'][0]:>9.2f}ms {row['vector'][1]:>6.2f}ms "
+                  f"{row['hybrid'][0]:>9.2f}ms {row['hybrid'][1]:>6.2f}ms")
+        pooled = {m: [x for k in (1, 2, 3) for x in lat[m][k]] for m in ("recall", "hybrid")}
+        lex50, hyb50 = ms(pooled["recall"], 50), ms(pooled["hybrid"], 50)
+        results["pooled_ms"] = {"lexical": [lex50, ms(pooled["recall"], 99)],
+                                "hybrid": [hyb50, ms(pooled["hybrid"], 99)]}
+        print(f"all queries: lexical p50 {lex50:.2f} ms p99 {ms(pooled['recall'], 99):.2f} ms; "
+              f"hybrid p50 {hyb50:.2f} ms p99 {ms(pooled['hybrid'], 99):.2f} ms")
+        rss, leg_bytes = results["rss_bytes"], results["vector_leg_bytes"]
+        print(f"recall server RSS (`morphz serve`, after searches): {rss / 2**30:.2f} GiB "
+              f"with vectors; the vector leg's arrays about {leg_bytes / 2**30:.2f} GiB, so "
+              f"{(rss - leg_bytes) / 2**30:.2f} GiB without them")
+        n = f"{args.events:,} events"
+        targets = [
+            target("hybrid p50 / lexical p50", hyb50 / lex50, "<= 2", hyb50 / lex50 <= 2),
+            target(f"rebuild with vectors at {n}", results["recall_build_s"], "< 300 s",
+                   results["recall_build_s"] < 300, " s"),
+            target("1-word lexical search p50 / (tantivy in-process p50 + bare gRPC round "
+                   "trip p50)", results["search"][1]["ratio_p50"], "<= 1.1",
+                   results["search"][1]["ratio_p50"] <= 1.1),
+            target(f"recall server RSS with {n} indexed", rss / 2**30, "<= 1.5 GB",
+                   rss <= 1.5e9, " GiB"),
+            target(f"recall server RSS with {n} indexed, without the vector leg",
+                   (rss - leg_bytes) / 2**30, "<= 1.5 GB", rss - leg_bytes <= 1.5e9, " GiB"),
+        ]
+        results["targets"] = targets
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)

@@ -409,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
+    serve.add_argument("--embedder", metavar="NAME", default="default",
+                       help="all, recall: the vector leg's embedder: default (LSA learned "
+                       "from each context's own text), hashing[:DIMENSION] (feature hashing "
+                       "of terms and character trigrams, nothing learned) or onnx:PATH; an "
+                       "index built by another embedder needs `recall-index rebuild` before "
+                       "vector/hybrid search")
     security_options(serve)
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,
@@ -567,7 +573,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
                      lease_ttl=args.lease_ttl, shard=args.shard,
-                     storage_listen=args.storage_listen,
+                     storage_listen=args.storage_listen, embedder=args.embedder,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight)
     except OSError as e:

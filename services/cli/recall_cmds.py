@@ -47,6 +47,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--session", dest="sessions", action="append", default=[],
                    help="only events of this session")
     p.add_argument("--cursor", default="", help="next_cursor of the previous page")
+    p.add_argument("--mode", default="lexical", choices=("lexical", "vector", "hybrid"),
+                   help="lexical (BM25, default), vector (embeddings) or hybrid (both, "
+                   "fused by reciprocal rank); hits then show each leg's rank")
     evaluation_options(p)
 
     p = sub.add_parser("read", parents=[common], help="read full content in pages")
@@ -82,6 +85,7 @@ def call_recall(channel, args: argparse.Namespace) -> dict:
         return client.search(args.context, args.query, since=args.since, until=args.until,
                              limit=args.limit, kinds=args.kinds, states=args.states,
                              sessions=args.sessions, cursor=args.cursor,
+                             mode="" if args.mode == "lexical" else args.mode,
                              evaluation=_evaluation(args))
     if args.recall_action == "read":
         return client.read(args.context, args.ref, offset=args.offset, limit=args.limit,
@@ -130,8 +134,10 @@ def _progress(client: RecallClient, context: str, done: threading.Event, out: Te
 def render_recall(r: dict, out: TextIO) -> None:
     if "results" in r:
         for h in r["results"]:
+            legs = (f" (lexical #{h['lexical_rank'] or '-'}, vector #{h['vector_rank'] or '-'})"
+                    if "vector_rank" in h else "")
             print(f"{h['score']:8.3f} {h['kind']:5} {h['ref'] or h['id']} [{h['state'] or '-'}] "
-                  f"{h['time']}", file=out)
+                  f"{h['time']}{legs}", file=out)
             print(f"         {h['preview']}", file=out)
         if not r["results"]:
             print(f"no results ({r.get('empty') or 'end of results'})", file=out)
@@ -161,6 +167,11 @@ def render_index(r: dict, out: TextIO) -> None:
     for key in ("context", "documents", "events", "frames", "terms", "position",
                 "head", "lag", "feed_position", "feed_head", "feed_lag", "index_bytes", "path"):
         print(f"{key}: {r.get(key, 0)}", file=out)
+    vec = r.get("vectors") or {}
+    print(f"embedder: {r.get('embedder', '')}", file=out)
+    print(f"vectors: {vec.get('count', 0)} built by {vec.get('built_by') or '-'}"
+          f"{'' if vec.get('current') else ' (stale: rebuild)'}, fingerprint "
+          f"{(vec.get('fingerprint') or '-')[:16]}", file=out)
     last = r.get("last_rebuild")
     if last:
         print(f"last_rebuild: {last['at']} ({last['duration_ms']} ms, "

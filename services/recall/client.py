@@ -35,17 +35,22 @@ class RecallClient:
 
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               evaluation: Optional[dict] = None) -> dict:
+               mode: str = "", evaluation: Optional[dict] = None) -> dict:
         req = build_request(pb.SearchRequest, context=context, query=query, since=since,
                        until=until, limit=limit, kinds=list(kinds), states=list(states),
-                       sessions=list(sessions), cursor=cursor,
+                       sessions=list(sessions), cursor=cursor, mode=mode,
                        evaluation=_evaluation(evaluation))
         reply = call(self._stub.Search, req, timeout=self._timeout)
         # Spelled out: the hot path (to_plain's reflection costs more than the search).
         return {"results": [{"kind": h.kind, "ref": h.ref, "id": h.id, "state": h.state,
                              "score": h.score, "time": h.time, "session": h.session,
                              "event_kind": h.event_kind, "preview": h.preview,
-                             "revision": h.revision} for h in reply.results],
+                             "revision": h.revision,
+                             # each leg's rank: only where there are legs (as the core)
+                             **({"lexical_rank": h.lexical_rank,
+                                 "vector_rank": h.vector_rank}
+                                if mode not in ("", "lexical") else {})}
+                            for h in reply.results],
                 "next_cursor": reply.next_cursor, "index_position": reply.index_position,
                 "lag": reply.lag, "empty": reply.empty,
                 "observation_ref": reply.observation_ref}

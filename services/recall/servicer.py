@@ -23,7 +23,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         reply = self._core.search(
             request.context, request.query, since=request.since, until=request.until,
             limit=request.limit, kinds=list(request.kinds), states=list(request.states),
-            sessions=list(request.sessions), cursor=request.cursor,
+            sessions=list(request.sessions), cursor=request.cursor, mode=request.mode,
             evaluation=_evaluation(request), caller=caller_of(context))
         # Built directly: the hot path, and every hit key is a Hit field.
         return pb.SearchResponse(

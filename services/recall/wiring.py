@@ -8,9 +8,13 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.feeds import Feeds
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.default import default_embedder
+from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.wired import Wired
+from morphz.shared.errors import MorphzError
 from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
 
@@ -28,7 +32,8 @@ def register(app) -> Wired:
     root = os.path.join(app.config.data_dir, "recall")
     release = lock_root(root)
     indexes = IndexDirectory(root)
-    indexer = Indexer(app.store, indexes, tracer=tracer)
+    indexer = Indexer(app.store, indexes, embedder=embedder_for(app.config.embedder),
+                      tracer=tracer)
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
@@ -40,3 +45,28 @@ def register(app) -> Wired:
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
                  core, [feeds.stop, release])
+
+
+def embedder_for(spec: str) -> Embedder:
+    """`default` (LSA learned from each context's own text), `hashing[:DIMENSION]`
+    (nothing learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
+    if spec in ("", "default"):
+        return default_embedder()
+    if spec == "hashing":
+        return HashingEmbedder()
+    if spec.startswith("hashing:") and spec[len("hashing:"):].isdigit():
+        return HashingEmbedder(int(spec[len("hashing:"):]))
+    if spec.startswith("onnx:"):
+        path = spec[len("onnx:"):]
+        try:  # onnxruntime and tokenizers: the [onnx] extra, imported only when chosen
+            from morphz.services.recall.embedding.onnx_model import OnnxEmbedder  # noqa: PLC0415
+            return OnnxEmbedder(path)
+        except ImportError as e:
+            raise MorphzError("CONTEXT_INPUT_INVALID", "the ONNX embedder needs the [onnx] "
+                              f"extra (onnxruntime, tokenizers): {e}", field="embedder") from None
+        except Exception as e:  # noqa: BLE001 - a missing or unusable model: the operator's input
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"cannot load the ONNX model in "
+                              f"{path[:200]!r}: {str(e)[:300]}", field="embedder") from None
+    raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: hashing, "
+                      "default or onnx:PATH", field="embedder")
+

@@ -77,6 +77,8 @@ class ServerConfig:
     shard: str = ""
     # AllInOne only: where to serve the internal storage API (empty: nowhere).
     storage_listen: str = ""
+    # Recall's embedder for the vector leg (services/recall/wiring.py embedder_for).
+    embedder: str = "default"
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN
 

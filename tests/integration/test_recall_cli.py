@@ -47,3 +47,21 @@ def test_recall_cli_search_read_frame_and_index(endpoints, mind):
     assert err["reason"] == "RECALL_LIMIT_INVALID"
     rebuilt = morphz(address, "context", "recall-index", "rebuild", mind.context)
     assert rebuilt["last_rebuild"]["documents"] == st["documents"] and rebuilt["lag"] == 0
+
+
+def test_hyb_01_cli_hybrid_search_json_hits_carry_each_legs_rank(endpoints, mind):
+    address = endpoints.recall
+    c = ["--context", mind.context]
+    both = mind.event("the launch is on hold")["ref"]
+    only_vector = mind.event("launching tomorrow")["ref"]
+    for _ in range(500):
+        if morphz(address, "context", "recall-index", "inspect", mind.context)["lag"] == 0:
+            break
+        time.sleep(0.02)
+    hits = morphz(address, "context", "recall", "search", "launch", "--mode", "hybrid",
+                  *c)["results"]
+    ranks = {h["ref"]: (h["lexical_rank"], h["vector_rank"]) for h in hits}
+    assert ranks[both][0] == 1 and ranks[both][1] >= 1
+    assert ranks[only_vector][0] == 0 and ranks[only_vector][1] >= 1
+    st = morphz(address, "context", "recall-index", "inspect", mind.context)
+    assert st["vectors"]["built_by"] == st["embedder"] and st["vectors"]["current"]

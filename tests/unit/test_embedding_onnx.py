@@ -123,3 +123,16 @@ def test_model_that_pools_itself_and_names_no_dimension(tmp_path):
     assert e.identity.dimension == DIM
     assert e.embed(["release legal"])[0] == pytest.approx(
         _expected(table, ["release", "legal"]), abs=1e-6)
+
+
+def test_serve_embedder_option_loads_an_onnx_model_or_refuses_it_clearly(model, tmp_path):
+    from morphz.services.recall.wiring import embedder_for
+    from morphz.shared.errors import MorphzError
+
+    chosen = embedder_for(f"onnx:{model[0]}")
+    assert chosen.identity.name == "onnx"
+    for spec in (f"onnx:{tmp_path / 'nowhere'}", "onnx:", "bert", "hashing:x"):
+        with pytest.raises(MorphzError) as info:
+            embedder_for(spec)
+        assert (info.value.reason, info.value.details["field"]) == \
+            ("CONTEXT_INPUT_INVALID", "embedder"), spec

@@ -109,9 +109,9 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         info = indexer.rebuild("c")
         assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
         # one snapshot (frames, version), one page of the context's change feed (which
-        # commit last wrote each frame), one read of those events, then 7 chunks; none
-        # open while another is
-        assert len(opened) == 1 + 1 + 1 + 7 and most[0] == 1
+        # commit last wrote each frame), one read of those events, then 7 chunks for the
+        # lexical leg and 7 more for the vector leg; none open while another is
+        assert len(opened) == 1 + 1 + 1 + 7 + 7 and most[0] == 1
         idx = indexer.index("c")
         hits = idx.search(idx.snapshot()[0], Query(terms=query_terms("sandbox")), 0, 50)
         assert {h.key for h in hits} >= {"f:f1"}

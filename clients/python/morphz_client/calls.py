@@ -149,12 +149,12 @@ def _evaluation(e: Optional[Evaluation]) -> tuple[Optional[rec.Evaluation], Safe
 
 def search(context: str, query: str, *, since: str, until: str, limit: int,
            kinds: Iterable[str], states: Iterable[str], sessions: Iterable[str], cursor: str,
-           evaluation: Optional[Evaluation]) -> Call:
+           evaluation: Optional[Evaluation], mode: str = "") -> Call:
     ev, safety = _evaluation(evaluation)
     return Call(RECALL, "Search", _build(
         rec.SearchRequest, context=context, query=query, since=since, until=until,
         limit=limit, kinds=list(kinds), states=list(states), sessions=list(sessions),
-        cursor=cursor, evaluation=ev), safety)
+        cursor=cursor, mode=mode, evaluation=ev), safety)
 
 
 def read(context: str, ref: str, *, offset: int, limit: int,

@@ -194,11 +194,13 @@ class Client:
     # -- recall ------------------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
-               sessions: Iterable[str] = (), cursor: str = "",
+               sessions: Iterable[str] = (), cursor: str = "", mode: str = "",
                evaluation: Optional[Evaluation] = None) -> rec.SearchResponse:
+        """mode: lexical (default), vector or hybrid (each hit then says its rank in
+        each leg: lexical_rank, vector_rank)."""
         return self._send(C.search(context, query, since=since, until=until, limit=limit,
                                    kinds=kinds, states=states, sessions=sessions,
-                                   cursor=cursor, evaluation=evaluation))
+                                   cursor=cursor, mode=mode, evaluation=evaluation))
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[Evaluation] = None) -> rec.ReadResponse:

@@ -74,6 +74,8 @@ export interface SearchOptions {
   states?: string[];
   sessions?: string[];
   cursor?: string;
+  /** "lexical" (default), "vector" or "hybrid"; hits then carry lexicalRank and vectorRank. */
+  mode?: "lexical" | "vector" | "hybrid";
   evaluation?: Evaluation;
 }
 

@@ -1,5 +1,6 @@
 """What the index holds for an event or a frame (terms, time, filters). Secret text is
-never indexed: a document holds what readers are shown (shared/mind/secrets.py)."""
+never indexed: a document holds what readers are shown (shared/mind/secrets.py). The
+vector leg embeds exactly the text the lexical leg analyzes (event_text, frame_text)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -14,6 +15,9 @@ from morphz.shared.text.analyze import terms, terms_text
 # Words past this many characters of one text are not indexed (bounded work per
 # document); `read` still returns every character.
 MAX_INDEXED_CHARS = 1 << 20
+# What event_text/frame_text give; the vector leg's fingerprint holds it, so a change
+# here makes an index built with the old texts stale (rebuild) instead of mixed.
+TEXT_VERSION = 1
 
 
 def event_key(seq: int) -> str:
@@ -24,9 +28,21 @@ def frame_key(frame_id: str) -> str:
     return f"f:{frame_id}"
 
 
+def event_text(ev: R.Event) -> str:
+    return secrets.shown_text(ev)[:MAX_INDEXED_CHARS]
+
+
+def raw_event_text(ev: dict) -> str:
+    """event_text of an event decoded by event_dict."""
+    return secrets.shown_dict_text(ev)[:MAX_INDEXED_CHARS]
+
+
+def frame_text(f: R.Frame) -> str:
+    return f"{f.id}\n{secrets.frame_body(f.id, f.body)}"[:MAX_INDEXED_CHARS]
+
+
 def event_doc(ev: R.Event) -> Doc:
-    return Doc(event_key(ev.seq), "event",
-               terms_text(secrets.shown_text(ev)[:MAX_INDEXED_CHARS]),
+    return Doc(event_key(ev.seq), "event", terms_text(event_text(ev)),
                event_time_us(ev.time), ev.session)
 
 
@@ -35,13 +51,12 @@ def raw_event_doc(raw: bytes) -> Doc:
     record object)."""
     ev = event_dict(raw)
     return Doc(event_key(ev["seq"]), "event",
-               terms_text(secrets.shown_dict_text(ev)[:MAX_INDEXED_CHARS]),
+               terms_text(raw_event_text(ev)),
                event_time_us(ev["time"]), ev.get("session", ""))
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:
     """A frame's words are its id and its current body; its time is the time of the
     event that last changed it (the transaction or the activation that matured it)."""
-    body = secrets.frame_body(f.id, f.body)
-    return Doc(frame_key(f.id), "frame", terms(f"{f.id}\n{body}"[:MAX_INDEXED_CHARS]),
+    return Doc(frame_key(f.id), "frame", terms(frame_text(f)),
                event_time_us(changed.time) if changed else None)

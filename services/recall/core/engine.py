@@ -19,18 +19,20 @@ from __future__ import annotations
 import json
 from typing import Callable, Optional, Protocol
 
+import numpy as np
 from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
 
 from morphz.services.recall.core import cursor as cursors
+from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.pins import SearchPins
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
-from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.errors import MorphzError
@@ -132,8 +134,12 @@ class RecallCore:
     # -- search ---------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               evaluation: Optional[dict] = None, caller: Caller) -> dict:
+               mode: str = "", evaluation: Optional[dict] = None, caller: Caller) -> dict:
         check_name(context, "context")
+        mode = mode or "lexical"
+        if mode not in hybrid.MODES:
+            raise MorphzError("RECALL_MODE_INVALID", f"mode must be one of "
+                              f"{', '.join(hybrid.MODES)}", field="mode")
         if len(query) > MAX_QUERY_CHARS:
             raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
                               "characters", field="query")
@@ -163,6 +169,8 @@ class RecallCore:
                   "sessions": sessions}
         if evaluation is not None:  # pages of one causal scope's evidence set
             params["viewer"] = evaluation["session"]
+        if mode != "lexical" and words:  # (lexical cursors stay as they were)
+            params["mode"] = mode
         with self._tracer.start_as_current_span("recall.search") as span, \
                 self._store.reader(context) as reader:
             # Counts, never the words: a query's text stays out of spans.
@@ -181,9 +189,14 @@ class RecallCore:
             version = f"p{position}"
             start = cursors.decode(cursor, "search", params, version) if cursor else 0
             viewer = _viewer(m, evaluation)
+            legs = {}
+            if mode != "lexical" and words:
+                legs = self._legs(m, context, query, mode, idx, searcher, words, kinds,
+                                  sessions, since_us, until_us)
             hits, next_offset, empty = run_search(m, idx, searcher, words, since_us,
                                                   until_us, kinds, states, sessions, start,
-                                                  limit, viewer.sees_seq if viewer else None)
+                                                  limit, viewer.sees_seq if viewer else None,
+                                                  **legs)
             span.set_attribute("morphz.results", len(hits))
             span.set_attribute("morphz.index_position", position)
             reply = {"results": hits, "next_cursor": "", "index_position": position,
@@ -194,6 +207,51 @@ class RecallCore:
                 self._pins.keep(context, version, snapshot)
         request = {"query": query, "since": since, "until": until, "limit": limit}
         return self._record(context, evaluation, "search", request, reply, caller)
+
+    def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
+              searcher, words: list[str], kinds: list[str], sessions: list[str],
+              since_us: Optional[int], until_us: Optional[int]) -> dict:
+        """run_search's `fetch` and `empty_reason` for a vector or hybrid search."""
+        lex_query = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us,
+                          until_us=until_us)
+        exact, key = hybrid.exact_target(m, query)
+        leg = idx.vectors
+        lexical_empty = searcher.num_docs <= 1
+        if exact:
+            found = hybrid.ranked(idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH),
+                                  "lexical")
+            ranked = hybrid.pinned_first(key, found)
+            return {"fetch": lambda offset, count: ranked[offset:offset + count],
+                    "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
+        if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
+            return {"fetch": lambda offset, count: [], "empty_reason": lambda: "empty_index"}
+        if not self._indexer.leg_current(leg):
+            built = leg.meta.get("embedder") if leg.exists else "no vector leg"
+            raise MorphzError(
+                "RECALL_INDEX_STALE",
+                f"the vector leg of {context}'s recall index was built by {built}, not by "
+                f"this server's embedder {self._indexer.embedder.identity.label()}; run "
+                f"`morphz context recall-index rebuild {context}` (lexical search still "
+                "works)", context=context, built_by=built,
+                embedder=self._indexer.embedder.identity.label())
+        qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
+        vec = leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
+                         since_us=since_us, until_us=until_us,
+                         min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
+        if mode == "vector":
+            ranked = hybrid.ranked(vec, "vector")
+        else:
+            lex = idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH)
+            ranked = hybrid.fuse(lex, vec)
+
+        def empty() -> str:
+            """empty_index: nothing embedded to compare with (and, for hybrid, the
+            lexical leg empty too); else no_match."""
+            if leg.searchable() or (mode == "hybrid" and not lexical_empty):
+                return "no_match"
+            return "empty_index"
+        return {"fetch": lambda offset, count: ranked[offset:offset + count],
+                "empty_reason": empty}
 
     # -- paged reads ------------------------------------------------------------------------
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
@@ -309,7 +367,19 @@ class RecallCore:
                 "head": head, "lag": max(0, head - position), **self._feed_status(),
                 "last_rebuild": imeta.get("last_rebuild"),
                 "rebuild": self._indexer.progress(context),
-                "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context)}
+                "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context),
+                "vectors": self._vector_status(idx),
+                "embedder": self._indexer.embedder.identity.label()}
+
+    def _vector_status(self, idx: ContextIndex) -> dict:
+        """The vector leg beside the lexical one: who built it, how many, its fingerprint."""
+        leg = idx.vectors
+        meta = leg.meta
+        return {"built_by": meta.get("embedder", ""), "count": leg.count,
+                "dimension": leg.dimension, "fit_count": meta.get("fit_count", 0),
+                "text_version": meta.get("text_version", 0),
+                "fingerprint": meta.get("digest", ""), "log_bytes": meta.get("bytes", 0),
+                "current": self._indexer.leg_current(leg)}
 
     def rebuild(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")
@@ -331,6 +401,12 @@ def _authorize(m: MindView, context: str, caller: Caller,
 def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
     """The evaluating session's view; None for an operator's read (sees everything)."""
     return Viewer(m, evaluation["session"]) if evaluation else None
+
+
+def _query_vector(embedder, query: str):
+    """The query's unit vector, or None when it has nothing to embed (all zeros)."""
+    v = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    return v if np.any(v) else None
 
 
 def _refs_of(reply: dict) -> list[str]:

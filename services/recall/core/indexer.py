@@ -5,6 +5,15 @@ and frames one commit wrote) and writes the context version it reached in the sa
 index commit (tantivy_index.py), so an entry the index already holds is skipped.
 `rebuild` builds a fresh index from one consistent snapshot of events and frames and
 swaps it in; it only reads the authoritative store.
+
+The vector leg (index/vector_index.py) follows in the same steps: `apply` embeds the
+documents it indexes and appends their vectors before the commit that records the
+position, `rebuild` fits the embedder on the context's text and embeds everything.
+A leg built by another embedder identity (or another text version) is left as it is,
+never extended with vectors of this one: searches refuse it as stale until a rebuild.
+Refitting (embedders learned from the context's text): at a rebuild, and whenever the
+leg has grown to REFIT_GROWTH times what its fit saw, the embedder is fitted again on
+every current text and the leg re-embedded into a new log (amortized linear work).
 """
 from __future__ import annotations
 
@@ -16,13 +25,21 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Optional
 
+import numpy as np
 from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
 
-from morphz.services.recall.core.documents import event_doc, event_key, frame_doc, frame_key
+from morphz.services.recall.core.documents import (
+    TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
+    raw_event_text)
+from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.core.tokenpool import event_docs
+from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
+from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
+from morphz.shared.mind.view import event_dict
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
@@ -31,6 +48,9 @@ from morphz.shared.storage.api import Change, Store
 _log = logging.getLogger("morphz.recall.indexer")
 REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
+EMBED_BATCH = 1000
+FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
+REFIT_GROWTH, REFIT_MIN = 2, 256
 
 
 def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
@@ -55,10 +75,14 @@ def _skipping_damaged(context: str, key: str):
 
 class Indexer:
     def __init__(self, store: Store, indexes: IndexDirectory, *,
+                 embedder: Optional[Embedder] = None,
                  tracer: Optional[trace.Tracer] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self._store = store
         self._indexes = indexes
+        self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
+        self._fitted: dict[str, tuple[str, Embedder]] = {}  # context -> (log, embedder)
+        self._is_learned: Optional[bool] = None
         self._tracer = tracer or NO_TRACING
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}
@@ -81,6 +105,105 @@ class Indexer:
         (the index root's parent), never the server's absolute path."""
         return os.path.relpath(self.index(context).path, os.path.dirname(self._indexes.root))
 
+    # -- the vector leg -----------------------------------------------------------------
+    def leg_current(self, leg: VectorLeg) -> bool:
+        """Whether the leg was built by this server's embedder over today's texts."""
+        return (leg.exists and leg.meta.get("embedder") == self.embedder.identity.label()
+                and leg.meta.get("text_version") == TEXT_VERSION)
+
+    def leg_embedder(self, context: str, leg: VectorLeg) -> Embedder:
+        """This server's embedder as fitted for the leg (its stored state restored)."""
+        log = os.path.join(leg.dir, leg.meta.get("log", ""))
+        cached = self._fitted.get(context)
+        if cached is None or cached[0] != log:
+            state = leg.state()
+            cached = (log, self.embedder.restore(state) if state else
+                      self.embedder.fitted(()))
+            self._fitted[context] = cached
+        return cached[1]
+
+    def _start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
+        fitted = self.embedder.fitted(sample)
+        ident = self.embedder.identity
+        leg.start(ident.label(), ident.dimension, TEXT_VERSION, fitted.state(), len(sample))
+        self._fitted[context] = (os.path.join(leg.dir, leg.meta["log"]), fitted)
+        return fitted
+
+    def _embed_into(self, leg: VectorLeg, embedder: Embedder,
+                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = (), *,
+                    fill: bool = False) -> dict:
+        """Embed (doc, text) pairs in batches and append them; the leg's meta. `fill`:
+        every document of the leg, partitioned once at the end."""
+        batch: list[tuple[VecDoc, str]] = []
+        deletes = list(deletes)
+
+        def flush() -> None:
+            nonlocal deletes
+            vecs = _embed(embedder, [t for _, t in batch])
+            leg.append([d for d, _ in batch], vecs, deletes, partition=not fill)
+            batch.clear()
+            deletes = []
+        for item in items:
+            batch.append(item)
+            if len(batch) == EMBED_BATCH:
+                flush()
+        if batch or deletes:
+            flush()
+        if fill:
+            leg.repartition()
+        return dict(leg.meta)
+
+    def _learned(self) -> bool:
+        """Whether the embedder learns from the context's text (a pretrained one
+        returns itself from fitted(): no fit sample is needed, no refit ever)."""
+        if self._is_learned is None:
+            try:
+                self._is_learned = self.embedder.fitted(["probe"]) is not self.embedder
+            except Exception:  # noqa: BLE001 - cannot fit on one text: it learns
+                self._is_learned = True
+        return self._is_learned
+
+    def _fit_sample(self, context: str, events: int, frames: list[R.Frame]) -> list[str]:
+        """At most FIT_SAMPLE texts: evenly spaced events, then frames (deterministic)."""
+        if not self._learned():
+            return []
+        step = max(1, -(-events // FIT_SAMPLE))
+        out: list[str] = []
+        for seq in range(0, events, step):
+            with self._store.reader(context) as reader:
+                raw = reader.get("events", (seq,))
+            if raw is not None:
+                out.append(raw_event_text(event_dict(raw)))
+        out.extend(frame_text(f) for f in frames[:max(0, FIT_SAMPLE - len(out))])
+        return out
+
+    def _all_items(self, context: str, events: int,
+                   changed_by: list[tuple[R.Frame, Optional[R.Event]]]
+                   ) -> Iterable[tuple[VecDoc, str]]:
+        """(VecDoc, text) of events 0..events-1, then of the frames."""
+        prog = self._progress.get(context)
+        for raw in self._event_records(context, events):
+            with _skipping_damaged(context, "an event"):
+                ev = event_dict(raw)
+                yield (VecDoc(event_key(ev["seq"]), ev.get("session", ""),
+                              event_time_us(ev["time"])), raw_event_text(ev))
+            if prog is not None and prog.get("running"):
+                prog["done"] += 1
+        for f, ev in changed_by:
+            yield (VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None),
+                   frame_text(f))
+
+    def _fill_leg(self, context: str, leg: VectorLeg, events: int,
+                  changed_by: list[tuple[R.Frame, Optional[R.Event]]]) -> dict:
+        """(Re)fit and embed every text into a new log of `leg`; its meta."""
+        fitted = self._start_leg(context, leg, self._fit_sample(
+            context, events, [f for f, _ in changed_by]))
+        self._embed_into(leg, fitted, self._all_items(context, events, changed_by), fill=True)
+        # The next refit is due when the leg has grown REFIT_GROWTH times past this size
+        # (not the sample's: a fit sees at most FIT_SAMPLE texts).
+        leg.meta["fitted_at"] = leg.count
+        return dict(leg.meta)
+
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
 
@@ -99,6 +222,7 @@ class Indexer:
                 m = MindState(reader)
                 docs: dict[str, Doc] = {}
                 deletes: list[str] = []
+                texts: dict[str, str] = {}
                 for seq in sorted({s for c in fresh for s in c.events}):
                     with _skipping_damaged(context, event_key(seq)):
                         ev = m.event(seq)
@@ -106,6 +230,7 @@ class Indexer:
                             deletes.append(event_key(seq))
                         else:
                             docs[event_key(seq)] = event_doc(ev)
+                            texts[event_key(seq)] = event_text(ev)
                 for fid, changer in frame_changers(fresh).items():
                     with _skipping_damaged(context, frame_key(fid)):
                         f = m.frame(fid)
@@ -114,12 +239,41 @@ class Indexer:
                         else:
                             ev = m.event(changer) if changer is not None else None
                             docs[frame_key(fid)] = frame_doc(f, ev)
+                            texts[frame_key(fid)] = frame_text(f)
                 last = fresh[-1]
-                idx.apply(docs.values(), dict(old_meta, context=context,
-                                              position=last.commit_seq), deletes=deletes)
+                meta = dict(old_meta, context=context, position=last.commit_seq)
+                vectors = self._apply_vectors(context, idx, m, old_meta, docs, texts,
+                                              deletes)
+                if vectors is not None:
+                    meta["vectors"] = vectors
+                idx.apply(docs.values(), meta, deletes=deletes)
                 span.set_attribute("morphz.changes", len(fresh))
                 span.set_attribute("morphz.documents", len(docs))
             return len(fresh)
+
+    def _apply_vectors(self, context: str, idx: ContextIndex, m: MindState, old_meta: dict,
+                       docs: dict[str, Doc], texts: dict[str, str],
+                       deletes: list[str]) -> Optional[dict]:
+        """Append the vectors of an incremental apply; the leg's meta for the commit, or
+        None to leave the leg as it is (built by another embedder: stale)."""
+        leg = idx.vectors
+        if not leg.exists:
+            if old_meta.get("position", 0):  # an index from before the vector leg
+                return None
+            self._start_leg(context, leg, list(texts.values()) if self._learned() else [])
+        elif not self.leg_current(leg):
+            return None
+        if self._learned() and leg.count + len(docs) >= max(
+                REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
+            # Grown well past what its fit saw: fit again on everything, re-embed.
+            events = m.require_meta(context).next_seq
+            frames = list(m.frames())
+            times = self._frame_changers(context, m.commit_seq) if frames else {}
+            changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None else None)
+                          for f in frames]
+            return self._fill_leg(context, leg, events, changed_by)
+        items = [(VecDoc(d.key, d.session, d.time_us), texts[k]) for k, d in docs.items()]
+        return self._embed_into(leg, self.leg_embedder(context, leg), items, deletes)
 
     def catch_up(self, context: str) -> int:
         """Pull and apply one page of the context's own feed after the index's position
@@ -153,15 +307,17 @@ class Indexer:
                     m = MindState(reader)
                     changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
                                    else None) for f in frames]
-                self._progress[context]["total"] = events + len(frames)
                 fresh = self._indexes.fresh(context)
+                self._progress[context]["total"] = 2 * events + len(frames)
                 count = fresh.apply(self._snapshot_docs(context, events, changed_by),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
+                vectors = self._fill_leg(context, fresh.vectors, events, changed_by)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context):
-                fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
+                fresh.apply((), {"context": context, "position": head, "last_rebuild": info,
+                                 "vectors": vectors})
                 self._indexes.swap(context, fresh)
             return info
         finally:
@@ -205,3 +361,9 @@ class Indexer:
                 break
             after = page.changes[-1].commit_seq
         return out
+
+
+def _embed(embedder: Embedder, texts: list[str]):
+    """Vectors of texts as a float32 array (the hashing embedder gives one directly)."""
+    direct = getattr(embedder, "embed_array", None)
+    return direct(texts) if direct else np.asarray(embedder.embed(texts), dtype=np.float32)

@@ -4,6 +4,8 @@ The index chooses and ranks; the store supplies the records (and the lifecycle
 state, which the state filter checks here, since an observation's retirement is
 not an index intent). A search for an evaluation drops, the same way, the events its
 causal scope may not see. Offsets count raw index hits, so a cursor resumes exactly.
+The vector and hybrid modes (hybrid.py) hand their ranked candidates to the same
+resolution (`fetch`), so their hits pass exactly the same checks.
 """
 from __future__ import annotations
 
@@ -22,10 +24,16 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
                since_us: Optional[int], until_us: Optional[int], kinds: list[str],
                states: list[str], sessions: list[str], start: int, limit: int,
                visible: Optional[Callable[[int], bool]] = None,
+               fetch: Optional[Callable[[int, int], list]] = None,
+               empty_reason: Optional[Callable[[], str]] = None,
                ) -> tuple[list[dict], Optional[int], str]:
     """(hits, raw offset of the next page or None, why empty). `visible`: for a search
-    made for an evaluation, whether its causal scope may see event seq."""
+    made for an evaluation, whether its causal scope may see event seq. `fetch(offset,
+    count)`: ranked candidates other than the lexical leg's (with their legs' ranks)."""
     q = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us, until_us=until_us)
+    if fetch is None:
+        def fetch(offset: int, count: int) -> list:
+            return idx.search(searcher, q, offset, count)
     marker = Highlighter(set(words))
     hits: list[dict] = []
     offset = start
@@ -33,7 +41,7 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
     # A filter checked here, not in the index, may skip hits: fetch more.
     chunk = max(MIN_CHUNK, limit + 1) if filtered else limit + 1
     while True:
-        raw = idx.search(searcher, q, offset, chunk)
+        raw = fetch(offset, chunk)
         # What the filters and the hits read, in one round trip each (a remote store).
         m.prefetch("observations", [(int(h.key[2:]),) for h in raw if h.key[0] == "e"])
         m.prefetch("frames", [(h.key[2:],) for h in raw if h.key[0] == "f"])
@@ -55,7 +63,12 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
             break
         offset += len(raw)
         chunk = min(chunk * 2, 4096)
-    empty = "" if hits else ("empty_index" if searcher.num_docs <= 1 else "no_match")
+    if hits:
+        empty = ""
+    elif empty_reason is not None:
+        empty = empty_reason()
+    else:
+        empty = "empty_index" if searcher.num_docs <= 1 else "no_match"
     return hits, None, empty
 
 
@@ -64,11 +77,15 @@ def _resolve(m: MindView, h, marker: Highlighter, events: dict[int, dict]) -> Op
     score = round(h.score, 6)
     if kind == "e":
         seq = int(ident)
-        return event_hit(m, seq, score, marker, events.get(seq))
-    f = m.frame(ident)
-    if f is None:
-        return None
-    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker)
+        hit = event_hit(m, seq, score, marker, events.get(seq))
+    else:
+        f = m.frame(ident)
+        if f is None:
+            return None
+        hit = frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker)
+    if hit is not None and hasattr(h, "vector_rank"):  # a vector or hybrid search's
+        hit["lexical_rank"], hit["vector_rank"] = h.lexical_rank, h.vector_rank
+    return hit
 
 
 def _qualifies(m: MindView, h, states: list[str],

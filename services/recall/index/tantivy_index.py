@@ -5,7 +5,9 @@ This is the storage adapter of the recall core: the only module that imports
 tantivy. Documents are keyed (`e:<seq>`, `f:<frame id>`) so indexing a change is an
 upsert and re-applying it changes nothing. The context version the index holds lives
 in a `__meta__` document written in the same tantivy commit as the documents it
-covers, so a restart resumes exactly where the last commit ended.
+covers, so a restart resumes exactly where the last commit ended. The vector leg
+(vector_index.py) lives in the same generation directory; its committed length and
+fingerprint are part of that same `__meta__` document (key "vectors").
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Callable, Iterable, Optional, Union
 
 import tantivy
 
+from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.errors import MorphzError
 
 META_KEY = "__meta__"
@@ -110,6 +113,7 @@ class ContextIndex:
         self._index = _open(path, create=True)
         self._write_lock = threading.Lock()
         self._snapshot = self._take_snapshot()
+        self.vectors = VectorLeg(path, self._snapshot[1].get("vectors"))
 
     def _take_snapshot(self) -> tuple[tantivy.Searcher, dict]:
         searcher = self._index.searcher()
@@ -126,7 +130,8 @@ class ContextIndex:
         """Upsert docs, delete keys and replace the meta document in one commit;
         returns the number of documents written. `fresh`: the index is new and keys
         are unique, so nothing needs deleting first (a rebuild); only then may docs
-        come as doc_json strings."""
+        come as doc_json strings. The vector leg's records are appended before this
+        (their end is in meta["vectors"])."""
         n = 0
         with self._write_lock:
             writer = self._index.writer(heap_size=heap, num_threads=threads)
@@ -154,6 +159,8 @@ class ContextIndex:
                 del writer
             self._index.reload()
             self._snapshot = self._take_snapshot()
+        if self.vectors.exists:  # a log the commit no longer names is garbage now
+            self.vectors.drop_other_logs()
         return n
 
     # -- reading ------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""Search modes beyond the lexical one: the vector leg alone, and both legs fused.
+
+- `lexical` (the default): BM25 over the index terms (search.py), unchanged.
+- `vector`: cosine similarity between the query's embedding and each document's.
+  A neighbour at or below VECTOR_MIN_SCORE is noise, not a match.
+- `hybrid`: reciprocal rank fusion (RRF) of the top FUSE_DEPTH of each leg:
+  score(d) = sum over legs of 1 / (RRF_K + rank in that leg), ranks from 1. RRF_K = 60
+  is the constant of Cormack et al. (SIGIR 2009), widely used: it damps the weight of
+  the first few ranks so that a document both legs like beats one only a leg loves.
+  Ties are ordered by key, like the lexical leg's.
+
+Each hit says its rank in each leg (0: not among that leg's candidates). Both legs
+apply the same kind/session/time filters; every fused or vector hit then goes through
+the same resolution as a lexical one (search.run_search: state, the evaluation's
+visibility, the store's record), so a vector hit never bypasses those checks.
+
+Exact path: a query that is one token naming an event (@eN or its id), a frame id or a
+number is not embedded (ids and numbers carry no meaning to an embedder): the item it
+names comes first (when it exists and passes the filters), then the lexical leg's
+hits, in its deterministic order.
+
+Vector and hybrid results stop after FUSE_DEPTH candidates per leg (pages included),
+and the next page reads the vector leg as it is then (the lexical leg's searcher is
+pinned by the cursor, the vectors are not).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from morphz.services.recall.core.documents import event_key, frame_key
+from morphz.services.recall.index.tantivy_index import _key_order
+from morphz.shared.mind.view import MindView
+
+MODES = ("lexical", "vector", "hybrid")
+RRF_K = 60
+FUSE_DEPTH = 100
+VECTOR_MIN_SCORE = 0.15
+_NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)*")
+
+
+@dataclass
+class RankedHit:
+    key: str
+    score: float
+    time_us: Optional[int] = None
+    lexical_rank: int = 0
+    vector_rank: int = 0
+
+
+def exact_target(m: MindView, query: str) -> tuple[bool, Optional[str]]:
+    """(whether the query takes the exact path, the key of the item it names if any)."""
+    q = query.strip()
+    if not q or len(q.split()) != 1:
+        return False, None
+    ev = m.event_by_ref(q)
+    if ev is not None:
+        return True, event_key(ev.seq)
+    if m.frame(q) is not None:
+        return True, frame_key(q)
+    if _NUMBER.fullmatch(q) or q.startswith("@e"):
+        return True, None
+    return False, None
+
+
+def fuse(lexical: list, vector: list, k: int = RRF_K) -> list[RankedHit]:
+    """RRF of two ranked lists of hits (objects with key, score, time_us)."""
+    out: dict[str, RankedHit] = {}
+    for rank, h in enumerate(lexical, 1):
+        out[h.key] = RankedHit(h.key, 1.0 / (k + rank), h.time_us, lexical_rank=rank)
+    for rank, h in enumerate(vector, 1):
+        hit = out.get(h.key)
+        if hit is None:
+            hit = out[h.key] = RankedHit(h.key, 0.0, h.time_us)
+        hit.score += 1.0 / (k + rank)
+        hit.vector_rank = rank
+        if hit.time_us is None:
+            hit.time_us = h.time_us
+    return sorted(out.values(), key=lambda h: (-h.score, _key_order(h.key)))
+
+
+def ranked(hits: list, leg: str) -> list[RankedHit]:
+    """One leg's hits with their rank in it."""
+    return [RankedHit(h.key, h.score, h.time_us, **{f"{leg}_rank": i})
+            for i, h in enumerate(hits, 1)]
+
+
+def pinned_first(key: Optional[str], hits: list[RankedHit],
+                 time_us: Optional[int] = None) -> list[RankedHit]:
+    """The exact item first (keeping its ranks if a leg found it), then the others."""
+    if key is None:
+        return hits
+    found = [h for h in hits if h.key == key]
+    first = found[0] if found else RankedHit(key, 0.0, time_us)
+    return [first] + [h for h in hits if h.key != key]

@@ -1,0 +1,55 @@
+"""A coarse partition of a large vector leg (an inverted file, IVF): the rows are
+grouped around NLIST centroids, and a query scores only the rows of the NPROBE
+centroids nearest to it. Built from the vectors alone (never persisted: rebuilt when
+the leg is loaded or has doubled), deterministic for the same vectors: spherical
+k-means from evenly spaced starting rows, a fixed number of rounds.
+
+Why not an HNSW graph: building one for a million vectors took far longer than the
+rebuild budget on the shared two-core machines; assigning a million rows to 256
+centroids is one matrix product in chunks. The price is approximation: a neighbour
+filed under a centroid that is not probed is missed (scripts/benchmarks/recall.py
+measures the speed; the exact search below IVF_MIN rows is what tests compare with).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+NLIST = 256
+NPROBE = 8
+ROUNDS = 8
+SAMPLE = 20000
+CHUNK = 65536
+
+
+class Partition:
+    def __init__(self, centroids: np.ndarray, lists: list[np.ndarray]) -> None:
+        self.centroids = centroids
+        self.lists = lists
+
+    @staticmethod
+    def build(matrix: np.ndarray, rows: np.ndarray) -> "Partition":
+        """A partition of `rows` (indexes into `matrix`, unit vectors)."""
+        step = max(1, len(rows) // SAMPLE)
+        sample = matrix[rows[::step]]
+        k = min(NLIST, len(sample))
+        centroids = sample[np.linspace(0, len(sample) - 1, k).astype(np.int64)].copy()
+        for _ in range(ROUNDS):
+            owner = np.argmax(sample @ centroids.T, axis=1)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, owner, sample)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            moved = norms[:, 0] > 0  # an empty cluster keeps its centroid
+            centroids[moved] = sums[moved] / norms[moved]
+        owner = np.concatenate([np.argmax(matrix[rows[i:i + CHUNK]] @ centroids.T, axis=1)
+                                for i in range(0, len(rows), CHUNK)]) if len(rows) else \
+            np.zeros(0, dtype=np.int64)
+        order = np.argsort(owner, kind="stable")
+        bounds = np.searchsorted(owner[order], np.arange(k + 1))
+        sorted_rows = rows[order]
+        return Partition(centroids, [sorted_rows[bounds[i]:bounds[i + 1]] for i in range(k)])
+
+    def candidates(self, query: np.ndarray, nprobe: int = NPROBE) -> np.ndarray:
+        """The rows filed under the `nprobe` centroids nearest to the query."""
+        near = self.centroids @ query
+        probe = np.argsort(-near, kind="stable")[:nprobe]
+        return np.concatenate([self.lists[i] for i in probe])

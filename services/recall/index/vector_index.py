@@ -1,0 +1,301 @@
+"""The vector leg of one context's recall index: a vector per event and frame, exact
+cosine search in numpy.
+
+Where it lives: `<generation dir>/vectors/`, beside the tantivy files of the same
+index generation, so a rebuild's swap replaces both legs at once. The vectors are an
+append-only log (`log.<n>`: one record per index commit: upserts with their filter
+fields, deletes); the fitted embedder's state sits beside it (`state.<n>`). Records
+are written and fsynced *before* the tantivy commit that names their end (`Leg.meta`
+goes into the `__meta__` document: log file, committed length, digest), so after a
+crash the log is cut back to what the last tantivy commit covers and both legs agree
+at the same position. The digest chains every committed record and the embedder
+state: with the embedder identity and the text version it is the leg's fingerprint.
+
+Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows
+(float32, `dimension` x 4 bytes per document) and a partial sort. At 200k rows of 256
+dimensions that product alone took about 50 ms on the shared two-core machines, so
+larger legs are searched through a coarse partition (coarse.py): the rows of the
+nearest centroids, plus the rows added or changed since it was built (scored
+exactly). The partition is rebuilt when the leg is loaded, after a (re)fill, and when
+the rows outside it outnumber those in it. Both are deterministic for the same
+vectors, so a rebuild gives the same results.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import numpy as np
+
+from morphz.services.recall.index.coarse import Partition
+
+FORMAT = 1
+_MAGIC = b"MZV1"
+_HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON part
+DIR = "vectors"
+IVF_MIN = 50000
+
+
+@dataclass
+class VecDoc:
+    key: str
+    session: str
+    time_us: Optional[int]
+
+
+@dataclass
+class VecHit:
+    key: str
+    score: float
+    time_us: Optional[int] = None
+
+
+def _key_order(key: str) -> tuple:
+    kind, _, ident = key.partition(":")
+    return (0, int(ident), "") if kind == "e" else (1, 0, ident)
+
+
+class VectorLeg:
+    """One generation's vectors, loaded in memory; writes append to its log."""
+
+    def __init__(self, gen_dir: str, meta: Optional[dict]) -> None:
+        """`meta`: what the tantivy `__meta__` holds for this leg (None: no leg yet)."""
+        self.dir = os.path.join(gen_dir, DIR)
+        self._lock = threading.Lock()
+        self.meta: dict = dict(meta or {})
+        self.dimension = int(self.meta.get("dimension", 0))
+        self._rows: dict[str, int] = {}
+        self._keys: list[str] = []
+        self._sessions: dict[str, int] = {}
+        self._reset()
+        if self.meta:
+            self._load()
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.meta)
+
+    @property
+    def count(self) -> int:
+        return len(self._rows)
+
+    def searchable(self) -> int:
+        """Live rows with anything embedded (an empty text's vector is all zeros)."""
+        with self._lock:
+            n = len(self._keys)
+            return int(np.count_nonzero(self._live[:n] & self._nonzero[:n]))
+
+    def state(self) -> bytes:
+        if not self.meta.get("state_file"):
+            return b""
+        with open(os.path.join(self.dir, self.meta["state_file"]), "rb") as f:
+            return f.read()
+
+    # -- writing ---------------------------------------------------------------------
+    def start(self, embedder_label: str, dimension: int, text_version: int, state: bytes,
+              fit_count: int) -> None:
+        """Begin a new log (a rebuild, a refit, a first use): nothing is live until the
+        tantivy commit names it. Older logs of this generation are removed then."""
+        os.makedirs(self.dir, exist_ok=True)
+        n = 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
+                     if x.split(".")[-1].isdigit()], default=0)
+        log, state_file = f"log.{n}", (f"state.{n}" if state else "")
+        if state:
+            _write_synced(os.path.join(self.dir, state_file), state)
+        _write_synced(os.path.join(self.dir, log), b"")
+        self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
+                     "text_version": text_version, "log": log, "bytes": 0,
+                     "state_file": state_file, "fit_count": fit_count,
+                     "fitted_at": fit_count,
+                     "digest": hashlib.sha256(state).hexdigest()}
+        self.dimension = dimension
+        self._reset()
+
+    def append(self, docs: list[VecDoc], vectors: np.ndarray,
+               deletes: Iterable[str] = (), *, partition: bool = True) -> dict:
+        """Append one record (fsynced) and apply it in memory; returns the leg's meta
+        for the tantivy commit that makes it durable. `partition=False`: a fill that
+        calls `repartition` once at its end."""
+        deletes = list(deletes)
+        if not docs and not deletes:
+            return dict(self.meta)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(docs),
+                                                                         self.dimension)
+        fields = json.dumps([[d.key, d.session, d.time_us] for d in docs] + [deletes],
+                            ensure_ascii=False, separators=(",", ":")).encode()
+        record = (_HEAD.pack(_MAGIC, len(docs), len(deletes), len(fields)) + fields +
+                  vectors.tobytes())
+        path = os.path.join(self.dir, self.meta["log"])
+        with open(path, "r+b") as f:
+            f.seek(self.meta["bytes"])  # past a torn tail a crash may have left
+            f.write(record)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        with self._lock:
+            self._apply(docs, vectors, deletes)
+        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n):
+            self.repartition()
+        self.meta = dict(self.meta, bytes=self.meta["bytes"] + len(record),
+                         digest=hashlib.sha256(bytes.fromhex(self.meta["digest"]) +
+                                               record).hexdigest())
+        return dict(self.meta)
+
+    def drop_other_logs(self) -> None:
+        """After the commit naming the current log: earlier logs and states go."""
+        keep = {self.meta.get("log"), self.meta.get("state_file")}
+        for name in os.listdir(self.dir) if os.path.isdir(self.dir) else ():
+            if name not in keep:
+                os.remove(os.path.join(self.dir, name))
+
+    def repartition(self) -> None:
+        """(Re)build the coarse partition over the live rows, or drop it when the leg is
+        small enough for exact search."""
+        with self._lock:
+            n = len(self._keys)
+            live = np.flatnonzero(self._live[:n] & self._nonzero[:n])
+            if len(live) < IVF_MIN:
+                self._ivf, self._ivf_n, self._moved = None, 0, set()
+                return
+            matrix = self._matrix
+        # Outside the lock, so searches go on; appends come from the same thread as
+        # this (the indexer's, one per context), so no row below n changes meanwhile.
+        built = Partition.build(matrix, live)
+        with self._lock:
+            self._ivf, self._ivf_n, self._moved = built, n, set()
+
+    def _outside(self) -> int:
+        """Rows a partition does not cover (all of them when there is none)."""
+        return len(self._keys) - self._ivf_n + len(self._moved)
+
+    # -- reading ---------------------------------------------------------------------
+    def search(self, query: np.ndarray, count: int, *, kinds=(), sessions=(),
+               since_us: Optional[int] = None, until_us: Optional[int] = None,
+               min_score: float = 0.0) -> list[VecHit]:
+        """The `count` nearest rows by cosine (all vectors are unit length), best first,
+        ties by key; rows at or below `min_score` are no match."""
+        query = np.asarray(query, dtype=np.float32)
+        with self._lock:
+            n = len(self._keys)
+            if not n or count <= 0:
+                return []
+            if self._ivf is None:
+                rows = slice(0, n)
+                ids = None
+            else:  # the nearest centroids' rows, and those added or changed since
+                ids = np.unique(np.concatenate([
+                    self._ivf.candidates(query), np.arange(self._ivf_n, n),
+                    np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]))
+                rows = ids
+            scores = self._matrix[rows] @ query
+            ok = self._live[rows] & (scores > min_score)
+            event = self._event[rows]
+            if kinds and len(kinds) == 1:
+                ok &= event if kinds[0] == "event" else ~event
+            if sessions:
+                codes = [self._sessions[s] for s in sessions if s in self._sessions]
+                ok &= np.isin(self._session[rows], codes) & event
+            if since_us is not None or until_us is not None:
+                t = self._time[rows]
+                has = t != np.iinfo(np.int64).min
+                ok &= has & (t >= (since_us if since_us is not None else -(1 << 62)))
+                if until_us is not None:
+                    ok &= t < until_us
+            sel = np.flatnonzero(ok)
+            if len(sel) > count:
+                # Past the cut, ties with the last kept score are kept (ordered by key).
+                part = scores[sel]
+                cut = np.partition(part, len(part) - count)[len(part) - count]
+                sel = sel[part >= cut]
+            none = np.iinfo(np.int64).min
+            found = sel if ids is None else ids[sel]
+            picked = [(float(scores[i]), self._keys[r], int(self._time[r]))
+                      for i, r in zip(sel, found)]
+        picked.sort(key=lambda p: (-p[0], _key_order(p[1])))
+        return [VecHit(k, s, None if t == none else t) for s, k, t in picked[:count]]
+
+    # -- internals -------------------------------------------------------------------
+    def _reset(self) -> None:
+        with self._lock:
+            self._ivf, self._ivf_n, self._moved = None, 0, set()
+            self._rows, self._keys, self._sessions = {}, [], {}
+            self._matrix = np.zeros((0, self.dimension), dtype=np.float32)
+            self._live = np.zeros(0, dtype=bool)
+            self._nonzero = np.zeros(0, dtype=bool)
+            self._event = np.zeros(0, dtype=bool)
+            self._time = np.zeros(0, dtype=np.int64)
+            self._session = np.zeros(0, dtype=np.int32)
+
+    def _grow(self, need: int) -> None:
+        cap = len(self._live)
+        if need <= cap:
+            return
+        cap = max(need, cap * 2, 1024)
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((cap,) + a.shape[1:], dtype=a.dtype)
+            out[:len(a)] = a
+            return out
+        self._matrix, self._live, self._event = (grown(self._matrix), grown(self._live),
+                                                 grown(self._event))
+        self._nonzero = grown(self._nonzero)
+        self._time, self._session = grown(self._time), grown(self._session)
+
+    def _apply(self, docs: list[VecDoc], vectors: np.ndarray, deletes: list[str]) -> None:
+        for key in deletes:
+            row = self._rows.pop(key, None)
+            if row is not None:
+                self._live[row] = False
+        new = [d.key for d in docs if d.key not in self._rows]
+        self._grow(len(self._keys) + len(new))
+        for d, v in zip(docs, vectors):
+            row = self._rows.get(d.key)
+            if row is None:
+                row = self._rows[d.key] = len(self._keys)
+                self._keys.append(d.key)
+            elif row < self._ivf_n:  # its new vector may belong under another centroid
+                self._moved.add(row)
+            self._matrix[row] = v
+            self._live[row] = True
+            self._nonzero[row] = bool(v.any())
+            self._event[row] = d.key.startswith("e:")
+            self._time[row] = d.time_us if d.time_us is not None else np.iinfo(np.int64).min
+            self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
+
+    def _load(self) -> None:
+        """Replay the committed part of the log; cut off a tail no commit names."""
+        self._reset()
+        path = os.path.join(self.dir, self.meta["log"])
+        end = self.meta["bytes"]
+        with open(path, "r+b") as f:
+            data = f.read(end)
+            if len(data) < end:
+                raise ValueError(f"vector log {path} is shorter than its commit")
+            f.truncate(end)
+        dim = self.dimension
+        at = 0
+        while at < end:
+            magic, ups, dels, flen = _HEAD.unpack_from(data, at)
+            if magic != _MAGIC:
+                raise ValueError(f"vector log {path} is damaged at {at}")
+            at += _HEAD.size
+            fields = json.loads(data[at:at + flen])
+            at += flen
+            vectors = np.frombuffer(data, dtype=np.float32, count=ups * dim,
+                                    offset=at).reshape(ups, dim)
+            at += ups * dim * 4
+            docs = [VecDoc(k, s, t) for k, s, t in fields[:ups]]
+            with self._lock:
+                self._apply(docs, vectors, fields[ups] if dels else [])
+        self.repartition()
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,214 @@
+"""Hybrid recall (HYB-01 .. HYB-03): the vector leg beside the lexical one, over real
+gRPC, a real LMDB store and a real index directory. The server embeds with its default
+embedder; these contexts are too small for it to learn from, so it matches surface
+features (word prefixes): "launching" reaches "launch" through the vector leg only (no
+stemming in the lexical leg)."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import grpc
+import pytest
+
+from morphz.services.recall.client import RecallClient
+from morphz.services.transaction.client import TransactionClient
+from morphz.shared.errors import MorphzError
+
+from tests.integration.test_recall import caught_up, found
+from tests.security_servers import in_process_too
+from tests.topology import ServerProcess
+
+RRF_K = 60
+
+
+@pytest.fixture(scope="module")
+def recall(endpoints):
+    channel = grpc.insecure_channel(endpoints.recall)
+    yield RecallClient(channel, timeout=30)
+    channel.close()
+
+
+def search(recall, context, query, **kw) -> dict:
+    caught_up(recall, context)
+    return recall.search(context, query, **kw)
+
+
+def launch_events(mind) -> dict:
+    return {
+        "both": mind.event("the launch is on hold until legal signs off")["ref"],
+        "hold": mind.event("hold the door for the movers")["ref"],
+        "launching": mind.event("launching the rocket tomorrow morning")["ref"],
+        "other": mind.event("weather report: sunny with light wind")["ref"],
+    }
+
+
+# -- HYB-01 ------------------------------------------------------------------------------
+def test_hyb_01_hybrid_is_rrf_of_both_legs_with_each_legs_rank(recall, mind):
+    refs = launch_events(mind)
+    query = "launch hold"
+    lexical = found(search(recall, mind.context, query))
+    vector = found(search(recall, mind.context, query, mode="vector"))
+    hybrid = search(recall, mind.context, query, mode="hybrid")["results"]
+    # The legs differ: "launching" is a vector hit only (no shared term).
+    assert refs["launching"] in vector and refs["launching"] not in lexical
+    assert refs["both"] == lexical[0] == vector[0]
+    # RRF by hand: sum of 1 / (k + rank) over the legs, ties by @eN order.
+    fused: dict[str, Fraction] = {}
+    for leg in (lexical, vector):
+        for rank, ref in enumerate(leg, 1):
+            fused[ref] = fused.get(ref, Fraction(0)) + Fraction(1, RRF_K + rank)
+    want = sorted(fused, key=lambda r: (-fused[r], int(r[2:])))
+    assert [h["ref"] for h in hybrid] == want
+    for h in hybrid:
+        lex_rank = lexical.index(h["ref"]) + 1 if h["ref"] in lexical else 0
+        vec_rank = vector.index(h["ref"]) + 1 if h["ref"] in vector else 0
+        assert (h["lexical_rank"], h["vector_rank"]) == (lex_rank, vec_rank), h
+        assert h["score"] == pytest.approx(float(fused[h["ref"]]), abs=1e-6)
+    # A vector search's hits say their vector rank only; lexical ones carry no ranks.
+    v = search(recall, mind.context, query, mode="vector")["results"]
+    assert [(h["lexical_rank"], h["vector_rank"]) for h in v] == \
+        [(0, i) for i in range(1, len(v) + 1)]
+    assert "vector_rank" not in search(recall, mind.context, query)["results"][0]
+
+
+def test_hyb_01_unknown_mode_is_refused(recall, mind, expect_rejected):
+    mind.event("anything at all")
+    expect_rejected("RECALL_MODE_INVALID", recall.search, mind.context, "anything",
+                    mode="semantic")
+
+
+def test_hyb_01_inspect_shows_both_legs_and_the_embedder(recall, mind):
+    launch_events(mind)
+    st = caught_up(recall, mind.context)
+    assert st["embedder"] and st["vectors"]["built_by"] == st["embedder"]
+    assert st["vectors"]["current"] and st["vectors"]["dimension"] > 0
+    assert st["vectors"]["count"] == st["documents"] == st["events"] + st["frames"] >= 4
+    assert len(st["vectors"]["fingerprint"]) == 64
+
+
+# -- vector leg: empty_index / no_match (ASM-05 semantics) ---------------------------------
+def test_hyb_asm_05_vector_leg_says_empty_index_then_no_match(recall, mind, expect_rejected):
+    # A new context holds its creation event only, with no text: nothing to embed.
+    reply = search(recall, mind.context, "launch", mode="vector")
+    assert reply["results"] == [] and reply["empty"] == "empty_index"
+    mind.event("alpha beta gamma")
+    for mode in ("vector", "hybrid"):
+        reply = search(recall, mind.context, "zzqx wvvk", mode=mode)
+        assert reply["results"] == [] and reply["empty"] == "no_match", mode
+    assert found(search(recall, mind.context, "alphabet", mode="vector"))  # can match
+    expect_rejected("RECALL_QUERY_INVALID", recall.search, mind.context, "  ", mode="vector")
+
+
+# -- HYB-03 --------------------------------------------------------------------------------
+def test_hyb_03_refs_ids_and_numbers_take_the_exact_path(recall, mind):
+    refs = launch_events(mind)
+    build = mind.event("build 4711 failed on the launch pad")["ref"]
+    mind.event("build 4712 passed")
+    mind.tx('(create memory/launch-plan (note "the launch plan"))')
+    for mode in ("vector", "hybrid"):
+        first = search(recall, mind.context, refs["other"], mode=mode)["results"][0]
+        assert first["ref"] == refs["other"], mode
+        event_id = mind.client.get_event(mind.context, refs["hold"])["id"]
+        assert search(recall, mind.context, event_id, mode=mode)["results"][0]["ref"] == \
+            refs["hold"]
+        hits = search(recall, mind.context, "memory/launch-plan", mode=mode)["results"]
+        assert hits[0]["id"] == "memory/launch-plan"
+        hits = search(recall, mind.context, "4711", mode=mode)["results"]
+        assert [h["ref"] for h in hits] == [build]  # not 4712, however close it embeds
+        assert all(h["vector_rank"] == 0 for h in hits)
+
+
+def test_hyb_03_vector_hits_pass_the_state_and_session_filters(recall, mind):
+    log = mind.event("launching checklist draft, superseded")["ref"]
+    mind.tx('(create memory/old (note "old plan"))')
+    mind.tx(f"(derive memory/new (from memory/old {log}) (note \"new plan\")) "
+            f"(retire memory/old {log})", reason="digested")
+    other = mind.event("launching from the other session", session="s2")["ref"]
+    for mode in ("vector", "hybrid"):
+        every = {h["ref"]: h for h in search(recall, mind.context, "launch",
+                                             mode=mode)["results"]}
+        assert every[log]["state"] == "retired" and other in every, mode  # found at all
+        active = found(search(recall, mind.context, "launch", mode=mode, states=["active"]))
+        assert log not in active and other in active, mode
+        s1 = found(search(recall, mind.context, "launch", mode=mode, sessions=["s1"]))
+        assert other not in s1 and log in s1, mode
+
+
+def test_hyb_03_vector_hits_respect_an_evaluations_visibility(recall, mind):
+    other = mind.event("launching plan private to session two", session="s2")["ref"]
+    mind.event("what is the plan?")
+    act = mind.activate("s1")
+    evaluation = {"session": "s1", "activation": act["id"]}
+    for mode in ("vector", "hybrid"):
+        assert other in found(search(recall, mind.context, "launch", mode=mode))  # operator
+        seen = found(search(recall, mind.context, "launch", mode=mode, evaluation=evaluation))
+        assert other not in seen, mode
+
+
+@in_process_too
+def test_hyb_03_no_vector_search_without_the_recall_right(mtls_server, certs):
+    from tests.security_servers import PRINCIPALS
+    assert "carol" in PRINCIPALS  # carol holds no grant anywhere
+    context = "hyb-03-authz"
+    with mtls_server.channel() as ch:
+        alice = TransactionClient(ch, timeout=30)
+        alice.create_context(context)
+        alice.append_event(context, "s1", "user-message", "launching the rocket")
+        owner = RecallClient(ch, timeout=30)
+        assert found(search(owner, context, "launch", mode="vector"))
+    with mtls_server.channel(certs.client("carol")) as ch:
+        carol = RecallClient(ch, timeout=30)
+        reasons = set()
+        for mode in ("lexical", "vector", "hybrid"):
+            with pytest.raises(MorphzError) as info:
+                carol.search(context, "launch", mode=mode)
+            reasons.add(info.value.reason)
+        assert len(reasons) == 1 and reasons != {"OK"}  # refused alike, whatever the mode
+
+
+# -- HYB-02 --------------------------------------------------------------------------------
+@in_process_too
+def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
+    context = "hyb-02"
+    server = ServerProcess(tmp_path / "data").start()
+    try:
+        with server.channel() as ch:
+            tx = TransactionClient(ch, timeout=30)
+            tx.create_context(context)
+            for text in ("the launch is on hold", "launching tomorrow", "hold the door",
+                         "weather report", "release paused until legal signs off"):
+                tx.append_event(context, "s1", "user-message", text)
+            before = search(RecallClient(ch, timeout=30), context, "launch", mode="hybrid")
+            assert before["results"]
+            before_status = RecallClient(ch, timeout=30).inspect(context)
+        server.stop()
+        server.args = ["--embedder", "hashing:128"]  # another identity, same index folder
+        server.start()
+        with server.channel() as ch:
+            recall = RecallClient(ch, timeout=60)
+            for mode in ("vector", "hybrid"):
+                with pytest.raises(MorphzError) as info:
+                    search(recall, context, "launch", mode=mode)
+                assert info.value.reason == "RECALL_INDEX_STALE", mode
+                assert "rebuild" in info.value.message
+            assert found(search(recall, context, "launch"))  # the lexical leg still answers
+            st = recall.inspect(context)
+            assert st["embedder"] == "hashing@1/128" and not st["vectors"]["current"]
+            assert st["vectors"]["built_by"] == before_status["embedder"] != st["embedder"]
+            # New events keep the lexical leg up to date, never the stale vector leg.
+            TransactionClient(ch, timeout=30).append_event(context, "s1", "user-message",
+                                                           "launch window moved")
+            assert len(found(search(recall, context, "launch window"))) >= 1
+            after = recall.inspect(context)
+            assert after["vectors"] == st["vectors"] and after["events"] == st["events"] + 1
+            first = recall.rebuild(context)
+            assert first["vectors"]["current"] and first["vectors"]["built_by"] == "hashing@1/128"
+            assert first["vectors"]["count"] == first["documents"] == after["documents"]
+            one = search(recall, context, "launch", mode="hybrid")
+            assert one["results"]
+            second = recall.rebuild(context)
+            two = search(recall, context, "launch", mode="hybrid")
+            assert two["results"] == one["results"]
+            assert second["vectors"]["fingerprint"] == first["vectors"]["fingerprint"]
+    finally:
+        server.kill()
