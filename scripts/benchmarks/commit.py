@@ -59,6 +59,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -668,22 +669,29 @@ def profile_server(args, tmp: str) -> None:
 
 def spy_server(args, tmp: str) -> None:
     """Sample the whole server (every thread: gRPC handlers, group commit, recall's feed
-    follower) with py-spy while N clients commit on one context and recall catches up;
+    follower) with py-spy while N clients commit (on --profile-contexts contexts) and
+    recall catches up, counting the thread that holds the GIL (C work done without the
+    GIL, an fsync say, is not seen);
     print the top functions by own samples and by samples under them (on-CPU only)."""
     spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(spy):
         raise SystemExit("--spy needs py-spy (python -m pip install py-spy)")
     data = os.path.join(tmp, "morphz-spied")
-    n = args.profile_inflight
-    log(f"== sampling the server with py-spy: {n} in flight, one context, recall included")
+    n, contexts = args.profile_inflight, args.profile_contexts
+    log(f"== sampling the server with py-spy: {n} in flight, {contexts} context(s), recall "
+        "included")
     with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
                        log_path=os.path.join(tmp, "spied-server.log")) as srv:
         import subprocess
         rec = subprocess.Popen([spy, "record", "--pid", str(srv.pid), "--rate",
-                                str(args.spy_rate), "--format", "raw", "--output", args.spy],
+                                str(args.spy_rate), "--format", "raw", "--output", args.spy,
+                                # the thread holding the GIL only (a blocked one is not
+                                # work), sampled without pausing the server
+                                "--gil", "--nonblocking"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            r = measure_commit(args, all_in_one(srv, data, "morphz (sampled)"), n, 1, "spy")
+            r = measure_commit(args, all_in_one(srv, data, "morphz (sampled)"), n, contexts,
+                               "spy")
         finally:
             rec.send_signal(signal.SIGINT)
             rec.wait(30)
@@ -693,7 +701,8 @@ def spy_server(args, tmp: str) -> None:
 
 
 def print_spy(path: str, top: int) -> None:
-    """Top functions of a py-spy raw file ("f1;f2;...;leaf N" per line)."""
+    """Top functions of a py-spy raw file ("f1;f2;...;leaf N" per line; a frame is
+    "name (file:line)", counted here by function: "name (file)")."""
     own: dict[str, int] = {}
     under: dict[str, int] = {}
     total = 0
@@ -703,7 +712,7 @@ def print_spy(path: str, top: int) -> None:
             if not stack:
                 continue
             k = int(count)
-            frames = stack.split(";")
+            frames = [re.sub(r":\d+\)$", ")", fr) for fr in stack.split(";")]
             total += k
             own[frames[-1]] = own.get(frames[-1], 0) + k
             for fr in set(frames):
@@ -850,6 +859,8 @@ def main() -> int:
                     help="then cProfile the server under load; pstats to PATH")
     ap.add_argument("--profile-inflight", type=int, default=64, metavar="N",
                     help="clients in flight while profiling (default 64)")
+    ap.add_argument("--profile-contexts", type=int, default=1, metavar="N",
+                    help="with --spy: contexts the clients commit to (default 1)")
     ap.add_argument("--profile-only", action="store_true",
                     help="with --profile/--spy: skip the measurements, only profile")
     ap.add_argument("--spy", metavar="PATH",
