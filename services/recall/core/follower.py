@@ -6,9 +6,10 @@ the application took, at most 2 s), so that under a steady stream of commits eac
 application covers many of them and the commit path keeps the interpreter most of the
 time. One tantivy commit per context and application is the expensive part (some 20 ms
 of CPU however little it holds), so with many contexts written at once an application
-takes long, and a rest capped lower would leave indexing most of the time. The position applied is saved beside the indexes after
-their commits; a restart resumes from it, and each context index skips the changes it
-already holds, so nothing is missed or indexed twice.
+takes long, and a rest capped lower would leave indexing most of the time. The position
+applied is saved beside the indexes after their commits; a restart resumes from it, and
+each context index skips the changes it already holds, so nothing is missed or indexed
+twice.
 
 A position means something only in the feed of one store. It is saved with the store's
 identity; when the feed comes from another store (a restored backup gets a new identity,
