@@ -31,7 +31,7 @@ from morphz.services.transaction.core import chain, rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
-from morphz.services.transaction.core.pipeline import ContextPipeline, LayeredReader
+from morphz.services.transaction.core.pipeline import ContextPipeline
 from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import apply_event
@@ -106,7 +106,7 @@ class TransactionCore:
                     with self._store.reader(context) as durable, \
                             self._tracer.start_as_current_span("mind.validate_apply") as span:
                         span.set_attribute("morphz.context", context)
-                        reader = LayeredReader(durable, pipe.layers(durable.commit_seq))
+                        reader = pipe.reader(durable)
                         m = MindState(reader)
                         ev = build(m)
                         if isinstance(ev, dict):  # a replayed reply: answer once durable

@@ -20,12 +20,14 @@ _BASE = object()  # not in a layer: read from the durable snapshot
 
 
 class LayeredReader(Reader):
-    """A durable snapshot with not-yet-durable writes laid over it."""
+    """A durable snapshot with not-yet-durable writes (an Overlay, commit_seq the last
+    of them made) laid over it."""
 
-    def __init__(self, base: Reader, layers: list[tuple[int, list[Write]]]) -> None:
+    def __init__(self, base: Reader, over: Optional[Overlay] = None,
+                 commit_seq: Optional[int] = None) -> None:
         self._base = base
-        self._over = Overlay(w for _, writes in layers for w in writes)
-        self.commit_seq = layers[-1][0] if layers else base.commit_seq
+        self._over = over if over is not None else Overlay()
+        self.commit_seq = base.commit_seq if commit_seq is None else commit_seq
 
     def get(self, table: str, key: Key) -> Optional[bytes]:
         pending = self._over.get(table, key, _BASE)
@@ -43,16 +45,43 @@ class LayeredReader(Reader):
 
 
 class ContextPipeline:
+    """A context's commits submitted and not yet finished. All of it is used under
+    `lock`, held while a write computes and submits."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._pending: list[tuple[int, list[Write], Ticket]] = []  # (commit_seq after, ...)
+        # The pending writes over durable version `_over_base`, merged, up to version
+        # `_over_top`: while none of them has become durable, each new commit adds its
+        # own writes instead of every write merging all the pending ones again.
+        self._over: Optional[Overlay] = None
+        self._over_base = self._over_top = -1
 
     def layers(self, durable_seq: int) -> list[tuple[int, list[Write]]]:
         """Submitted writes the durable snapshot does not show yet, oldest first."""
         return [(seq, w) for seq, w, _ in self._pending if seq > durable_seq]
 
+    def reader(self, durable: Reader) -> LayeredReader:
+        """`durable` with the pending writes it does not show yet laid over it."""
+        base = durable.commit_seq
+        if self._over is None or self._over_base != base:
+            layers = self.layers(base)
+            if not layers:
+                self._over = None
+                return LayeredReader(durable)
+            self._over = Overlay(w for _, writes in layers for w in writes)
+            self._over_base, self._over_top = base, layers[-1][0]
+        return LayeredReader(durable, self._over, self._over_top)
+
     def push(self, seq_after: int, writes: list[Write], ticket: Ticket) -> None:
         self._pending.append((seq_after, writes, ticket))
+        if self._over is not None:
+            if seq_after == self._over_top + 1:  # computed on the merged writes: extend
+                for w in writes:
+                    self._over.put(w.table, w.key, w.value)
+                self._over_top = seq_after
+            else:
+                self._over = None
 
     def last_ticket(self) -> Optional[Ticket]:
         return self._pending[-1][2] if self._pending else None
@@ -63,3 +92,5 @@ class ContextPipeline:
             self._pending.clear()
         else:
             self._pending = [p for p in self._pending if p[2] is not ticket]
+        if failed or not self._pending:
+            self._over = None
