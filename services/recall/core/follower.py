@@ -8,10 +8,9 @@ time. One tantivy commit per context and application is the expensive part (some
 of CPU however little it holds), so with many contexts written at once an application
 takes long, and a rest capped lower would leave indexing most of the time. A longer
 ratio saved little more CPU (7.5 against 8.1 ms a commit over 64 contexts) for several
-times the lag under load. The position
-applied is saved beside the indexes after their commits; a restart resumes from it, and
-each context index skips the changes it already holds, so nothing is missed or indexed
-twice.
+times the lag under load. The position applied is saved beside the indexes after their
+commits; a restart resumes from it, and each context index skips the changes it already
+holds, so nothing is missed or indexed twice.
 
 A position means something only in the feed of one store. It is saved with the store's
 identity; when the feed comes from another store (a restored backup gets a new identity,
