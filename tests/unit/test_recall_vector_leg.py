@@ -111,8 +111,13 @@ def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypa
         fits = []
         for i in range(40):
             core.append_event("c", "s1", "tool-result", f"launch note {i}", caller=ME)
+            before = indexer.index("c").vectors
+            count_before, fitted_before = before.count, before.meta.get("fitted_at")
             indexer.catch_up("c")
             leg = indexer.index("c").vectors
+            if fitted_before is not None and leg.meta["fitted_at"] != fitted_before:
+                # A refit fills a leg of its own: the one searches used was never emptied.
+                assert leg is not before and before.count == count_before
             fits.append(leg.meta["fitted_at"])
             assert leg.meta["fit_count"] <= 8  # what the fit saw: a sample (4 and a rest)
             assert leg.count == i + 2  # every event, the refits' included, exactly once

@@ -271,7 +271,12 @@ class Indexer:
             times = self._frame_changers(context, m.commit_seq) if frames else {}
             changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None else None)
                           for f in frames]
-            return self._fill_leg(context, leg, events, changed_by)
+            # Filled aside, in a log of its own, while searches keep using the old leg
+            # whole; the tantivy commit below names the new log, whose leg is live now.
+            refitted = VectorLeg(os.path.dirname(leg.dir), None)
+            meta = self._fill_leg(context, refitted, events, changed_by)
+            idx.vectors = refitted
+            return meta
         items = [(VecDoc(d.key, d.session, d.time_us), texts[k]) for k, d in docs.items()]
         return self._embed_into(leg, self.leg_embedder(context, leg), items, deletes)
 
