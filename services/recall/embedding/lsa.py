@@ -5,8 +5,10 @@ A vector has two halves, each unit-length, weighted and joined:
   bigrams, words and word prefixes) projected on the top singular vectors of a
   sample of the context's documents. Words that occur in the same documents land
   near each other, so a query can find a document it shares no word with;
-- the surface half: the same TF-IDF features hashed with signs into its dimensions,
-  so documents that share a query's rare words stay closest (the latent half alone
+- the surface half: the same TF-IDF features hashed into its dimensions (unsigned: a
+  colliding word may add a little similarity but never cancels a shared one, which
+  signed hashing did for short texts), so documents that share a query's rare words
+  stay closest (the latent half alone
   blurs them with their topic, and would pull the fused ranking off exact matches).
 
 Runs offline on CPU and handles any mix of scripts. A corpus too small to learn from
@@ -31,7 +33,7 @@ from .features import chunk_features, counts
 from .svd import truncated_svd
 
 NAME = "morphz-lsa"
-VERSION = "1"  # features, weighting, halves and projection: vectors change with any
+VERSION = "2"  # features, weighting, halves and projection: vectors change with any
 DIMENSION = 256
 LATENT_SHARE = 0.5  # of the dimensions, and of the cosine (the halves' weights)
 SAMPLE_DOCS = 20_000  # documents the basis is learned from, spread over the corpus
@@ -73,23 +75,20 @@ class LsaEmbedder:
 
     def _projection(self) -> np.ndarray:
         """Feature columns x dimensions: a vocabulary feature's row holds its latent
-        basis and its idf at its surface bucket; the last 2 x surface rows take the
-        features out of the vocabulary (rare ones: the largest idf) by bucket and sign."""
+        basis and its idf at its surface bucket; the last `surface` rows take the
+        features out of the vocabulary (rare ones: the largest idf) by bucket."""
         dim, lat = self.identity.dimension, self._latent_dims
         surface = dim - lat
         n = len(self._vocab)
-        w = np.zeros((n + 2 * surface, dim), dtype=np.float32)
+        w = np.zeros((n + surface, dim), dtype=np.float32)
         rare = 1.0
         if self.learned:
             idf = self._idf16.astype(np.float32)
             w[:n, :lat] = self._latent16.astype(np.float32)
             buckets = np.array([_hashed_column(f, surface) for f in self._vocab], dtype=np.int64)
-            signs = np.where(buckets < surface, 1.0, -1.0).astype(np.float32)
-            w[np.arange(n), lat + buckets % surface] = signs * idf
+            w[np.arange(n), lat + buckets] = idf
             rare = float(idf.max())
-        eye = rare * np.eye(surface, dtype=np.float32)
-        w[n:n + surface, lat:] = eye
-        w[n + surface:, lat:] = -eye
+        w[n:, lat:] = rare * np.eye(surface, dtype=np.float32)
         return w
 
     # -- embedding
@@ -223,9 +222,8 @@ def latent_rank(sigma: np.ndarray, rows: int) -> int:
 
 
 def _hashed_column(feature: str, buckets: int) -> int:
-    """A bucket in [0, buckets), plus `buckets` when the feature counts negatively."""
-    h = zlib.crc32(feature.encode())
-    return h % buckets + (0 if h & 0x80000000 else buckets)
+    """A bucket in [0, buckets)."""
+    return zlib.crc32(feature.encode()) % buckets
 
 
 def _unit_rows(a: np.ndarray) -> np.ndarray:
