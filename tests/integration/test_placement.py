@@ -86,6 +86,23 @@ def cli(address: str, *args: str) -> dict:
     return json.loads(out.stdout)
 
 
+def eventually_found(recall_process: ServerProcess, context: str, query: str,
+                     refs: list[str]) -> None:
+    """Wait (up to BOUND) until the recall replica's search finds exactly `refs`."""
+    with grpc.insecure_channel(recall_process.address) as ch:
+        recall = RecallClient(ch, timeout=30)
+        deadline = time.monotonic() + BOUND
+        while True:
+            try:
+                found = [h["ref"] for h in recall.search(context, query)["results"]]
+            except MorphzError:
+                found = []
+            if found == refs:
+                return
+            assert time.monotonic() < deadline, (context, found)
+            time.sleep(0.1)
+
+
 NAMES = [f"placed-{n}" for n in range(8)]
 
 
@@ -161,19 +178,8 @@ def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster):
     refs = {}
     for name in NAMES[:4]:
         refs[name] = a.append_event(name, "main", "user-message", f"sharded hello {name}")["ref"]
-    with grpc.insecure_channel(procs["recall"].address) as ch:
-        recall = RecallClient(ch, timeout=30)
-        for name in NAMES[:4]:
-            deadline = time.monotonic() + BOUND
-            while True:
-                try:
-                    found = [h["ref"] for h in recall.search(name, "sharded")["results"]]
-                except MorphzError:
-                    found = []
-                if found == [refs[name]]:
-                    break
-                assert time.monotonic() < deadline, (name, found)
-                time.sleep(0.1)
+    for name in NAMES[:4]:
+        eventually_found(procs["recall"], name, "sharded", [refs[name]])
     for s in SHARDS:  # a position per shard's feed
         assert os.path.exists(root / "recall" / "recall" / f"FEED_POSITION.{s}")
 
@@ -193,18 +199,7 @@ def test_dist_06_a_recall_replica_follows_a_shard_registered_after_it_started(cl
         a.create_context(name)
         ref = a.append_event(name, "main", "user-message", "a latecomer shard")["ref"]
         assert name in shard_contexts({"s3": late}, "s3")
-        with grpc.insecure_channel(procs["recall"].address) as ch:
-            recall = RecallClient(ch, timeout=30)
-            deadline = time.monotonic() + BOUND
-            while True:
-                try:
-                    found = [h["ref"] for h in recall.search(name, "latecomer")["results"]]
-                except MorphzError:
-                    found = []
-                if found == [ref]:
-                    break
-                assert time.monotonic() < deadline, found
-                time.sleep(0.2)
+        eventually_found(procs["recall"], name, "latecomer", [ref])
         assert os.path.exists(root / "recall" / "recall" / "FEED_POSITION.s3")
     finally:
         direct.delete(SHARDS_PREFIX + "s3")
