@@ -55,7 +55,11 @@ def embedder_for(spec: str) -> Embedder:
     if spec == "hashing":
         return HashingEmbedder()
     if spec.startswith("hashing:") and spec[len("hashing:"):].isdigit():
-        return HashingEmbedder(int(spec[len("hashing:"):]))
+        try:
+            return HashingEmbedder(int(spec[len("hashing:"):]))
+        except ValueError as e:  # a dimension out of range
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--embedder {spec[:80]!r}: {e}",
+                              field="embedder") from None
     if spec.startswith("onnx:"):
         path = spec[len("onnx:"):]
         try:  # onnxruntime and tokenizers: the [onnx] extra, imported only when chosen

@@ -131,8 +131,10 @@ def test_serve_embedder_option_loads_an_onnx_model_or_refuses_it_clearly(model, 
 
     chosen = embedder_for(f"onnx:{model[0]}")
     assert chosen.identity.name == "onnx"
-    for spec in (f"onnx:{tmp_path / 'nowhere'}", "onnx:", "bert", "hashing:x"):
+    for spec in (f"onnx:{tmp_path / 'nowhere'}", "onnx:", "bert", "hashing:x", "hashing:0",
+                 "hashing:" + "9" * 5000):
         with pytest.raises(MorphzError) as info:
             embedder_for(spec)
         assert (info.value.reason, info.value.details["field"]) == \
             ("CONTEXT_INPUT_INVALID", "embedder"), spec
+        assert len(info.value.message) < 500, spec  # a long spec is not echoed whole

@@ -168,12 +168,13 @@ class Indexer:
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
+        keys = [(seq,) for seq in range(0, events, step)]
         out: list[str] = []
-        for seq in range(0, events, step):
+        # A chunk per short read transaction, each one round trip to a remote store.
+        for start in range(0, len(keys), REBUILD_READ_CHUNK):
             with self._store.reader(context) as reader:
-                raw = reader.get("events", (seq,))
-            if raw is not None:
-                out.append(raw_event_text(event_dict(raw)))
+                rows = reader.get_many("events", keys[start:start + REBUILD_READ_CHUNK])
+            out.extend(raw_event_text(event_dict(raw)) for raw in rows if raw is not None)
         out.extend(frame_text(f) for f in frames[:max(0, FIT_SAMPLE - len(out))])
         return out
 
