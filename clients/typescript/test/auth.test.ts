@@ -80,7 +80,7 @@ async function refusal(call: Promise<unknown>): Promise<MorphzError> {
   return outcome;
 }
 
-test("sec_02_grants_revokes_and_secrets_through_the_client", async () => {
+test("sec_01_sec_04_grants_revokes_and_secrets_through_the_client", async () => {
   const alice = clientAs(TOKEN);
   const bob = clientAs(BOB_TOKEN);
   const context = `policy-${Math.random().toString(36).slice(2)}`;
