@@ -30,10 +30,10 @@ def register(app) -> Wired:
     tracer = core_tracer(app.tracer, "morphz.recall")
     # Derived data only: deleting this directory loses nothing (rebuild restores it).
     root = os.path.join(app.config.data_dir, "recall")
+    embedder = embedder_for(app.config.embedder)  # before the lock: a bad one leaves none
     release = lock_root(root)
     indexes = IndexDirectory(root)
-    indexer = Indexer(app.store, indexes, embedder=embedder_for(app.config.embedder),
-                      tracer=tracer)
+    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer)
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)

@@ -174,6 +174,9 @@ def check_addresses(role: str, config: ServerConfig) -> None:
             raise MorphzError("CONTEXT_INPUT_INVALID",
                               f"serve {role} {'needs' if not given else 'takes no'} --{name}",
                               field=name, role=role)
+    if config.embedder not in ("", "default") and role not in ("all", "recall"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --embedder: "
+                          "only recall embeds", field="embedder", role=role)
     if config.storage_listen and role != "all":
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --storage-listen: "
                           "`serve storage` serves the storage API on --listen",

@@ -74,8 +74,9 @@ def dependency_channel(address: str, tracer: TracerProvider,
 
 class Readiness:
     """Keeps this process's services NOT_SERVING until every dependency's health check
-    answers SERVING and every local condition holds (a transaction instance's etcd
-    lease, say), and again while one does not: polled, each check with a deadline.
+    answers SERVING, and again while one does not: polled, each check with a deadline.
+    A local condition (a transaction instance's etcd lease) that does not hold makes
+    the whole server ("") NOT_SERVING and leaves its services' own names as they are.
     `on_ready` runs once, before the first SERVING (a start-up check, say); if it fails
     the process stays NOT_SERVING and it is retried at the next poll."""
 
@@ -89,7 +90,6 @@ class Readiness:
         self._conditions = list(conditions)  # each says why not to serve ("" when fine)
         self._on_ready = on_ready
         self._interval, self._timeout = interval, check_timeout
-        self._ready = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="readiness", daemon=True)
 
@@ -111,10 +111,9 @@ class Readiness:
 
     def _run(self) -> None:
         fired = False
+        serving = (False, False)  # (its services, the whole server "")
         while not self._stop.is_set():
             ready = all(self._answers(stub, name) for stub, name in self._deps)
-            why_not = next((w for w in (c() for c in self._conditions) if w), "")
-            ready = ready and not why_not
             if ready and not fired and self._on_ready is not None:
                 try:
                     self._on_ready()
@@ -122,10 +121,17 @@ class Readiness:
                 except Exception:  # noqa: BLE001 - a dependency dropped meanwhile: retry
                     _log.exception("start-up check failed; retrying")
                     ready = False
-            if ready != self._ready and not self._stop.is_set():
-                _log.info("%s: %s", "SERVING" if ready else "NOT_SERVING",
+            # A local condition (the etcd lease) takes the whole server out of the
+            # probes' and balancers' rotation, but not its services: the processes that
+            # depend on them check the service's name and keep serving what needs no lease.
+            why_not = next((w for w in (c() for c in self._conditions) if w), "")
+            now = (ready, ready and not why_not)
+            if now != serving and not self._stop.is_set():
+                _log.info("%s: %s", "SERVING" if now[1] else "NOT_SERVING",
                           why_not or ("dependencies answer" if ready
                                       else "dependencies do not answer"))
-                mark(self._checker, self._names, SERVING if ready else NOT_SERVING)
-                self._ready = ready
+                for name in self._names:
+                    self._checker.set(name, SERVING if now[0] else NOT_SERVING)
+                self._checker.set("", SERVING if now[1] else NOT_SERVING)
+                serving = now
             self._stop.wait(self._interval)

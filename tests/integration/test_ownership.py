@@ -30,6 +30,9 @@ from morphz.shared.storage.api import Write
 
 from tests.conftest import ServerProcess
 from tests.topology import NOT_SERVING, SERVING, health, wait_health
+from tests.wire import SERVICES
+
+TRANSACTION_SERVICE = SERVICES["transaction"].full_name
 
 # Every test starts the processes it needs, so the split pass of .ci/run need not repeat them.
 pytestmark = pytest.mark.split_processes
@@ -385,8 +388,11 @@ def test_dist_04_etcd_stopped_past_the_ttl_owners_refuse_then_resume_once_it_res
         assert err.status.value == "UNAVAILABLE"
         assert err.details["instance"] == cluster["a"].address
         assert "lease" in err.message and "dist-04" in err.message
-        # Its health says so too, so probes and clients turn to another instance.
+        # Its health says so too, so probes and clients turn to another instance; the
+        # transaction service's own name stays SERVING: recall and encoding processes
+        # check that name, and their reads need no lease.
         wait_health(cluster["a"], NOT_SERVING)
+        assert health(cluster["a"].address, TRANSACTION_SERVICE) == SERVING
         time.sleep(TTL + 1)  # longer than the TTL
         err = refused("OWNERSHIP_LOST", commit)
         assert "etcd" in err.message  # says why: etcd does not answer

@@ -213,8 +213,11 @@ def test_dist_06_a_recall_replica_follows_a_shard_registered_after_it_started(cl
     (["transaction", "--etcd", "127.0.0.1:1", "--shard", "s1"], "shard"),
     (["recall", "--transaction", "127.0.0.1:1"], "storage"),
     (["transaction"], "storage"),
+    (["encoding", "--storage", "127.0.0.1:1", "--transaction", "127.0.0.1:1",
+      "--embedder", "hashing"], "embedder"),
 ], ids=["storage-etcd-without-shard", "shard-without-etcd", "shard-name", "shard-not-storage",
-        "recall-without-storage-or-etcd", "transaction-without-storage-or-etcd"])
+        "recall-without-storage-or-etcd", "transaction-without-storage-or-etcd",
+        "embedder-not-recall"])
 def test_dist_05_shard_flags_are_checked(tmp_path, argv, field):
     proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
                            "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],

@@ -282,7 +282,7 @@ def test_nesting_depth_limit_boundary():
 def test_100k_open_parens_fail_fast_with_too_deep():
     with pytest.raises(SexprError) as info:
         parse_many("(" * 100_000)
-    # Fast because it stops at the paren past the limit, not at the end of the input.
+    # The refusal names the paren past the depth limit (speed: scripts/bench, not here).
     assert (info.value.reason, info.value.offset) == ("SEXPR_TOO_DEEP", 64)
 
 

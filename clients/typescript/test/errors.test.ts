@@ -14,7 +14,7 @@ function failure(code: grpc.status, details: string, trailer?: Buffer): grpc.Ser
   return Object.assign(new Error(details), { code, details, metadata });
 }
 
-test("sec_03_an_undecodable_status_trailer_falls_back_to_the_grpc_code", () => {
+test("client_an_undecodable_status_trailer_falls_back_to_the_grpc_code", () => {
   for (const trailer of [Buffer.from([0xff, 0xff, 0xff, 0x0f]), Buffer.from("not a status"), Buffer.alloc(0)]) {
     const err = fromServiceError(failure(grpc.status.UNAVAILABLE, "upstream went away", trailer));
     assert.ok(err instanceof UnavailableError, String(err));

@@ -1,7 +1,7 @@
 """The followers of a recall replica: one FeedFollower per change feed, the store's own
-or each storage shard's, including shards registered after the replica started (looked
-for again every `interval` seconds; a lookup that fails, etcd not answering say, is
-tried again at the next)."""
+or each storage shard's, as the shards are registered now: shards registered after the
+replica started, moved to another address, or gone are looked for again every
+`interval` seconds (a lookup that fails, etcd not answering say, is tried at the next)."""
 from __future__ import annotations
 
 import logging
@@ -22,39 +22,52 @@ class Feeds:
         `follow(name, store)`: a started follower; `interval`: None for a fixed set."""
         self._feeds, self._follow, self._interval = feeds, follow, interval
         self._lock = threading.Lock()  # guards self._followers
-        self._followers: dict[str, FeedFollower] = {}
+        self._followers: dict[str, tuple[Store, FeedFollower]] = {}  # name -> (store, it)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="recall-feeds", daemon=True)
 
     def start(self) -> "Feeds":
-        self._add_new()  # fails the start-up if the feeds cannot be listed at all
+        self._sync(first=True)  # fails the start-up if the feeds cannot be listed at all
         if self._interval is not None:
             self._thread.start()
         return self
 
-    def _add_new(self) -> None:
-        for name, store in sorted(self._feeds().items()):
+    def _sync(self, first: bool = False) -> None:
+        """Follow every feed listed now: a new shard, or one registered again at another
+        address (its store changed), gets a follower; a follower whose shard is gone, or
+        whose store was replaced, stops (its position file stays for a later return)."""
+        feeds = self._feeds()
+        with self._lock:
+            stale = [n for n, (store, _) in self._followers.items()
+                     if feeds.get(n) is not store]
+            ended = [self._followers.pop(n)[1] for n in stale]
+        for follower in ended:
+            follower.stop()
+        for name, store in sorted(feeds.items()):
             with self._lock:
                 if name in self._followers:
                     continue
             follower = self._follow(name, store)
             with self._lock:
-                self._followers[name] = follower
-            if self._thread.is_alive():
-                _log.info("following the feed of storage shard %s, registered since start-up",
-                          name)
+                self._followers[name] = (store, follower)
+            if not first:
+                _log.info("following the feed of storage shard %s (registered since "
+                          "start-up, or moved)", name)
+        for name in stale:
+            if name not in feeds:
+                _log.info("storage shard %s is no longer registered: not followed", name)
 
     def _watch(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._add_new()
+                self._sync()
             except Exception as e:  # noqa: BLE001 - etcd or a shard away: look again later
                 _log.warning("could not look for new storage shards: %s", e)
 
     def status(self) -> dict:
         """Every feed's place as one: positions and heads add up, and so does the lag."""
         with self._lock:
-            statuses = [f.status() for f in self._followers.values()]
+            statuses = [f.status() for _, f in self._followers.values()]
         return {k: sum(s[k] for s in statuses) for k in statuses[0]} if statuses else {}
 
     def stop(self) -> None:
@@ -62,6 +75,6 @@ class Feeds:
         if self._thread.is_alive():
             self._thread.join()
         with self._lock:
-            followers = list(self._followers.values())
+            followers = [f for _, f in self._followers.values()]
         for f in followers:
             f.stop()
