@@ -153,9 +153,10 @@ def test_hyb_03_no_vector_search_without_the_recall_right(mtls_server, certs):
     with mtls_server.channel() as ch:
         alice = TransactionClient(ch, timeout=30)
         alice.create_context(context)
-        alice.append_event(context, "s1", "user-message", "launching the rocket")
+        mine = alice.append_event(context, "s1", "user-message", "launching the rocket")["ref"]
+        theirs = alice.append_event(context, "s2", "user-message", "launching a balloon")["ref"]
         owner = RecallClient(ch, timeout=30)
-        assert found(search(owner, context, "launch", mode="vector"))
+        assert set(found(search(owner, context, "launch", mode="vector"))) == {mine, theirs}
     with mtls_server.channel(certs.client("carol")) as ch:
         carol = RecallClient(ch, timeout=30)
         reasons = set()
@@ -163,7 +164,13 @@ def test_hyb_03_no_vector_search_without_the_recall_right(mtls_server, certs):
             with pytest.raises(MorphzError) as info:
                 carol.search(context, "launch", mode=mode)
             reasons.add(info.value.reason)
-        assert len(reasons) == 1 and reasons != {"OK"}  # refused alike, whatever the mode
+        assert reasons == {"FORBIDDEN"}  # refused alike, whatever the mode
+    # Granted recall, carol finds both through the vector leg, as the owner does.
+    with mtls_server.channel() as ch:
+        TransactionClient(ch, timeout=30).set_policy(context, "grant", "carol", ["recall"])
+    with mtls_server.channel(certs.client("carol")) as ch:
+        carol = RecallClient(ch, timeout=30)
+        assert set(found(carol.search(context, "launch", mode="vector"))) == {mine, theirs}
 
 
 # -- HYB-02 --------------------------------------------------------------------------------
