@@ -116,6 +116,19 @@ def test_hyb_03_refs_ids_and_numbers_take_the_exact_path(recall, mind):
         hits = search(recall, mind.context, "4711", mode=mode)["results"]
         assert [h["ref"] for h in hits] == [build]  # not 4712, however close it embeds
         assert all(h["vector_rank"] == 0 for h in hits)
+        # The named item too passes the search's filters, or it is not there at all.
+        other = refs["other"]
+        for filters in ({"kinds": ["frame"]}, {"sessions": ["s2"]},
+                        {"until": "2000-01-01T00:00:00+00:00"}):
+            hits = search(recall, mind.context, other, mode=mode, **filters)["results"]
+            assert other not in [h["ref"] for h in hits], (mode, filters)
+        hits = search(recall, mind.context, "memory/launch-plan", mode=mode,
+                      kinds=["event"])["results"]
+        assert "memory/launch-plan" not in [h["id"] for h in hits], mode
+        # A word no id could be is only a word: no lookup, no refusal from the store.
+        for word in ("a" * 600, "é" * 300):
+            hits = search(recall, mind.context, word, mode=mode)["results"]
+            assert all(h["lexical_rank"] == 0 for h in hits), mode  # no term, no exact item
 
 
 def test_hyb_03_vector_hits_pass_the_state_and_session_filters(recall, mind):

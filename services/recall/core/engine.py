@@ -16,6 +16,8 @@ observation is recorded as the services (SERVICE_CALLER), as over the wire.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from typing import Callable, Optional, Protocol
 
@@ -220,7 +222,11 @@ class RecallCore:
         if exact:
             found = hybrid.ranked(idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH),
                                   "lexical")
-            ranked = hybrid.pinned_first(key, found)
+            # The named item only if it passes the same kind/session/time filters.
+            item = idx.search(searcher, dataclasses.replace(lex_query, terms=[], keys=[key]),
+                              0, 1) if key is not None else []
+            ranked = hybrid.pinned_first(
+                hybrid.RankedHit(item[0].key, 0.0, item[0].time_us) if item else None, found)
             return {"fetch": lambda offset, count: ranked[offset:offset + count],
                     "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
         if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder

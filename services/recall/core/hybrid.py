@@ -32,12 +32,14 @@ from typing import Optional
 from morphz.services.recall.core.documents import event_key, frame_key
 from morphz.services.recall.index.tantivy_index import _key_order
 from morphz.shared.mind.view import MindView
+from morphz.shared.names import MAX_LOOKUP_CHARS
 
 MODES = ("lexical", "vector", "hybrid")
 RRF_K = 60
 FUSE_DEPTH = 100
 VECTOR_MIN_SCORE = 0.15
 _NUMBER = re.compile(r"[+-]?\d+(?:[.,]\d+)*")
+MAX_ID_BYTES = 400  # within the store's key bound (480 bytes) with room for the prefix
 
 
 @dataclass
@@ -54,6 +56,8 @@ def exact_target(m: MindView, query: str) -> tuple[bool, Optional[str]]:
     q = query.strip()
     if not q or len(q.split()) != 1:
         return False, None
+    if not _could_be_an_id(q):  # a long or odd word is only a word: nothing to look up
+        return (True, None) if _NUMBER.fullmatch(q) else (False, None)
     ev = m.event_by_ref(q)
     if ev is not None:
         return True, event_key(ev.seq)
@@ -62,6 +66,13 @@ def exact_target(m: MindView, query: str) -> tuple[bool, Optional[str]]:
     if _NUMBER.fullmatch(q) or q.startswith("@e"):
         return True, None
     return False, None
+
+
+def _could_be_an_id(word: str) -> bool:
+    """Whether the store could hold an event or frame under this id: bounded, printable
+    (an id past the store's key bounds is refused by the store, not merely not found)."""
+    return len(word) <= MAX_LOOKUP_CHARS and len(word.encode("utf-8", "surrogatepass")) <= MAX_ID_BYTES \
+        and word.isprintable()
 
 
 def fuse(lexical: list, vector: list, k: int = RRF_K) -> list[RankedHit]:
@@ -86,11 +97,10 @@ def ranked(hits: list, leg: str) -> list[RankedHit]:
             for i, h in enumerate(hits, 1)]
 
 
-def pinned_first(key: Optional[str], hits: list[RankedHit],
-                 time_us: Optional[int] = None) -> list[RankedHit]:
-    """The exact item first (keeping its ranks if a leg found it), then the others."""
-    if key is None:
+def pinned_first(item: Optional[RankedHit], hits: list[RankedHit]) -> list[RankedHit]:
+    """The exact item first (keeping its ranks if a leg found it), then the others;
+    `item`: None when the query names nothing that passes the search's filters."""
+    if item is None:
         return hits
-    found = [h for h in hits if h.key == key]
-    first = found[0] if found else RankedHit(key, 0.0, time_us)
-    return [first] + [h for h in hits if h.key != key]
+    found = [h for h in hits if h.key == item.key]
+    return (found or [item]) + [h for h in hits if h.key != item.key]

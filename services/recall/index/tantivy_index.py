@@ -69,6 +69,7 @@ class Query:
     sessions: list[str] = field(default_factory=list)
     since_us: Optional[int] = None
     until_us: Optional[int] = None
+    keys: list[str] = field(default_factory=list)  # only these documents
 
 
 def _open(path: str, create: bool) -> tantivy.Index:
@@ -198,6 +199,8 @@ class ContextIndex:
         """Hits in rank order: BM25 when there are terms, else by time (oldest first,
         ties by key, so the listing never depends on how the index was built)."""
         must: list = []
+        if q.keys:
+            must.append(_any(SCHEMA, "key", q.keys))
         if q.kinds:
             must.append(_any(SCHEMA, "kind", q.kinds))
         if q.sessions:
