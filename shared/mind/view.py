@@ -18,6 +18,9 @@ _EVENT_CACHE = 1024
 _STATE_CACHE = 256
 
 
+# A message's stored record holds this, unescaped (a text holding it has its quotes
+# escaped); records are compact JSON (shared/mind/records.py dumps).
+_MESSAGE_KIND = b'"kind":"message"'
 _UNREAD = object()  # _get: no prefetched row for this key
 
 
@@ -236,13 +239,16 @@ class MindView:
 
     def waiting(self, target: str) -> list[int]:
         """Messages addressed to the session that no activation of it has claimed yet:
-        its pending inputs that are messages. A stored event that does not hold the
-        word is no message: only those that do are decoded (a session's pending
-        inputs may be many, and every encoding counts every session's)."""
+        its pending inputs that are messages. A stored event whose bytes lack the kind
+        field a message's record holds is none, so only the others are decoded (a
+        session's pending inputs may be many, and every encoding counts every
+        session's); the rows are read in one round trip and kept for that decode."""
+        seqs = self.pending(target)
+        self.prefetch("events", [(seq,) for seq in seqs])
         out = []
-        for seq in self.pending(target):
+        for seq in seqs:
             raw = self._get("events", (seq,))
-            if raw is not None and b"message" in raw and self.event(seq).kind == R.MESSAGE:
+            if raw is not None and _MESSAGE_KIND in raw and self.event(seq).kind == R.MESSAGE:
                 out.append(seq)
         return out
 

@@ -53,7 +53,7 @@ class EncodingCore:
                  write_snapshot: Callable[..., None] = snapshot_store.put,
                  frame_cache: Optional[FrameCache] = None) -> None:
         self._store = store
-        self._frames = frame_cache if frame_cache is not None else FrameCache()
+        self._frames = frame_cache  # None: every compile decodes and renders anew
         self._write_snapshot = write_snapshot  # injected: the benchmark times it apart
         self._tx = transactions  # TransactionCore or TransactionClient: same interface
         self._clock = clock or (lambda: datetime.now().astimezone())

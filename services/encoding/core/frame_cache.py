@@ -5,10 +5,11 @@ protection, sources, body), so the row's bytes, with whether secrets are reveale
 are the key: a hit skips decoding, redaction and rendering, and a changed frame is a
 new row, never a stale hit. Retiring frames are not kept (their remaining ticks follow
 the clock). Bounded by entries and by an estimate of the memory held; a full cache
-starts over. One per EncodingCore (injected), shared by its requests, which only read
+drops its oldest entries. One per EncodingCore (injected), shared by its requests, which only read
 the values (render fills an item's template once, the same for every request)."""
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 from morphz.services.encoding.core.material import FrameIn
@@ -26,19 +27,23 @@ class FrameCache:
         self._max_entries, self._max_bytes = max_entries, max_bytes
         self._entries: dict[tuple[bytes, bool], FrameIn] = {}
         self._bytes = 0
+        self._lock = threading.Lock()  # put only: a get is one dict lookup
 
     def get(self, row: bytes, reveal: bool) -> Optional[FrameIn]:
         return self._entries.get((row, reveal))
 
     def put(self, row: bytes, reveal: bool, frame: FrameIn) -> None:
         cost = ENTRY_OVERHEAD + 4 * len(row)
-        if len(self._entries) >= self._max_entries or \
-                self._bytes + cost > self._max_bytes:
-            # Rebound, not cleared: a concurrent get sees the old dict or the new one,
-            # both sound.
-            self._entries, self._bytes = {}, 0
-        self._entries[(row, reveal)] = frame
-        self._bytes += cost
+        with self._lock:
+            # Full: the oldest entries go (dicts keep insertion order), not all of them:
+            # a context with more frames than fit would otherwise empty it every compile.
+            while self._entries and (len(self._entries) >= self._max_entries or
+                                     self._bytes + cost > self._max_bytes):
+                old_row, _ = oldest = next(iter(self._entries))
+                del self._entries[oldest]
+                self._bytes -= ENTRY_OVERHEAD + 4 * len(old_row)
+            self._entries[(row, reveal)] = frame
+            self._bytes += cost
 
     def __len__(self) -> int:
         return len(self._entries)
