@@ -1,7 +1,8 @@
 """Hybrid recall quality on the labelled history (hybrid_set.py): recall@10 and MRR of
 the lexical leg (the real index adapter and analyzer), the vector leg (the default
-embedder fitted on the history, exact cosine) and their reciprocal rank fusion,
-for the paraphrase queries and the keyword queries apart.
+embedder fitted on the history, exact cosine) and their reciprocal rank fusion as the
+server makes it (services/recall/core/hybrid.py: its depth, its vector score floor,
+its fuse), for the paraphrase queries and the keyword queries apart.
 
     .venv/bin/python tests/quality/hybrid_eval.py [--background N]
 """
@@ -19,13 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from history_background import background  # noqa: E402
 from hybrid_set import HISTORY, KEYWORD, PARAPHRASE  # noqa: E402
 
+from morphz.services.recall.core.hybrid import (FUSE_DEPTH, RRF_K, VECTOR_MIN_SCORE,  # noqa: E402
+                                                RankedHit, fuse)
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
 K = 10
-DEPTH = 50  # how far down each leg's ranking the fusion looks
-RRF_K = 60
 
 Ranking = list[str]
 
@@ -36,7 +37,7 @@ def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Ranki
         idx.apply([Doc(f"f:{d}", "frame", terms(text), 0) for d, text in docs.items()],
                   {"position": 0})
         searcher, _ = idx.snapshot()
-        return [[h.key[2:] for h in idx.search(searcher, Query(terms=query_terms(q)), 0, DEPTH)]
+        return [[h.key[2:] for h in idx.search(searcher, Query(terms=query_terms(q)), 0, FUSE_DEPTH)]
                 for q in queries]
 
 
@@ -47,18 +48,16 @@ def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None)
     out = []
     for q in np.asarray(fitted.embed(list(queries)), dtype=np.float32):
         scores = doc_vectors @ q
-        order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:DEPTH]
-        out.append([ids[i] for i in order if scores[i] > 0])
+        order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:FUSE_DEPTH]
+        out.append([ids[i] for i in order if scores[i] > VECTOR_MIN_SCORE])
     return out
 
 
-def rrf(*rankings: Ranking, k: int = RRF_K) -> Ranking:
-    """Reciprocal rank fusion: each document scores the sum of 1 / (k + rank)."""
-    score: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, d in enumerate(ranking, start=1):
-            score[d] = score.get(d, 0.0) + 1.0 / (k + rank)
-    return sorted(score, key=lambda d: (-score[d], d))
+def rrf(lexical: Ranking, vector: Ranking) -> Ranking:
+    """The server's fusion of two rankings of document ids."""
+    def hits(ranking: Ranking) -> list[RankedHit]:
+        return [RankedHit(f"f:{d}", 0.0) for d in ranking]
+    return [h.key[2:] for h in fuse(hits(lexical), hits(vector))]
 
 
 def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
