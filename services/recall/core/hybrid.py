@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from morphz.services.recall.core.documents import event_key, frame_key
-from morphz.services.recall.index.tantivy_index import _key_order
+from morphz.services.recall.index.vector_index import key_order
 from morphz.shared.mind.view import MindView
 from morphz.shared.names import MAX_LOOKUP_CHARS
 
@@ -88,7 +88,7 @@ def fuse(lexical: list, vector: list, k: int = RRF_K) -> list[RankedHit]:
         hit.vector_rank = rank
         if hit.time_us is None:
             hit.time_us = h.time_us
-    return sorted(out.values(), key=lambda h: (-h.score, _key_order(h.key)))
+    return sorted(out.values(), key=lambda h: (-h.score, key_order(h.key)))
 
 
 def ranked(hits: list, leg: str) -> list[RankedHit]:

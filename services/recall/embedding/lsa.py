@@ -115,8 +115,7 @@ class LsaEmbedder:
         indptr, cols = [0], []
         get, extend, end = columns.get, cols.extend, indptr.append
         for text in texts:
-            # normalize() with its ASCII case inlined: this loop runs once per text
-            for chunk in (text.lower() if text.isascii() else normalize(text)).split():
+            for chunk in normalize(text).split():
                 found = get(chunk)
                 extend(miss(chunk) if found is None else found)
             end(len(cols))

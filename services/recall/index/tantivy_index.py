@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional, Union
 
 import tantivy
 
-from morphz.services.recall.index.vector_index import VectorLeg
+from morphz.services.recall.index.vector_index import VectorLeg, key_order
 from morphz.shared.errors import MorphzError
 
 META_KEY = "__meta__"
@@ -115,6 +115,8 @@ class ContextIndex:
         self._write_lock = threading.Lock()
         self._snapshot = self._take_snapshot()
         self.vectors = VectorLeg(path, self._snapshot[1].get("vectors"))
+        if self.vectors.exists:  # a log begun but never committed (a crash) goes
+            self.vectors.drop_other_logs()
 
     def _take_snapshot(self) -> tuple[tantivy.Searcher, dict]:
         searcher = self._index.searcher()
@@ -135,6 +137,7 @@ class ContextIndex:
         (their end is in meta["vectors"])."""
         n = 0
         with self._write_lock:
+            named_before = (self._snapshot[1].get("vectors") or {}).get("log")
             writer = self._index.writer(heap_size=heap, num_threads=threads)
             try:
                 for key in deletes:
@@ -160,7 +163,8 @@ class ContextIndex:
                 del writer
             self._index.reload()
             self._snapshot = self._take_snapshot()
-        if self.vectors.exists:  # a log the commit no longer names is garbage now
+        # A log the commit no longer names is garbage now (only after a new log began).
+        if self.vectors.exists and self.vectors.meta.get("log") != named_before:
             self.vectors.drop_other_logs()
         return n
 
@@ -240,7 +244,7 @@ class ContextIndex:
         addrs = [addr for _, addr in raw]
         keys = _keys(searcher, addrs)
         if q.terms:  # BM25 order
-            ranked = sorted(zip(raw, keys, addrs), key=lambda h: (h[0][0], _key_order(h[1])))
+            ranked = sorted(zip(raw, keys, addrs), key=lambda h: (h[0][0], key_order(h[1])))
             ranked = ranked[offset:offset + count]
             # Only frames' hits use the time (an event's comes from its record).
             frames = [i for i, (_, key, _) in enumerate(ranked) if key[0] == "f"]
@@ -253,7 +257,7 @@ class ContextIndex:
         times = searcher.fast_field_values("time", addrs) if addrs else []
         # Frames of one transaction share its time.
         hits = sorted(zip(raw, keys, times), key=lambda h: (
-            h[0][0] if h[0][0] is not None else 1 << 62, _key_order(h[1])))
+            h[0][0] if h[0][0] is not None else 1 << 62, key_order(h[1])))
         return [Hit(key, 0.0, t) for _, key, t in hits[offset:offset + count]]
 
 
@@ -262,11 +266,6 @@ def _keys(searcher: tantivy.Searcher, addrs: list) -> list[str]:
     seqs = searcher.fast_field_values("seq", addrs) if addrs else []
     return [f"e:{seq}" if seq is not None and seq >= 0 else searcher.doc(a).get_first("key")
             for a, seq in zip(addrs, seqs)]
-
-
-def _key_order(key: str) -> tuple:
-    kind, _, ident = key.partition(":")
-    return (0, int(ident), "") if kind == "e" else (1, 0, ident)
 
 
 def _any(schema: tantivy.Schema, fld: str, values: list[str]) -> tantivy.Query:

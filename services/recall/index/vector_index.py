@@ -55,7 +55,8 @@ class VecHit:
     time_us: Optional[int] = None
 
 
-def _key_order(key: str) -> tuple:
+def key_order(key: str) -> tuple:
+    """How both legs break ties: events by seq, then frames by id."""
     kind, _, ident = key.partition(":")
     return (0, int(ident), "") if kind == "e" else (1, 0, ident)
 
@@ -216,7 +217,7 @@ class VectorLeg:
             found = sel if ids is None else ids[sel]
             picked = [(float(scores[i]), self._keys[r], int(self._time[r]))
                       for i, r in zip(sel, found)]
-        picked.sort(key=lambda p: (-p[0], _key_order(p[1])))
+        picked.sort(key=lambda p: (-p[0], key_order(p[1])))
         return [VecHit(k, s, None if t == none else t) for s, k, t in picked[:count]]
 
     # -- internals -------------------------------------------------------------------
