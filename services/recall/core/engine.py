@@ -28,7 +28,7 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core import hybrid
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.indexer import Indexer, embed_texts
 from morphz.services.recall.core.pins import SearchPins
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
@@ -411,7 +411,7 @@ def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
 
 def _query_vector(embedder, query: str):
     """The query's unit vector, or None when it has nothing to embed (all zeros)."""
-    v = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    v = embed_texts(embedder, [query])[0]
     return v if np.any(v) else None
 
 

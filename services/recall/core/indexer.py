@@ -139,7 +139,7 @@ class Indexer:
 
         def flush() -> None:
             nonlocal deletes
-            vecs = _embed(embedder, [t for _, t in batch])
+            vecs = embed_texts(embedder, [t for _, t in batch])
             leg.append([d for d, _ in batch], vecs, deletes, partition=not fill)
             batch.clear()
             deletes = []
@@ -369,7 +369,8 @@ class Indexer:
         return out
 
 
-def _embed(embedder: Embedder, texts: list[str]):
-    """Vectors of texts as a float32 array (the hashing embedder gives one directly)."""
+def embed_texts(embedder: Embedder, texts: list[str]):
+    """Vectors of texts as a float32 array (an embedder with embed_array gives one
+    directly, without the lists)."""
     direct = getattr(embedder, "embed_array", None)
     return direct(texts) if direct else np.asarray(embedder.embed(texts), dtype=np.float32)
