@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from dataclasses import asdict
+
+import numpy as np
 
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core import tokenpool
-from morphz.services.recall.core.documents import event_doc, raw_event_doc
+from morphz.services.recall.core.documents import event_doc, event_text
+from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query, doc_json
 from morphz.shared.mind import records as R
@@ -28,20 +32,58 @@ def _raw(ev: R.Event) -> bytes:
     return json.dumps(asdict(ev), ensure_ascii=False).encode()
 
 
-def test_recall_10_raw_event_doc_equals_event_doc():
-    for ev in _events(12):
-        assert raw_event_doc(_raw(ev)) == event_doc(ev)
+def test_recall_10_stored_json_gives_the_incremental_documents():
+    events = _events(12)
+    batch = tokenpool.analyze([_raw(ev) for ev in events])
+    assert batch.docs == [event_doc(ev) for ev in events]
+    assert batch.texts == [event_text(ev) for ev in events]
+    assert [d.key for d in batch.vec_docs] == [d.key for d in batch.docs]
 
 
-def test_recall_10_pool_yields_the_same_documents_in_order(monkeypatch):
+def test_recall_10_pool_yields_the_same_documents_and_vectors_in_order(monkeypatch):
+    """Workers give the lexical documents as doc_json and the vectors of the embedder
+    fitted here (restored from its state there), equal to embedding in this process; a
+    damaged record is left out and counted, in either path."""
     events = _events(50)
     raws = [_raw(ev) for ev in events]
+    raws.insert(9, b"{not json")
+    base = LsaEmbedder(64)
+    fitted = base.fitted(_corpus(300))
+    assert fitted.learned
     monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)
     monkeypatch.setattr(tokenpool, "BATCH", 7)
-    pooled = list(tokenpool.event_docs(iter(raws), len(raws), workers=2))
-    assert pooled == [doc_json(event_doc(ev)) for ev in events]
-    assert list(tokenpool.event_docs(iter(raws), len(raws), workers=1)) == \
-        [event_doc(ev) for ev in events]
+    pooled = list(tokenpool.event_batches(iter(raws), len(raws), base=base, fitted=fitted,
+                                          workers=2))
+    here = list(tokenpool.event_batches(iter(raws), len(raws), base=base, fitted=fitted,
+                                        workers=1))
+    assert [d for b in pooled for d in b.docs] == [doc_json(event_doc(ev)) for ev in events]
+    assert [d for b in here for d in b.docs] == [event_doc(ev) for ev in events]
+    expected = fitted.embed_array([event_text(ev) for ev in events])
+    for got in (pooled, here):
+        assert sum(b.damaged for b in got) == 1
+        assert np.array_equal(np.concatenate([b.vectors for b in got]), expected)
+        assert [d.key for b in got for d in b.vec_docs] == [f"e:{ev.seq}" for ev in events]
+
+
+def _corpus(n: int) -> list[str]:
+    """Texts with enough shared words for LSA to learn from."""
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(150)] + list("沙箱权限配置失败部署")
+    return [" ".join(rng.choices(words, k=12)) for _ in range(n)]
+
+
+def test_recall_10_an_embedder_that_cannot_travel_embeds_in_this_process(monkeypatch):
+    class Local(LsaEmbedder):
+        def __reduce__(self):
+            raise TypeError("a native session")
+    events = _events(30)
+    base = Local(64)
+    monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)
+    assert tokenpool.portable(base, base) is None
+    got = list(tokenpool.event_batches(iter([_raw(ev) for ev in events]), len(events),
+                                       base=base, fitted=base, workers=2))
+    assert np.array_equal(np.concatenate([b.vectors for b in got]),
+                          base.embed_array([event_text(ev) for ev in events]))
 
 
 def test_recall_10_json_documents_search_like_docs(tmp_path):
@@ -109,9 +151,10 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         info = indexer.rebuild("c")
         assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
         # one snapshot (frames, version), one page of the context's change feed (which
-        # commit last wrote each frame), one read of those events, then 7 chunks for the
-        # lexical leg and 7 more for the vector leg; none open while another is
-        assert len(opened) == 1 + 1 + 1 + 7 + 7 and most[0] == 1
+        # commit last wrote each frame), one read of those events, then 7 chunks read once
+        # for both legs (the hashing embedder learns nothing: no fit sample), then the
+        # catch-up's page of the context's feed; none open while another is
+        assert len(opened) == 1 + 1 + 1 + 7 + 1 and most[0] == 1
         idx = indexer.index("c")
         hits = idx.search(idx.snapshot()[0], Query(terms=query_terms("sandbox")), 0, 50)
         assert {h.key for h in hits} >= {"f:f1"}
@@ -141,3 +184,85 @@ def test_recall_10_leftovers_of_a_dead_rebuild_are_removed_at_first_use(tmp_path
     assert os.path.isdir(dead)
     again = IndexDirectory(root)  # a restart
     assert again.get("c").path == live and not os.path.exists(dead)
+
+
+def _store_with_events(tmp_path, n: int):
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    core = TransactionCore(store)
+    core.create_context("c", caller=IN_PROCESS_CALLER)
+    for i in range(n):
+        core.append_event("c", "s1", "tool-result", f"{TEXTS[i % len(TEXTS)]} n{i}",
+                          caller=IN_PROCESS_CALLER)
+    return store, core
+
+
+def _found(indexer, word: str) -> set[str]:
+    idx = indexer.index("c")
+    return {h.key for h in idx.search(idx.snapshot()[0], Query(terms=query_terms(word)), 0, 100)}
+
+
+def test_recall_10_follower_leaves_a_rebuilding_context_to_the_rebuild(tmp_path, monkeypatch):
+    """While a context's rebuild runs, the feed's changes of that context are not indexed
+    into the index it replaces; the rebuild catches up on them after its swap, so the
+    live index ends at the context's head with every event, each indexed once."""
+    import threading
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+
+    store, core = _store_with_events(tmp_path, 10)
+    try:
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        while indexer.catch_up("c"):
+            pass
+        reading, release = threading.Event(), threading.Event()
+        real = indexer_module.Indexer._event_records
+
+        def paused(self, context, events, chunk=0):
+            reading.set()
+            assert release.wait(10)
+            yield from real(self, context, events, chunk)
+        monkeypatch.setattr(indexer_module.Indexer, "_event_records", paused)
+        rebuild = threading.Thread(target=indexer.rebuild, args=("c",))
+        rebuild.start()
+        assert reading.wait(10)
+        before = indexer.position("c")
+        core.append_event("c", "s1", "tool-result", "latecomer arrives", caller=IN_PROCESS_CALLER)
+        page = store.changes(before, context="c").changes
+        assert page and indexer.apply("c", page) == 0  # left to the rebuild
+        assert indexer.position("c") == before and not _found(indexer, "latecomer")
+        release.set()
+        rebuild.join(20)
+        assert not rebuild.is_alive()
+        assert indexer.position("c") == page[-1].commit_seq
+        assert _found(indexer, "latecomer") == {f"e:{page[-1].events[-1]}"}
+        assert indexer.apply("c", page) == 0  # already held: skipped
+        assert indexer.index("c").vectors.count == 12  # @e0 (the creation), ten, the latecomer
+    finally:
+        store.close()
+
+
+def test_recall_10_a_hole_in_a_context_index_is_filled_from_its_own_feed(tmp_path):
+    """Changes a rebuild that died had left to itself are older than the next change the
+    follower brings: the index reads them from the context's feed before applying it."""
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+
+    store, core = _store_with_events(tmp_path, 3)
+    try:
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        while indexer.catch_up("c"):
+            pass
+        held = indexer.position("c")
+        for word in ("skipped-one", "skipped-two", "brought"):
+            core.append_event("c", "s1", "tool-result", word, caller=IN_PROCESS_CALLER)
+        page = store.changes(held, context="c").changes
+        assert [c.commit_seq for c in page] == [held + 1, held + 2, held + 3]
+        assert indexer.apply("c", page[-1:]) == 3  # the hole, then the change itself
+        assert indexer.position("c") == held + 3
+        for word in ("skipped", "brought"):
+            assert _found(indexer, word)
+    finally:
+        store.close()

@@ -151,7 +151,10 @@ def test_hyb_02_a_large_leg_is_searched_through_a_deterministic_partition(tmp_pa
         leg.append(docs[300:], vecs[300:])  # past IVF_MIN: partitioned
         return leg
     a, b = built(tmp_path / "a"), built(tmp_path / "b")
-    assert a._ivf is not None and len(a._ivf.lists) == 16
+    assert a._ivf is not None and len(a._ivf.bounds) == 16 + 1
+    _, vecs = _leg_docs(e, texts)  # laid out list by list, each row keeps its vector
+    assert not np.array_equal(a._pos[:600], np.arange(600))
+    assert np.array_equal(a._matrix[a._pos[:600]], vecs)
     q = e.embed_array(["note 123 about launch"])[0]
     assert a.search(q, 20) == b.search(q, 20)  # the same vectors, the same answer
     for i in (5, 123, 444):  # a row's own vector finds it first

@@ -8,7 +8,6 @@ from typing import Optional
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.index.tantivy_index import Doc
 from morphz.shared.mind import records as R, secrets
-from morphz.shared.mind.view import event_dict
 from morphz.shared.text.analyze import terms, terms_text
 
 
@@ -44,15 +43,6 @@ def frame_text(f: R.Frame) -> str:
 def event_doc(ev: R.Event) -> Doc:
     return Doc(event_key(ev.seq), "event", terms_text(event_text(ev)),
                event_time_us(ev.time), ev.session)
-
-
-def raw_event_doc(raw: bytes) -> Doc:
-    """event_doc of a stored event straight from its JSON (a rebuild's hot path: no
-    record object)."""
-    ev = event_dict(raw)
-    return Doc(event_key(ev["seq"]), "event",
-               terms_text(raw_event_text(ev)),
-               event_time_us(ev["time"]), ev.get("session", ""))
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:

@@ -28,7 +28,8 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.services.recall.core import cursor as cursors
 from morphz.services.recall.core import hybrid
-from morphz.services.recall.core.indexer import Indexer, embed_texts
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.embedding.api import embed_texts
 from morphz.services.recall.core.pins import SearchPins
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search

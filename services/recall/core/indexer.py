@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Optional
 
-import numpy as np
 from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
@@ -34,8 +33,8 @@ from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     raw_event_text)
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.core.tokenpool import event_docs
-from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.core.tokenpool import event_batches
+from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
@@ -130,17 +129,15 @@ class Indexer:
         return fitted
 
     def _embed_into(self, leg: VectorLeg, embedder: Embedder,
-                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = (), *,
-                    fill: bool = False) -> dict:
-        """Embed (doc, text) pairs in batches and append them; the leg's meta. `fill`:
-        every document of the leg, partitioned once at the end."""
+                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = ()) -> dict:
+        """Embed (doc, text) pairs in batches and append them; the leg's meta."""
         batch: list[tuple[VecDoc, str]] = []
         deletes = list(deletes)
 
         def flush() -> None:
             nonlocal deletes
             vecs = embed_texts(embedder, [t for _, t in batch])
-            leg.append([d for d, _ in batch], vecs, deletes, partition=not fill)
+            leg.append([d for d, _ in batch], vecs, deletes)
             batch.clear()
             deletes = []
         for item in items:
@@ -149,8 +146,6 @@ class Indexer:
                 flush()
         if batch or deletes:
             flush()
-        if fill:
-            leg.repartition()
         return dict(leg.meta)
 
     def _learned(self) -> bool:
@@ -178,32 +173,50 @@ class Indexer:
         out.extend(frame_text(f) for f in frames[:max(0, FIT_SAMPLE - len(out))])
         return out
 
-    def _all_items(self, context: str, events: int,
-                   changed_by: list[tuple[R.Frame, Optional[R.Event]]]
-                   ) -> Iterable[tuple[VecDoc, str]]:
-        """(VecDoc, text) of events 0..events-1, then of the frames."""
-        prog = self._progress.get(context)
-        for raw in self._event_records(context, events):
-            with _skipping_damaged(context, "an event"):
-                ev = event_dict(raw)
-                yield (VecDoc(event_key(ev["seq"]), ev.get("session", ""),
-                              event_time_us(ev["time"])), raw_event_text(ev))
-            if prog is not None and prog.get("running"):
-                prog["done"] += 1
-        for f, ev in changed_by:
-            yield (VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None),
-                   frame_text(f))
-
     def _fill_leg(self, context: str, leg: VectorLeg, events: int,
                   changed_by: list[tuple[R.Frame, Optional[R.Event]]]) -> dict:
-        """(Re)fit and embed every text into a new log of `leg`; its meta."""
+        """(Re)fit and embed every text into a new log of `leg` (a refit); its meta."""
         fitted = self._start_leg(context, leg, self._fit_sample(
             context, events, [f for f, _ in changed_by]))
-        self._embed_into(leg, fitted, self._all_items(context, events, changed_by), fill=True)
-        # The next refit is due when the leg has grown REFIT_GROWTH times past this size
-        # (not the sample's: a fit sees at most FIT_SAMPLE texts).
+        for _ in self._leg_docs(context, events, changed_by, leg, fitted, lexical=False):
+            pass
+        return self._filled(leg)
+
+    @staticmethod
+    def _filled(leg: VectorLeg) -> dict:
+        """A filled leg's meta: partitioned once, and the next refit due when it has grown
+        REFIT_GROWTH times past this size (not the sample's: a fit sees at most
+        FIT_SAMPLE texts)."""
+        leg.repartition()
         leg.meta["fitted_at"] = leg.count
         return dict(leg.meta)
+
+    def _leg_docs(self, context: str, events: int,
+                  changed_by: list[tuple[R.Frame, Optional[R.Event]]], leg: VectorLeg,
+                  fitted: Embedder, *, lexical: bool = True):
+        """One pass over events 0..events-1, then the frames (each with the event that
+        last changed it): appends their vectors to `leg` and yields their lexical
+        documents (with `lexical`)."""
+        prog = self._progress.get(context) or {}
+        damaged = 0
+        for b in event_batches(self._event_records(context, events), events,
+                               base=self.embedder, fitted=fitted, lexical=lexical):
+            leg.append(b.vec_docs, b.vectors, partition=False)
+            damaged += b.damaged
+            if prog.get("running"):
+                prog["done"] += len(b.vec_docs) + b.damaged
+            yield from b.docs
+        if damaged:
+            _log.warning("%s: %d events do not decode; not indexed", context, damaged)
+        for start in range(0, len(changed_by), EMBED_BATCH):
+            part = changed_by[start:start + EMBED_BATCH]
+            leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None)
+                        for f, ev in part],
+                       embed_texts(fitted, [frame_text(f) for f, _ in part]), partition=False)
+            if prog.get("running"):
+                prog["done"] += len(part)
+            if lexical:
+                yield from (frame_doc(f, ev) for f, ev in part)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
@@ -211,46 +224,69 @@ class Indexer:
     # -- incremental ----------------------------------------------------------------------
     def apply(self, context: str, changes: list[Change]) -> int:
         """Index one context's feed entries (in commit order); those the index already
-        holds are skipped. Returns how many were applied."""
+        holds are skipped, and those it never saw before them (commit_seq counts every
+        commit of a context: a hole is a rebuild that died after the follower had left
+        them to it) are read from the context's own feed first. While a rebuild of the
+        context runs, nothing: its swap catches up from the version it read (indexing
+        into the index it replaces would be work thrown away, and slows it down).
+        Returns how many were applied."""
         with self._lock(context):
-            idx = self.index(context)
-            old_meta = idx.snapshot()[1]
-            fresh = [c for c in changes if c.commit_seq > old_meta.get("position", 0)]
+            if self._rebuilding(context):
+                return 0
+            position = self.position(context)
+            fresh = [c for c in changes if c.commit_seq > position]
             if not fresh:
                 return 0
-            with self._tracer.start_as_current_span("recall.index_apply") as span, \
-                    self._store.reader(context) as reader:
-                m = MindState(reader)
-                docs: dict[str, Doc] = {}
-                deletes: list[str] = []
-                texts: dict[str, str] = {}
-                for seq in sorted({s for c in fresh for s in c.events}):
-                    with _skipping_damaged(context, event_key(seq)):
-                        ev = m.event(seq)
-                        if ev is None:  # a stray row a repair moved aside
-                            deletes.append(event_key(seq))
-                        else:
-                            docs[event_key(seq)] = event_doc(ev)
-                            texts[event_key(seq)] = event_text(ev)
-                for fid, changer in frame_changers(fresh).items():
-                    with _skipping_damaged(context, frame_key(fid)):
-                        f = m.frame(fid)
-                        if f is None:  # gone (rolled back): drop it from the index too
-                            deletes.append(frame_key(fid))
-                        else:
-                            ev = m.event(changer) if changer is not None else None
-                            docs[frame_key(fid)] = frame_doc(f, ev)
-                            texts[frame_key(fid)] = frame_text(f)
-                last = fresh[-1]
-                meta = dict(old_meta, context=context, position=last.commit_seq)
-                vectors = self._apply_vectors(context, idx, m, old_meta, docs, texts,
-                                              deletes)
-                if vectors is not None:
-                    meta["vectors"] = vectors
-                idx.apply(docs.values(), meta, deletes=deletes)
-                span.set_attribute("morphz.changes", len(fresh))
-                span.set_attribute("morphz.documents", len(docs))
-            return len(fresh)
+            applied = 0
+            while fresh[0].commit_seq > position + 1:
+                hole = [c for c in self._store.changes(position, context=context).changes
+                        if c.commit_seq < fresh[0].commit_seq]
+                if not hole:
+                    break
+                applied += self._apply_locked(context, hole)
+                position = hole[-1].commit_seq
+            return applied + self._apply_locked(context, fresh)
+
+    def _rebuilding(self, context: str) -> bool:
+        return bool(self._progress.get(context, {}).get("running"))
+
+    def _apply_locked(self, context: str, fresh: list[Change]) -> int:
+        """apply() of changes past the index's position, its context lock held."""
+        idx = self.index(context)
+        old_meta = idx.snapshot()[1]
+        with self._tracer.start_as_current_span("recall.index_apply") as span, \
+                self._store.reader(context) as reader:
+            m = MindState(reader)
+            docs: dict[str, Doc] = {}
+            deletes: list[str] = []
+            texts: dict[str, str] = {}
+            for seq in sorted({s for c in fresh for s in c.events}):
+                with _skipping_damaged(context, event_key(seq)):
+                    ev = m.event(seq)
+                    if ev is None:  # a stray row a repair moved aside
+                        deletes.append(event_key(seq))
+                    else:
+                        docs[event_key(seq)] = event_doc(ev)
+                        texts[event_key(seq)] = event_text(ev)
+            for fid, changer in frame_changers(fresh).items():
+                with _skipping_damaged(context, frame_key(fid)):
+                    f = m.frame(fid)
+                    if f is None:  # gone (rolled back): drop it from the index too
+                        deletes.append(frame_key(fid))
+                    else:
+                        ev = m.event(changer) if changer is not None else None
+                        docs[frame_key(fid)] = frame_doc(f, ev)
+                        texts[frame_key(fid)] = frame_text(f)
+            last = fresh[-1]
+            meta = dict(old_meta, context=context, position=last.commit_seq)
+            vectors = self._apply_vectors(context, idx, m, old_meta, docs, texts,
+                                          deletes)
+            if vectors is not None:
+                meta["vectors"] = vectors
+            idx.apply(docs.values(), meta, deletes=deletes)
+            span.set_attribute("morphz.changes", len(fresh))
+            span.set_attribute("morphz.documents", len(docs))
+        return len(fresh)
 
     def _apply_vectors(self, context: str, idx: ContextIndex, m: MindState, old_meta: dict,
                        docs: dict[str, Doc], texts: dict[str, str],
@@ -288,6 +324,16 @@ class Indexer:
         page = self._store.changes(self.position(context), context=context)
         return self.apply(context, page.changes)
 
+    def _catch_up_locked(self, context: str) -> int:
+        """Every change of the context's own feed past the index's position, a page at a
+        time (the context lock held: what the follower left to a rebuild)."""
+        applied = 0
+        while True:
+            page = self._store.changes(self.position(context), context=context).changes
+            if not page:
+                return applied
+            applied += self._apply_locked(context, page)
+
     # -- rebuild ----------------------------------------------------------------------------
     def rebuild(self, context: str) -> dict:
         """Build a new index from one snapshot of events and frames, then swap it in."""
@@ -314,11 +360,14 @@ class Indexer:
                     changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
                                    else None) for f in frames]
                 fresh = self._indexes.fresh(context)
-                self._progress[context]["total"] = 2 * events + len(frames)
-                count = fresh.apply(self._snapshot_docs(context, events, changed_by),
+                self._progress[context]["total"] = events + len(frames)
+                fitted = self._start_leg(context, fresh.vectors, self._fit_sample(
+                    context, events, frames))
+                count = fresh.apply(self._leg_docs(context, events, changed_by,
+                                                   fresh.vectors, fitted),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
-                vectors = self._fill_leg(context, fresh.vectors, events, changed_by)
+                vectors = self._filled(fresh.vectors)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context):
@@ -327,19 +376,13 @@ class Indexer:
                 self._indexes.swap(context, fresh)
             return info
         finally:
-            self._progress[context]["running"] = False
-
-    def _snapshot_docs(self, context: str, events: int,
-                       changed_by: list[tuple[R.Frame, Optional[R.Event]]]):
-        """The documents of events 0..events-1, then of the frames (each with the event
-        that last changed it)."""
-        prog = self._progress[context]
-        for doc in event_docs(self._event_records(context, events), events):
-            yield doc
-            prog["done"] += 1
-        for f, ev in changed_by:
-            yield frame_doc(f, ev)
-            prog["done"] += 1
+            with self._lock(context):
+                self._progress[context]["running"] = False
+                try:  # the changes the follower left to this rebuild (or, failed, to none)
+                    self._catch_up_locked(context)
+                except Exception:  # noqa: BLE001 - the next apply fills the hole it leaves
+                    _log.warning("%s: catching up after the rebuild failed", context,
+                                 exc_info=True)
 
     def _event_records(self, context: str, events: int, chunk: int = 0):
         """The stored bytes of events 0..events-1, a chunk per read transaction."""
@@ -368,9 +411,3 @@ class Indexer:
             after = page.changes[-1].commit_seq
         return out
 
-
-def embed_texts(embedder: Embedder, texts: list[str]):
-    """Vectors of texts as a float32 array (an embedder with embed_array gives one
-    directly, without the lists)."""
-    direct = getattr(embedder, "embed_array", None)
-    return direct(texts) if direct else np.asarray(embedder.embed(texts), dtype=np.float32)

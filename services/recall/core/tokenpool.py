@@ -1,50 +1,139 @@
-"""Analyzing a whole context's events for a rebuild, spread over worker processes.
+"""Analyzing a whole context's events for a rebuild (or a refit), spread over worker
+processes: one read of the events gives both legs what they need.
 
-Parsing and ICU segmentation are CPU-bound Python; a rebuild of a large context runs
-them in a spawned process pool (spawn, not fork: the server has gRPC threads) while
-this process reads the store and feeds the index. Batches go out as the raw stored
-bytes and come back as the JSON documents the index adds directly (doc_json):
-cheap to pickle, cheap to add.
+Parsing, ICU segmentation and embedding are CPU-bound Python; a large context runs them
+in a spawned process pool (spawn, not fork: the server has gRPC threads) while this
+process reads the store and feeds the index. Batches go out as the raw stored bytes
+and come back as the JSON documents the lexical index adds directly (doc_json) and the
+batch's vectors: cheap to pickle, cheap to add. The workers embed with the same fitted
+embedder (its unfitted self pickled, then `restore(state)`); one that cannot be pickled
+(an ONNX session) leaves the embedding to this process, which then gets the texts.
 Small contexts stay in-process.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Iterable, Iterator, Optional, Union
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional
 
-from morphz.services.recall.core.documents import raw_event_doc
+import numpy as np
+
+from morphz.services.recall.core.documents import event_key, raw_event_text
+from morphz.services.recall.core.timeparse import event_time_us
+from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
+from morphz.services.recall.index.vector_index import VecDoc
+from morphz.shared.mind.view import event_dict
+from morphz.shared.text.analyze import terms_text
 
 BATCH = 2000
 MIN_PARALLEL = 20000  # below this, starting processes costs more than it saves
+DAMAGE = (ValueError, TypeError, KeyError, AttributeError)
 
 
-def _docs_batch(raws: list[bytes]) -> list[str]:
-    return [doc_json(raw_event_doc(raw)) for raw in raws]
+@dataclass
+class Batch:
+    """What a batch of stored events gives the two legs, in event order."""
+    docs: list = field(default_factory=list)  # Doc, or its doc_json from a worker
+    vec_docs: list[VecDoc] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # kept only when not embedded here
+    vectors: Optional[np.ndarray] = None  # None: embed `texts` (or no embedder asked)
+    damaged: int = 0  # events that do not decode: left out (audit reports the damage)
 
 
-def event_docs(raws: Iterable[bytes], total: int,
-               workers: Optional[int] = None) -> Iterator[Union[Doc, str]]:
-    """The Doc (or its doc_json) of each stored event (its JSON bytes), in order."""
+def analyze(raws: list[bytes], embedder: Optional[Embedder] = None, *,
+            lexical: bool = True, as_json: bool = False) -> Batch:
+    """The batch's documents (when `lexical`), vector documents and texts, and its vectors
+    when an embedder is given."""
+    out = Batch()
+    for raw in raws:
+        try:
+            ev = event_dict(raw)
+            key, text = event_key(ev["seq"]), raw_event_text(ev)
+            time_us, session = event_time_us(ev["time"]), ev.get("session", "")
+            if lexical:  # event_doc, from the stored JSON (no record object)
+                doc = Doc(key, "event", terms_text(text), time_us, session)
+                out.docs.append(doc_json(doc) if as_json else doc)
+        except DAMAGE:
+            out.damaged += 1
+            continue
+        out.vec_docs.append(VecDoc(key, session, time_us))
+        out.texts.append(text)
+    if embedder is not None:
+        out.vectors = embed_texts(embedder, out.texts)
+        out.texts = []
+    return out
+
+
+def portable(base: Embedder, fitted: Optional[Embedder]) -> Optional[bytes]:
+    """What a worker process needs to embed like `fitted`, or None when it cannot travel."""
+    if fitted is None:
+        return None
+    try:
+        return pickle.dumps((base, fitted.state()))
+    except Exception:  # noqa: BLE001 - e.g. a native session: embed in this process
+        return None
+
+
+# A worker process's embedder, set once by the pool's initializer (per process, never
+# in the server's own process).
+_worker_embedder: Optional[Embedder] = None
+_worker_lexical = True
+
+
+def _init_worker(blob: Optional[bytes], lexical: bool) -> None:
+    global _worker_embedder, _worker_lexical
+    if blob is not None:
+        base, state = pickle.loads(blob)
+        _worker_embedder = base.restore(state) if state else base
+    _worker_lexical = lexical
+
+
+def _work(raws: list[bytes]) -> Batch:
+    return analyze(raws, _worker_embedder, lexical=_worker_lexical, as_json=True)
+
+
+def event_batches(raws: Iterable[bytes], total: int, *, base: Embedder,
+                  fitted: Optional[Embedder] = None, lexical: bool = True,
+                  workers: Optional[int] = None) -> Iterator[Batch]:
+    """The Batch of each BATCH stored events (their JSON bytes), in order. `fitted`:
+    embed with it (in the workers when it can travel there, else here); `base` is the
+    server's embedder it was fitted from."""
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+    blob = portable(base, fitted)
     if total < MIN_PARALLEL or workers < 2:
-        yield from map(raw_event_doc, raws)
+        for chunk in _chunks(raws):
+            yield analyze(chunk, fitted, lexical=lexical)
         return
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(blob, lexical)) as pool:
         pending: deque[Future] = deque()
-        batch: list[bytes] = []
-        for raw in raws:
-            batch.append(raw)
-            if len(batch) == BATCH:
-                pending.append(pool.submit(_docs_batch, batch))
-                batch = []
-                while len(pending) > 2 * workers:  # bounded memory: drain the oldest
-                    yield from pending.popleft().result()
-        if batch:
-            pending.append(pool.submit(_docs_batch, batch))
+        for chunk in _chunks(raws):
+            pending.append(pool.submit(_work, chunk))
+            while len(pending) > 2 * workers:  # bounded memory: drain the oldest
+                yield _embedded(pending.popleft().result(), fitted)
         while pending:
-            yield from pending.popleft().result()
+            yield _embedded(pending.popleft().result(), fitted)
+
+
+def _embedded(batch: Batch, fitted: Optional[Embedder]) -> Batch:
+    """A worker's batch, embedded here if the worker could not."""
+    if fitted is not None and batch.vectors is None:
+        batch.vectors, batch.texts = embed_texts(fitted, batch.texts), []
+    return batch
+
+
+def _chunks(raws: Iterable[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for raw in raws:
+        batch.append(raw)
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class EmbedderIdentity:
@@ -45,3 +47,10 @@ class Embedder(Protocol):
 
     def restore(self, state: bytes) -> "Embedder":
         ...
+
+
+def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors of texts as a float32 array (an embedder with embed_array gives one
+    directly, without the lists)."""
+    direct = getattr(embedder, "embed_array", None)
+    return direct(texts) if direct else np.asarray(embedder.embed(texts), dtype=np.float32)

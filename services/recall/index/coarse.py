@@ -22,13 +22,22 @@ CHUNK = 65536
 
 
 class Partition:
-    def __init__(self, centroids: np.ndarray, lists: list[np.ndarray]) -> None:
+    """NLIST centroids, and where each one's rows lie once the leg has laid them out
+    list after list (`order`): list i is positions bounds[i]..bounds[i + 1] - 1, so a
+    probe scores contiguous slices of the matrix instead of gathering rows."""
+
+    def __init__(self, centroids: np.ndarray, bounds: np.ndarray) -> None:
         self.centroids = centroids
-        self.lists = lists
+        self.bounds = bounds
+
+    @property
+    def size(self) -> int:
+        return int(self.bounds[-1])
 
     @staticmethod
-    def build(matrix: np.ndarray, rows: np.ndarray) -> "Partition":
-        """A partition of `rows` (indexes into `matrix`, unit vectors)."""
+    def build(matrix: np.ndarray, rows: np.ndarray) -> tuple["Partition", np.ndarray]:
+        """A partition of `rows` (indexes into `matrix`, unit vectors), and those rows in
+        list order (the order the leg lays them out in)."""
         step = max(1, len(rows) // SAMPLE)
         sample = matrix[rows[::step]]
         k = min(NLIST, len(sample))
@@ -45,11 +54,11 @@ class Partition:
             np.zeros(0, dtype=np.int64)
         order = np.argsort(owner, kind="stable")
         bounds = np.searchsorted(owner[order], np.arange(k + 1))
-        sorted_rows = rows[order]
-        return Partition(centroids, [sorted_rows[bounds[i]:bounds[i + 1]] for i in range(k)])
+        return Partition(centroids, bounds), rows[order]
 
-    def candidates(self, query: np.ndarray, nprobe: int = NPROBE) -> np.ndarray:
-        """The rows filed under the `nprobe` centroids nearest to the query."""
+    def probe(self, query: np.ndarray, nprobe: int = NPROBE) -> list[tuple[int, int]]:
+        """The position ranges of the `nprobe` lists whose centroids are nearest the
+        query, in position order."""
         near = self.centroids @ query
-        probe = np.argsort(-near, kind="stable")[:nprobe]
-        return np.concatenate([self.lists[i] for i in probe])
+        probe = np.sort(np.argsort(-near, kind="stable")[:nprobe])
+        return [(int(self.bounds[i]), int(self.bounds[i + 1])) for i in probe]

@@ -20,9 +20,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Union
 
+import numpy as np
 import tantivy
 
-from morphz.services.recall.index.vector_index import VectorLeg, key_order
+from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.errors import MorphzError
 
 META_KEY = "__meta__"
@@ -234,38 +235,68 @@ class ContextIndex:
                 return searcher.search(query, n, count=False, order_by_field="time",
                                        order=tantivy.Order.Asc).hits
         n = offset + count
-        # Fetch past a tie straddling the page end, then order ties by key: the ranking
-        # never depends on how the index was built (replicas answer alike).
-        while True:
-            raw = run(n + 1)
-            if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
-                break
-            n *= 2
+        raw = _through_ties(run, n)
         addrs = [addr for _, addr in raw]
-        keys = _keys(searcher, addrs)
-        if q.terms:  # BM25 order
-            ranked = sorted(zip(raw, keys, addrs), key=lambda h: (h[0][0], key_order(h[1])))
-            ranked = ranked[offset:offset + count]
-            # Only frames' hits use the time (an event's comes from its record).
-            frames = [i for i, (_, key, _) in enumerate(ranked) if key[0] == "f"]
-            times: list = [None] * len(ranked)
-            if frames:
-                found = searcher.fast_field_values("time", [ranked[i][2] for i in frames])
-                for i, t in zip(frames, found):
-                    times[i] = t
-            return [Hit(key, -rank, t) for ((rank, _), key, _), t in zip(ranked, times)]
-        times = searcher.fast_field_values("time", addrs) if addrs else []
-        # Frames of one transaction share its time.
-        hits = sorted(zip(raw, keys, times), key=lambda h: (
-            h[0][0] if h[0][0] is not None else 1 << 62, key_order(h[1])))
-        return [Hit(key, 0.0, t) for _, key, t in hits[offset:offset + count]]
+        seqs = searcher.fast_field_values("seq", addrs) if addrs else []
+        # Ties ordered by key (events by seq, then frames by id): the ranking never
+        # depends on how the index was built (replicas answer alike).
+        picked = _by_key_within_ties(searcher, raw, seqs)[offset:offset + count]
+        keys = [f"e:{seqs[i]}" if seqs[i] >= 0 else _stored_key(searcher, addrs[i])
+                for i in picked]
+        if q.terms:  # BM25 order; only frames' hits use the time (an event's comes from
+            # its record)
+            frames = [i for i, key in zip(picked, keys) if key[0] == "f"]
+            times = dict(zip(frames, searcher.fast_field_values(
+                "time", [addrs[i] for i in frames]))) if frames else {}
+            return [Hit(key, -raw[i][0], times.get(i)) for i, key in zip(picked, keys)]
+        times = searcher.fast_field_values("time", [addrs[i] for i in picked]) if picked else []
+        return [Hit(key, 0.0, t) for key, t in zip(keys, times)]
 
 
-def _keys(searcher: tantivy.Searcher, addrs: list) -> list[str]:
-    """Document keys; events' from the seq fast field, no stored-document fetch."""
-    seqs = searcher.fast_field_values("seq", addrs) if addrs else []
-    return [f"e:{seq}" if seq is not None and seq >= 0 else searcher.doc(a).get_first("key")
-            for a, seq in zip(addrs, seqs)]
+def _through_ties(run: Callable[[int], list], n: int) -> list:
+    """The first n hits of `run` (sorted (order key, address) pairs) and every other hit
+    tied with the n-th: enough to order that tie by key. Fetches past the tie in growing
+    steps, and only past it (not on to whatever tie the step happens to end in)."""
+    raw = run(n + 1)
+    if len(raw) <= n or raw[n - 1][0] != raw[n][0]:
+        return raw[:n]
+    cut = raw[n - 1][0]
+    step = 2 * n
+    while len(raw) == step // 2 + 1 and raw[-1][0] == cut:
+        raw = run(step + 1)
+        step *= 2
+    return [h for h in raw if _not_after(h[0], cut)]
+
+
+def _not_after(value, cut) -> bool:
+    """Whether an order key sorts at or before the cut (None, no time, sorts last)."""
+    if cut is None:
+        return True
+    return value is not None and value <= cut
+
+
+def _by_key_within_ties(searcher: tantivy.Searcher, raw: list, seqs: list) -> list[int]:
+    """Indexes of `raw` in (order key, vector_index.key_order) order, on arrays: a tie can
+    hold tens of thousands of hits."""
+    if not raw:
+        return []
+    ev = np.asarray(seqs, dtype=np.int64)
+    frame = ev < 0
+    within = np.where(frame, 0, ev)
+    if frame.any():  # frames by id (few): their rank among themselves
+        fidx = np.flatnonzero(frame)
+        fkeys = [_stored_key(searcher, raw[i][1]) for i in fidx]
+        within[fidx[sorted(range(len(fidx)), key=fkeys.__getitem__)]] = np.arange(len(fidx))
+    keys = [h[0] for h in raw]
+    none = np.array([k is None for k in keys])
+    order_key = np.array([0 if k is None else k for k in keys], dtype=np.float64
+                         if isinstance(next((k for k in keys if k is not None), 0), float)
+                         else np.int64)
+    return np.lexsort((within, frame, order_key, none)).tolist()
+
+
+def _stored_key(searcher: tantivy.Searcher, addr) -> str:
+    return searcher.doc(addr).get_first("key")
 
 
 def _any(schema: tantivy.Schema, fld: str, values: list[str]) -> tantivy.Query:

@@ -18,7 +18,9 @@ larger legs are searched through a coarse partition (coarse.py): the rows of the
 nearest centroids, plus the rows added or changed since it was built (scored
 exactly). The partition is rebuilt when the leg is loaded, after a (re)fill, and when
 the rows outside it outnumber those in it. Both are deterministic for the same
-vectors, so a rebuild gives the same results.
+vectors, so a rebuild gives the same results. Building it also lays the matrix out list
+after list (a row's place in the matrix, its position, is no longer its row number):
+gathering a probe's scattered rows cost more than scoring them.
 """
 from __future__ import annotations
 
@@ -155,19 +157,29 @@ class VectorLeg:
                 os.remove(os.path.join(self.dir, name))
 
     def repartition(self) -> None:
-        """(Re)build the coarse partition over the live rows, or drop it when the leg is
-        small enough for exact search."""
+        """(Re)build the coarse partition over the live rows and lay the matrix out by
+        it, or drop it when the leg is small enough for exact search."""
         with self._lock:
             n = len(self._keys)
             live = np.flatnonzero(self._live[:n] & self._nonzero[:n])
             if len(live) < IVF_MIN:
                 self._ivf, self._ivf_n, self._moved = None, 0, set()
                 return
-            matrix = self._matrix
+            matrix, pos, row_at = self._matrix, self._pos, self._row_at
         # Outside the lock, so searches go on; appends come from the same thread as
         # this (the indexer's, one per context), so no row below n changes meanwhile.
-        built = Partition.build(matrix, live)
+        built, listed = Partition.build(matrix, pos[live])
+        rest = np.ones(n, dtype=bool)
+        rest[listed] = False
+        order = np.concatenate([listed, np.flatnonzero(rest)])  # new position -> old
+        laid = np.empty_like(matrix)
+        laid[:n] = matrix[order]
+        new_row_at = row_at.copy()
+        new_row_at[:n] = row_at[order]
+        new_pos = pos.copy()
+        new_pos[new_row_at[:n]] = np.arange(n)
         with self._lock:
+            self._matrix, self._pos, self._row_at = laid, new_pos, new_row_at
             self._ivf, self._ivf_n, self._moved = built, n, set()
 
     def _outside(self) -> int:
@@ -185,15 +197,7 @@ class VectorLeg:
             n = len(self._keys)
             if not n or count <= 0:
                 return []
-            if self._ivf is None:
-                rows = slice(0, n)
-                ids = None
-            else:  # the nearest centroids' rows, and those added or changed since
-                ids = np.unique(np.concatenate([
-                    self._ivf.candidates(query), np.arange(self._ivf_n, n),
-                    np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]))
-                rows = ids
-            scores = self._matrix[rows] @ query
+            scores, rows = self._candidates(query, n)
             ok = self._live[rows] & (scores > min_score)
             event = self._event[rows]
             if kinds and len(kinds) == 1:
@@ -214,18 +218,34 @@ class VectorLeg:
                 cut = np.partition(part, len(part) - count)[len(part) - count]
                 sel = sel[part >= cut]
             none = np.iinfo(np.int64).min
-            found = sel if ids is None else ids[sel]
             picked = [(float(scores[i]), self._keys[r], int(self._time[r]))
-                      for i, r in zip(sel, found)]
+                      for i, r in zip(sel, rows[sel])]
         picked.sort(key=lambda p: (-p[0], key_order(p[1])))
         return [VecHit(k, s, None if t == none else t) for s, k, t in picked[:count]]
+
+    def _candidates(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the rows a search looks at: all of them, or the probed
+        lists' (contiguous slices), those added since the partition and those changed
+        since outside the probed lists. The lock is held."""
+        if self._ivf is None:
+            return self._matrix[:n] @ query, self._row_at[:n]
+        ranges = self._ivf.probe(query) + [(self._ivf_n, n)]
+        moved = self._pos[np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]
+        for a, b in ranges[:-1]:  # already scored with its list
+            moved = moved[(moved < a) | (moved >= b)]
+        scores = np.concatenate([self._matrix[a:b] @ query for a, b in ranges] +
+                                [self._matrix[moved] @ query])
+        positions = np.concatenate([np.arange(a, b) for a, b in ranges] + [moved])
+        return scores, self._row_at[positions]
 
     # -- internals -------------------------------------------------------------------
     def _reset(self) -> None:
         with self._lock:
             self._ivf, self._ivf_n, self._moved = None, 0, set()
             self._rows, self._keys, self._sessions = {}, [], {}
-            self._matrix = np.zeros((0, self.dimension), dtype=np.float32)
+            self._matrix = np.zeros((0, self.dimension), dtype=np.float32)  # by position
+            self._pos = np.zeros(0, dtype=np.int64)  # row -> its position in the matrix
+            self._row_at = np.zeros(0, dtype=np.int64)  # position -> row
             self._live = np.zeros(0, dtype=bool)
             self._nonzero = np.zeros(0, dtype=bool)
             self._event = np.zeros(0, dtype=bool)
@@ -244,6 +264,7 @@ class VectorLeg:
         self._matrix, self._live, self._event = (grown(self._matrix), grown(self._live),
                                                  grown(self._event))
         self._nonzero = grown(self._nonzero)
+        self._pos, self._row_at = grown(self._pos), grown(self._row_at)
         self._time, self._session = grown(self._time), grown(self._session)
 
     def _apply(self, docs: list[VecDoc], vectors: np.ndarray, deletes: list[str]) -> None:
@@ -255,12 +276,13 @@ class VectorLeg:
         self._grow(len(self._keys) + len(new))
         for d, v in zip(docs, vectors):
             row = self._rows.get(d.key)
-            if row is None:
+            if row is None:  # placed at the end: past the layout, position = row
                 row = self._rows[d.key] = len(self._keys)
                 self._keys.append(d.key)
+                self._pos[row] = self._row_at[row] = row
             elif row < self._ivf_n:  # its new vector may belong under another centroid
                 self._moved.add(row)
-            self._matrix[row] = v
+            self._matrix[self._pos[row]] = v
             self._live[row] = True
             self._nonzero[row] = bool(v.any())
             self._event[row] = d.key.startswith("e:")
