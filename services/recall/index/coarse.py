@@ -4,11 +4,15 @@ centroids nearest to it. Built from the vectors alone (never persisted: rebuilt 
 the leg is loaded or has doubled), deterministic for the same vectors: spherical
 k-means from evenly spaced starting rows, a fixed number of rounds.
 
-Why not an HNSW graph: building one for a million vectors took far longer than the
-rebuild budget on the shared two-core machines; assigning a million rows to 256
-centroids is one matrix product in chunks. The price is approximation: a neighbour
-filed under a centroid that is not probed is missed (scripts/benchmarks/recall.py
-measures the speed; the exact search below IVF_MIN rows is what tests compare with).
+Why not a library's index (measured on the 1M LSA vectors of `scripts/bench recall`,
+256 dimensions, one BLAS thread, 2026-12-01): hnswlib (M 16, ef_construction 100)
+added about 100k vectors per 37 s on both cores, several times the whole rebuild
+budget for a million; faiss's IndexIVFFlat with the same 256 lists and 8 probes built
+in 3.4 s and answered in 3.0 ms at recall@100 0.693 against exact search, this one
+in 2.6 s and 3.7 ms at 0.694: the same structure, for a dependency and a second copy
+of the vectors. The price is approximation: a neighbour filed under a centroid that
+is not probed is missed (the exact search below IVF_MIN rows is what tests compare
+with).
 """
 from __future__ import annotations
 
