@@ -266,3 +266,40 @@ def test_recall_10_a_hole_in_a_context_index_is_filled_from_its_own_feed(tmp_pat
             assert _found(indexer, word)
     finally:
         store.close()
+
+
+def test_recall_10_an_application_gives_way_to_a_rebuild_that_starts_meanwhile(tmp_path,
+                                                                             monkeypatch):
+    """The follower's long first application of a backlog stops (writing nothing) when a
+    rebuild of the context begins; the rebuild covers it and catches up after."""
+    import threading
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import IndexDirectory
+
+    store, _ = _store_with_events(tmp_path, 30)
+    try:
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
+        reading, rebuilding = threading.Event(), threading.Event()
+        real_doc = indexer_module.event_doc
+
+        def slow_doc(ev):
+            if ev.seq == 12:  # mid-backlog: a rebuild is asked for now
+                reading.set()
+                assert rebuilding.wait(10)
+            return real_doc(ev)
+        monkeypatch.setattr(indexer_module, "event_doc", slow_doc)
+        page = store.changes(0, context="c").changes
+        result = []
+        worker = threading.Thread(target=lambda: result.append(indexer.apply("c", page)))
+        worker.start()
+        assert reading.wait(10)
+        indexer._progress["c"] = {"running": True, "done": 0, "total": 0}  # as rebuild() sets
+        rebuilding.set()
+        worker.join(10)
+        assert result == [0] and indexer.position("c") == 0  # gave way, wrote nothing
+        indexer._progress["c"]["running"] = False
+        assert indexer.apply("c", page) == len(page) and _found(indexer, "n29")
+    finally:
+        store.close()

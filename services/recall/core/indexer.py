@@ -50,6 +50,7 @@ REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 EMBED_BATCH = 1000
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
 REFIT_GROWTH, REFIT_MIN = 2, 256
+SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
 
 
 def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
@@ -251,7 +252,10 @@ class Indexer:
         return bool(self._progress.get(context, {}).get("running"))
 
     def _apply_locked(self, context: str, fresh: list[Change]) -> int:
-        """apply() of changes past the index's position, its context lock held."""
+        """apply() of changes past the index's position, its context lock held. Given up
+        (0, nothing written) when a rebuild of the context starts meanwhile: a first
+        application can be long (a whole backlog read, tokenized, fitted on), and the
+        rebuild covers it."""
         idx = self.index(context)
         old_meta = idx.snapshot()[1]
         with self._tracer.start_as_current_span("recall.index_apply") as span, \
@@ -260,7 +264,9 @@ class Indexer:
             docs: dict[str, Doc] = {}
             deletes: list[str] = []
             texts: dict[str, str] = {}
-            for seq in sorted({s for c in fresh for s in c.events}):
+            for i, seq in enumerate(sorted({s for c in fresh for s in c.events})):
+                if i % SUPERSEDED_CHECK == 0 and self._rebuilding(context):
+                    return 0
                 with _skipping_damaged(context, event_key(seq)):
                     ev = m.event(seq)
                     if ev is None:  # a stray row a repair moved aside
@@ -277,6 +283,8 @@ class Indexer:
                         ev = m.event(changer) if changer is not None else None
                         docs[frame_key(fid)] = frame_doc(f, ev)
                         texts[frame_key(fid)] = frame_text(f)
+            if self._rebuilding(context):  # before the vector leg's fit and writes
+                return 0
             last = fresh[-1]
             meta = dict(old_meta, context=context, position=last.commit_seq)
             vectors = self._apply_vectors(context, idx, m, old_meta, docs, texts,
