@@ -442,6 +442,17 @@ class LmdbReader(Reader):
             if limit and n >= limit:
                 return
 
+    def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
+        keys.check_table(table)
+        pre = keys.encode_in(self._prefix, prefix)
+        cur = self._txn.cursor(db=self._store._dbs[table])
+        if not cur.set_range(pre):
+            return
+        for k, v in cur.iternext():
+            if not k.startswith(pre):
+                return
+            yield v
+
     def close(self) -> None:
         if self._txn is not None:
             self._txn.abort()

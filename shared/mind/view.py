@@ -61,6 +61,10 @@ class MindView:
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
         return self._reader.scan(table, prefix, after)
 
+    def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
+        """_scan's values only (the store need not decode keys nobody reads)."""
+        return self._reader.scan_values(table, prefix)
+
     # -- meta -------------------------------------------------------------------
     def meta(self) -> Optional[R.Meta]:
         if self._meta is None:
@@ -197,7 +201,7 @@ class MindView:
         return [k for k, _ in self._scan("relations")]
 
     def order(self) -> list[str]:
-        return [raw.decode() for _, raw in self._scan("order")]
+        return [raw.decode() for raw in self._scan_values("order")]
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))

@@ -15,6 +15,7 @@ from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Mater
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.render import frame_item
 from morphz.services.encoding.core.scope import Scope
+from morphz.services.encoding.core.snapshot import frame_input
 
 PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
@@ -83,13 +84,17 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []
     reveal = scope.reveal_secrets
-    for _, row in m.frame_rows_in_order():
-        f = cache.get(row, reveal) if cache is not None else None
+    rows = m.frame_rows_in_order()
+    # One lookup per frame (hot: every frame, every compile); None: no cache.
+    cached = cache.get_many([row for _, row in rows], reveal) if cache is not None \
+        else [None] * len(rows)
+    for (_, row), f in zip(rows, cached):
         if f is None:
             f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
             if f.state != R.RETIRING and cache is not None:  # see frame_cache.py
                 if f.state == R.ACTIVE:
                     f.rendered = frame_item(f)
+                f.frozen = frame_input(f)
                 cache.put(row, reveal, f)
         if f.state == R.RETIRED:
             continue
