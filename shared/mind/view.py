@@ -173,7 +173,8 @@ class MindView:
         rows = {k[0]: raw for k, raw in self._scan("frames")}
         order = [fid for fid in self.order() if fid in rows]
         placed = set(order)
-        order += sorted(fid for fid in rows if fid not in placed)
+        if len(placed) < len(rows):  # placed is a subset of rows: equal sizes, no others
+            order += sorted(fid for fid in rows if fid not in placed)
         return [(fid, rows[fid]) for fid in order]
 
     def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:

@@ -68,8 +68,13 @@ class Item:
     line: str = ""
 
     def __post_init__(self) -> None:
-        self.line = "(" + self.head + "".join([f" ({o} {t})" if t else f" ({o})"
-                                                for o, t in self.parts]) + ")"
+        parts = self.parts
+        if len(parts) == 1:  # most items: one runtime part
+            (o, t), = parts
+            self.line = f"({self.head} ({o} {t}))" if t else f"({self.head} ({o}))"
+        else:
+            self.line = "(" + self.head + "".join([f" ({o} {t})" if t else f" ({o})"
+                                                    for o, t in parts]) + ")"
         self.layout()
 
     def layout(self) -> None:
