@@ -317,7 +317,7 @@ class Rendered:
 def _region_text(name: str, lines: list[str]) -> str:
     if name == "evaluate":
         return lines[0]
-    return "(" + name + "".join("\n  " + ln for ln in lines) + ")"
+    return "(" + name + ("\n  " + "\n  ".join(lines) if lines else "") + ")"
 
 
 def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Rendered:
@@ -336,10 +336,14 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     kernel.append(Item("pressure", "context", marker, []))
     kernel[-1].line = marker  # a placeholder: replaced below, never laid out
     texts = [_region_text(n, [it.line for it in its]) for n, its in regions]
-    before, after = "\n".join(texts).split(marker)
-    fixed_bytes = len(before.encode()) + len(after.encode())
-    fixed_chars = len(before) + len(after)
-    fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
+    joined = "\n".join(texts)
+    fixed_chars = len(joined) - len(marker)
+    if joined.isascii():  # a flag str keeps: no need to encode the text to count it
+        fixed_bytes = fixed_ascii = fixed_chars
+    else:
+        before, after = joined.split(marker)
+        fixed_bytes = len(before.encode()) + len(after.encode())
+        fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
     guess, seen = (fixed_bytes, tokens_of(fixed_chars, fixed_ascii)), []
     for _ in range(8):
         line = pressure_item(pressure_of(*guess, m.budget, maintenance_permille)).line
@@ -398,4 +402,5 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
         pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "\n".join(texts)
-    return Rendered(text, region_ranges, items_out, p, len(text.encode()), rows)
+    nbytes = len(text) if text.isascii() else len(text.encode())
+    return Rendered(text, region_ranges, items_out, p, nbytes, rows)
