@@ -332,6 +332,8 @@ def _render_into(nodes: Iterable[object], out: list[str]) -> None:
 
 def render(node: Node) -> str:
     """Canonical single-line text for one node."""
+    if type(node) is str:  # the commonest node (a text, a time): no walk to set up
+        return '"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"'
     out: list[str] = []
     _render_into((node,), out)
     return "".join(out)

@@ -412,6 +412,13 @@ class LmdbReader(Reader):
             keys.check_table(table)
         return self._txn.get(keys.encode_in(self._prefix, key), db=db)
 
+    def get_many(self, table: str, wanted: list[Key]) -> list[Optional[bytes]]:
+        db = self._store._dbs.get(table)
+        if db is None and wanted:  # as get() of each: nothing asked, nothing checked
+            keys.check_table(table)
+        get, encode, prefix = self._txn.get, keys.encode_in, self._prefix
+        return [get(encode(prefix, k), db=db) for k in wanted]
+
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         keys.check_table(table)
@@ -433,14 +440,31 @@ class LmdbReader(Reader):
             if not ok:
                 return
             it = cur.iterprev()
-        skip = len(self._prefix)
+        skip, decode = len(self._prefix), keys.decode
+        if not limit:  # the common whole-prefix scan: no count to keep (once per row)
+            for k, v in it:
+                if not k.startswith(pre):
+                    return
+                yield decode(k, skip), v
+            return
         for k, v in it:
             if not k.startswith(pre):
                 return
-            yield keys.decode(k, skip), v
+            yield decode(k, skip), v
             n += 1
-            if limit and n >= limit:
+            if n >= limit:
                 return
+
+    def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
+        keys.check_table(table)
+        pre = keys.encode_in(self._prefix, prefix)
+        cur = self._txn.cursor(db=self._store._dbs[table])
+        if not cur.set_range(pre):
+            return
+        for k, v in cur.iternext():
+            if not k.startswith(pre):
+                return
+            yield v
 
     def close(self) -> None:
         if self._txn is not None:

@@ -7,7 +7,7 @@ rejected request leaves no trace.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
 from morphz.shared.mind import records as R
@@ -36,6 +36,9 @@ class MindState(MindView):
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
         """Rows of table under prefix (after `after`), overlay applied, in key order."""
         return overlay_scan(self._reader, self._overlay, table, prefix, after)
+
+    def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
+        return [raw for _, raw in self._scan(table, prefix)]
 
     def rows(self, table: str) -> dict[Key, bytes]:
         """Every row of a table (overlay applied): for audit and projection rebuilds."""

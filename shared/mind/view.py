@@ -61,6 +61,10 @@ class MindView:
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
         return self._reader.scan(table, prefix, after)
 
+    def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
+        """_scan's values only (the store need not decode keys nobody reads)."""
+        return self._reader.scan_values(table, prefix)
+
     # -- meta -------------------------------------------------------------------
     def meta(self) -> Optional[R.Meta]:
         if self._meta is None:
@@ -169,7 +173,8 @@ class MindView:
         rows = {k[0]: raw for k, raw in self._scan("frames")}
         order = [fid for fid in self.order() if fid in rows]
         placed = set(order)
-        order += sorted(fid for fid in rows if fid not in placed)
+        if len(placed) < len(rows):  # placed is a subset of rows: equal sizes, no others
+            order += sorted(fid for fid in rows if fid not in placed)
         return [(fid, rows[fid]) for fid in order]
 
     def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
@@ -197,7 +202,7 @@ class MindView:
         return [k for k, _ in self._scan("relations")]
 
     def order(self) -> list[str]:
-        return [raw.decode() for _, raw in self._scan("order")]
+        return [raw.decode() for raw in self._scan_values("order")]
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))

@@ -170,6 +170,12 @@ class Reader(abc.ABC):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
 
+    def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
+        """The values of scan(table, prefix), for a reader that has no use for the keys
+        (a store may skip decoding them)."""
+        for _, value in self.scan(table, prefix):
+            yield value
+
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
         """get() of each key, in order; a remote reader makes it one round trip."""
         return [self.get(table, k) for k in keys]

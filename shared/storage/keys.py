@@ -69,7 +69,9 @@ def encode_in(prefix: bytes, key: Key) -> bytes:
 
 
 def decode(raw: bytes, start: int = 0) -> Key:
-    """The key encoded in raw[start:] (`start`: past a context prefix a reader skips)."""
+    """The key encoded in raw[start:] (`start`: past a context prefix a reader skips).
+    bytes.decode() with no arguments is strict UTF-8, without looking the codec up by name
+    (this runs on every row a scan yields)."""
     i, n = start, len(raw)
     if i == n:
         return ()
@@ -80,9 +82,9 @@ def decode(raw: bytes, start: int = 0) -> Key:
     else:
         end = raw.index(0, i + 1)
         if end == n - 1:
-            return (raw[i + 1:end].decode("utf-8"),)
+            return (raw[i + 1:end].decode(),)
         if n - end == 10 and raw[end + 1] == 1:
-            return raw[i + 1:end].decode("utf-8"), int.from_bytes(raw[end + 2:], "big")
+            return raw[i + 1:end].decode(), int.from_bytes(raw[end + 2:], "big")
     parts: list = []
     while i < n:  # on every row a scan yields: byte indexing, no slices for the tag
         if raw[i] == 1:
@@ -90,7 +92,7 @@ def decode(raw: bytes, start: int = 0) -> Key:
             i += 9
         else:
             end = raw.index(0, i + 1)
-            parts.append(raw[i + 1:end].decode("utf-8"))
+            parts.append(raw[i + 1:end].decode())
             i = end + 1
     return tuple(parts)
 

@@ -32,6 +32,11 @@ class FrameCache:
     def get(self, row: bytes, reveal: bool) -> Optional[FrameIn]:
         return self._entries.get((row, reveal))
 
+    def get_many(self, rows: list[bytes], reveal: bool) -> list[Optional[FrameIn]]:
+        """get() of each row, in order."""
+        entries = self._entries
+        return [entries.get((row, reveal)) for row in rows]
+
     def put(self, row: bytes, reveal: bool, frame: FrameIn) -> None:
         cost = ENTRY_OVERHEAD + 4 * len(row)
         with self._lock:

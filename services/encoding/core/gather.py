@@ -15,6 +15,7 @@ from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Mater
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.render import frame_item
 from morphz.services.encoding.core.scope import Scope
+from morphz.services.encoding.core.snapshot import frame_input
 
 PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
@@ -83,28 +84,35 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []
     reveal = scope.reveal_secrets
-    for _, row in m.frame_rows_in_order():
-        f = cache.get(row, reveal) if cache is not None else None
+    rows = m.frame_rows_in_order()
+    # One lookup per frame (hot: every frame, every compile); None: no cache.
+    cached = cache.get_many([row for _, row in rows], reveal) if cache is not None \
+        else [None] * len(rows)
+    retired, narrowed, add = R.RETIRED, bool(scope.frames), rendered.append  # hot loop
+    for (_, row), f in zip(rows, cached):
         if f is None:
             f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
             if f.state != R.RETIRING and cache is not None:  # see frame_cache.py
                 if f.state == R.ACTIVE:
                     f.rendered = frame_item(f)
+                f.frozen = frame_input(f)
                 cache.put(row, reveal, f)
-        if f.state == R.RETIRED:
+        if f.state == retired:
             continue
-        if not scope.allows_frame(f.id):
+        if narrowed and not scope.allows_frame(f.id):  # a scope naming no frames allows all
             g.omit(f.id, "outside scope: frames")
             continue
-        rendered.append(f)
+        add(f)
     # One scan of the edge table beats a prefix scan per frame when frames are many.
-    shown = {f.id for f in rendered}
-    relations = [list(e) for e in m.relations() if e[0] in shown]
+    edges = m.relations()
+    shown = {f.id for f in rendered} if edges else set()
+    relations = [list(e) for e in edges if e[0] in shown]
     checkpoints = m.checkpoint_revisions()
     sessions = [{"id": s.id, "state": s.state, "level": s.level,
                  "waiting": len(m.waiting(s.id))} for s in m.sessions()]
 
-    present = {R.ref(o.seq) for o in observations} | {f.id for f in rendered}
+    present = ({R.ref(o.seq) for o in observations} | {f.id for f in rendered}) \
+        if must_read else set()
     for item in must_read:
         if item in present or item in g.missing:
             continue

@@ -44,6 +44,8 @@ class FrameIn:
     remaining_ticks: int = 0
     # Its item as render.frame_item makes it, when a FrameCache already made it.
     rendered: Optional[Any] = field(default=None, compare=False, repr=False)
+    # Its snapshot input record as snapshot.frame_input makes it, likewise.
+    frozen: Optional[dict] = field(default=None, compare=False, repr=False)
 
 
 @dataclass

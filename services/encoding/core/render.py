@@ -68,8 +68,13 @@ class Item:
     line: str = ""
 
     def __post_init__(self) -> None:
-        self.line = "(" + self.head + "".join(f" ({o} {t})" if t else f" ({o})"
-                                               for o, t in self.parts) + ")"
+        parts = self.parts
+        if len(parts) == 1:  # most items: one runtime part
+            (o, t), = parts
+            self.line = f"({self.head} ({o} {t}))" if t else f"({self.head} ({o}))"
+        else:
+            self.line = "(" + self.head + "".join([f" ({o} {t})" if t else f" ({o})"
+                                                    for o, t in parts]) + ")"
         self.layout()
 
     def layout(self) -> None:
@@ -86,7 +91,9 @@ class Item:
         self.rel_parts = rel
         f = self.fields = {**ITEM_DEFAULTS, **self.facts, "bytes": nbytes}
         # snapshot.ITEM_FIELDS from "bytes" on: what a stored row holds past the offsets.
-        self.template = None  # its structured item, offsets left out (render fills it)
+        # Its structured item, offsets left out, for items shown again and again
+        # (frame_item's): render copies it and fills the offsets in.
+        self.template = None
         self.row_fields = (nbytes, f["residency"], f["shown_bytes"], f["total_bytes"],
                            f["revision"], f["state"], f["remaining_ticks"], f["protected"])
 
@@ -177,9 +184,14 @@ def frame_item(f: FrameIn) -> Item:
     agent += "(sources" + "".join(" " + atom_text(x) for x in f.sources) + ")"
     # The body is the agent's canonical text, inserted byte for byte.
     agent += " (body" + (" " + f.body if f.body else "") + ")"
-    return Item("frame", f.id, "frame " + atom_text(f.id), [(RUNTIME, facts), (AGENT, agent)],
-                {"revision": f.revision, "state": f.state, "protected": f.protected,
-                 "remaining_ticks": f.remaining_ticks})
+    it = Item("frame", f.id, "frame " + atom_text(f.id), [(RUNTIME, facts), (AGENT, agent)],
+              {"revision": f.revision, "state": f.state, "protected": f.protected,
+               "remaining_ticks": f.remaining_ticks})
+    # Frames land in the mind region: render copies this for each compile that shows
+    # the item (a FrameCache keeps it between compiles).
+    it.template = {"region": "mind", "kind": it.kind, "key": it.key, "start": 0, "end": 0,
+                   "parts": None, **it.fields}
+    return it
 
 
 def mind(m: Material) -> list[Item]:
@@ -305,7 +317,7 @@ class Rendered:
 def _region_text(name: str, lines: list[str]) -> str:
     if name == "evaluate":
         return lines[0]
-    return "(" + name + "".join("\n  " + ln for ln in lines) + ")"
+    return "(" + name + ("\n  " + "\n  ".join(lines) if lines else "") + ")"
 
 
 def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Rendered:
@@ -324,10 +336,14 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     kernel.append(Item("pressure", "context", marker, []))
     kernel[-1].line = marker  # a placeholder: replaced below, never laid out
     texts = [_region_text(n, [it.line for it in its]) for n, its in regions]
-    before, after = "\n".join(texts).split(marker)
-    fixed_bytes = len(before.encode()) + len(after.encode())
-    fixed_chars = len(before) + len(after)
-    fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
+    joined = "\n".join(texts)
+    fixed_chars = len(joined) - len(marker)
+    if joined.isascii():  # a flag str keeps: no need to encode the text to count it
+        fixed_bytes = fixed_ascii = fixed_chars
+    else:
+        before, after = joined.split(marker)
+        fixed_bytes = len(before.encode()) + len(after.encode())
+        fixed_ascii = len(before.encode("ascii", "ignore")) + len(after.encode("ascii", "ignore"))
     guess, seen = (fixed_bytes, tokens_of(fixed_chars, fixed_ascii)), []
     for _ in range(8):
         line = pressure_item(pressure_of(*guess, m.budget, maintenance_permille)).line
@@ -348,6 +364,7 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
     region_ranges: list[dict] = []
     items_out: list[dict] = []
     rows: list[tuple] = []
+    add_item, add_row = items_out.append, rows.append
     pos = 0
     for i, (name, its) in enumerate(regions):
         if i:
@@ -373,15 +390,17 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
                 parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in rp]
                 flat = tuple(x for o, s, e in rp for x in (o, off + s, off + e))
             tpl = it.template
-            if tpl is None or tpl["region"] != name:
-                tpl = it.template = {"region": name, "kind": it.kind, "key": it.key,
-                                     "start": 0, "end": 0, "parts": None, **it.fields}
-            d = tpl.copy()  # a copy beats building the 14 keys anew
-            d["start"], d["end"], d["parts"] = off, cur, parts
-            items_out.append(d)
+            if tpl is not None and tpl["region"] == name:
+                d = tpl.copy()  # a copy beats building the 14 keys anew
+                d["start"], d["end"], d["parts"] = off, cur, parts
+            else:  # an item made for this compile only: no template to keep
+                d = {"region": name, "kind": it.kind, "key": it.key, "start": off,
+                     "end": cur, "parts": parts, **it.fields}
+            add_item(d)
             # Tuples: JSON arrays all the same, and the collector stops tracking them.
-            rows.append((name, it.kind, it.key, off, cur, *it.row_fields, flat))
+            add_row((name, it.kind, it.key, off, cur, *it.row_fields, flat))
         pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "\n".join(texts)
-    return Rendered(text, region_ranges, items_out, p, len(text.encode()), rows)
+    nbytes = len(text) if text.isascii() else len(text.encode())
+    return Rendered(text, region_ranges, items_out, p, nbytes, rows)

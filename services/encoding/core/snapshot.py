@@ -47,10 +47,7 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
                               "protected": o.protected, "freshness": o.freshness,
                               "root": o.root, **({"target": o.target} if o.target else {})}
                              for o in m.observations],
-            "frames": [{"id": f.id, "revision": f.revision, "state": f.state,
-                        "protected": f.protected, "retire_reason": f.retire_reason,
-                        "due_tick": f.due_tick, "remaining_ticks": f.remaining_ticks}
-                       for f in m.frames],
+            "frames": [f.frozen or frame_input(f) for f in m.frames],
             "relations": m.relations, "checkpoints": m.checkpoints, "sessions": m.sessions,
             "pending": m.pending, "calls": m.calls, "late_results": m.late_results},
         "selected": len(m.observations) + len(m.frames),
@@ -58,6 +55,14 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
         "regions": r.regions, "items": r.items, "pressure": r.pressure.view(),
         "bytes": r.bytes, "chars": len(r.text), "hash": text_hash(r.text),
     }
+
+
+def frame_input(f: FrameIn) -> dict:
+    """A frame as a snapshot's inputs record it (shared, never changed: a FrameCache
+    keeps it with the frame)."""
+    return {"id": f.id, "revision": f.revision, "state": f.state, "protected": f.protected,
+            "retire_reason": f.retire_reason, "due_tick": f.due_tick,
+            "remaining_ticks": f.remaining_ticks}
 
 
 # The bulky parts of a record travel as one JSON text: the stored record stays
