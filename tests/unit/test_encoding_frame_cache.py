@@ -55,7 +55,8 @@ def test_asm_03_a_warm_frame_cache_renders_the_bytes_a_cold_one_does(parts):
     store, tx = parts
     _commit(tx, " ".join(f'(create f{i} (goal "keep {i} ✓") (n {i}))' for i in range(40)))
     _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
-    warm, cold_ids = _engine(store, tx, "warm"), itertools.count()
+    cache = FrameCache()
+    warm, cold_ids = _engine(store, tx, "warm", cache), itertools.count()
     steps = ['(revise f1 (goal "changed"))', "(retire f2 f3)", "(protect f4)",
              "(relate f5 refines f6)", '(revise f1 (goal "changed again"))']
     for i, step in enumerate([""] + steps):
@@ -64,7 +65,10 @@ def test_asm_03_a_warm_frame_cache_renders_the_bytes_a_cold_one_does(parts):
         act = tx.activate("c", "s1", caller=CALLER)["id"]
         for reveal in (False, True, False):
             scope = {"reveal_secrets": True} if reveal else None
+            cached = len(cache)
             got, got_raw = _compile(warm, store, act, scope=scope)
+            if i or reveal:  # past the first compile the warm engine renders from its cache
+                assert cached >= 40
             # No cache: every frame decoded and rendered by the uncached path.
             want, want_raw = _compile(_engine(store, tx, "cold", None, cold_ids), store, act,
                                       scope=scope)
