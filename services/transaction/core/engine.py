@@ -30,6 +30,7 @@ from morphz.shared.mind import records as R
 from morphz.services.transaction.core import chain, rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
+from morphz.services.transaction.core.cycles import cycles_paused
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline
 from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan
@@ -51,6 +52,10 @@ from morphz.shared.telemetry import NO_TRACING
 log = logging.getLogger(__name__)
 MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
+# A transaction this big commits with the cycle collector paused (cycles.py): its parse
+# tree and records live until it ends, and collections in between only walk them again.
+BIG_TX_CHARS = 16 << 10
+BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
 
 
@@ -305,6 +310,12 @@ class TransactionCore:
             check_name(activation, "activation")
         if request_id:
             check_name(request_id, "request_id")
+        big = len(tx) >= BIG_TX_CHARS if isinstance(tx, str) else len(tx.ops) >= BIG_TX_OPS
+        with cycles_paused(big):
+            return self._commit(context, tx, session, request_id, activation, caller)
+
+    def _commit(self, context: str, tx: Union[str, Tx], session: str, request_id: str,
+                activation: str, caller: Caller) -> dict:
         with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
             if isinstance(tx, str):

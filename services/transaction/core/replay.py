@@ -2,11 +2,10 @@
 rebuild-projections (repair). Uses the live reducer, so both judge by the same rules."""
 from __future__ import annotations
 
-import functools
-import gc
-from typing import Any, Callable, Iterable, Iterator, Optional, TypeVar
+from typing import Any, Iterable, Iterator, Optional
 
 from morphz.services.transaction.core import chain
+from morphz.services.transaction.core.cycles import cycles_not_collected
 from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind import records as R
@@ -86,27 +85,7 @@ def _events(stored: list[tuple[int, bytes, Any]]) -> Iterator[tuple[R.Event, byt
         yield R.from_dict(R.Event, value), raw
 
 
-F = TypeVar("F", bound=Callable)
-
-
-def _cycles_not_collected(fn: F) -> F:
-    """Run fn with Python's cycle collector paused. A replay keeps every row and record it
-    makes until it ends and frees no cycles, so each collection in between only walks the
-    growing heap again (a quarter of the replay's time at 100,000 events). The collector
-    is on again after (unless it was off before), for every thread of the process."""
-    @functools.wraps(fn)
-    def paused(*args, **kwargs):
-        if not gc.isenabled():
-            return fn(*args, **kwargs)
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            gc.enable()
-    return paused  # type: ignore[return-value]
-
-
-@_cycles_not_collected
+@cycles_not_collected
 def audit_report(context: str, m: MindState) -> dict:
     """Each projection of `m` compared with a replay of its events (never repaired)."""
     stored = stored_events(m)
@@ -151,7 +130,7 @@ def orphans(m: MindState) -> list[tuple[str, tuple]]:
             for k in m.rows(t)]
 
 
-@_cycles_not_collected
+@cycles_not_collected
 def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
     """The writes that make every projection equal to a replay of the events, and the
     report. Stray rows past the history's end are moved aside first (quarantined: kept,
