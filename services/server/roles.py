@@ -34,6 +34,7 @@ from morphz.services.transaction.core.ownership import (SOLE_OWNER, Instance, Le
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.shared.coord.placement import Placement
 from morphz.shared.errors import MorphzError
+from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.faults import Faults
 from morphz.shared.telemetry import core_tracer
@@ -98,13 +99,15 @@ def _ownership(p: "ServiceProcess") -> Ownership:
     return owners
 
 
-def _storage_of(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
+def _storage_of(p: "ServiceProcess", watch: Callable[[grpc.Channel], None] = lambda ch: None
+                ) -> list[tuple[grpc.Channel, str]]:
     """p.store: the storage service at --storage, or (--etcd without it) every shard
     registered in etcd, each context routed to its own; the shards registered now are
-    the dependencies readiness waits for."""
+    the dependencies readiness waits for. `watch` is given each channel p.store uses."""
     c = p.config
     if c.storage:
         storage = p.channel(c.storage)
+        watch(storage)
         p.store = StorageClient(storage)
         return [(storage, STORAGE)]
     placement = _placement(p)
@@ -113,17 +116,34 @@ def _storage_of(p: "ServiceProcess") -> list[tuple[grpc.Channel, str]]:
         raise MorphzError("CONTEXT_INPUT_INVALID", "no storage shard is registered in etcd "
                           f"at {c.etcd}: start `serve storage --etcd ... --shard NAME` first",
                           field="etcd", role=p.role)
-    p.store = ShardedStore(placement, lambda address: StorageClient(p.channel(address)))
+    def client(address: str) -> StorageClient:
+        channel = p.channel(address)
+        watch(channel)
+        return StorageClient(channel)
+    p.store = ShardedStore(placement, client)
     p.shard_of = p.store.shard_of
     return [(p.channel(address), STORAGE) for _, address in sorted(shards.items())]
 
 
 def _transaction(p: "ServiceProcess") -> Built:
-    deps = _storage_of(p)
+    # The write path keeps the rows it reads and writes (owner_cache.py): a commit is
+    # then one round trip to storage, not one per row read. A storage connection that
+    # leaves READY may mean another store behind the address: the cache starts over.
+    caches: list[OwnerCache] = []
+
+    def forget_on_disconnect(channel: grpc.Channel) -> None:
+        def changed(state: grpc.ChannelConnectivity) -> None:
+            if state is not grpc.ChannelConnectivity.READY:
+                for cache in caches:
+                    cache.forget()
+        channel.subscribe(changed)
+    deps = _storage_of(p, forget_on_disconnect)
+    caches.append(OwnerCache(p.store))
     p.transactions = TransactionCore(p.store, faults=Faults.from_env(),
                                      rules_version=p.config.rules_version,
                                      tracer=core_tracer(p.tracer, "morphz.transaction"),
-                                     owners=_ownership(p), shard_of=p.shard_of)
+                                     owners=_ownership(p), shard_of=p.shard_of,
+                                     cache=caches[0])
     transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
         TransactionServicer(p.transactions), p.server)
 

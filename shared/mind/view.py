@@ -57,6 +57,12 @@ class MindView:
             for k, row in zip(want, self._reader.get_many(table, want)):
                 self._rows[(table, k)] = row
 
+    def forget_prefetched(self) -> None:
+        """Drop the rows read ahead and the events decoded (a long pass over a backlog
+        reads ahead a chunk at a time)."""
+        self._rows.clear()
+        self._events.clear()
+
     def _scan(self, table: str, prefix: Key = (),
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
         return self._reader.scan(table, prefix, after)

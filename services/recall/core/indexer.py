@@ -264,9 +264,15 @@ class Indexer:
             docs: dict[str, Doc] = {}
             deletes: list[str] = []
             texts: dict[str, str] = {}
-            for i, seq in enumerate(sorted({s for c in fresh for s in c.events})):
-                if i % SUPERSEDED_CHECK == 0 and self._rebuilding(context):
-                    return 0
+            seqs = sorted({s for c in fresh for s in c.events})
+            changed = list(frame_changers(fresh).items())
+            for i, seq in enumerate(seqs):
+                if i % SUPERSEDED_CHECK == 0:
+                    if self._rebuilding(context):
+                        return 0
+                    # A chunk's rows in one round trip where the store is remote.
+                    m.forget_prefetched()
+                    m.prefetch("events", [(s,) for s in seqs[i:i + SUPERSEDED_CHECK]])
                 with _skipping_damaged(context, event_key(seq)):
                     ev = m.event(seq)
                     if ev is None:  # a stray row a repair moved aside
@@ -274,7 +280,12 @@ class Indexer:
                     else:
                         docs[event_key(seq)] = event_doc(ev)
                         texts[event_key(seq)] = event_text(ev)
-            for fid, changer in frame_changers(fresh).items():
+            for i, (fid, changer) in enumerate(changed):
+                if i % SUPERSEDED_CHECK == 0:
+                    m.forget_prefetched()
+                    chunk = changed[i:i + SUPERSEDED_CHECK]
+                    m.prefetch("frames", [(f,) for f, _ in chunk])
+                    m.prefetch("events", [(e,) for _, e in chunk if e is not None])
                 with _skipping_damaged(context, frame_key(fid)):
                     f = m.frame(fid)
                     if f is None:  # gone (rolled back): drop it from the index too

@@ -26,6 +26,7 @@ from typing import Callable, Optional, Union
 from opentelemetry import trace
 
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
+from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.mind import records as R
 from morphz.services.transaction.core import chain, rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
@@ -77,8 +78,12 @@ class TransactionCore:
                  tracer: Optional[trace.Tracer] = None, faults: Faults = NO_FAULTS,
                  rules_version: int = rulebook.CURRENT,
                  owners: Ownership = SOLE_OWNER,
-                 shard_of: Callable[[str], str] = lambda context: "") -> None:
+                 shard_of: Callable[[str], str] = lambda context: "",
+                 cache: Optional[OwnerCache] = None) -> None:
         self._store = store
+        # The write path's rows over a remote store (owner_cache.py); only it reads there.
+        self._cache = cache
+        self._writes: Union[Store, OwnerCache] = cache or store
         self._owners = owners  # which contexts this instance may write, and their tokens
         self._shard_of = shard_of  # the storage shard a context is placed on ("": one store)
         # The rules new events are decided under (an older version only to reproduce old
@@ -103,36 +108,25 @@ class TransactionCore:
         The event is applied to the durable state plus this context's commits still in
         flight, submitted in order, and answered only once durable (see pipeline.py)."""
         pipe = self._pipeline(context)
+        checked = self._cache is None  # a refusal computed on cached rows is checked once
         for _ in range(_WRITE_ATTEMPTS):
             try:
                 with pipe.lock:
                     # First: a context this instance may not write is refused unread.
                     fence = self._owners.token(context)
-                    with self._store.reader(context) as durable, \
-                            self._tracer.start_as_current_span("mind.validate_apply") as span:
-                        span.set_attribute("morphz.context", context)
-                        reader = pipe.reader(durable)
-                        m = MindState(reader)
-                        ev = build(m)
-                        if isinstance(ev, dict):  # a replayed reply: answer once durable
-                            ticket = pipe.last_ticket()
-                        else:
-                            if isinstance(ev, RawWrite):  # a record outside the Mind
-                                reply, writes = ev.reply, ev.writes
-                            else:
-                                sees = Viewer(m, ev.session).sees_seq \
-                                    if ev.kind == R.CONTEXT_TX and ev.session else None
-                                chain.link(m, ev)
-                                reply = apply_event(m, ev, sees)
-                                writes = m.writes()
-                            _check_size(writes)
-                            self._faults.hit("after-token-before-submit")
-                            ticket = self._store.submit(context, reader.commit_seq, writes,
-                                                        fence=fence)
-                            pipe.push(reader.commit_seq + 1, writes, ticket)
+                    try:
+                        ev, reply, writes, ticket = self._submit(pipe, context, fence, build)
+                    except MorphzError:
+                        # Refused by the rules on cached rows: answer only what storage's
+                        # own rows refuse too (owner_cache.py).
+                        if checked:
+                            raise
+                        checked = True
+                        self._cache.forget(context)
+                        continue
                 if isinstance(ev, dict):
                     if ticket is not None:
-                        self._store.wait(ticket)
+                        self._writes.wait(ticket)
                     return ev
                 failed = True
                 try:
@@ -141,7 +135,7 @@ class TransactionCore:
                         if span.is_recording():  # sizes only: the values hold the texts
                             span.set_attribute("morphz.bytes", sum(
                                 len(w.value) for w in writes if w.value is not None))
-                        self._store.wait(ticket)
+                        self._writes.wait(ticket)
                     failed = False
                 except MorphzError as e:
                     if e.reason == "FENCED":  # a newer owner committed: ask etcd again
@@ -161,6 +155,35 @@ class TransactionCore:
                 continue
         raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
                           context=context)
+
+    def _submit(self, pipe: ContextPipeline, context: str, fence: int,
+                build: Callable[[MindState], Union[R.Event, dict]]) -> tuple:
+        """Under pipe.lock: compute `build`'s event on the durable rows plus the context's
+        commits in flight and submit its writes. (event, reply, writes, ticket); for a
+        replayed reply (event a dict) the ticket to wait for is the last one in flight."""
+        reads = self._cache.reader(context, fence) if self._cache else \
+            self._store.reader(context)
+        with reads as durable, \
+                self._tracer.start_as_current_span("mind.validate_apply") as span:
+            span.set_attribute("morphz.context", context)
+            reader = pipe.reader(durable)
+            m = MindState(reader)
+            ev = build(m)
+            if isinstance(ev, dict):
+                return ev, None, None, pipe.last_ticket()
+            if isinstance(ev, RawWrite):  # a record outside the Mind
+                reply, writes = ev.reply, ev.writes
+            else:
+                sees = Viewer(m, ev.session).sees_seq \
+                    if ev.kind == R.CONTEXT_TX and ev.session else None
+                chain.link(m, ev)
+                reply = apply_event(m, ev, sees)
+                writes = m.writes()
+            _check_size(writes)
+            self._faults.hit("after-token-before-submit")
+            ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence)
+            pipe.push(reader.commit_seq + 1, writes, ticket)
+            return ev, reply, writes, ticket
 
     def _event(self, m: MindState, context: str, kind: str, **fields) -> R.Event:
         meta = m.meta()

@@ -1,0 +1,159 @@
+"""DIST: the transaction write path's cache over a remote store (shared/storage/owner_cache.py).
+
+A TransactionCore over a real StorageClient (a storage service on loopback gRPC, RPCs
+counted by a client interceptor) with an OwnerCache, next to a second core over the same
+storage without one: the other writer the cache must never hide."""
+from __future__ import annotations
+
+import collections
+import threading
+
+import grpc
+import pytest
+
+from morphz.services.server.app import AllInOne, ServerConfig
+from morphz.services.storage.client import StorageClient
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as ME
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.state import MindState
+from morphz.shared.storage.api import Write
+from morphz.shared.storage.owner_cache import OwnerCache
+
+
+class _Count(grpc.UnaryUnaryClientInterceptor):
+    def __init__(self) -> None:
+        self.calls: collections.Counter = collections.Counter()
+
+    def intercept_unary_unary(self, continuation, details, request):
+        self.calls[details.method.rsplit("/", 1)[-1]] += 1
+        return continuation(details, request)
+
+
+@pytest.fixture
+def storage(tmp_path):
+    """(a StorageClient whose RPCs are counted, the counter) over a real storage service."""
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0")).start()
+    count = _Count()
+    channel = grpc.intercept_channel(
+        grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"), count)
+    yield StorageClient(channel, timeout=30), count
+    channel.close()
+    app.stop(grace=1)
+
+
+def tx(base: int, ops: str) -> str:
+    return f"(context-tx (base-version {base}) {ops})"
+
+
+def revise_all(base: int, frames: list[str], n: int) -> str:
+    return tx(base, " ".join(f"(revise {f} (v {n}))" for f in frames))
+
+
+def frame_body(store, ctx: str, fid: str) -> str:
+    with store.reader(ctx) as r:
+        return MindState(r).frame(fid).body
+
+
+def test_dist_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
+    client, count = storage
+    cache = OwnerCache(client)
+    core = TransactionCore(client, cache=cache)
+    core.create_context("c", caller=ME)
+    frames = [f"f{i}" for i in range(5)]
+    core.commit("c", tx(0, " ".join(f"(create {f} (v 0))" for f in frames)), caller=ME)
+    core.commit("c", revise_all(1, frames, 1), caller=ME)  # reads each frame's rows once
+    count.calls.clear()
+    for n in range(2, 22):
+        receipt = core.commit("c", revise_all(n, frames, n), caller=ME)
+    assert dict(count.calls) == {"Commit": 20}  # no Get, Scan or snapshot: all cached
+    assert receipt["revision"] == 22
+    # What the cache answered from is what the store holds.
+    with client.reader("c") as r:
+        assert cache.cached("c") == r.commit_seq
+    assert frame_body(client, "c", "f3") == "(v 21)"
+
+
+def test_dist_owner_cache_another_writers_commit_is_never_hidden(storage):
+    client, _ = storage
+    cache = OwnerCache(client)
+    owner, other = TransactionCore(client, cache=cache), TransactionCore(client)
+    owner.create_context("c", caller=ME)
+    owner.commit("c", tx(0, "(create f (x 1))"), caller=ME)        # revision 1
+    other.commit("c", tx(1, "(revise f (x 2))"), caller=ME)        # revision 2, unseen
+    stale = cache.cached("c")
+    r = owner.commit("c", tx(2, "(create h (of f))"), caller=ME)   # refused, then redone
+    assert r["revision"] == 3
+    assert frame_body(client, "c", "f") == "(x 2)"
+    with client.reader("c") as reader:
+        assert cache.cached("c") == reader.commit_seq > stale
+
+
+def test_dist_owner_cache_a_refusal_on_cached_rows_is_checked_against_the_store(storage):
+    client, _ = storage
+    cache = OwnerCache(client)
+    owner, other = TransactionCore(client, cache=cache), TransactionCore(client)
+    owner.create_context("c", caller=ME)
+    with pytest.raises(MorphzError) as info:
+        owner.commit("c", tx(0, "(revise g (x 1))"), caller=ME)
+    assert info.value.reason == "FRAME_NOT_FOUND"  # and g is cached as absent
+    other.commit("c", tx(0, "(create g (x 0))"), caller=ME)
+    r = owner.commit("c", tx(1, "(revise g (x 1))"), caller=ME)
+    assert r["results"][0]["outcome"] == "revised"
+    assert frame_body(client, "c", "g") == "(x 1)"
+
+
+def test_dist_owner_cache_pipelined_commits_of_one_context_stay_consistent(storage):
+    client, count = storage
+    cache = OwnerCache(client)
+    core = TransactionCore(client, cache=cache)
+    core.create_context("c", caller=ME)
+    threads, each = 8, 12
+    revisions: list[int] = []
+    errors: list[BaseException] = []
+
+    def writer(k: int) -> None:
+        try:
+            base = core.commit("c", tx(0, f"(create w{k}-0 (n 0))"), caller=ME)["revision"]
+            for n in range(1, each):  # based on its own last receipt: rebased by the core
+                r = core.commit("c", tx(base, f"(revise w{k}-0 (n {n})) "
+                                              f"(create w{k}-{n} (n {n}))"), caller=ME)
+                revisions.append(r["revision"])
+                base = r["revision"]
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=writer, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert errors == []
+    assert len(set(revisions)) == len(revisions) == threads * (each - 1)
+    assert core.audit("c", caller=ME)["match"]
+    for k in range(threads):
+        assert frame_body(client, "c", f"w{k}-0") == f"(n {each - 1})"
+    assert count.calls["Commit"] >= threads * each  # each commit went to the store
+
+
+def test_dist_owner_cache_starts_over_for_a_new_fencing_token_and_stays_bounded(tmp_path):
+    store = LmdbStore(str(tmp_path / "store"))
+    cache = OwnerCache(store, rows=8)
+    with cache.reader("c", fence=1) as r:
+        assert r.get("frames", ("a",)) is None
+    assert cache.cached("c") == 0
+    cache.wait(cache.submit("c", 0, [Write("frames", ("a",), b"A")], fence=1))
+    assert cache.cached("c") == 1
+    with cache.reader("c", fence=1) as r:
+        assert r.get("frames", ("a",)) == b"A"
+    with cache.reader("c", fence=2) as r:  # owned anew: nothing cached is trusted
+        assert cache.cached("c") is None
+        assert r.get("frames", ("a",)) == b"A"
+    # More rows than the bound: the context is dropped, then read from the store again.
+    cache.wait(cache.submit("c", 1, [Write("frames", (f"k{i}",), b"x") for i in range(9)],
+                            fence=2))
+    assert cache.cached("c") is None
+    with cache.reader("c", fence=2) as r:
+        assert r.commit_seq == 2 and r.get("frames", ("k8",)) == b"x"
+    store.close()
