@@ -59,6 +59,10 @@ class _Submission(Ticket):
         self.done = threading.Event()
 
 
+def _expected(sub: "_Submission") -> int:
+    return -1 if sub.expect is None else sub.expect
+
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
@@ -300,7 +304,10 @@ class LmdbStore(Store):
         with self._env.begin(write=True) as txn:
             seqs: dict[str, int] = {}
             fences: dict[str, int] = {}  # highest token per context, as this batch left it
-            for sub in batch:
+            # In the order of the versions they expect: a remote writer pipelines a
+            # context's commits over concurrent RPCs, which may arrive out of order.
+            # (Stable, and only commits of one context depend on each other's order.)
+            for sub in sorted(batch, key=_expected):
                 if sub.expect is None:  # a side record: shares the fsync, not the version
                     self._put_side(txn, sub)
                     continue

@@ -218,9 +218,10 @@ class Store(abc.ABC):
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> Ticket:
-        """Queue a commit; commits of one context apply in submission order. Stores that
-        batch concurrent commits (group commit) override this and `wait`; the default
-        commits at once."""
+        """Queue a commit; commits of one context apply in submission order (a store that
+        batches concurrent commits, group commit, applies a context's commits in one
+        batch by the versions they expect). Such stores override this and `wait`; the
+        default commits at once."""
         ticket = Ticket()
         try:
             ticket.result = self.commit(context, expect_commit_seq, writes, fence=fence)

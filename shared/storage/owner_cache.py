@@ -19,16 +19,17 @@ it wrote. Why that is safe:
 Only the write path reads through it: a reader answering a client must not be served
 from a cache that another instance's commits may have outdated.
 
-A context's cache is a chain of versions: a reader keeps the one it started on, and
-this writer's commits, once durable, make the next one from the rows they wrote (a
-commit that is durable implies every earlier one of the context is: each expects the
-version its predecessor made). A row the cache lacks is read from the store, whose
-version may be ahead of the reader's by this writer's commits still in flight: those
-the reader already sees through the pipeline's pending writes (pipeline.py), which
-cover every row they wrote, so the other rows read the same at either version; such a
-row is not kept, since it was not read at the cached version. Bounded: ROWS rows per
-context (a version that outgrows it is dropped and filled again), CONTEXTS contexts
-(the least recently used go).
+How a read stays consistent: the write path reads under its context's pipeline lock,
+through the pipeline's pending writes (pipeline.py), which cover every row written by
+this writer's commits still in flight. A commit becomes durable, and moves the cache on
+with the rows it wrote (a durable commit implies every earlier one of the context is:
+each expects the version its predecessor made), before the pipeline forgets it. So
+while a read goes on, the cache only takes in commits whose rows the read already sees
+through the pending writes, and a row the cache lacks can be read from the store at a
+later version than the cache's, as long as that version adds only such commits. A row
+read so is kept only if none of this writer's commits between the two versions wrote
+it (else the cache gets it from that commit). Bounded: ROWS rows per context (the
+oldest half go when it is full), CONTEXTS contexts (the least recently used go).
 """
 from __future__ import annotations
 
@@ -38,46 +39,64 @@ from typing import Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, StaleRead, Store, Ticket, Write
 
-ROWS = 4096       # rows (scanned rows included) a context's cache holds at most
+ROWS = 16384      # rows (scanned rows included) a context's cache holds at most
 SCAN_ROWS = 256   # a prefix scan longer than this is not kept
 CONTEXTS = 1024   # contexts cached at most
 
 _MISSING = object()
 
 
-class _Version:
-    """A context's rows as of `seq`: `rows` (None: known absent) and whole prefix scans,
-    filled by reads made at `seq`; the next version is a new object."""
+class _Context:
+    """A context's rows as of version `seq`: rows (None: known absent) and whole prefix
+    scans, and this writer's commits submitted on top of them, in submission order."""
 
-    def __init__(self, seq: int, rows: Optional[dict] = None,
-                 scans: Optional[dict] = None) -> None:
-        self.seq = seq
-        self.rows: dict[tuple[str, Key], Optional[bytes]] = rows if rows is not None else {}
-        self.scans: dict[tuple[str, Key], list[tuple[Key, bytes]]] = \
-            scans if scans is not None else {}
-        self.size = len(self.rows) + sum(len(s) for s in self.scans.values())
+    def __init__(self, context: str, seq: int, fence: int) -> None:
+        self.context, self.seq, self.fence = context, seq, fence
+        self.rows: dict[tuple[str, Key], Optional[bytes]] = {}
+        self.scans: dict[tuple[str, Key], list[tuple[Key, bytes]]] = {}
+        self.scan_lengths: dict[str, set[int]] = {}  # table -> prefix lengths scanned
+        self.scanned = 0  # rows held by scans
+        self.pending: list[tuple[int, list[Write], Ticket]] = []  # (expect, writes, ticket)
 
-    def after(self, writes: list[Write]) -> Optional["_Version"]:
-        """The next version: these writes over this one (None: start again from the
-        store)."""
-        rows = dict(self.rows)
+    def apply(self, writes: list[Write]) -> bool:
+        """Move to the next version: these rows written. False: cannot (start over)."""
         for w in writes:
             if w.quarantine:  # a repair moves rows aside: rare, read everything again
-                return None
-            rows[(w.table, w.key)] = w.value
-        # A scan is kept only if no written key falls under its prefix.
-        scans = {k: v for k, v in self.scans.items()
-                 if not any(w.table == k[0] and w.key[:len(k[1])] == k[1] for w in writes)}
-        return _Version(self.seq + 1, rows, scans)
+                return False
+            self.rows[(w.table, w.key)] = w.value
+            for n in self.scan_lengths.get(w.table, ()):
+                gone = self.scans.pop((w.table, w.key[:n]), None)
+                self.scanned -= len(gone) if gone is not None else 0
+        self.seq += 1
+        return True
 
+    def unwritten(self, seq: int, table: str, key: Optional[Key] = None,
+                  prefix: Optional[Key] = None) -> bool:
+        """Whether the row `key` (or every row under `prefix`) reads the same at `seq` as
+        at this version: `seq` is this version or later by pending commits of this writer
+        only, none of which wrote it."""
+        ahead = seq - self.seq
+        if ahead < 0 or ahead > len(self.pending):
+            return False
+        for _, writes, _ in self.pending[:ahead]:
+            for w in writes:
+                if w.table == table and (w.key == key if prefix is None
+                                         else w.key[:len(prefix)] == prefix):
+                    return False
+        return True
 
-class _Context:
-    def __init__(self, version: _Version, fence: int) -> None:
-        self.version = version
-        self.fence = fence
-        # This writer's commits not yet in `version`: [expect_commit_seq, writes, ticket],
-        # in submission order.
-        self.pending: list[list] = []
+    def size(self) -> int:
+        return len(self.rows) + self.scanned
+
+    def trim(self, limit: int) -> None:
+        """Past `limit`: drop the oldest half of the rows and every scan."""
+        if self.size() <= limit:
+            return
+        keep = list(self.rows.items())[len(self.rows) // 2:]
+        self.rows = dict(keep)
+        self.scans.clear()
+        self.scan_lengths.clear()
+        self.scanned = 0
 
 
 class OwnerCache:
@@ -99,7 +118,7 @@ class OwnerCache:
                 entry = None
             if entry is not None:
                 self._contexts.move_to_end(context)
-            return CachedReader(self, context, fence, entry.version if entry else None)
+            return CachedReader(self, context, fence, entry)
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> Ticket:
@@ -107,7 +126,7 @@ class OwnerCache:
         with self._lock:
             entry = self._contexts.get(context)
             if entry is not None:
-                entry.pending.append([expect_commit_seq, writes, ticket])
+                entry.pending.append((expect_commit_seq, writes, ticket))
                 self._submitted[id(ticket)] = context
         return ticket
 
@@ -130,7 +149,13 @@ class OwnerCache:
         """The version of the context the cache holds (None: nothing cached)."""
         with self._lock:
             entry = self._contexts.get(context)
-            return entry.version.seq if entry else None
+            return entry.seq if entry else None
+
+    def held(self, context: str) -> int:
+        """How many rows (scanned rows included) the context's cache holds."""
+        with self._lock:
+            entry = self._contexts.get(context)
+            return entry.size() if entry else 0
 
     # -- versions ----------------------------------------------------------------------
     def _settle(self, ticket: Ticket, ok: bool) -> None:
@@ -148,14 +173,12 @@ class OwnerCache:
                 self._drop(context)
                 return
             done, entry.pending = entry.pending[:upto + 1], entry.pending[upto + 1:]
-            version = entry.version
             for expect, writes, t in done:
                 self._submitted.pop(id(t), None)
-                version = version.after(writes) if version and expect == version.seq else None
-            if version is None or version.size > self._rows:
-                self._drop(context)
-            else:
-                entry.version = version
+                if expect != entry.seq or not entry.apply(writes):
+                    self._drop(context)
+                    return
+            entry.trim(self._rows)
 
     def _drop(self, context: str) -> None:
         """Forget a context's rows and its pending commits (lock held)."""
@@ -163,73 +186,88 @@ class OwnerCache:
         for p in entry.pending if entry else ():
             self._submitted.pop(id(p[2]), None)
 
-    def _start(self, context: str, fence: int, seq: int) -> _Version:
+    def _start(self, context: str, fence: int, seq: int) -> _Context:
         """A context's first version: the store's `seq`, read by a reader just now."""
-        version = _Version(seq)
+        entry = _Context(context, seq, fence)
         with self._lock:
             self._drop(context)
-            self._contexts[context] = _Context(version, fence)
+            self._contexts[context] = entry
             while len(self._contexts) > self._max_contexts:
                 self._drop(next(iter(self._contexts)))
-        return version
+        return entry
 
-    def _keep(self, version: _Version, n: int) -> bool:
-        """Whether `n` more rows fit in the version's cache (counted if they do)."""
-        if version.size + n > self._rows:
-            return False
-        version.size += n
-        return True
+    def _keep_row(self, entry: _Context, seq: int, table: str, key: Key,
+                  value: Optional[bytes]) -> None:
+        """Keep a row read from the store at version `seq`, if it reads the same at the
+        cache's version and the cache is still the context's."""
+        with self._lock:
+            if self._contexts.get(entry.context) is entry and \
+                    (table, key) not in entry.rows and entry.unwritten(seq, table, key):
+                entry.rows[(table, key)] = value
+                entry.trim(self._rows)
+
+    def _keep_scan(self, entry: _Context, seq: int, table: str, prefix: Key,
+                   rows: list[tuple[Key, bytes]]) -> None:
+        with self._lock:
+            if self._contexts.get(entry.context) is entry and \
+                    entry.unwritten(seq, table, prefix=prefix):
+                entry.scans[(table, prefix)] = rows
+                entry.scan_lengths.setdefault(table, set()).add(len(prefix))
+                entry.scanned += len(rows) + 1
+                entry.trim(self._rows)
 
 
 class CachedReader(Reader):
-    """A read of one context at one version: rows the cache holds come from it, others
-    from a reader of the store opened on the first miss."""
+    """A read of one context at the cache's version when it began: rows the cache holds
+    come from it, others from a reader of the store opened on the first miss."""
 
     def __init__(self, cache: OwnerCache, context: str, fence: int,
-                 version: Optional[_Version]) -> None:
+                 entry: Optional[_Context]) -> None:
         self._cache, self._context, self._fence = cache, context, fence
-        self._version = version
+        self._entry = entry
+        self._seq = entry.seq if entry is not None else None
         self._remote: Optional[Reader] = None
-        self._keeps = False  # the store's reader is at the cached version: keep its rows
+        self._remote_seq = -1
 
     @property
     def commit_seq(self) -> int:
-        return self._at().seq
-
-    def _at(self) -> _Version:
-        if self._version is None:
+        if self._seq is None:
             self._open()
-        return self._version
+        return self._seq
 
     def _open(self) -> Reader:
         if self._remote is None:
             self._remote = self._cache._store.reader(self._context)
-            seq = self._remote.commit_seq
-            if self._version is None:
-                self._version = self._cache._start(self._context, self._fence, seq)
-            elif seq < self._version.seq:  # the store went back: not the one cached
+            self._remote_seq = self._remote.commit_seq
+            if self._entry is None:
+                self._entry = self._cache._start(self._context, self._fence,
+                                                 self._remote_seq)
+                self._seq = self._remote_seq
+            elif self._remote_seq < self._seq:  # the store went back: not the one cached
                 self._cache.forget(self._context)
                 raise StaleRead(self._context)
-            self._keeps = seq == self._version.seq
         return self._remote
 
+    def _rows(self) -> dict:
+        if self._entry is None:
+            self._open()
+        return self._entry.rows
+
     def get(self, table: str, key: Key) -> Optional[bytes]:
-        v = self._at()
-        value = v.rows.get((table, key), _MISSING)
+        value = self._rows().get((table, key), _MISSING)
         if value is _MISSING:
             value = self._open().get(table, key)
-            if self._keeps and self._cache._keep(v, 1):
-                v.rows[(table, key)] = value
+            self._cache._keep_row(self._entry, self._remote_seq, table, key, value)
         return value
 
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
-        v = self._at()
-        out = [v.rows.get((table, k), _MISSING) for k in keys]
+        rows = self._rows()
+        out = [rows.get((table, k), _MISSING) for k in keys]
         missing = [k for k, x in zip(keys, out) if x is _MISSING]
         if missing:
             found = dict(zip(missing, self._open().get_many(table, missing)))
-            if self._keeps and self._cache._keep(v, len(found)):
-                v.rows.update(((table, k), x) for k, x in found.items())
+            for k, x in found.items():
+                self._cache._keep_row(self._entry, self._remote_seq, table, k, x)
             out = [found[k] if x is _MISSING else x for k, x in zip(keys, out)]
         return out
 
@@ -237,24 +275,16 @@ class CachedReader(Reader):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         if after is not None or limit:  # a part of a scan: the store's key order decides
             return self._open().scan(table, prefix, after, limit, reverse)
-        v = self._at()
-        rows = v.scans.get((table, prefix))
+        self._rows()
+        rows = self._entry.scans.get((table, prefix))
         if rows is None:
-            rows = self._scan_whole(v, table, prefix)
-            if rows is None:  # too long to keep: read it from the store
-                return self._open().scan(table, prefix, reverse=reverse)
+            rows = []
+            for row in self._open().scan(table, prefix):
+                rows.append(row)
+                if len(rows) > SCAN_ROWS:  # too long to keep: read it from the store
+                    return self._open().scan(table, prefix, reverse=reverse)
+            self._cache._keep_scan(self._entry, self._remote_seq, table, prefix, rows)
         return iter(rows[::-1] if reverse else rows)
-
-    def _scan_whole(self, v: _Version, table: str, prefix: Key
-                    ) -> Optional[list[tuple[Key, bytes]]]:
-        rows = []
-        for row in self._open().scan(table, prefix):
-            rows.append(row)
-            if len(rows) > SCAN_ROWS:
-                return None
-        if self._keeps and self._cache._keep(v, len(rows) + 1):
-            v.scans[(table, prefix)] = rows
-        return rows
 
     def close(self) -> None:
         if self._remote is not None:

@@ -640,3 +640,15 @@ def test_get_many_refuses_more_keys_than_its_limit(snap):
     err = _reason(snap.stub.GetMany, pb.GetManyRequest(context="c", table="frames", keys=keys))
     assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
     assert (err.details["limit"], err.details["max"]) == ("get_many_keys", MAX_GET_MANY_KEYS)
+
+
+def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_versions(tmp_path):
+    """Commits pipelined over concurrent RPCs may reach the store out of order: one write
+    transaction applies a context's queued commits by the version each expects."""
+    store = LmdbStore(str(tmp_path / "lmdb"))
+    second = store.submit("c", 1, [Write("frames", ("b",), b"B")])  # queued first
+    first = store.submit("c", 0, [Write("frames", ("a",), b"A")])
+    assert store.wait(second) == 2 and store.wait(first) == 1
+    assert store.stats["write_transactions"] == 1
+    assert read(store, "c", "frames", ("b",)) == b"B"
+    store.close()
