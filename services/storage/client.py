@@ -162,10 +162,11 @@ class _CommitCall(Ticket):
 
 
 class RemoteReader(Reader):
-    """One read snapshot in the storage service, opened on the first read and released
-    by close(): every get and scan page sees the snapshot's commit_seq. If its lease ran
-    out (idle past it, or reclaimed), a new snapshot at the same commit_seq continues
-    the read unchanged; a context that moved meanwhile is StaleRead: redo the read."""
+    """One read snapshot in the storage service, opened by the first read (or by asking
+    commit_seq first) and released by close(): every get and scan page sees the
+    snapshot's commit_seq. If its lease ran out (idle past it, or reclaimed), a new
+    snapshot at the same commit_seq continues the read unchanged; a context that moved
+    meanwhile is StaleRead: redo the read."""
 
     def __init__(self, client: StorageClient, context: str) -> None:
         self._c = client
@@ -190,7 +191,12 @@ class RemoteReader(Reader):
             raise StaleRead(self._context)
 
     def _read(self, method, request):
-        """One RPC in the snapshot (opened or renewed as needed)."""
+        """One RPC in the snapshot (opened with the first read, renewed as needed)."""
+        if self._seq is None:  # the first read opens the snapshot: one round trip
+            request.open_snapshot = True
+            r = call(method, request, timeout=self._c._timeout)
+            self._snapshot, self._seq = r.snapshot, r.commit_seq
+            return r
         if not self._snapshot:
             self._open()
         request.snapshot = self._snapshot

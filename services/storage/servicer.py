@@ -83,21 +83,30 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
 
     @contextmanager
     def _reader(self, request):
-        """The request's snapshot, or a reader of the latest version for this read only."""
+        """(reader, the snapshot opened for this request or ""): the request's snapshot, a
+        new one (open_snapshot), or a reader of the latest version for this read only."""
         check_name(request.context, "context")
         if request.snapshot:
             with self._snapshots.use(request.snapshot, request.context) as r:
-                yield r
+                yield r, ""
+        elif request.open_snapshot:
+            snap_id, _ = self._snapshots.open(request.context)
+            try:
+                with self._snapshots.use(snap_id, request.context) as r:
+                    yield r, snap_id
+            except BaseException:  # the read failed: nobody will use or close it
+                self._snapshots.close_snapshot(snap_id)
+                raise
         else:
             with self._store.reader(request.context) as r:
-                yield r
+                yield r, ""
 
     @rpc_boundary
     def Get(self, request, context):
-        with self._reader(request) as r:
+        with self._reader(request) as (r, opened):
             value = r.get(request.table, key_from_proto(request.key))
             return pb.GetResponse(found=value is not None, value=value or b"",
-                                  commit_seq=r.commit_seq)
+                                  commit_seq=r.commit_seq, snapshot=opened)
 
     @rpc_boundary
     def GetMany(self, request, context):
@@ -106,25 +115,25 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                               "per GetMany", field="keys",
                               **GET_MANY_KEYS.details(size=len(request.keys)))
         keys = [key_from_proto(k.parts) for k in request.keys]
-        with self._reader(request) as r:
+        with self._reader(request) as (r, opened):
             rows, size = [], 0
             for value in r.get_many(request.table, keys):
                 rows.append(pb.Found(found=value is not None, value=value or b""))
                 size += len(value or b"")
                 if size >= GET_MANY_BYTES:  # the rest in the next call
                     break
-            return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq)
+            return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq, snapshot=opened)
 
     @rpc_boundary
     def Scan(self, request, context):
         limit = min(request.limit or MAX_SCAN_ROWS, MAX_SCAN_ROWS)
         after = key_from_proto(request.after) if request.after else None
-        with self._reader(request) as r:
+        with self._reader(request) as (r, opened):
             rows = list(r.scan(request.table, key_from_proto(request.prefix), after, limit + 1,
                                request.reverse))
             return pb.ScanResponse(
                 rows=[pb.Row(key=key_to_proto(k), value=v) for k, v in rows[:limit]],
-                more=len(rows) > limit, commit_seq=r.commit_seq)
+                more=len(rows) > limit, commit_seq=r.commit_seq, snapshot=opened)
 
     @rpc_boundary
     def Commit(self, request, context):

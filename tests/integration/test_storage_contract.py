@@ -411,7 +411,7 @@ def snap(tmp_path):
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     yield SimpleNamespace(client=StorageClient(channel, timeout=10), store=lmdb_store,
-                          registry=registry, clock=clock, servicer=servicer,
+                          registry=registry, clock=clock, servicer=servicer, channel=channel,
                           stub=storage_pb2_grpc.StorageServiceStub(channel))
     channel.close()
     server.stop(None)
@@ -652,3 +652,34 @@ def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_
     assert store.stats["write_transactions"] == 1
     assert read(store, "c", "frames", ("b",)) == b"B"
     store.close()
+
+
+def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_round_trip(snap):
+    """No OpenSnapshot RPC: the first read opens the snapshot and reads in it, so a later
+    read of the same reader still sees that version; a first read that fails leaves no
+    snapshot open."""
+    from morphz.api.storage.v1 import storage_pb2 as pb
+
+    class Count(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation, details, request):
+            calls.append(details.method.rsplit("/", 1)[-1])
+            return continuation(details, request)
+    calls: list[str] = []
+    client = StorageClient(grpc.intercept_channel(snap.channel, Count()), timeout=10)
+    snap.store.commit("c", 0, [Write("frames", ("a",), b"A1")])
+    opened = snap.registry.__len__
+    with client.reader("c") as r:
+        assert r.get("frames", ("a",)) == b"A1" and r.commit_seq == 1
+        assert opened() == 1
+        snap.store.commit("c", 1, [Write("frames", ("a",), b"A2"), Write("frames", ("b",), b"B")])
+        assert r.get_many("frames", [("a",), ("b",)]) == [b"A1", None]  # still version 1
+        assert [k for k, _ in r.scan("frames")] == [("a",)]
+    assert calls == ["Get", "GetMany", "Scan", "CloseSnapshot"]
+    assert opened() == 0
+    with pytest.raises(grpc.RpcError):  # an unknown table: refused, nothing left open
+        snap.stub.Get(pb.GetRequest(context="c", table="nope", key=[], open_snapshot=True),
+                      timeout=10)
+    assert opened() == 0
+    reply = snap.stub.Scan(pb.ScanRequest(context="c", table="frames", open_snapshot=True),
+                           timeout=10)
+    assert reply.snapshot and reply.commit_seq == 2 and opened() == 1
