@@ -33,6 +33,8 @@ def page_from_proto(r: pb.WatchResponse) -> FeedPage:
 
 
 class StorageClient(Store):
+    watch_is_lazy = False  # a following Watch streams each page as it commits
+
     def __init__(self, channel: grpc.Channel, *, timeout: float = DEFAULT_TIMEOUT,
                  page_rows: int = PAGE_ROWS) -> None:
         self._stub = pb_grpc.StorageServiceStub(channel)

@@ -271,6 +271,11 @@ class Store(abc.ABC):
             else:
                 self.wait_changes(mark, idle)
 
+    # Whether watch() reads each page only when asked for it (as the loop above does), so
+    # a follower that asks later gets the commits made meanwhile in one page; a remote
+    # store's pages are pushed to it as they commit (StorageClient: False).
+    watch_is_lazy = True
+
     @abc.abstractmethod
     def feed_head(self) -> int:
         """The position of the latest change (0: none yet)."""

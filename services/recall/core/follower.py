@@ -10,7 +10,9 @@ takes long, and a rest capped lower would leave indexing most of the time. A lon
 ratio saved little more CPU (7.5 against 8.1 ms a commit over 64 contexts) for several
 times the lag under load. The position applied is saved beside the indexes after their
 commits; a restart resumes from it, and each context index skips the changes it already
-holds, so nothing is missed or indexed twice.
+holds, so nothing is missed or indexed twice. An in-process store's feed is read only
+when the applier asks for more (one page for all the commits made while it worked and
+rested, not a read per commit); a remote store streams its pages regardless.
 
 A position means something only in the feed of one store. It is saved with the store's
 identity; when the feed comes from another store (a restored backup gets a new identity,
@@ -53,6 +55,10 @@ class FeedFollower:
         self._applying = threading.Lock()  # one application, or one start-over, at a time
         self._stop = threading.Event()
         self._rewind = threading.Event()  # the applier asks the reader to reconnect
+        # Set while the applier waits for pages. A lazy feed (an in-process store) is asked
+        # for its next page only then, so the commits made while the applier worked and
+        # rested come as one page (one read) instead of a page per commit.
+        self._wanted = threading.Event()
         self._threads = [threading.Thread(target=self._read, name=f"recall-feed-read{feed}",
                                           daemon=True),
                          threading.Thread(target=self._apply_loop,
@@ -89,6 +95,8 @@ class FeedFollower:
                         break
                     reachable = True
                     self._put((epoch, page))
+                    if self._store.watch_is_lazy:
+                        self._until_wanted()
             except Exception:  # noqa: BLE001 - a remote store may be away for a while
                 if reachable:
                     _log.warning("cannot follow the change feed; will retry", exc_info=True)
@@ -117,6 +125,11 @@ class FeedFollower:
             self._position, self._head, self._store_id = 0, 0, store
             self._indexes.save_feed_position(0, store, self._feed)
 
+    def _until_wanted(self) -> None:
+        while not self._wanted.wait(0.2):
+            if self._stop.is_set() or self._rewind.is_set():
+                return
+
     def _put(self, item: tuple[int, FeedPage]) -> None:
         while not self._stop.is_set() and not self._rewind.is_set():
             try:
@@ -136,10 +149,12 @@ class FeedFollower:
     # -- applying ----------------------------------------------------------------------
     def _apply_loop(self) -> None:
         while not self._stop.is_set():
+            self._wanted.set()
             try:
                 first = self._pages.get(timeout=0.2)
             except queue.Empty:
                 continue
+            self._wanted.clear()
             items = [first] + self._drain()
             started = time.monotonic()
             with self._applying:
