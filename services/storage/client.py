@@ -44,6 +44,9 @@ class StorageClient(Store):
     def reader(self, context: str) -> "RemoteReader":
         return RemoteReader(self, context)
 
+    def latest(self, context: str) -> "RemoteReader":
+        return RemoteReader(self, context, snapshot=False)
+
     def contexts(self) -> list[str]:
         return list(call(self._stub.ListContexts, pb.ListContextsRequest(),
                          timeout=self._timeout).contexts)
@@ -168,18 +171,24 @@ class RemoteReader(Reader):
     commit_seq first) and released by close(): every get and scan page sees the
     snapshot's commit_seq. If its lease ran out (idle past it, or reclaimed), a new
     snapshot at the same commit_seq continues the read unchanged; a context that moved
-    meanwhile is StaleRead: redo the read."""
+    meanwhile is StaleRead: redo the read. With snapshot=False (Store.latest) it holds
+    none: each read sees the rows as they are then."""
 
-    def __init__(self, client: StorageClient, context: str) -> None:
+    def __init__(self, client: StorageClient, context: str, *, snapshot: bool = True) -> None:
         self._c = client
         self._context = context
         self._seq: Optional[int] = None
         self._snapshot = ""
+        self._holds = snapshot  # False (Store.latest): each read sees the latest rows
 
     @property
     def commit_seq(self) -> int:
+        """The snapshot's version (a reader of the latest rows: the last read's)."""
         if self._seq is None:
-            self._open()
+            if self._holds:
+                self._open()
+            else:
+                self.get("meta", ())
         return self._seq
 
     def _open(self) -> None:
@@ -194,6 +203,10 @@ class RemoteReader(Reader):
 
     def _read(self, method, request):
         """One RPC in the snapshot (opened with the first read, renewed as needed)."""
+        if not self._holds:
+            r = call(method, request, timeout=self._c._timeout)
+            self._seq = r.commit_seq  # the version this read saw
+            return r
         if self._seq is None:  # the first read opens the snapshot: one round trip
             request.open_snapshot = True
             r = call(method, request, timeout=self._c._timeout)

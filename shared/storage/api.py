@@ -207,6 +207,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def reader(self, context: str) -> Reader: ...
 
+    def latest(self, context: str) -> Reader:
+        """A reader whose every read sees the context's rows as they are then, holding no
+        snapshot, so its reads need not agree on one version: for a reader that wants each
+        row as it is now (recall indexing a change). By default the consistent reader."""
+        return self.reader(context)
+
     @abc.abstractmethod
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> int:

@@ -59,6 +59,9 @@ class ShardedStore(Store):
     def reader(self, context: str) -> Reader:
         return self._for(context).reader(context)
 
+    def latest(self, context: str) -> Reader:
+        return self._for(context).latest(context)
+
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0) -> int:
         return self._for(context, place=True).commit(context, expect_commit_seq, writes,

@@ -683,3 +683,22 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
     reply = snap.stub.Scan(pb.ScanRequest(context="c", table="frames", open_snapshot=True),
                            timeout=10)
     assert reply.snapshot and reply.commit_seq == 2 and opened() == 1
+
+
+def test_dist_05_a_latest_reader_holds_no_snapshot_and_sees_each_commit(snap):
+    """Store.latest over gRPC: no snapshot RPCs, and a read after a commit sees it."""
+    class Count(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation, details, request):
+            calls.append(details.method.rsplit("/", 1)[-1])
+            return continuation(details, request)
+    calls: list[str] = []
+    client = StorageClient(grpc.intercept_channel(snap.channel, Count()), timeout=10)
+    snap.store.commit("c", 0, [Write("frames", ("a",), b"A1")])
+    with client.latest("c") as r:
+        assert r.get("frames", ("a",)) == b"A1" and r.commit_seq == 1
+        snap.store.commit("c", 1, [Write("frames", ("a",), b"A2")])
+        assert r.get_many("frames", [("a",)]) == [b"A2"] and r.commit_seq == 2
+        assert snap.registry.__len__() == 0
+    assert calls == ["Get", "GetMany"]
+    with snap.store.latest("c") as r:  # an in-process store's is its consistent reader
+        assert r.get("frames", ("a",)) == b"A2"

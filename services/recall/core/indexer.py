@@ -258,8 +258,10 @@ class Indexer:
         rebuild covers it."""
         idx = self.index(context)
         old_meta = idx.snapshot()[1]
+        # Each row as it is now (no snapshot held): a frame read past these changes is
+        # what the index should hold anyway, and the later change indexes it again.
         with self._tracer.start_as_current_span("recall.index_apply") as span, \
-                self._store.reader(context) as reader:
+                self._store.latest(context) as reader:
             m = MindState(reader)
             docs: dict[str, Doc] = {}
             deletes: list[str] = []
@@ -321,12 +323,15 @@ class Indexer:
             return None
         if self._learned() and leg.count + len(docs) >= max(
                 REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
-            # Grown well past what its fit saw: fit again on everything, re-embed.
-            events = m.require_meta(context).next_seq
-            frames = list(m.frames())
-            times = self._frame_changers(context, m.commit_seq) if frames else {}
-            changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None else None)
-                          for f in frames]
+            # Grown well past what its fit saw: fit again on everything, re-embed, all
+            # of it read at one version.
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                events = m.require_meta(context).next_seq
+                frames = list(m.frames())
+                times = self._frame_changers(context, m.commit_seq) if frames else {}
+                changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
+                               else None) for f in frames]
             # Filled aside, in a log of its own, while searches keep using the old leg
             # whole; the tantivy commit below names the new log, whose leg is live now.
             refitted = VectorLeg(os.path.dirname(leg.dir), None)
