@@ -15,11 +15,16 @@ from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
 
 class CountingStore(LmdbStore):
+    """Counts the feed pages read; pages of PAGE changes at most."""
     pages = 0
+    PAGE = 500
 
     def changes(self, *args, **kwargs):
         self.pages += 1
         return super().changes(*args, **kwargs)
+
+    def watch(self, after, **kwargs):
+        return super().watch(after, **dict(kwargs, limit=self.PAGE))
 
 
 def until(check, bound: float = 30.0) -> None:
@@ -48,6 +53,30 @@ def test_recall_10_commits_made_while_the_follower_rests_are_read_as_one_page(tm
         assert store.pages - before <= 4  # a page per commit would be 40
         with store.reader("c") as r:
             assert indexer.position("c") == r.commit_seq  # every commit indexed
+    finally:
+        follower.stop()
+        store.close()
+
+
+def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
+    store = CountingStore(str(tmp_path / "store"))
+    store.PAGE = 10
+    tx = TransactionCore(store)
+    tx.create_context("c", caller=ME)
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    follower = FeedFollower(store, Indexer(store, indexes), indexes, rest_ratio=1e6,
+                            max_rest_seconds=0.5)
+    applied: list[int] = []
+    apply = follower.apply
+    follower.apply = lambda changes: (applied.append(len(changes)), apply(changes))[1]
+    follower.start()
+    try:
+        caught_up = lambda: follower.status()["feed_position"] == store.feed_head()  # noqa: E731
+        until(caught_up)
+        for i in range(40):  # four pages and more, within one rest
+            tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
+        until(caught_up)
+        assert max(applied) >= 30  # not one page (10) per application
     finally:
         follower.stop()
         store.close()

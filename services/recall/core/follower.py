@@ -95,7 +95,8 @@ class FeedFollower:
                         break
                     reachable = True
                     self._put((epoch, page))
-                    if self._store.watch_is_lazy:
+                    behind = bool(page.changes) and page.changes[-1].position < page.head
+                    if self._store.watch_is_lazy and not behind:  # read a backlog at once
                         self._until_wanted()
             except Exception:  # noqa: BLE001 - a remote store may be away for a while
                 if reachable:
