@@ -15,6 +15,8 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.storage.memory_store import MemoryStore
 
+from tests.rpc_count import counted
+
 
 @pytest.fixture(params=["lmdb", "memory", "grpc"])
 def store(request, tmp_path):
@@ -660,12 +662,8 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
     snapshot open."""
     from morphz.api.storage.v1 import storage_pb2 as pb
 
-    class Count(grpc.UnaryUnaryClientInterceptor):
-        def intercept_unary_unary(self, continuation, details, request):
-            calls.append(details.method.rsplit("/", 1)[-1])
-            return continuation(details, request)
-    calls: list[str] = []
-    client = StorageClient(grpc.intercept_channel(snap.channel, Count()), timeout=10)
+    channel, count = counted(snap.channel)
+    client = StorageClient(channel, timeout=10)
     snap.store.commit("c", 0, [Write("frames", ("a",), b"A1")])
     opened = snap.registry.__len__
     with client.reader("c") as r:
@@ -674,7 +672,7 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
         snap.store.commit("c", 1, [Write("frames", ("a",), b"A2"), Write("frames", ("b",), b"B")])
         assert r.get_many("frames", [("a",), ("b",)]) == [b"A1", None]  # still version 1
         assert [k for k, _ in r.scan("frames")] == [("a",)]
-    assert calls == ["Get", "GetMany", "Scan", "CloseSnapshot"]
+    assert count.methods() == ["Get", "GetMany", "Scan", "CloseSnapshot"]
     assert opened() == 0
     with pytest.raises(grpc.RpcError):  # an unknown table: refused, nothing left open
         snap.stub.Get(pb.GetRequest(context="c", table="nope", key=[], open_snapshot=True),
@@ -687,18 +685,14 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
 
 def test_dist_05_a_latest_reader_holds_no_snapshot_and_sees_each_commit(snap):
     """Store.latest over gRPC: no snapshot RPCs, and a read after a commit sees it."""
-    class Count(grpc.UnaryUnaryClientInterceptor):
-        def intercept_unary_unary(self, continuation, details, request):
-            calls.append(details.method.rsplit("/", 1)[-1])
-            return continuation(details, request)
-    calls: list[str] = []
-    client = StorageClient(grpc.intercept_channel(snap.channel, Count()), timeout=10)
+    channel, count = counted(snap.channel)
+    client = StorageClient(channel, timeout=10)
     snap.store.commit("c", 0, [Write("frames", ("a",), b"A1")])
     with client.latest("c") as r:
         assert r.get("frames", ("a",)) == b"A1" and r.commit_seq == 1
         snap.store.commit("c", 1, [Write("frames", ("a",), b"A2")])
         assert r.get_many("frames", [("a",)]) == [b"A2"] and r.commit_seq == 2
         assert snap.registry.__len__() == 0
-    assert calls == ["Get", "GetMany"]
+    assert count.methods() == ["Get", "GetMany"]
     with snap.store.latest("c") as r:  # an in-process store's is its consistent reader
         assert r.get("frames", ("a",)) == b"A2"
