@@ -33,6 +33,7 @@ oldest half go when it is full), CONTEXTS contexts (the least recently used go).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from typing import Iterator, Optional
@@ -219,7 +220,8 @@ class OwnerCache:
 
 class CachedReader(Reader):
     """A read of one context at the cache's version when it began: rows the cache holds
-    come from it, others from a reader of the store opened on the first miss."""
+    come from it, others from a reader of the store opened on the first miss (whose
+    first read opens its snapshot, so a miss costs no extra round trip)."""
 
     def __init__(self, cache: OwnerCache, context: str, fence: int,
                  entry: Optional[_Context]) -> None:
@@ -227,36 +229,44 @@ class CachedReader(Reader):
         self._entry = entry
         self._seq = entry.seq if entry is not None else None
         self._remote: Optional[Reader] = None
-        self._remote_seq = -1
+        self._remote_seq = -1  # the store reader's version, once known
 
     @property
     def commit_seq(self) -> int:
         if self._seq is None:
-            self._open()
+            self._store_reader()
         return self._seq
 
-    def _open(self) -> Reader:
+    def _store_reader(self) -> Reader:
         if self._remote is None:
             self._remote = self._cache._store.reader(self._context)
-            self._remote_seq = self._remote.commit_seq
-            if self._entry is None:
-                self._entry = self._cache._start(self._context, self._fence,
-                                                 self._remote_seq)
-                self._seq = self._remote_seq
-            elif self._remote_seq < self._seq:  # the store went back: not the one cached
-                self._cache.forget(self._context)
-                raise StaleRead(self._context)
+            if self._entry is None:  # nothing cached: the version is the store's
+                self._learn()
         return self._remote
+
+    def _learn(self) -> None:
+        """Take in the store reader's version (known once it has read): the first
+        version of an uncached context, or a check that the store did not go back."""
+        if self._remote_seq >= 0:
+            return
+        self._remote_seq = seq = self._remote.commit_seq
+        if self._entry is None:
+            self._entry = self._cache._start(self._context, self._fence, seq)
+            self._seq = seq
+        elif seq < self._seq:  # the store went back: not the one cached
+            self._cache.forget(self._context)
+            raise StaleRead(self._context)
 
     def _rows(self) -> dict:
         if self._entry is None:
-            self._open()
+            self._store_reader()
         return self._entry.rows
 
     def get(self, table: str, key: Key) -> Optional[bytes]:
         value = self._rows().get((table, key), _MISSING)
         if value is _MISSING:
-            value = self._open().get(table, key)
+            value = self._store_reader().get(table, key)
+            self._learn()
             self._cache._keep_row(self._entry, self._remote_seq, table, key, value)
         return value
 
@@ -265,7 +275,8 @@ class CachedReader(Reader):
         out = [rows.get((table, k), _MISSING) for k in keys]
         missing = [k for k, x in zip(keys, out) if x is _MISSING]
         if missing:
-            found = dict(zip(missing, self._open().get_many(table, missing)))
+            found = dict(zip(missing, self._store_reader().get_many(table, missing)))
+            self._learn()
             for k, x in found.items():
                 self._cache._keep_row(self._entry, self._remote_seq, table, k, x)
             out = [found[k] if x is _MISSING else x for k, x in zip(keys, out)]
@@ -273,18 +284,17 @@ class CachedReader(Reader):
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
-        if after is not None or limit:  # a part of a scan: the store's key order decides
-            return self._open().scan(table, prefix, after, limit, reverse)
         self._rows()
         rows = self._entry.scans.get((table, prefix))
-        if rows is None:
-            rows = []
-            for row in self._open().scan(table, prefix):
-                rows.append(row)
-                if len(rows) > SCAN_ROWS:  # too long to keep: read it from the store
-                    return self._open().scan(table, prefix, reverse=reverse)
-            self._cache._keep_scan(self._entry, self._remote_seq, table, prefix, rows)
-        return iter(rows[::-1] if reverse else rows)
+        if rows is not None and after is None and not limit:
+            return iter(rows[::-1] if reverse else rows)
+        found = self._store_reader().scan(table, prefix, after, limit, reverse)
+        rows = list(itertools.islice(found, SCAN_ROWS + 1))  # the first page is read
+        self._learn()
+        if after is not None or limit or reverse or len(rows) > SCAN_ROWS:
+            return itertools.chain(rows, found)  # a part, or too long: not kept
+        self._cache._keep_scan(self._entry, self._remote_seq, table, prefix, rows)
+        return iter(rows)
 
     def close(self) -> None:
         if self._remote is not None:

@@ -1,11 +1,10 @@
-"""DIST: the transaction write path's cache over a remote store (shared/storage/owner_cache.py).
+"""DIST-05 (and DIST-03 for a new owner): the transaction write path's cache over a remote store (shared/storage/owner_cache.py).
 
 A TransactionCore over a real StorageClient (a storage service on loopback gRPC, RPCs
 counted by a client interceptor) with an OwnerCache, next to a second core over the same
 storage without one: the other writer the cache must never hide."""
 from __future__ import annotations
 
-import collections
 import threading
 
 import grpc
@@ -21,14 +20,7 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Write
 from morphz.shared.storage.owner_cache import OwnerCache
 
-
-class _Count(grpc.UnaryUnaryClientInterceptor):
-    def __init__(self) -> None:
-        self.calls: collections.Counter = collections.Counter()
-
-    def intercept_unary_unary(self, continuation, details, request):
-        self.calls[details.method.rsplit("/", 1)[-1]] += 1
-        return continuation(details, request)
+from tests.rpc_count import counted
 
 
 @pytest.fixture
@@ -36,9 +28,7 @@ def storage(tmp_path):
     """(a StorageClient whose RPCs are counted, the counter) over a real storage service."""
     app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
                                 storage_listen="127.0.0.1:0")).start()
-    count = _Count()
-    channel = grpc.intercept_channel(
-        grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"), count)
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
     yield StorageClient(channel, timeout=30), count
     channel.close()
     app.stop(grace=1)
@@ -57,7 +47,7 @@ def frame_body(store, ctx: str, fid: str) -> str:
         return MindState(r).frame(fid).body
 
 
-def test_dist_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
+def test_dist_05_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
     client, count = storage
     cache = OwnerCache(client)
     core = TransactionCore(client, cache=cache)
@@ -68,7 +58,7 @@ def test_dist_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
     count.calls.clear()
     for n in range(2, 22):
         receipt = core.commit("c", revise_all(n, frames, n), caller=ME)
-    assert dict(count.calls) == {"Commit": 20}  # no Get, Scan or snapshot: all cached
+    assert count.calls == ["Commit"] * 20  # no Get, Scan or snapshot: all cached
     assert receipt["revision"] == 22
     # What the cache answered from is what the store holds.
     with client.reader("c") as r:
@@ -76,7 +66,7 @@ def test_dist_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
     assert frame_body(client, "c", "f3") == "(v 21)"
 
 
-def test_dist_owner_cache_another_writers_commit_is_never_hidden(storage):
+def test_dist_05_owner_cache_another_writers_commit_is_never_hidden(storage):
     client, _ = storage
     cache = OwnerCache(client)
     owner, other = TransactionCore(client, cache=cache), TransactionCore(client)
@@ -87,11 +77,13 @@ def test_dist_owner_cache_another_writers_commit_is_never_hidden(storage):
     r = owner.commit("c", tx(2, "(create h (of f))"), caller=ME)   # refused, then redone
     assert r["revision"] == 3
     assert frame_body(client, "c", "f") == "(x 2)"
-    with client.reader("c") as reader:
-        assert cache.cached("c") == reader.commit_seq > stale
+    assert cache.cached("c") is None  # the stale rows are gone...
+    owner.commit("c", tx(3, "(revise h (of f) (seen))"), caller=ME)
+    with client.reader("c") as reader:  # ...and what is read again is in step
+        assert cache.cached("c") == reader.commit_seq == stale + 3
 
 
-def test_dist_owner_cache_a_refusal_on_cached_rows_is_checked_against_the_store(storage):
+def test_dist_05_owner_cache_a_refusal_on_cached_rows_is_checked_against_the_store(storage):
     client, _ = storage
     cache = OwnerCache(client)
     owner, other = TransactionCore(client, cache=cache), TransactionCore(client)
@@ -105,7 +97,7 @@ def test_dist_owner_cache_a_refusal_on_cached_rows_is_checked_against_the_store(
     assert frame_body(client, "c", "g") == "(x 1)"
 
 
-def test_dist_owner_cache_pipelined_commits_of_one_context_stay_consistent(storage):
+def test_dist_05_owner_cache_pipelined_commits_of_one_context_stay_consistent(storage):
     client, count = storage
     cache = OwnerCache(client)
     core = TransactionCore(client, cache=cache)
@@ -134,10 +126,10 @@ def test_dist_owner_cache_pipelined_commits_of_one_context_stay_consistent(stora
     assert core.audit("c", caller=ME)["match"]
     for k in range(threads):
         assert frame_body(client, "c", f"w{k}-0") == f"(n {each - 1})"
-    assert count.calls["Commit"] >= threads * each  # each commit went to the store
+    assert count.methods().count("Commit") >= threads * each  # each commit went to the store
 
 
-def test_dist_owner_cache_starts_over_for_a_new_fencing_token_and_stays_bounded(tmp_path):
+def test_dist_03_owner_cache_starts_over_for_a_new_fencing_token_and_stays_bounded(tmp_path):
     store = LmdbStore(str(tmp_path / "store"))
     cache = OwnerCache(store, rows=8)
     with cache.reader("c", fence=1) as r:
@@ -160,3 +152,32 @@ def test_dist_owner_cache_starts_over_for_a_new_fencing_token_and_stays_bounded(
         assert r.get("frames", ("a",)) == b"A"
     assert cache.held("c") <= 8
     store.close()
+
+
+def test_dist_05_owner_cache_a_refusal_the_store_confirms_keeps_the_cache(storage):
+    client, count = storage
+    cache = OwnerCache(client)
+    core = TransactionCore(client, cache=cache)
+    core.create_context("c", caller=ME)
+    core.commit("c", tx(0, "(create f (x 1))"), caller=ME)
+    core.commit("c", tx(1, "(revise f (x 2))"), caller=ME)  # f's rows cached
+    with pytest.raises(MorphzError) as info:  # refused on the cache, then on the store
+        core.commit("c", tx(2, "(create f (x 3))"), caller=ME)
+    assert info.value.reason == "FRAME_EXISTS"
+    assert cache.cached("c") == 3  # kept: the store's rows said the same
+    count.calls.clear()
+    assert core.commit("c", tx(2, "(revise f (x 3))"), caller=ME)["revision"] == 3
+    assert count.calls == ["Commit"]
+
+
+def test_dist_05_owner_cache_a_scan_too_long_to_keep_is_read_once(storage):
+    client, count = storage
+    client.commit("c", 0, [Write("relations", ("s", "n", f"o{i:03}"), b"") for i in range(300)])
+    cache = OwnerCache(client)
+    with cache.reader("c") as r:  # the context's first version: one row kept
+        assert r.get("meta", ()) is None
+    count.calls.clear()
+    with cache.reader("c") as r:  # a miss opens its snapshot with its first read
+        assert len(list(r.scan("relations", ("s",)))) == 300
+    assert count.methods() == ["Scan", "CloseSnapshot"]  # one pass, not kept
+    assert cache.held("c") == 1

@@ -108,21 +108,22 @@ class TransactionCore:
         The event is applied to the durable state plus this context's commits still in
         flight, submitted in order, and answered only once durable (see pipeline.py)."""
         pipe = self._pipeline(context)
-        checked = self._cache is None  # a refusal computed on cached rows is checked once
+        cached = self._cache is not None  # False: read from storage itself
         for _ in range(_WRITE_ATTEMPTS):
             try:
                 with pipe.lock:
                     # First: a context this instance may not write is refused unread.
                     fence = self._owners.token(context)
                     try:
-                        ev, reply, writes, ticket = self._submit(pipe, context, fence, build)
+                        ev, reply, writes, ticket = self._submit(pipe, context, fence, build,
+                                                                 cached)
                     except MorphzError:
                         # Refused by the rules on cached rows: answer only what storage's
-                        # own rows refuse too (owner_cache.py).
-                        if checked:
+                        # own rows refuse too (owner_cache.py). The cache stays: if the
+                        # store's rows pass, the commit made on them outdates it.
+                        if not cached:
                             raise
-                        checked = True
-                        self._cache.forget(context)
+                        cached = False
                         continue
                 if isinstance(ev, dict):
                     if ticket is not None:
@@ -157,12 +158,12 @@ class TransactionCore:
                           context=context)
 
     def _submit(self, pipe: ContextPipeline, context: str, fence: int,
-                build: Callable[[MindState], Union[R.Event, dict]]) -> tuple:
-        """Under pipe.lock: compute `build`'s event on the durable rows plus the context's
-        commits in flight and submit its writes. (event, reply, writes, ticket); for a
-        replayed reply (event a dict) the ticket to wait for is the last one in flight."""
-        reads = self._cache.reader(context, fence) if self._cache else \
-            self._store.reader(context)
+                build: Callable[[MindState], Union[R.Event, dict]], cached: bool) -> tuple:
+        """Under pipe.lock: compute `build`'s event on the durable rows (the cache's, or
+        with `cached` False storage's) plus the context's commits in flight and submit
+        its writes. (event, reply, writes, ticket); for a replayed reply (event a dict)
+        the ticket to wait for is the last one in flight."""
+        reads = self._cache.reader(context, fence) if cached else self._store.reader(context)
         with reads as durable, \
                 self._tracer.start_as_current_span("mind.validate_apply") as span:
             span.set_attribute("morphz.context", context)
