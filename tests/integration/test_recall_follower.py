@@ -80,3 +80,33 @@ def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
     finally:
         follower.stop()
         store.close()
+
+
+def test_dist_05_indexing_a_commit_reads_its_events_and_frames_once_each(tmp_path):
+    """Over the storage service: one GetMany per table, no snapshot held."""
+    import grpc
+
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import StorageClient
+    from tests.rpc_count import counted
+
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0")).start()
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
+    try:
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        tx.commit("c", "(context-tx (base-version 0) (create f (x 1)) (create g (y 2)))",
+                  caller=ME)
+        client = StorageClient(channel, timeout=30)
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        feed = client.changes(0, context="c").changes
+        count.calls.clear()
+        indexer.apply("c", feed)
+        assert sorted(c for c in count.calls if c.startswith("GetMany")) == \
+            ["GetMany:events", "GetMany:frames"]
+        assert "OpenSnapshot" not in count.calls and "CloseSnapshot" not in count.calls
+        assert indexer.position("c") == 2
+    finally:
+        channel.close()
+        app.stop(grace=1)

@@ -272,8 +272,10 @@ class Indexer:
                 if i % SUPERSEDED_CHECK == 0:
                     if self._rebuilding(context):
                         return 0
-                    # A chunk's rows in one round trip where the store is remote.
-                    m.forget_prefetched()
+                    # A chunk's rows in one round trip where the store is remote (the
+                    # last chunk's events stay for the frames' times below).
+                    if i:
+                        m.forget_prefetched()
                     m.prefetch("events", [(s,) for s in seqs[i:i + SUPERSEDED_CHECK]])
                 with _skipping_damaged(context, event_key(seq)):
                     ev = m.event(seq)
@@ -284,7 +286,8 @@ class Indexer:
                         texts[event_key(seq)] = event_text(ev)
             for i, (fid, changer) in enumerate(changed):
                 if i % SUPERSEDED_CHECK == 0:
-                    m.forget_prefetched()
+                    if i:
+                        m.forget_prefetched()
                     chunk = changed[i:i + SUPERSEDED_CHECK]
                     m.prefetch("frames", [(f,) for f, _ in chunk])
                     m.prefetch("events", [(e,) for _, e in chunk if e is not None])
