@@ -205,6 +205,13 @@ class MindState(MindView):
     def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
         self._put("boundaries", (boundary,), R.stamp_bytes(revision, tick))
 
+    def set_boundaries(self, boundaries: Iterable[str], revision: int) -> None:
+        """set_boundary(b, revision) of each: one stamp for all (a transaction of n ops
+        stamps some 3n boundaries)."""
+        stamp, put = R.stamp_bytes(revision), self._put
+        for boundary in boundaries:
+            put("boundaries", (boundary,), stamp)
+
     def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                            Optional[bytes]]]]:
         """Per table of `tables`: (key, before, after) of each row this view wrote whose

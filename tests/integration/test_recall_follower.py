@@ -110,3 +110,24 @@ def test_dist_05_indexing_a_commit_reads_its_events_and_frames_once_each(tmp_pat
     finally:
         channel.close()
         app.stop(grace=1)
+
+
+def test_recall_10_the_feed_lag_counts_commits_made_while_the_follower_rests(tmp_path):
+    """A lazy (in-process) feed is not read during a rest; its lag still shows the commits
+    waiting there, so `feed_lag == 0` means they are indexed."""
+    store = LmdbStore(str(tmp_path / "store"))
+    tx = TransactionCore(store)
+    tx.create_context("c", caller=ME)
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    follower = FeedFollower(store, Indexer(store, indexes), indexes, rest_ratio=1e6,
+                            max_rest_seconds=30.0).start()
+    try:
+        until(lambda: follower.status()["feed_position"] == store.feed_head())
+        for i in range(3):  # the follower rests 30 s after the application above
+            tx.append_event("c", "s1", "user-message", f"note {i}", caller=ME)
+        status = follower.status()
+        assert status["feed_head"] == store.feed_head()
+        assert status["feed_lag"] == store.feed_head() - status["feed_position"] >= 3
+    finally:
+        follower.stop()
+        store.close()

@@ -75,8 +75,16 @@ class FeedFollower:
             t.join(timeout)
 
     def status(self) -> dict:
-        """This replica's place in the feed: applied position, the head it last heard of."""
+        """This replica's place in the feed: applied position, and the head: a lazy feed's
+        store is asked (it is in process; the follower hears of nothing while it rests, so
+        the head it last read would say caught up with commits waiting), a streaming
+        feed's is the head its last page named."""
         head = max(self._head, self._position)
+        if self._store.watch_is_lazy:
+            try:
+                head = max(head, self._store.feed_head())
+            except Exception:  # noqa: BLE001 - a closed store: what was last heard of
+                _log.debug("feed head unavailable", exc_info=True)
         return {"feed_position": self._position, "feed_head": head,
                 "feed_lag": head - self._position}
 

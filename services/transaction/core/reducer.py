@@ -129,8 +129,7 @@ def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] =
     stamped |= {f"life:{fid}" for fid in run.superseded}
     if rules.stamp_actual_changes:
         stamped |= changed_boundaries(m, frozenset(stamped))
-    for boundary in stamped:
-        m.set_boundary(boundary, meta.revision)
+    m.set_boundaries(stamped, meta.revision)
     return {
         "revision": meta.revision,
         "base_version": tx.base_version,
