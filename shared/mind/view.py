@@ -116,13 +116,13 @@ class MindView:
 
     def event_dicts(self, seqs: Iterable[int]) -> dict[int, dict]:
         """The stored events of these seqs as plain dicts (hot paths that need a few fields
-        of many events), decoded in one json.loads; missing ones are left out."""
+        of many events), decoded at once; missing ones are left out."""
         keys = [(seq,) for seq in seqs]
         self.prefetch("events", keys)
         found = [(seq, raw) for (seq,) in keys if (raw := self._get("events", (seq,))) is not None]
         if not found:
             return {}
-        parsed = json.loads((b"[" + b",".join([raw for _, raw in found]) + b"]").decode())
+        parsed = R.decode_json(b"[" + b",".join([raw for _, raw in found]) + b"]")
         return {seq: ev for (seq, _), ev in zip(found, parsed)}
 
     def event_seqs_from(self, seq: int) -> list[int]:
@@ -316,4 +316,4 @@ def snapshot_json(text: Union[bytes, str], snapshot_id: str) -> dict:
 
 def event_dict(raw: bytes) -> dict:
     """One stored event as a plain dict (for a hot path that needs no record object)."""
-    return json.loads(raw.decode())  # str in: json skips guessing the encoding
+    return R.decode_json(raw)

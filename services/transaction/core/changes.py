@@ -14,7 +14,6 @@ edges, order and lifecycles it never names, and each of those must be stamped.
 """
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from morphz.shared.mind import records as R
@@ -34,7 +33,7 @@ def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set
         if before is None or after is None:
             out.update(names)
         elif not known.issuperset(names):
-            out.update(_frame_changes(names, json.loads(before), m.frame(fid)))
+            out.update(_frame_changes(names, R.decode_json(before), m.frame(fid)))
     for (seq,), before, after in rows["observations"]:
         if _flags(before) != _flags(after):
             out.add(f"life:@e{seq}")
@@ -60,12 +59,12 @@ def _frame_changes(names: tuple[str, str, str], b: dict, a: R.Frame) -> list[str
 
 
 def _flags(raw: Optional[bytes]) -> tuple:
-    obs = json.loads(raw) if raw is not None else {}
+    obs = R.decode_json(raw) if raw is not None else {}
     return bool(obs.get("retired")), bool(obs.get("protected"))
 
 
 def _attention(raw: Optional[bytes]) -> tuple:
-    s = json.loads(raw) if raw is not None else {}
+    s = R.decode_json(raw) if raw is not None else {}
     return s.get("state"), s.get("level")
 
 
