@@ -229,6 +229,17 @@ def dumps(rec: Any) -> bytes:
                       sort_keys=True).encode()
 
 
+def _frame_exact(f: "Frame") -> bool:
+    """_exact of a Frame, field by field (the commonest record: a commit writes each frame
+    it changes twice, a replay every one)."""
+    r = f.retire
+    return (len(f.__dict__) == _FRAME_FIELDS and type(f.id) is str and type(f.body) is str
+            and type(f.revision) is int and type(f.state) is str
+            and type(f.protected) is bool and type(f.generation) is int
+            and type(f.changed_at) is int and type(f.sources) is list
+            and all(type(s) is str for s in f.sources) and (r is None or _exact(r)))
+
+
 def _exact(obj: Any) -> bool:
     """Whether msgspec writes `obj` byte for byte as json.dumps(plain(obj)) would: no float
     (their exponents are written otherwise), only str keys, and dataclasses holding just
@@ -236,6 +247,8 @@ def _exact(obj: Any) -> bool:
     kind = type(obj)
     if kind in _EXACT:
         return True
+    if kind is Frame:
+        return _frame_exact(obj)
     if kind is dict:
         for k, v in obj.items():  # loops, not all(): this runs for every record written
             if type(k) is not str or (type(v) not in _EXACT and not _exact(v)):
@@ -255,6 +268,7 @@ def _exact(obj: Any) -> bool:
     return True
 
 
+_FRAME_FIELDS = len(Frame.__dataclass_fields__)
 _decode = msgspec.json.Decoder().decode
 
 

@@ -109,8 +109,10 @@ class MindState(MindView):
     def _ranked(self) -> list[tuple[int, str]]:
         return [(k[0], raw.decode()) for k, raw in self._scan("order")]
 
-    def _set_rank(self, frame_id: str, rank: Optional[int]) -> None:
-        old = self._get("order_rank", (frame_id,))
+    def _set_rank(self, frame_id: str, rank: Optional[int], old=_NOT_PENDING) -> None:
+        """`old`: the frame's rank row when the caller has just read it."""
+        if old is _NOT_PENDING:
+            old = self._get("order_rank", (frame_id,))
         if old is not None:
             self._put("order", (int(old),), None)
         self._put("order_rank", (frame_id,), None if rank is None else str(rank).encode())
@@ -121,7 +123,7 @@ class MindState(MindView):
         if self._get("order_rank", (frame_id,)) is None:
             meta = self.meta()
             meta.order_tail += self.ORDER_GAP
-            self._set_rank(frame_id, meta.order_tail)
+            self._set_rank(frame_id, meta.order_tail, old=None)
 
     def place(self, frame_id: str, index: int) -> None:
         """Move frame_id to position `index` of the order without it."""

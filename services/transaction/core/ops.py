@@ -45,11 +45,13 @@ class TxRun:
     touched: set[str] = field(default_factory=set)  # frames the successor rule looks at
     superseded: set[str] = field(default_factory=set)  # retired at once by a successor
     changed: set[str] = field(default_factory=set)  # frames to re-index
+    keep_results: bool = True  # False: a replay, whose results no one reads
 
     def note(self, op: str, target: str, outcome: str, f: Optional[R.Frame] = None) -> None:
-        self.results.append(Outcome(self.index, op, target, outcome,
-                                    f.revision if f else 0,
-                                    f.retire.due_tick if f and f.retire else 0))
+        if self.keep_results:
+                self.results.append(Outcome(self.index, op, target, outcome,
+                                        f.revision if f else 0,
+                                        f.retire.due_tick if f and f.retire else 0))
 
     def fail(self, reason: str, message: str, ref: str) -> MorphzError:
         return MorphzError(reason, message, op_index=self.index, op=self.tx.ops[self.index].op,
@@ -395,8 +397,10 @@ _DISPATCH: dict[str, Callable[[MindState, TxRun, Op], None]] = {
 
 
 def apply_ops(m: MindState, tx: Tx, sees: Optional[Callable[[int], bool]] = None, *,
-              rollback_settles_frames: bool = True) -> TxRun:
-    run = TxRun(tx, rollback_settles_frames=rollback_settles_frames)
+              rollback_settles_frames: bool = True, results: bool = True) -> TxRun:
+    """Apply the ops in order, then the successor rule. `results=False`: no outcome
+    list (the state written is the same)."""
+    run = TxRun(tx, rollback_settles_frames=rollback_settles_frames, keep_results=results)
     if sees is not None:
         run.sees = sees
     for run.index, op in enumerate(tx.ops):

@@ -19,16 +19,23 @@ from morphz.shared.errors import MorphzError
 
 
 def apply_event(m: MindState, ev: R.Event,
-                sees: Optional[Callable[[int], bool]] = None) -> dict:
+                sees: Optional[Callable[[int], bool]] = None, *,
+                reply: bool = True) -> Optional[dict]:
     """Apply one event (its seq is the next one); returns the caller's reply. `sees`:
-    which events a live commit naming a session may cite (replay never restricts)."""
+    which events a live commit naming a session may cite (replay never restricts).
+    `reply=False` (a replay, which has no caller): a transaction's reply is built only
+    where the state keeps it (an idempotency record), else None is returned; the
+    state written is the same."""
     if ev.kind == R.CONTEXT_CREATED:
         m.init_meta(R.Meta(ev.context, window=ev.data["window"]))
     meta = m.require_meta(ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
     handler = _HANDLERS.get(ev.kind, _apply_input)
-    reply = handler(m, ev, sees) if ev.kind == R.CONTEXT_TX else handler(m, ev)
+    if ev.kind == R.CONTEXT_TX:
+        reply = handler(m, ev, sees, reply or bool(ev.request_id))
+    else:
+        reply = handler(m, ev)
     # The event exists only after its own effects: a transaction cannot cite itself.
     meta.next_seq += 1
     m.add_event(ev)
@@ -116,13 +123,14 @@ def _apply_tool_result(m: MindState, ev: R.Event) -> dict:
     return _apply_input(m, ev)
 
 
-def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] = None) -> dict:
+def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] = None,
+              reply: bool = True) -> Optional[dict]:
     meta = m.meta()
     rules = rulebook.of_event(ev.data)
     tx = Tx.from_dict(ev.data["tx"])
     meta.revision += 1
     run = apply_ops(m, tx, sees=sees,
-                    rollback_settles_frames=rules.rollback_settles_frames)
+                    rollback_settles_frames=rules.rollback_settles_frames, results=reply)
     if rules.promote_cited_evidence:
         scope_reducer.promote_sources(m, tx, meta.revision)
     _, stamped = footprint(tx)
@@ -130,6 +138,8 @@ def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] =
     if rules.stamp_actual_changes:
         stamped |= changed_boundaries(m, frozenset(stamped))
     m.set_boundaries(stamped, meta.revision)
+    if not reply:
+        return None
     return {
         "revision": meta.revision,
         "base_version": tx.base_version,

@@ -53,7 +53,7 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]]) -> tuple[dict[str
     count = 0
     for ev, raw in events:
         m = _Replayed(done, meta, raw)
-        apply_event(m, ev)
+        apply_event(m, ev, reply=False)
         rows.update(m.overlay())
         meta, last = m.meta(), ev
         count += 1
