@@ -28,7 +28,8 @@ def reference_replay(events) -> dict[str, dict]:
 
 
 def _history(core: TransactionCore) -> None:
-    """Every kind of event, with frames retired by the window, a rollback and a place."""
+    """Every kind of event, with frames retired by the window, a rollback, a place and a
+    run of inputs."""
     core.create_context(CTX, window=1, caller=CALLER)
     def tx(base: int, ops: str, reason: str = "", **kw) -> int:
         why = f' (reason "{reason}")' if reason else ""
@@ -50,6 +51,14 @@ def _history(core: TransactionCore) -> None:
     core.set_policy(CTX, "grant", "someone", ["read"], caller=CALLER)
     tx(rev, "(create e (v 5) (from a)) (relate e supports a)")
     core.append_event(CTX, "s1", "user-message", "still pending", caller=CALLER)
+    # A run of plain inputs (a replay applies them to one candidate): new sessions in the
+    # middle of it, one with a request id, then an activation that claims some.
+    core.append_event(CTX, "s3", "user-message", "run 0", caller=CALLER)
+    core.append_event(CTX, "s3", "user-message", "run 1", request_id="req-2", caller=CALLER)
+    core.append_event(CTX, "s4", "user-message", "run 2", caller=CALLER)
+    core.append_event(CTX, "s1", "user-message", "run 3", caller=CALLER)
+    core.activate(CTX, "s3", caller=CALLER)
+    core.append_event(CTX, "s3", "user-message", "after the run", caller=CALLER)
 
 
 def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):

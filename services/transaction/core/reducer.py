@@ -45,6 +45,13 @@ def apply_event(m: MindState, ev: R.Event,
     return reply
 
 
+def shares_candidate(ev: R.Event) -> bool:
+    """Whether `ev` is a plain input (_apply_input): it reads only what the candidate Mind
+    reads through its writes, never the rows before them (a transaction compares its
+    writes with those), so a replay may apply a run of them to one candidate."""
+    return ev.kind not in _HANDLERS and ev.kind in R.INPUT_KINDS
+
+
 def _apply_created(m: MindState, ev: R.Event) -> dict:
     policy_change.apply_created(m, ev)
     return {"context": ev.context, "window": ev.data["window"]}

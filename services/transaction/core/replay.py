@@ -7,7 +7,7 @@ from typing import Any, Iterable, Iterator, Optional
 from morphz.services.transaction.core import chain
 from morphz.services.transaction.core.cycles import cycles_not_collected
 from morphz.shared.errors import MorphzError
-from morphz.services.transaction.core.reducer import apply_event
+from morphz.services.transaction.core.reducer import apply_event, shares_candidate
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
@@ -20,18 +20,19 @@ AUDITED = tuple(t for t in TABLES if t not in ("events", "quarantine") and t not
 
 
 class _Replayed(MindState):
-    """One replayed event's candidate Mind. Its event row is the event's stored bytes when
-    there are some (they decode to the event applied, as its encoding would), and it sets
-    no chain hash: replay() hashes the last event's encoding once, at the end."""
+    """One replayed event's candidate Mind (or a run of plain inputs'). Its event row is
+    the event's stored bytes when there are some (`raw`: they decode to the event
+    applied, as its encoding would), and it sets no chain hash: replay() hashes the last
+    event's encoding once, at the end."""
 
-    def __init__(self, reader: OverlayReader, meta: Optional[R.Meta], raw: Optional[bytes]):
+    def __init__(self, reader: OverlayReader, meta: Optional[R.Meta]):
         super().__init__(reader)
         if meta is not None:
             self.init_meta(meta)
-        self._raw = raw
+        self.raw: Optional[bytes] = None
 
     def add_event(self, ev: R.Event) -> None:
-        self._put("events", (ev.seq,), R.dumps(ev) if self._raw is None else self._raw)
+        self._put("events", (ev.seq,), R.dumps(ev) if self.raw is None else self.raw)
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
 
 
@@ -43,20 +44,30 @@ def replay(context: str, events: Iterable[R.Event]) -> tuple[dict[str, dict], in
 
 def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]]) -> tuple[dict[str, dict], int]:
     """replay() of (event, its stored bytes or None). Each event gets a fresh candidate
-    Mind over the rows before it (the reducer reads what an event changed against them);
-    the Meta object passes from one to the next instead of a meta row written and read
-    again per event, and goes into the rows once, after the last."""
+    Mind over the rows before it (the reducer reads what an event changed against them),
+    except that a run of plain inputs shares one (reducer.shares_candidate: they never
+    read the rows before their writes); the Meta object passes from one to the next
+    instead of a meta row written and read again per event, and goes into the rows once,
+    after the last."""
     rows = Overlay()
     done = OverlayReader(rows)
     meta: Optional[R.Meta] = None
     last: Optional[R.Event] = None
     count = 0
+    m: Optional[_Replayed] = None
     for ev, raw in events:
-        m = _Replayed(done, meta, raw)
+        if m is None or not (shares_candidate(ev) and shares_candidate(last)):
+            if m is not None:
+                rows.update(m.overlay())
+                meta = m.meta()
+            m = _Replayed(done, meta)
+        m.raw = raw
         apply_event(m, ev, reply=False)
-        rows.update(m.overlay())
-        meta, last = m.meta(), ev
+        last = ev
         count += 1
+    if m is not None:
+        rows.update(m.overlay())
+        meta = m.meta()
     if meta is not None:
         meta.chain = R.event_hash(R.dumps(last))
         rows.put("meta", (), R.dumps(meta))
