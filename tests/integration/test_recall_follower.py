@@ -131,3 +131,38 @@ def test_recall_10_the_feed_lag_counts_commits_made_while_the_follower_rests(tmp
     finally:
         follower.stop()
         store.close()
+
+
+def test_dist_05_a_search_over_the_storage_service_holds_no_snapshot(tmp_path):
+    """A search reads the rows as they are (meta, then its hits' records): over gRPC that
+    is Get and GetMany only, no OpenSnapshot/CloseSnapshot round trip, and it still
+    finds what was committed and filters by the latest state."""
+    import grpc
+
+    from morphz.services.recall.core.engine import RecallCore
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import StorageClient
+    from tests.rpc_count import counted
+
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0")).start()
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
+    try:
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
+                for i in range(3)]
+        tx.commit("c", f"(context-tx (base-version 0) (reason \"seen\") (retire {refs[0]}))",
+                  caller=ME)
+        client = StorageClient(channel, timeout=30)
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        indexer.catch_up("c")
+        core = RecallCore(client, tx, indexer)
+        count.calls.clear()
+        reply = core.search("c", "lantern", states=["active"], caller=ME)
+        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])
+        assert set(count.methods()) <= {"Get", "GetMany"}, count.calls
+        assert reply["lag"] == 0
+    finally:
+        channel.close()
+        app.stop(grace=1)
