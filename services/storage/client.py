@@ -231,13 +231,27 @@ class RemoteReader(Reader):
         return r.value if r.found else None
 
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
-        out: list[Optional[bytes]] = []
-        while len(out) < len(keys):
-            ask = keys[len(out):len(out) + GET_MANY_KEYS]
+        return self.get_tables([(table, keys)])[0]
+
+    def get_tables(self, wanted: list[tuple[str, list[Key]]]) -> list[list[Optional[bytes]]]:
+        """GetMany RPCs of at most GET_MANY_KEYS keys, each over as many tables as they
+        reach (`also`); a reply cut short by its byte budget is asked again from there."""
+        flat = [(table, key) for table, asked in wanted for key in asked]
+        found: list[Optional[bytes]] = []
+        while len(found) < len(flat):
+            groups: list[tuple[str, list]] = []
+            for table, key in flat[len(found):len(found) + GET_MANY_KEYS]:
+                if not groups or groups[-1][0] != table:
+                    groups.append((table, []))
+                groups[-1][1].append(pb.Key(parts=key_to_proto(key)))
             r = self._read(self._c._stub.GetMany, pb.GetManyRequest(
-                context=self._context, table=table,
-                keys=[pb.Key(parts=key_to_proto(k)) for k in ask]))
-            out += [row.value if row.found else None for row in r.rows]
+                context=self._context, table=groups[0][0], keys=groups[0][1],
+                also=[pb.TableKeys(table=t, keys=k) for t, k in groups[1:]]))
+            found += [row.value if row.found else None for row in r.rows]
+        out, at = [], 0
+        for _, asked in wanted:
+            out.append(found[at:at + len(asked)])
+            at += len(asked)
         return out
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,

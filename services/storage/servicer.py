@@ -110,18 +110,21 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
 
     @rpc_boundary
     def GetMany(self, request, context):
-        if len(request.keys) > MAX_GET_MANY_KEYS:
+        asked = len(request.keys) + sum(len(t.keys) for t in request.also)
+        if asked > MAX_GET_MANY_KEYS:
             raise MorphzError("STORAGE_REQUEST_TOO_LARGE", f"at most {MAX_GET_MANY_KEYS} keys "
-                              "per GetMany", field="keys",
-                              **GET_MANY_KEYS.details(size=len(request.keys)))
-        keys = [key_from_proto(k.parts) for k in request.keys]
+                              "per GetMany", field="keys", **GET_MANY_KEYS.details(size=asked))
+        wanted = [(t.table, [key_from_proto(k.parts) for k in t.keys])
+                  for t in [request, *request.also]]
         with self._reader(request) as (r, opened):
             rows, size = [], 0
-            for value in r.get_many(request.table, keys):
-                rows.append(pb.Found(found=value is not None, value=value or b""))
-                size += len(value or b"")
-                if size >= GET_MANY_BYTES:  # the rest in the next call
-                    break
+            for values in r.get_tables(wanted):
+                for value in values:
+                    rows.append(pb.Found(found=value is not None, value=value or b""))
+                    size += len(value or b"")
+                    if size >= GET_MANY_BYTES:  # the rest in the next call
+                        return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq,
+                                                  snapshot=opened)
             return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq, snapshot=opened)
 
     @rpc_boundary

@@ -52,10 +52,18 @@ class MindView:
     def prefetch(self, table: str, keys: Iterable[Key]) -> None:
         """Read these rows now, in one round trip where the reader is remote (GetMany),
         for the gets that follow (the hot loops over a page of hits or an inbox)."""
-        want = [k for k in dict.fromkeys(keys) if (table, k) not in self._rows]
-        if want:
-            for k, row in zip(want, self._reader.get_many(table, want)):
-                self._rows[(table, k)] = row
+        self.prefetch_tables({table: keys})
+
+    def prefetch_tables(self, wanted: dict[str, Iterable[Key]]) -> None:
+        """prefetch() of each table's keys, all in one round trip where the reader is
+        remote (a page of hits reads its observations, frames and events together)."""
+        asked = [(table, [k for k in dict.fromkeys(keys) if (table, k) not in self._rows])
+                 for table, keys in wanted.items()]
+        asked = [(table, keys) for table, keys in asked if keys]
+        if asked:
+            for (table, keys), rows in zip(asked, self._reader.get_tables(asked)):
+                for k, row in zip(keys, rows):
+                    self._rows[(table, k)] = row
 
     def forget_prefetched(self) -> None:
         """Drop the rows read ahead and the events decoded (a long pass over a backlog

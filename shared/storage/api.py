@@ -180,6 +180,11 @@ class Reader(abc.ABC):
         """get() of each key, in order; a remote reader makes it one round trip."""
         return [self.get(table, k) for k in keys]
 
+    def get_tables(self, wanted: list[tuple[str, list[Key]]]) -> list[list[Optional[bytes]]]:
+        """get_many() of each (table, keys), in order; a remote reader makes it one round
+        trip for all of them."""
+        return [self.get_many(table, keys) for table, keys in wanted]
+
     def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass
 

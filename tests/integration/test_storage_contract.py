@@ -634,6 +634,31 @@ def test_get_many_answers_each_key_in_order_found_or_not(store):
     assert got[:4] == [b"F0", None, b"F2", None] and got[-2:] == [b"F1198", None]
 
 
+def test_get_tables_answers_each_tables_keys_in_order(store):
+    """get_tables is get_many of each (table, keys), tables repeated or empty included,
+    over more keys than one GetMany RPC takes."""
+    store.commit("c", 0, [Write("frames", (f"f{i}",), f"F{i}".encode()) for i in range(0, 700, 2)]
+                 + [Write("observations", (i,), f"O{i}".encode()) for i in range(0, 700, 3)])
+    wanted = [("frames", [(f"f{i}",) for i in range(700)]), ("observations", []),
+              ("observations", [(i,) for i in range(700)]), ("frames", [("f2",), ("zz",)])]
+    with store.reader("c") as r:
+        got = r.get_tables(wanted)
+        assert got == [r.get_many(t, keys) for t, keys in wanted]
+    assert [len(g) for g in got] == [700, 0, 700, 2]
+    assert got[2][:4] == [b"O0", None, None, b"O3"] and got[3] == [b"F2", None]
+
+
+def test_dist_05_a_remote_get_tables_is_one_round_trip(snap):
+    channel, count = counted(snap.channel)
+    client = StorageClient(channel, timeout=10)
+    snap.store.commit("c", 0, [Write("frames", ("a",), b"A"), Write("observations", (1,), b"O"),
+                               Write("events", (0,), b"E")])
+    with client.latest("c") as r:
+        assert r.get_tables([("observations", [(1,), (2,)]), ("frames", [("a",)]),
+                             ("events", [(0,)])]) == [[b"O", None], [b"A"], [b"E"]]
+    assert count.calls == ["GetMany:observations"]
+
+
 def test_get_many_refuses_more_keys_than_its_limit(snap):
     from morphz.api.storage.v1 import storage_pb2 as pb
     from morphz.services.storage.servicer import MAX_GET_MANY_KEYS, key_to_proto
@@ -642,6 +667,12 @@ def test_get_many_refuses_more_keys_than_its_limit(snap):
     err = _reason(snap.stub.GetMany, pb.GetManyRequest(context="c", table="frames", keys=keys))
     assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
     assert (err.details["limit"], err.details["max"]) == ("get_many_keys", MAX_GET_MANY_KEYS)
+    # The keys of every table count.
+    err = _reason(snap.stub.GetMany, pb.GetManyRequest(
+        context="c", table="frames", keys=keys[:2],
+        also=[pb.TableKeys(table="frames", keys=keys[2:])]))
+    assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
+    assert err.details["size"] == MAX_GET_MANY_KEYS + 1
 
 
 def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_versions(tmp_path):

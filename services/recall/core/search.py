@@ -42,12 +42,14 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
     chunk = max(MIN_CHUNK, limit + 1) if filtered else limit + 1
     while True:
         raw = fetch(offset, chunk)
-        # What the filters and the hits read, in one round trip each (a remote store).
-        m.prefetch("observations", [(int(h.key[2:]),) for h in raw if h.key[0] == "e"])
-        m.prefetch("frames", [(h.key[2:],) for h in raw if h.key[0] == "f"])
+        # What the filters and the hits read, in one round trip (a remote store).
+        shown = [int(h.key[2:]) for h in raw[:limit - len(hits)] if h.key[0] == "e"]
+        m.prefetch_tables({
+            "observations": [(int(h.key[2:]),) for h in raw if h.key[0] == "e"],
+            "frames": [(h.key[2:],) for h in raw if h.key[0] == "f"],
+            "events": [(seq,) for seq in shown]})
         # A page's events decoded at once cost about half as much as one call each.
-        events = m.event_dicts(int(h.key[2:]) for h in raw[:limit - len(hits)]
-                               if h.key[0] == "e")
+        events = m.event_dicts(shown)
         for i, h in enumerate(raw):
             # With a filter, drop a hit before reading its text and previewing it.
             if filtered and not _qualifies(m, h, states, visible):
