@@ -82,8 +82,8 @@ def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
         store.close()
 
 
-def test_dist_05_indexing_a_commit_reads_its_events_and_frames_once_each(tmp_path):
-    """Over the storage service: one GetMany per table, no snapshot held."""
+def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip(tmp_path):
+    """Over the storage service: one GetMany for both tables, no snapshot held."""
     import grpc
 
     from morphz.services.server.app import AllInOne, ServerConfig
@@ -103,8 +103,8 @@ def test_dist_05_indexing_a_commit_reads_its_events_and_frames_once_each(tmp_pat
         feed = client.changes(0, context="c").changes
         count.calls.clear()
         indexer.apply("c", feed)
-        assert sorted(c for c in count.calls if c.startswith("GetMany")) == \
-            ["GetMany:events", "GetMany:frames"]
+        assert [c for c in count.calls if c.startswith("GetMany")] == ["GetMany:events"]
+        assert count.calls.count("Get:events") + count.calls.count("Get:frames") == 0
         assert "OpenSnapshot" not in count.calls and "CloseSnapshot" not in count.calls
         assert indexer.position("c") == 2
     finally:

@@ -268,6 +268,12 @@ class Indexer:
             texts: dict[str, str] = {}
             seqs = sorted({s for c in fresh for s in c.events})
             changed = list(frame_changers(fresh).items())
+            if len(seqs) <= SUPERSEDED_CHECK and len(changed) <= SUPERSEDED_CHECK:
+                # One chunk of each (the common case): every row in one round trip where
+                # the store is remote; the chunked reads below find them read.
+                m.prefetch_tables({
+                    "events": [(s,) for s in seqs] + [(e,) for _, e in changed if e is not None],
+                    "frames": [(f,) for f, _ in changed]})
             for i, seq in enumerate(seqs):
                 if i % SUPERSEDED_CHECK == 0:
                     if self._rebuilding(context):
