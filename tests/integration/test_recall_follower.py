@@ -166,3 +166,43 @@ def test_dist_05_a_search_over_the_storage_service_holds_no_snapshot(tmp_path):
     finally:
         channel.close()
         app.stop(grace=1)
+
+
+def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path):
+    """Over the storage service the feed streams a page for every commit or few; what
+    arrives during one rest is applied together, however many pages it came in (the
+    read-ahead is bounded by changes, not pages)."""
+    import grpc
+
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import StorageClient
+
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0", sync=False)).start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{app.storage_port}")
+
+    class OnePerPage(StorageClient):  # a page per commit, as a busy stream's are small
+        def watch(self, after, **kwargs):
+            return super().watch(after, **dict(kwargs, limit=1))
+
+    client = OnePerPage(channel, timeout=30)
+    tx = app.transactions
+    tx.create_context("c", caller=ME)
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    follower = FeedFollower(client, Indexer(client, indexes), indexes, rest_ratio=1e6,
+                            max_rest_seconds=8.0)
+    applied: list[int] = []
+    apply = follower.apply
+    follower.apply = lambda changes: (applied.append(len(changes)), apply(changes))[1]
+    follower.start()
+    try:
+        caught_up = lambda: follower.status()["feed_position"] == app.store.feed_head()  # noqa: E731
+        until(caught_up)
+        for i in range(400):  # one commit at a time: a page each, within one rest
+            tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
+        until(caught_up)
+        assert max(applied) > 300  # 256 pages (here changes) per application at most before
+    finally:
+        follower.stop()
+        channel.close()
+        app.stop(grace=1)

@@ -27,16 +27,62 @@ with a position of its own; starting over drops only the indexes of that shard's
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
+from typing import Optional
 
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.shared.storage.api import Change, FeedPage, Store
 
 _log = logging.getLogger("morphz.recall.follower")
-QUEUED_PAGES = 256  # pages read ahead of the applier (the reader waits beyond this)
+QUEUED_CHANGES = 50_000  # changes read ahead of the applier (the reader waits beyond this)
+
+
+class _PageQueue:
+    """Feed pages read ahead of the applier (with the epoch they were read in), bounded by
+    the changes they hold, not by pages: a followed stream sends a page for every few
+    commits, and a bound of 256 pages capped an application at a few hundred commits:
+    over 64 contexts, one tantivy commit per context for every four commits or so. A page
+    always fits an empty queue."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._items: deque[tuple[int, FeedPage]] = deque()
+        self._changes = 0
+        self._moved = threading.Condition()
+
+    def put(self, item: tuple[int, FeedPage], timeout: float) -> bool:
+        """Queue the page, waiting up to `timeout` for room; whether it was queued."""
+        with self._moved:
+            if self._items and self._changes >= self._limit:
+                self._moved.wait(timeout)
+                if self._items and self._changes >= self._limit:
+                    return False
+            self._items.append(item)
+            self._changes += len(item[1].changes)
+            self._moved.notify_all()
+            return True
+
+    def get(self, timeout: float) -> Optional[tuple[int, FeedPage]]:
+        """The oldest page, waiting up to `timeout` for one (None: none came)."""
+        with self._moved:
+            if not self._items:
+                self._moved.wait(timeout)
+                if not self._items:
+                    return None
+            return self._pop()
+
+    def drain(self) -> list[tuple[int, FeedPage]]:
+        with self._moved:
+            return [self._pop() for _ in range(len(self._items))]
+
+    def _pop(self) -> tuple[int, FeedPage]:
+        item = self._items.popleft()
+        self._changes -= len(item[1].changes)
+        self._moved.notify_all()
+        return item
 
 
 class FeedFollower:
@@ -50,7 +96,7 @@ class FeedFollower:
         self._head = self._position
         # Pages are queued with the epoch they were read in; starting over (a replaced
         # store) moves the epoch, so pages of the old store left in the queue are dropped.
-        self._pages: "queue.Queue[tuple[int, FeedPage]]" = queue.Queue(QUEUED_PAGES)
+        self._pages = _PageQueue(QUEUED_CHANGES)
         self._epoch = 0
         self._applying = threading.Lock()  # one application, or one start-over, at a time
         self._stop = threading.Event()
@@ -129,7 +175,7 @@ class FeedFollower:
     def _start_over(self, store: str) -> None:
         with self._applying:
             self._epoch += 1
-            self._drain()
+            self._pages.drain()
             self._indexes.reset(self._store.contexts() if self._feed else None)
             self._position, self._head, self._store_id = 0, 0, store
             self._indexes.save_feed_position(0, store, self._feed)
@@ -141,30 +187,18 @@ class FeedFollower:
 
     def _put(self, item: tuple[int, FeedPage]) -> None:
         while not self._stop.is_set() and not self._rewind.is_set():
-            try:
-                self._pages.put(item, timeout=0.2)
+            if self._pages.put(item, timeout=0.2):
                 return
-            except queue.Full:
-                continue
-
-    def _drain(self) -> list[tuple[int, FeedPage]]:
-        out = []
-        while True:
-            try:
-                out.append(self._pages.get_nowait())
-            except queue.Empty:
-                return out
 
     # -- applying ----------------------------------------------------------------------
     def _apply_loop(self) -> None:
         while not self._stop.is_set():
             self._wanted.set()
-            try:
-                first = self._pages.get(timeout=0.2)
-            except queue.Empty:
+            first = self._pages.get(timeout=0.2)
+            if first is None:
                 continue
             self._wanted.clear()
-            items = [first] + self._drain()
+            items = [first] + self._pages.drain()
             started = time.monotonic()
             with self._applying:
                 pages = [p for epoch, p in items if epoch == self._epoch]
