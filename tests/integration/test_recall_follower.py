@@ -133,16 +133,28 @@ def test_recall_10_the_feed_lag_counts_commits_made_while_the_follower_rests(tmp
         store.close()
 
 
-def test_dist_05_a_search_over_the_storage_service_holds_no_snapshot(tmp_path):
-    """A search reads the rows as they are (meta, then its hits' records): over gRPC that
-    is one Get and one GetMany (observations and events together), no OpenSnapshot or
-    CloseSnapshot round trip, and it still filters by the latest state."""
+def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
+    """A search's reads (the meta, then its page's observations and events, together)
+    see one version even when a commit lands between them; over gRPC that is a Get that
+    opens the snapshot, one GetMany in it, and the CloseSnapshot."""
     import grpc
 
     from morphz.services.recall.core.engine import RecallCore
     from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import StorageClient
+    from morphz.services.storage.client import RemoteReader, StorageClient
     from tests.rpc_count import counted
+
+    between: list = []  # run once, between a reader's first read and its next
+
+    class Interleaved(RemoteReader):
+        def get_tables(self, wanted):
+            while between:
+                between.pop()()
+            return super().get_tables(wanted)
+
+    class Client(StorageClient):
+        def reader(self, context):
+            return Interleaved(self, context)
 
     app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
                                 storage_listen="127.0.0.1:0")).start()
@@ -152,17 +164,22 @@ def test_dist_05_a_search_over_the_storage_service_holds_no_snapshot(tmp_path):
         tx.create_context("c", caller=ME)
         refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
                 for i in range(3)]
-        tx.commit("c", f"(context-tx (base-version 0) (reason \"seen\") (retire {refs[0]}))",
-                  caller=ME)
-        client = StorageClient(channel, timeout=30)
+        rev = tx.commit("c", f'(context-tx (base-version 0) (reason "seen") (retire {refs[0]}))',
+                        caller=ME)["revision"]
+        client = Client(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
         core = RecallCore(client, tx, indexer)
+        between.append(lambda: tx.commit(
+            "c", f'(context-tx (base-version {rev}) (reason "later") (retire {refs[1]}))',
+            caller=ME))
         count.calls.clear()
         reply = core.search("c", "lantern", states=["active"], caller=ME)
-        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])
-        assert count.methods() == ["Get", "GetMany"]  # the meta; then every row of the page
-        assert reply["lag"] == 0
+        assert not between  # the commit landed mid-search
+        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])  # as of the meta
+        assert count.methods() == ["Get", "GetMany", "CloseSnapshot"]
+        reply = core.search("c", "lantern", states=["active"], caller=ME)
+        assert [h["ref"] for h in reply["results"]] == [refs[2]]  # the next search sees it
     finally:
         channel.close()
         app.stop(grace=1)

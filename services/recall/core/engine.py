@@ -174,11 +174,8 @@ class RecallCore:
             params["viewer"] = evaluation["session"]
         if mode != "lexical" and words:  # (lexical cursors stay as they were)
             params["mode"] = mode
-        # The latest rows, no snapshot held: a search reads the meta, then its hits'
-        # records; over the storage service a snapshot cost an Open/Close round trip (and
-        # a slot of the service's bounded number) for nothing a page needs to agree on.
         with self._tracer.start_as_current_span("recall.search") as span, \
-                self._store.latest(context) as reader:
+                self._store.reader(context) as reader:
             # Counts, never the words: a query's text stays out of spans.
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.search.terms", len(words))
