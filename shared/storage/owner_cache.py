@@ -71,20 +71,15 @@ class _Context:
         self.seq += 1
         return True
 
-    def unwritten(self, seq: int, table: str, key: Optional[Key] = None,
-                  prefix: Optional[Key] = None) -> bool:
-        """Whether the row `key` (or every row under `prefix`) reads the same at `seq` as
-        at this version: `seq` is this version or later by pending commits of this writer
-        only, none of which wrote it."""
+    def written_since(self, seq: int, table: str) -> Optional[set[Key]]:
+        """The keys of `table` this writer's pending commits wrote between this version
+        and `seq`, the rows that may read otherwise at `seq` than here (None: `seq` is
+        not this version or later by pending commits only)."""
         ahead = seq - self.seq
         if ahead < 0 or ahead > len(self.pending):
-            return False
-        for _, writes, _ in self.pending[:ahead]:
-            for w in writes:
-                if w.table == table and (w.key == key if prefix is None
-                                         else w.key[:len(prefix)] == prefix):
-                    return False
-        return True
+            return None
+        return {w.key for _, writes, _ in self.pending[:ahead] for w in writes
+                if w.table == table}
 
     def size(self) -> int:
         return len(self.rows) + self.scanned
@@ -197,21 +192,28 @@ class OwnerCache:
                 self._drop(next(iter(self._contexts)))
         return entry
 
-    def _keep_row(self, entry: _Context, seq: int, table: str, key: Key,
-                  value: Optional[bytes]) -> None:
-        """Keep a row read from the store at version `seq`, if it reads the same at the
-        cache's version and the cache is still the context's."""
+    def _keep_rows(self, entry: _Context, seq: int, table: str,
+                   found: dict[Key, Optional[bytes]]) -> None:
+        """Keep rows read from the store at version `seq` that read the same at the
+        cache's version, if the cache is still the context's."""
         with self._lock:
-            if self._contexts.get(entry.context) is entry and \
-                    (table, key) not in entry.rows and entry.unwritten(seq, table, key):
-                entry.rows[(table, key)] = value
-                entry.trim(self._rows)
+            if self._contexts.get(entry.context) is not entry:
+                return
+            written = entry.written_since(seq, table)
+            if written is None:
+                return
+            for key, value in found.items():
+                if key not in written:
+                    entry.rows.setdefault((table, key), value)
+            entry.trim(self._rows)
 
     def _keep_scan(self, entry: _Context, seq: int, table: str, prefix: Key,
                    rows: list[tuple[Key, bytes]]) -> None:
         with self._lock:
-            if self._contexts.get(entry.context) is entry and \
-                    entry.unwritten(seq, table, prefix=prefix):
+            if self._contexts.get(entry.context) is not entry:
+                return
+            written = entry.written_since(seq, table)
+            if written is not None and not any(k[:len(prefix)] == prefix for k in written):
                 entry.scans[(table, prefix)] = rows
                 entry.scan_lengths.setdefault(table, set()).add(len(prefix))
                 entry.scanned += len(rows) + 1
@@ -267,7 +269,7 @@ class CachedReader(Reader):
         if value is _MISSING:
             value = self._store_reader().get(table, key)
             self._learn()
-            self._cache._keep_row(self._entry, self._remote_seq, table, key, value)
+            self._cache._keep_rows(self._entry, self._remote_seq, table, {key: value})
         return value
 
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
@@ -277,8 +279,7 @@ class CachedReader(Reader):
         if missing:
             found = dict(zip(missing, self._store_reader().get_many(table, missing)))
             self._learn()
-            for k, x in found.items():
-                self._cache._keep_row(self._entry, self._remote_seq, table, k, x)
+            self._cache._keep_rows(self._entry, self._remote_seq, table, found)
             out = [found[k] if x is _MISSING else x for k, x in zip(keys, out)]
         return out
 
