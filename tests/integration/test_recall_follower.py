@@ -223,3 +223,40 @@ def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path)
         follower.stop()
         channel.close()
         app.stop(grace=1)
+
+
+def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path, monkeypatch):
+    """Chunk by chunk (here 10 rows), each chunk's events and frames in one round trip
+    over the storage service, and every event and frame indexed."""
+    import grpc
+
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import StorageClient
+    from tests.rpc_count import counted
+
+    monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0", sync=False)).start()
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
+    try:
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        for i in range(25):
+            tx.append_event("c", "s1", "user-message", f"event {i} lantern", caller=ME)
+        creates = " ".join(f"(create f{i} (note frame {i} lantern))" for i in range(12))
+        tx.commit("c", f"(context-tx (base-version 0) {creates})", caller=ME)
+        client = StorageClient(channel, timeout=30)
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        feed = client.changes(0, context="c").changes
+        count.calls.clear()
+        indexer.apply("c", feed)
+        assert [c.split(":")[0] for c in count.calls if c.startswith("GetMany")] == \
+            ["GetMany"] * 3  # 27 events and 12 frames: chunks of 10
+        idx = indexer.index("c")
+        searcher, _ = idx.snapshot()
+        assert idx.counts(searcher) == {"events": 27, "frames": 12}  # with the two events
+        # that created the context and the frames
+    finally:
+        channel.close()
+        app.stop(grace=1)

@@ -268,43 +268,35 @@ class Indexer:
             texts: dict[str, str] = {}
             seqs = sorted({s for c in fresh for s in c.events})
             changed = list(frame_changers(fresh).items())
-            if len(seqs) <= SUPERSEDED_CHECK and len(changed) <= SUPERSEDED_CHECK:
-                # One chunk of each (the common case): every row in one round trip where
-                # the store is remote; the chunked reads below find them read.
+            for start in range(0, max(len(seqs), len(changed)), SUPERSEDED_CHECK):
+                if self._rebuilding(context):
+                    return 0
+                if start:
+                    m.forget_prefetched()
+                events = seqs[start:start + SUPERSEDED_CHECK]
+                frames = changed[start:start + SUPERSEDED_CHECK]
+                # The chunk's rows (its frames' changing events too) in one round trip
+                # where the store is remote.
                 m.prefetch_tables({
-                    "events": [(s,) for s in seqs] + [(e,) for _, e in changed if e is not None],
-                    "frames": [(f,) for f, _ in changed]})
-            for i, seq in enumerate(seqs):
-                if i % SUPERSEDED_CHECK == 0:
-                    if self._rebuilding(context):
-                        return 0
-                    # A chunk's rows in one round trip where the store is remote (the
-                    # last chunk's events stay for the frames' times below).
-                    if i:
-                        m.forget_prefetched()
-                    m.prefetch("events", [(s,) for s in seqs[i:i + SUPERSEDED_CHECK]])
-                with _skipping_damaged(context, event_key(seq)):
-                    ev = m.event(seq)
-                    if ev is None:  # a stray row a repair moved aside
-                        deletes.append(event_key(seq))
-                    else:
-                        docs[event_key(seq)] = event_doc(ev)
-                        texts[event_key(seq)] = event_text(ev)
-            for i, (fid, changer) in enumerate(changed):
-                if i % SUPERSEDED_CHECK == 0:
-                    if i:
-                        m.forget_prefetched()
-                    chunk = changed[i:i + SUPERSEDED_CHECK]
-                    m.prefetch("frames", [(f,) for f, _ in chunk])
-                    m.prefetch("events", [(e,) for _, e in chunk if e is not None])
-                with _skipping_damaged(context, frame_key(fid)):
-                    f = m.frame(fid)
-                    if f is None:  # gone (rolled back): drop it from the index too
-                        deletes.append(frame_key(fid))
-                    else:
-                        ev = m.event(changer) if changer is not None else None
-                        docs[frame_key(fid)] = frame_doc(f, ev)
-                        texts[frame_key(fid)] = frame_text(f)
+                    "events": [(s,) for s in events] + [(e,) for _, e in frames if e is not None],
+                    "frames": [(f,) for f, _ in frames]})
+                for seq in events:
+                    with _skipping_damaged(context, event_key(seq)):
+                        ev = m.event(seq)
+                        if ev is None:  # a stray row a repair moved aside
+                            deletes.append(event_key(seq))
+                        else:
+                            docs[event_key(seq)] = event_doc(ev)
+                            texts[event_key(seq)] = event_text(ev)
+                for fid, changer in frames:
+                    with _skipping_damaged(context, frame_key(fid)):
+                        f = m.frame(fid)
+                        if f is None:  # gone (rolled back): drop it from the index too
+                            deletes.append(frame_key(fid))
+                        else:
+                            ev = m.event(changer) if changer is not None else None
+                            docs[frame_key(fid)] = frame_doc(f, ev)
+                            texts[frame_key(fid)] = frame_text(f)
             if self._rebuilding(context):  # before the vector leg's fit and writes
                 return 0
             last = fresh[-1]
