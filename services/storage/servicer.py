@@ -1,6 +1,7 @@
 """StorageService over gRPC: a thin adapter over any Store and its read snapshots."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from contextlib import contextmanager
@@ -118,13 +119,11 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                   for t in [request, *request.also]]
         with self._reader(request) as (r, opened):
             rows, size = [], 0
-            for values in r.get_tables(wanted):
-                for value in values:
-                    rows.append(pb.Found(found=value is not None, value=value or b""))
-                    size += len(value or b"")
-                    if size >= GET_MANY_BYTES:  # the rest in the next call
-                        return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq,
-                                                  snapshot=opened)
+            for value in itertools.chain.from_iterable(r.get_tables(wanted)):
+                rows.append(pb.Found(found=value is not None, value=value or b""))
+                size += len(value or b"")
+                if size >= GET_MANY_BYTES:  # the rest in the next call
+                    break
             return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq, snapshot=opened)
 
     @rpc_boundary

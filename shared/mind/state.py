@@ -16,6 +16,7 @@ from morphz.shared.storage.overlay import Overlay, overlay_scan
 
 
 _NOT_PENDING = object()
+_UNREAD = object()  # an argument not given: read the row
 
 
 class MindState(MindView):
@@ -109,9 +110,9 @@ class MindState(MindView):
     def _ranked(self) -> list[tuple[int, str]]:
         return [(k[0], raw.decode()) for k, raw in self._scan("order")]
 
-    def _set_rank(self, frame_id: str, rank: Optional[int], old=_NOT_PENDING) -> None:
+    def _set_rank(self, frame_id: str, rank: Optional[int], old=_UNREAD) -> None:
         """`old`: the frame's rank row when the caller has just read it."""
-        if old is _NOT_PENDING:
+        if old is _UNREAD:
             old = self._get("order_rank", (frame_id,))
         if old is not None:
             self._put("order", (int(old),), None)
@@ -204,13 +205,10 @@ class MindState(MindView):
     def boundary_stamp(self, boundary: str) -> Optional[R.Stamp]:
         return R.Stamp.parse(self._get("boundaries", (boundary,)))
 
-    def set_boundary(self, boundary: str, revision: int, tick: Optional[int] = None) -> None:
-        self._put("boundaries", (boundary,), R.stamp_bytes(revision, tick))
-
-    def set_boundaries(self, boundaries: Iterable[str], revision: int) -> None:
-        """set_boundary(b, revision) of each: one stamp for all (a transaction of n ops
-        stamps some 3n boundaries)."""
-        stamp, put = R.stamp_bytes(revision), self._put
+    def set_boundaries(self, boundaries: Iterable[str], revision: int,
+                       tick: Optional[int] = None) -> None:
+        """Stamp each boundary: one stamp for all (a transaction of n ops stamps some 3n)."""
+        stamp, put = R.stamp_bytes(revision, tick), self._put
         for boundary in boundaries:
             put("boundaries", (boundary,), stamp)
 

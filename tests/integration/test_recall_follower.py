@@ -34,6 +34,18 @@ def until(check, bound: float = 30.0) -> None:
         time.sleep(0.01)
 
 
+def counting_follower(store, indexes: IndexDirectory, *, rest: float
+                      ) -> tuple[FeedFollower, list[int]]:
+    """A started follower that rests `rest` s after each application, and the number of
+    changes of each application."""
+    follower = FeedFollower(store, Indexer(store, indexes), indexes, rest_ratio=1e6,
+                            max_rest_seconds=rest)
+    applied: list[int] = []
+    apply = follower.apply
+    follower.apply = lambda changes: (applied.append(len(changes)), apply(changes))[1]
+    return follower.start(), applied
+
+
 def test_recall_10_commits_made_while_the_follower_rests_are_read_as_one_page(tmp_path):
     store = CountingStore(str(tmp_path / "store"))
     tx = TransactionCore(store)
@@ -64,12 +76,7 @@ def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
     tx = TransactionCore(store)
     tx.create_context("c", caller=ME)
     indexes = IndexDirectory(str(tmp_path / "recall"))
-    follower = FeedFollower(store, Indexer(store, indexes), indexes, rest_ratio=1e6,
-                            max_rest_seconds=0.5)
-    applied: list[int] = []
-    apply = follower.apply
-    follower.apply = lambda changes: (applied.append(len(changes)), apply(changes))[1]
-    follower.start()
+    follower, applied = counting_follower(store, indexes, rest=0.5)
     try:
         caught_up = lambda: follower.status()["feed_position"] == store.feed_head()  # noqa: E731
         until(caught_up)
@@ -206,12 +213,7 @@ def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path)
     tx = app.transactions
     tx.create_context("c", caller=ME)
     indexes = IndexDirectory(str(tmp_path / "recall"))
-    follower = FeedFollower(client, Indexer(client, indexes), indexes, rest_ratio=1e6,
-                            max_rest_seconds=8.0)
-    applied: list[int] = []
-    apply = follower.apply
-    follower.apply = lambda changes: (applied.append(len(changes)), apply(changes))[1]
-    follower.start()
+    follower, applied = counting_follower(client, indexes, rest=8.0)
     try:
         caught_up = lambda: follower.status()["feed_position"] == app.store.feed_head()  # noqa: E731
         until(caught_up)

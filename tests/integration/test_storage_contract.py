@@ -673,6 +673,11 @@ def test_get_many_refuses_more_keys_than_its_limit(snap):
         also=[pb.TableKeys(table="frames", keys=keys[2:])]))
     assert err.reason == "STORAGE_REQUEST_TOO_LARGE"
     assert err.details["size"] == MAX_GET_MANY_KEYS + 1
+    # Another table is checked as the first is: a structured refusal, the name bounded.
+    err = _reason(snap.stub.GetMany, pb.GetManyRequest(
+        context="c", table="frames", keys=keys[:1],
+        also=[pb.TableKeys(table="nope" * 100, keys=keys[:1])]))
+    assert err.reason == "STORAGE_TABLE_UNKNOWN" and len(err.message) < 300
 
 
 def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_versions(tmp_path):

@@ -49,7 +49,7 @@ class TxRun:
 
     def note(self, op: str, target: str, outcome: str, f: Optional[R.Frame] = None) -> None:
         if self.keep_results:
-                self.results.append(Outcome(self.index, op, target, outcome,
+            self.results.append(Outcome(self.index, op, target, outcome,
                                         f.revision if f else 0,
                                         f.retire.due_tick if f and f.retire else 0))
 

@@ -86,9 +86,8 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
         if retired and rulebook.of_event(ev.data).stamp_window_retirements:
             # No revision is made: the stamp names the latest revision and this tick, so a
             # transaction that read before it cannot undo the retirement unseen.
-            for fid in retired:
-                m.set_boundary(f"life:{fid}", meta.revision, meta.tick)
-            m.set_boundary(WINDOW, meta.revision, meta.tick)
+            m.set_boundaries([f"life:{fid}" for fid in retired] + [WINDOW], meta.revision,
+                             meta.tick)
     root = next((s for s in claimed if kinds[s] == "user-message"), None)
     meta.activations += 1
     act = R.Activation(ev.data["activation_id"], sid, claimed, root, meta.tick, advanced, retired)
