@@ -106,19 +106,27 @@ def eventually_found(recall_process: ServerProcess, context: str, query: str,
 NAMES = [f"placed-{n}" for n in range(8)]
 
 
-def test_dist_05_contexts_are_placed_by_rendezvous_once_and_stored_on_their_shard(cluster):
-    procs, direct, _ = cluster
-    assert {s: json.loads(direct.get(SHARDS_PREFIX + s))["address"] for s in SHARDS} == \
-        {s: procs[s].address for s in SHARDS}
-    a = procs["a"].client()
+@pytest.fixture(scope="module")
+def placed(cluster):
+    """NAMES created through instance `a`, one commit each (the tests below build on
+    them, whichever of them run)."""
+    a = cluster[0]["a"].client()
     for name in NAMES:
         a.create_context(name)
         a.commit(name, f"(context-tx (base-version 0) (create plan (goal {name})))")
-    placed = {name: direct.get(PLACEMENT_PREFIX + name) for name in NAMES}
+    return NAMES
+
+
+def test_dist_05_contexts_are_placed_by_rendezvous_once_and_stored_on_their_shard(cluster,
+                                                                                  placed):
+    procs, direct, _ = cluster
+    assert {s: json.loads(direct.get(SHARDS_PREFIX + s))["address"] for s in SHARDS} == \
+        {s: procs[s].address for s in SHARDS}
+    shard_of = {name: direct.get(PLACEMENT_PREFIX + name) for name in placed}
     # The documented rule, written out here: the shard with the highest sha256(shard NUL name).
-    assert placed == {name: max(SHARDS, key=lambda s, n=name: hashlib.sha256(
-        f"{s}\0{n}".encode()).digest()) for name in NAMES}
-    expected = {s: {n for n, p in placed.items() if p == s} for s in SHARDS}
+    assert shard_of == {name: max(SHARDS, key=lambda s, n=name: hashlib.sha256(
+        f"{s}\0{n}".encode()).digest()) for name in placed}
+    expected = {s: {n for n, p in shard_of.items() if p == s} for s in SHARDS}
     assert all(expected.values()), expected  # these names land on both shards
     for s in SHARDS:  # each shard holds exactly its contexts
         assert {c for c in shard_contexts(procs, s) if c.startswith("placed-")} == expected[s]
@@ -127,7 +135,7 @@ def test_dist_05_contexts_are_placed_by_rendezvous_once_and_stored_on_their_shar
     assert [b.status(n)["revision"] for n in NAMES] == [1] * len(NAMES)
 
 
-def test_dist_05_status_shows_owner_shard_and_token(cluster):
+def test_dist_05_status_shows_owner_shard_and_token(cluster, placed):
     procs, direct, _ = cluster
     name = NAMES[0]
     for via in ("a", "b"):  # any instance tells who owns it
@@ -143,7 +151,7 @@ def test_dist_05_status_shows_owner_shard_and_token(cluster):
         assert f"\n{key}: " in text.stdout
 
 
-def test_dist_05_a_new_shard_does_not_move_a_placed_context(cluster):
+def test_dist_05_a_new_shard_does_not_move_a_placed_context(cluster, placed):
     procs, direct, _ = cluster
     a = procs["a"].client()
     # A shard named so that rendezvous would now prefer it for NAMES[0].
@@ -172,7 +180,7 @@ def test_dist_05_the_placement_map_wins_over_the_rule(cluster):
     assert name in shard_contexts(procs, "s2") and name not in shard_contexts(procs, "s1")
 
 
-def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster):
+def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster, placed):
     procs, _, root = cluster
     a = procs["a"].client()
     refs = {}
