@@ -66,12 +66,40 @@ def summarize(latencies_s: Sequence[float], seconds: float, **extra) -> dict:
             "mean_ms": (sum(latencies_s) / n * 1e3) if n else float("nan"), **extra}
 
 
-def cpu_seconds(pid) -> float:
+def cpu_seconds(pid, *, reaped: bool = False) -> float:
     """User + system CPU time of a process (all its threads) from /proc/PID/stat; `pid`
-    may also be a path below /proc such as "self/task/TID" (one thread)."""
+    may also be a path below /proc such as "self/task/TID" (one thread). `reaped`: with
+    the CPU of its children that ended and were waited for."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and all its descendants, living or ended (a server's worker
+    processes: recall's fit worker, a rebuild's pool). A child that ends between two
+    readings moves from the living into its parent's reaped time: differences hold."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # ended while listed
+            parents.setdefault(ppid, []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += cpu_seconds(p, reaped=True)
+        except (OSError, ValueError, IndexError):
+            continue
+        todo.extend(parents.get(p, []))
+    return total
 
 
 class ServerProcess:
@@ -116,7 +144,8 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def cpu_seconds(self) -> float:
-        return cpu_seconds(self.pid)
+        """The server's CPU, its worker processes' included."""
+        return tree_cpu_seconds(self.pid)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
         if self.proc.poll() is None:

@@ -8,6 +8,7 @@ from threadpoolctl import threadpool_limits
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.feeds import Feeds
+from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import Embedder
@@ -39,7 +40,8 @@ def register(app) -> Wired:
     embedder = embedder_for(app.config.embedder)  # before the lock: a bad one leaves none
     release = lock_root(root)
     indexes = IndexDirectory(root)
-    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer)
+    fitter = Fitter()  # large fits in a worker process: they would stall every request
+    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer, fitter=fitter)
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
@@ -50,7 +52,7 @@ def register(app) -> Wired:
                       feed_status=feeds.status)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [feeds.stop, release])
+                 core, [feeds.stop, fitter.close, release])
 
 
 def embedder_for(spec: str) -> Embedder:

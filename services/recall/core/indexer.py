@@ -32,6 +32,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     raw_event_text)
+from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.core.tokenpool import event_batches
 from morphz.services.recall.embedding.api import Embedder, embed_texts
@@ -77,11 +78,15 @@ class Indexer:
     def __init__(self, store: Store, indexes: IndexDirectory, *,
                  embedder: Optional[Embedder] = None,
                  tracer: Optional[trace.Tracer] = None,
+                 fitter: Optional[Fitter] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
+        process; by default every fit runs in this process)."""
         self._store = store
         self._indexes = indexes
         self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
         self._fitted: dict[str, tuple[str, Embedder]] = {}  # context -> (log, embedder)
+        self._fitter = fitter or Fitter(in_worker_min=None)
         self._is_learned: Optional[bool] = None
         self._tracer = tracer or NO_TRACING
         self._clock = clock
@@ -123,7 +128,7 @@ class Indexer:
         return cached[1]
 
     def _start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
-        fitted = self.embedder.fitted(sample)
+        fitted = self._fitter.fitted(self.embedder, sample)
         ident = self.embedder.identity
         leg.start(ident.label(), ident.dimension, TEXT_VERSION, fitted.state(), len(sample))
         self._fitted[context] = (os.path.join(leg.dir, leg.meta["log"]), fitted)
