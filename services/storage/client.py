@@ -168,7 +168,8 @@ class _CommitCall(Ticket):
 
 class RemoteReader(Reader):
     """One read snapshot in the storage service, opened by the first read (or by asking
-    commit_seq first) and released by close(): every get and scan page sees the
+    commit_seq first) and released by close(), or by the read the caller marks its last
+    (get_tables(release=True), no round trip of its own): every get and scan page sees the
     snapshot's commit_seq. If its lease ran out (idle past it, or reclaimed), a new
     snapshot at the same commit_seq continues the read unchanged; a context that moved
     meanwhile is StaleRead: redo the read. With snapshot=False (Store.latest) it holds
@@ -233,20 +234,28 @@ class RemoteReader(Reader):
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
         return self.get_tables([(table, keys)])[0]
 
-    def get_tables(self, wanted: list[tuple[str, list[Key]]]) -> list[list[Optional[bytes]]]:
+    def get_tables(self, wanted: list[tuple[str, list[Key]]], *,
+                   release: bool = False) -> list[list[Optional[bytes]]]:
         """GetMany RPCs of at most GET_MANY_KEYS keys, each over as many tables as they
-        reach (`also`); a reply cut short by its byte budget is asked again from there."""
+        reach (`also`); a reply cut short by its byte budget is asked again from there.
+        `release`: the snapshot goes with the reply that completes the read (no
+        CloseSnapshot round trip); a later read reopens one at the same version."""
         flat = [(table, key) for table, asked in wanted for key in asked]
         found: list[Optional[bytes]] = []
         while len(found) < len(flat):
             groups: list[tuple[str, list]] = []
-            for table, key in flat[len(found):len(found) + GET_MANY_KEYS]:
+            batch = flat[len(found):len(found) + GET_MANY_KEYS]
+            for table, key in batch:
                 if not groups or groups[-1][0] != table:
                     groups.append((table, []))
                 groups[-1][1].append(pb.Key(parts=key_to_proto(key)))
+            last = release and self._holds and len(found) + len(batch) == len(flat)
             r = self._read(self._c._stub.GetMany, pb.GetManyRequest(
                 context=self._context, table=groups[0][0], keys=groups[0][1],
-                also=[pb.TableKeys(table=t, keys=k) for t, k in groups[1:]]))
+                also=[pb.TableKeys(table=t, keys=k) for t, k in groups[1:]],
+                release_snapshot=last))
+            if last and len(r.rows) == len(batch):  # released with this reply
+                self._snapshot = ""
             found += [row.value if row.found else None for row in r.rows]
         out, at = [], 0
         for _, asked in wanted:

@@ -124,7 +124,11 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                 size += len(value or b"")
                 if size >= GET_MANY_BYTES:  # the rest in the next call
                     break
-            return pb.GetManyResponse(rows=rows, commit_seq=r.commit_seq, snapshot=opened)
+            commit_seq = r.commit_seq
+        if request.release_snapshot and len(rows) == asked:  # the reader's last read
+            self._snapshots.close_snapshot(request.snapshot or opened)
+            opened = ""
+        return pb.GetManyResponse(rows=rows, commit_seq=commit_seq, snapshot=opened)
 
     @rpc_boundary
     def Scan(self, request, context):

@@ -54,14 +54,17 @@ class MindView:
         for the gets that follow (the hot loops over a page of hits or an inbox)."""
         self.prefetch_tables({table: keys})
 
-    def prefetch_tables(self, wanted: dict[str, Iterable[Key]]) -> None:
+    def prefetch_tables(self, wanted: dict[str, Iterable[Key]], *,
+                        last: bool = False) -> None:
         """prefetch() of each table's keys, all in one round trip where the reader is
-        remote (a page of hits reads its observations, frames and events together)."""
+        remote (a page of hits reads its observations, frames and events together).
+        `last`: no other read is expected (Reader.get_tables' `release`)."""
         asked = [(table, [k for k in dict.fromkeys(keys) if (table, k) not in self._rows])
                  for table, keys in wanted.items()]
         asked = [(table, keys) for table, keys in asked if keys]
         if asked:
-            for (table, keys), rows in zip(asked, self._reader.get_tables(asked)):
+            for (table, keys), rows in zip(asked, self._reader.get_tables(asked,
+                                                                          release=last)):
                 for k, row in zip(keys, rows):
                     self._rows[(table, k)] = row
 

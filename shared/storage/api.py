@@ -180,9 +180,12 @@ class Reader(abc.ABC):
         """get() of each key, in order; a remote reader makes it one round trip."""
         return [self.get(table, k) for k in keys]
 
-    def get_tables(self, wanted: list[tuple[str, list[Key]]]) -> list[list[Optional[bytes]]]:
+    def get_tables(self, wanted: list[tuple[str, list[Key]]], *,
+                   release: bool = False) -> list[list[Optional[bytes]]]:
         """get_many() of each (table, keys), in order; a remote reader makes it one round
-        trip for all of them."""
+        trip for all of them. `release`: the caller expects no other read from this
+        reader, so a remote one may let its snapshot go with this read (a later read
+        still sees the same version, or raises StaleRead if it is gone)."""
         return [self.get_many(table, keys) for table, keys in wanted]
 
     def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing

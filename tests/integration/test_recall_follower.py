@@ -143,7 +143,7 @@ def test_recall_10_the_feed_lag_counts_commits_made_while_the_follower_rests(tmp
 def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
     """A search's reads (the meta, then its page's observations and events, together)
     see one version even when a commit lands between them; over gRPC that is a Get that
-    opens the snapshot, one GetMany in it, and the CloseSnapshot."""
+    opens the snapshot and one GetMany in it that releases it (its last read)."""
     import grpc
 
     from morphz.services.recall.core.engine import RecallCore
@@ -154,10 +154,10 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
     between: list = []  # run once, between a reader's first read and its next
 
     class Interleaved(RemoteReader):
-        def get_tables(self, wanted):
+        def get_tables(self, wanted, **kw):
             while between:
                 between.pop()()
-            return super().get_tables(wanted)
+            return super().get_tables(wanted, **kw)
 
     class Client(StorageClient):
         def reader(self, context):
@@ -184,9 +184,63 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
         reply = core.search("c", "lantern", states=["active"], caller=ME)
         assert not between  # the commit landed mid-search
         assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])  # as of the meta
-        assert count.methods() == ["Get", "GetMany", "CloseSnapshot"]
+        assert count.methods() == ["Get", "GetMany"]
+        assert len(app.snapshots) == 0  # released with the GetMany
         reply = core.search("c", "lantern", states=["active"], caller=ME)
         assert [h["ref"] for h in reply["results"]] == [refs[2]]  # the next search sees it
+    finally:
+        channel.close()
+        app.stop(grace=1)
+
+
+def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_again(tmp_path):
+    """A remote reader's snapshot released under it (reaped, or let go early) while a
+    commit moves the context: its next read cannot see the old version (StaleRead), so
+    the search reads again, all of it, at the new version."""
+    import grpc
+
+    from morphz.services.recall.core.engine import RecallCore
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import RemoteReader, StorageClient
+    from tests.rpc_count import counted
+
+    between: list = []
+
+    class Interleaved(RemoteReader):
+        def get_tables(self, wanted, **kw):
+            while between:
+                between.pop()(self)
+            return super().get_tables(wanted, **kw)
+
+    class Client(StorageClient):
+        def reader(self, context):
+            return Interleaved(self, context)
+
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0")).start()
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
+    try:
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
+                for i in range(3)]
+        client = Client(channel, timeout=30)
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        indexer.catch_up("c")
+        core = RecallCore(client, tx, indexer)
+
+        def release_and_move(reader: RemoteReader) -> None:
+            app.snapshots.close_snapshot(reader._snapshot)  # as the reaper would
+            tx.commit("c", f'(context-tx (base-version 0) (reason "done") (retire {refs[0]}))',
+                      caller=ME)
+        between.append(release_and_move)
+        count.calls.clear()
+        reply = core.search("c", "lantern", states=["active"], caller=ME)
+        assert not between
+        assert "OpenSnapshot" in count.methods()  # the old version was asked for: gone
+        assert count.methods()[-2:] == ["Get", "GetMany"]  # then the whole read again
+        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])
+        assert len(app.snapshots) == 0
     finally:
         channel.close()
         app.stop(grace=1)

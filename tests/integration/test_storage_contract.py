@@ -719,6 +719,41 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
     assert reply.snapshot and reply.commit_seq == 2 and opened() == 1
 
 
+def test_dist_05_a_readers_last_getmany_releases_its_snapshot(snap, monkeypatch):
+    """get_tables(release=True): the snapshot goes with the reply that completes the read
+    (no CloseSnapshot round trip); a read after that sees the same version through a new
+    snapshot, or StaleRead once the context moved. A reply cut short keeps it."""
+    from morphz.services.storage import servicer as servicer_module
+
+    channel, count = counted(snap.channel)
+    client = StorageClient(channel, timeout=10)
+    snap.store.commit("c", 0, [Write("frames", ("a",), b"A1"), Write("frames", ("b",), b"B1")])
+    with client.reader("c") as r:
+        assert r.get("frames", ("a",)) == b"A1"
+        assert r.get_tables([("frames", [("a",), ("b",)])], release=True) == [[b"A1", b"B1"]]
+        assert len(snap.registry) == 0
+        assert r.get("frames", ("b",)) == b"B1" and r.commit_seq == 1  # reopened at 1
+    assert count.methods() == ["Get", "GetMany", "OpenSnapshot", "Get", "CloseSnapshot"]
+
+    count.calls.clear()  # a first read that is also the last keeps no snapshot
+    with client.reader("c") as r:
+        assert r.get_tables([("frames", [("a",)])], release=True) == [[b"A1"]]
+        assert len(snap.registry) == 0
+        snap.store.commit("c", 1, [Write("frames", ("a",), b"A2")])
+        with pytest.raises(StaleRead):  # version 1 is gone: redo the whole read
+            r.get("frames", ("a",))
+    assert count.methods() == ["GetMany", "OpenSnapshot", "CloseSnapshot"]
+    assert len(snap.registry) == 0
+
+    monkeypatch.setattr(servicer_module, "GET_MANY_BYTES", 1)  # a row per reply
+    count.calls.clear()
+    with client.reader("c") as r:
+        assert r.get("frames", ("a",)) == b"A2"
+        assert r.get_tables([("frames", [("a",), ("b",)])], release=True) == [[b"A2", b"B1"]]
+        assert len(snap.registry) == 0
+    assert count.methods() == ["Get", "GetMany", "GetMany"]  # released by the second
+
+
 def test_dist_05_a_latest_reader_holds_no_snapshot_and_sees_each_commit(snap):
     """Store.latest over gRPC: no snapshot RPCs, and a read after a commit sees it."""
     channel, count = counted(snap.channel)

@@ -43,7 +43,7 @@ from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
-from morphz.shared.storage.api import Store
+from morphz.shared.storage.api import Reader, StaleRead, Store
 from morphz.shared.text.analyze import query_terms
 
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
@@ -174,42 +174,57 @@ class RecallCore:
             params["viewer"] = evaluation["session"]
         if mode != "lexical" and words:  # (lexical cursors stay as they were)
             params["mode"] = mode
-        with self._tracer.start_as_current_span("recall.search") as span, \
-                self._store.reader(context) as reader:
+        with self._tracer.start_as_current_span("recall.search") as span:
             # Counts, never the words: a query's text stays out of spans.
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.search.terms", len(words))
             span.set_attribute("morphz.limit", limit)
-            m = MindView(reader)
-            _authorize(m, context, caller, evaluation)
-            m.require_meta(context)
-            idx = self._indexer.index(context)
-            snapshot = idx.snapshot()
-            if cursor:  # the next page comes from the searcher that answered the first
-                snapshot = self._pins.get(context, cursors.version_of(cursor)) or snapshot
-            searcher, imeta = snapshot
-            position = imeta.get("position", 0)
-            version = f"p{position}"
-            start = cursors.decode(cursor, "search", params, version) if cursor else 0
-            viewer = _viewer(m, evaluation)
-            legs = {}
-            if mode != "lexical" and words:
-                legs = self._legs(m, context, query, mode, idx, searcher, words, kinds,
-                                  sessions, since_us, until_us)
-            hits, next_offset, empty = run_search(m, idx, searcher, words, since_us,
-                                                  until_us, kinds, states, sessions, start,
-                                                  limit, viewer.sees_seq if viewer else None,
-                                                  **legs)
-            span.set_attribute("morphz.results", len(hits))
-            span.set_attribute("morphz.index_position", position)
-            reply = {"results": hits, "next_cursor": "", "index_position": position,
-                     "lag": max(0, reader.commit_seq - position),
-                     "empty": empty if not hits and not start else ""}
-            if next_offset is not None:
-                reply["next_cursor"] = cursors.encode("search", params, version, next_offset)
-                self._pins.keep(context, version, snapshot)
+
+            def read(reader: Reader) -> dict:
+                m = MindView(reader)
+                _authorize(m, context, caller, evaluation)
+                m.require_meta(context)
+                idx = self._indexer.index(context)
+                snapshot = idx.snapshot()
+                if cursor:  # the next page: from the searcher that answered the first
+                    pinned = self._pins.get(context, cursors.version_of(cursor))
+                    snapshot = pinned or snapshot
+                searcher, imeta = snapshot
+                position = imeta.get("position", 0)
+                version = f"p{position}"
+                start = cursors.decode(cursor, "search", params, version) if cursor else 0
+                viewer = _viewer(m, evaluation)
+                legs = {}
+                if mode != "lexical" and words:
+                    legs = self._legs(m, context, query, mode, idx, searcher, words, kinds,
+                                      sessions, since_us, until_us)
+                hits, next_offset, empty = run_search(
+                    m, idx, searcher, words, since_us, until_us, kinds, states, sessions,
+                    start, limit, viewer.sees_seq if viewer else None, **legs)
+                span.set_attribute("morphz.results", len(hits))
+                span.set_attribute("morphz.index_position", position)
+                reply = {"results": hits, "next_cursor": "", "index_position": position,
+                         "lag": max(0, reader.commit_seq - position),
+                         "empty": empty if not hits and not start else ""}
+                if next_offset is not None:
+                    reply["next_cursor"] = cursors.encode("search", params, version,
+                                                          next_offset)
+                    self._pins.keep(context, version, snapshot)
+                return reply
+            reply = self._reading(context, read)
         request = {"query": query, "since": since, "until": until, "limit": limit}
         return self._record(context, evaluation, "search", request, reply, caller)
+
+    def _reading(self, context: str, read: Callable[[Reader], dict]) -> dict:
+        """read(reader) at one version of the context; once more, at the latest, if that
+        version went while it read (StaleRead: a remote reader whose snapshot was let go
+        early, or outlived its lease, while the context moved on)."""
+        try:
+            with self._store.reader(context) as reader:
+                return read(reader)
+        except StaleRead:
+            with self._store.reader(context) as reader:
+                return read(reader)
 
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
               searcher, words: list[str], kinds: list[str], sessions: list[str],

@@ -44,10 +44,14 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
         raw = fetch(offset, chunk)
         # What the filters and the hits read, in one round trip (a remote store).
         shown = [int(h.key[2:]) for h in raw[:limit - len(hits)] if h.key[0] == "e"]
+        # This search's last read when the index has no more hits, or when an unfiltered
+        # page fills from this chunk (only a hit that fails to resolve, a frame gone since
+        # it was indexed, reads on: at the same version, or StaleRead).
+        last = len(raw) < chunk or (not filtered and len(raw) > limit - len(hits))
         m.prefetch_tables({
             "observations": [(int(h.key[2:]),) for h in raw if h.key[0] == "e"],
             "frames": [(h.key[2:],) for h in raw if h.key[0] == "f"],
-            "events": [(seq,) for seq in shown]})
+            "events": [(seq,) for seq in shown]}, last=last)
         # A page's events decoded at once cost about half as much as one call each.
         events = m.event_dicts(shown)
         for i, h in enumerate(raw):
