@@ -160,7 +160,8 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert recall.names == ["morphz.api.recall.v1.RecallService"]
         assert encoding.names == ["morphz.api.encoding.v1.EncodingService"]
         assert isinstance(recall.core, RecallCore) and isinstance(encoding.core, EncodingCore)
-        assert len(recall.stoppers) == 2 and encoding.stoppers == []  # follower, folder lock
+        # the follower, the fit worker, the folder lock
+        assert len(recall.stoppers) == 3 and encoding.stoppers == []
         app.transactions.create_context("c", caller=IN_PROCESS_CALLER)
         assert recall.core.inspect("c",
                                    caller=IN_PROCESS_CALLER)["context"] == "c"  # the core it handed back serves
