@@ -78,11 +78,10 @@ def cpu_seconds(pid, *, reaped: bool = False) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of a process and all its descendants, living or ended (a server's worker
-    processes: recall's fit worker, a rebuild's pool). A child that ends between two
-    readings moves from the living into its parent's reaped time: differences hold."""
-    parents: dict[int, list[int]] = {}
+def process_tree(pid: int) -> list[int]:
+    """pid and every living descendant (a server's worker processes: recall's fit worker,
+    a rebuild's pool), from /proc."""
+    children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -90,15 +89,38 @@ def tree_cpu_seconds(pid: int) -> float:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue  # ended while listed
-            parents.setdefault(ppid, []).append(int(entry))
-    total, todo = 0.0, [pid]
+            children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
     while todo:
         p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and all its descendants, living or ended. A child that ends
+    between two readings moves from the living into its parent's reaped time, so
+    differences hold."""
+    total = 0.0
+    for p in process_tree(pid):
         try:
             total += cpu_seconds(p, reaped=True)
         except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile (and counted in its parent's reaped time)
+    return total
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and its living descendants."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f
+                              if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
             continue
-        todo.extend(parents.get(p, []))
     return total
 
 

@@ -33,7 +33,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import log, percentile, target  # noqa: E402
+from common import log, percentile, target, tree_rss_bytes  # noqa: E402
 
 import grpc  # noqa: E402
 import tantivy  # noqa: E402
@@ -233,8 +233,9 @@ def fts_search(db: sqlite3.Connection):
 
 
 def server_rss(data: str, embedder: str, queries: list[str]) -> int:
-    """The RSS of a fresh `morphz serve` process over this data directory (its index
-    built), after a few searches in each mode have loaded both legs."""
+    """The RSS of a fresh `morphz serve` process (its worker processes included) over
+    this data directory (its index built), after a few searches in each mode have loaded
+    both legs."""
     proc = subprocess.Popen([sys.executable, "-m", "morphz.services.cli.main", "serve",
                              "--listen", "127.0.0.1:0", "--data", data, "--embedder",
                              embedder], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -246,9 +247,7 @@ def server_rss(data: str, embedder: str, queries: list[str]) -> int:
             for mode in ("lexical", "vector", "hybrid"):
                 for q in queries:
                     client.search(CONTEXT, q, limit=20, mode=mode)
-        with open(f"/proc/{proc.pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f
-                        if line.startswith("VmRSS:"))
+        return tree_rss_bytes(proc.pid)  # its worker processes' too, if any run
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
