@@ -69,10 +69,12 @@ WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
                 "following change-feed watches a storage service serves at once")
 GET_MANY_KEYS = Limit("get_many_keys", 1000, "STORAGE_REQUEST_TOO_LARGE",
                       "keys in one storage GetMany")
+SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
+                        "scans in one storage ScanMany")
 
 ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
-       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS)
+       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
 BY_NAME = {lim.name: lim for lim in ALL}
 
 # What an error may echo of a request's value: at most this many characters.

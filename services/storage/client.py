@@ -18,6 +18,7 @@ from morphz.services.storage.backup import Manifest
 from morphz.services.storage.servicer import key_from_proto, key_to_proto
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
+from morphz.shared.limits import SCAN_MANY_SCANS
 
 PAGE_ROWS = 1000  # rows per Scan RPC (the server caps a page at MAX_SCAN_ROWS)
 GET_MANY_KEYS = 500  # keys per GetMany RPC (the server takes up to MAX_GET_MANY_KEYS)
@@ -175,6 +176,8 @@ class RemoteReader(Reader):
     meanwhile is StaleRead: redo the read. With snapshot=False (Store.latest) it holds
     none: each read sees the rows as they are then."""
 
+    remote = True
+
     def __init__(self, client: StorageClient, context: str, *, snapshot: bool = True) -> None:
         self._c = client
         self._context = context
@@ -261,6 +264,22 @@ class RemoteReader(Reader):
         for _, asked in wanted:
             out.append(found[at:at + len(asked)])
             at += len(asked)
+        return out
+
+    def scan_tables(self, wanted: list[tuple[str, Key]]) -> list[list[tuple[Key, bytes]]]:
+        """ScanMany RPCs of at most SCAN_MANY_SCANS scans; a scan its reply cut short
+        goes on with Scan after its last row (same snapshot)."""
+        out: list[list[tuple[Key, bytes]]] = []
+        for start in range(0, len(wanted), SCAN_MANY_SCANS.max):
+            part = wanted[start:start + SCAN_MANY_SCANS.max]
+            r = self._read(self._c._stub.ScanMany, pb.ScanManyRequest(
+                context=self._context, scans=[pb.TablePrefix(table=t, prefix=key_to_proto(p))
+                                              for t, p in part]))
+            for (table, prefix), result in zip(part, r.results):
+                rows = [(key_from_proto(row.key), row.value) for row in result.rows]
+                if result.more:
+                    rows += self.scan(table, prefix, rows[-1][0] if rows else None)
+                out.append(rows)
         return out
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,

@@ -14,14 +14,15 @@ from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups, Manifest
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
+from morphz.shared.storage.keys import check_table
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import GET_MANY_KEYS, WATCHES
+from morphz.shared.limits import GET_MANY_KEYS, SCAN_MANY_SCANS, WATCHES
 from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
 MAX_GET_MANY_KEYS = GET_MANY_KEYS.max
-GET_MANY_BYTES = 8 << 20  # a GetMany reply stops after the row that passes this
+GET_MANY_BYTES = 8 << 20  # a GetMany (or ScanMany) reply stops after the row that passes this
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = WATCHES.max
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
@@ -140,6 +141,30 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             return pb.ScanResponse(
                 rows=[pb.Row(key=key_to_proto(k), value=v) for k, v in rows[:limit]],
                 more=len(rows) > limit, commit_seq=r.commit_seq, snapshot=opened)
+
+    @rpc_boundary
+    def ScanMany(self, request, context):
+        if len(request.scans) > SCAN_MANY_SCANS.max:
+            raise MorphzError("STORAGE_REQUEST_TOO_LARGE", f"at most {SCAN_MANY_SCANS.max} "
+                              "scans per ScanMany", field="scans",
+                              **SCAN_MANY_SCANS.details(size=len(request.scans)))
+        scans = [(s.table, key_from_proto(s.prefix)) for s in request.scans]
+        for table, _ in scans:  # every table checked, also those the budget leaves unread
+            check_table(table)
+        with self._reader(request) as (r, opened):
+            results, rows_left, size = [], MAX_SCAN_ROWS, 0
+            for table, prefix in scans:
+                rows, more = [], False
+                for k, v in r.scan(table, prefix, None, rows_left + 1):
+                    if len(rows) == rows_left or size >= GET_MANY_BYTES:
+                        more = True  # the rest with Scan, after the last row
+                        break
+                    rows.append(pb.Row(key=key_to_proto(k), value=v))
+                    size += len(v)
+                rows_left -= len(rows)
+                results.append(pb.ScanResponse(rows=rows, more=more))
+            return pb.ScanManyResponse(results=results, commit_seq=r.commit_seq,
+                                       snapshot=opened)
 
     @rpc_boundary
     def Commit(self, request, context):

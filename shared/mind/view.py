@@ -37,6 +37,9 @@ class MindView:
         # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
         # lie over them).
         self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
+        # Whole scans read ahead by prefetch_scans: (table, prefix) -> rows. MindState
+        # scans through its overlay and never reads these.
+        self._scans: dict[tuple[str, Key], list[tuple[Key, bytes]]] = {}
         self._grants: dict[str, frozenset[tuple[str, str]]] = {}  # principal -> grants
 
     @property
@@ -68,18 +71,34 @@ class MindView:
                 for k, row in zip(keys, rows):
                     self._rows[(table, k)] = row
 
+    def prefetch_scans(self, wanted: Iterable[tuple[str, Key]]) -> None:
+        """Whole scans of these (table, prefix) read now in one round trip (ScanMany),
+        for the scans that follow (an encoding's first reads: frames, order, relations,
+        sessions...), when the reader is remote; a local one scans when asked (holding
+        every row first cost an in-process compile of 1,000 frames 8% more)."""
+        if not self._reader.remote:
+            return
+        asked = [w for w in dict.fromkeys(wanted) if w not in self._scans]
+        if asked:
+            self._scans.update(zip(asked, self._reader.scan_tables(asked)))
+
     def forget_prefetched(self) -> None:
         """Drop the rows read ahead and the events decoded (a long pass over a backlog
         reads ahead a chunk at a time)."""
         self._rows.clear()
+        self._scans.clear()
         self._events.clear()
 
     def _scan(self, table: str, prefix: Key = (),
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
-        return self._reader.scan(table, prefix, after)
+        rows = self._scans.get((table, prefix)) if after is None else None
+        return iter(rows) if rows is not None else self._reader.scan(table, prefix, after)
 
     def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
         """_scan's values only (the store need not decode keys nobody reads)."""
+        rows = self._scans.get((table, prefix))
+        if rows is not None:
+            return [v for _, v in rows]
         return self._reader.scan_values(table, prefix)
 
     # -- meta -------------------------------------------------------------------

@@ -161,6 +161,9 @@ class Reader(abc.ABC):
     """A consistent read view of one context at `commit_seq`."""
 
     commit_seq: int
+    # Whether a read costs a round trip, so that reading ahead in batches pays (a remote
+    # reader); a local one reads when asked, holding nothing it may not need.
+    remote = False
 
     @abc.abstractmethod
     def get(self, table: str, key: Key) -> Optional[bytes]: ...
@@ -175,6 +178,11 @@ class Reader(abc.ABC):
         (a store may skip decoding them)."""
         for _, value in self.scan(table, prefix):
             yield value
+
+    def scan_tables(self, wanted: list[tuple[str, Key]]) -> list[list[tuple[Key, bytes]]]:
+        """Every row of each (table, prefix), in order; a remote reader reads them all in
+        one round trip where they fit."""
+        return [list(self.scan(table, prefix)) for table, prefix in wanted]
 
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
         """get() of each key, in order; a remote reader makes it one round trip."""

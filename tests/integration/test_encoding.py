@@ -379,3 +379,46 @@ def test_core_15_every_undelivered_root_request_is_an_objective_until_delivered(
     e = enc.compile(mind.context, "s1")
     assert "(objective (runtime none))" in e["text"]
     assert enc.replay(mind.context, e["snapshot"])["replay_hash"] == e["hash"]
+
+
+def test_dist_05_a_compile_over_the_storage_service_reads_its_scans_in_one_round_trip(
+        tmp_path):
+    """An encoding compiled through the storage service (the split topology) reads its
+    whole prefixes (frames, order, relations, sessions...) in one ScanMany, not a Scan
+    each, and renders exactly what a compile in the storage's own process renders."""
+    from datetime import datetime, timezone
+
+    from morphz.services.encoding.core.engine import EncodingCore
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.storage.client import StorageClient
+    from morphz.shared.auth import IN_PROCESS_CALLER as ME
+    from tests.rpc_count import counted
+
+    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
+                                storage_listen="127.0.0.1:0")).start()
+    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
+    try:
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        ref = tx.append_event("c", "s1", "tool-result", "120 tests passed", caller=ME)["ref"]
+        tx.commit("c", "(context-tx (base-version 0) (create release (goal ship-v1)))",
+                  caller=ME)
+        base = tx.status("c", caller=ME)["revision"]
+        tx.commit("c", RELEASE_TX.format(base=base, ref=ref), caller=ME)
+        tx.append_event("c", "s1", "user-message", "and the changelog?", caller=ME)
+        act = tx.activate("c", "s1", caller=ME)["id"]
+
+        def clock():
+            return datetime(2026, 12, 1, tzinfo=timezone.utc)
+        here = EncodingCore(app.store, tx, clock=clock, new_id=lambda: "enc-here")
+        remote = EncodingCore(StorageClient(channel, timeout=30), tx, clock=clock,
+                              new_id=lambda: "enc-remote")
+        expected = here.compile("c", "s1", activation=act, caller=ME)
+        count.calls.clear()
+        got = remote.compile("c", "s1", activation=act, caller=ME)
+        assert count.methods().count("ScanMany") == 1 and "Scan" not in count.methods()
+        assert got["text"] == expected["text"] and got["hash"] == expected["hash"]
+        assert "supports" in got["text"]  # the relation, read by the ScanMany
+    finally:
+        channel.close()
+        app.stop(grace=1)

@@ -659,6 +659,58 @@ def test_dist_05_a_remote_get_tables_is_one_round_trip(snap):
     assert count.calls == ["GetMany:observations"]
 
 
+def test_scan_tables_answers_each_prefix_whole_and_in_order(store):
+    """scan_tables is a whole scan of each (table, prefix), repeated or empty ones
+    included; over gRPC (3-row scan pages) past a ScanMany reply's row limit too."""
+    store.commit("c", 0, [Write("frames", (f"f{i:02}",), f"F{i}".encode()) for i in range(12)]
+                 + [Write("pending", (s, i), b"") for s in ("s1", "s2") for i in range(5)])
+    wanted = [("frames", ()), ("pending", ("s2",)), ("pending", ("s9",)), ("frames", ()),
+              ("pending", ())]
+    with store.reader("c") as r:
+        got = r.scan_tables(wanted)
+        assert got == [list(r.scan(t, p)) for t, p in wanted]
+    assert [len(g) for g in got] == [12, 5, 0, 12, 10]
+    assert got[1][0] == (("s2", 0), b"")
+
+
+def test_dist_05_a_remote_scan_tables_is_one_round_trip_and_goes_on_where_cut(snap,
+                                                                             monkeypatch):
+    """One ScanMany in the reader's snapshot; a scan its reply cut short (the reply's row
+    limit, here 4) goes on with Scan after its last row, still in that snapshot."""
+    from morphz.services.storage import servicer as servicer_module
+
+    channel, count = counted(snap.channel)
+    client = StorageClient(channel, timeout=10)
+    snap.store.commit("c", 0, [Write("frames", (f"f{i}",), b"F") for i in range(3)]
+                      + [Write("order", (i,), b"o") for i in range(3)])
+    wanted = [("frames", ()), ("order", ()), ("relations", ())]
+    with client.reader("c") as r:
+        assert r.get("meta", ()) is None  # opens the snapshot
+        snap.store.commit("c", 1, [Write("frames", ("g",), b"G")])  # not seen below
+        whole = r.scan_tables(wanted)
+        assert [len(rows) for rows in whole] == [3, 3, 0]
+        monkeypatch.setattr(servicer_module, "MAX_SCAN_ROWS", 4)
+        count.calls.clear()
+        assert r.scan_tables(wanted) == whole
+    assert count.methods() == ["ScanMany", "Scan", "CloseSnapshot"]  # order's last 2 rows
+
+
+def test_scan_many_refuses_more_scans_than_its_limit_and_unknown_tables(snap):
+    from morphz.api.storage.v1 import storage_pb2 as pb
+    from morphz.shared.limits import SCAN_MANY_SCANS
+
+    scans = [pb.TablePrefix(table="frames")] * (SCAN_MANY_SCANS.max + 1)
+    err = _reason(snap.stub.ScanMany, pb.ScanManyRequest(context="c", scans=scans))
+    assert err.reason == "STORAGE_REQUEST_TOO_LARGE" and err.to_dict()["code"] == \
+        "INVALID_ARGUMENT"
+    assert (err.details["limit"], err.details["max"], err.details["size"]) == \
+        ("scan_many_scans", SCAN_MANY_SCANS.max, SCAN_MANY_SCANS.max + 1)
+    # Every table is checked, the name bounded, before anything is read.
+    err = _reason(snap.stub.ScanMany, pb.ScanManyRequest(
+        context="c", scans=[pb.TablePrefix(table="frames"), pb.TablePrefix(table="no" * 100)]))
+    assert err.reason == "STORAGE_TABLE_UNKNOWN" and len(err.message) < 300
+
+
 def test_get_many_refuses_more_keys_than_its_limit(snap):
     from morphz.api.storage.v1 import storage_pb2 as pb
     from morphz.services.storage.servicer import MAX_GET_MANY_KEYS, key_to_proto

@@ -47,6 +47,10 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
            capabilities: dict, cache: Optional[FrameCache] = None) -> Gathered:
     g = Gathered()
     meta = m.meta()
+    # The scans below, in one round trip where the store is remote (not one each).
+    m.prefetch_scans([("pending", (session,)), ("root_requests", ()), ("inbox", ()),
+                      ("frames", ()), ("order", ()), ("relations", ()), ("checkpoints", ()),
+                      ("sessions", ()), ("open_calls", (session,))])
     pending = set(m.pending(session))
     claimed = set(act.claimed)
     fresh = claimed | set(act.results)
