@@ -92,6 +92,8 @@ class EncodingCore:
                     policy.check(m, context, caller, policy.REVEAL, session)
                 parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
                     if parent_snapshot else None
+                m.require_meta(context)
+                evaluated = m.session(session)  # checked below, after the parent's scope
             if parent is not None:
                 if parent["session"] != session:
                     raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
@@ -99,7 +101,7 @@ class EncodingCore:
                                       snapshot=parent_snapshot, session=session)
                 parent_scope = Scope.from_dict(parent["scope"])
             frozen = parent_scope.narrow(requested)
-            self._check_session(context, session)
+            _check_session(evaluated, session)
             if activation:
                 act_id = activation
             else:
@@ -147,17 +149,6 @@ class EncodingCore:
                 "claimed": [R.ref(s) for s in act.claimed], "revision": g.material.revision,
                 "tick": g.material.tick, "omitted": g.omitted,
                 "omitted_total": g.omitted_total}
-
-    def _check_session(self, context: str, session: str) -> None:
-        with self._store.reader(context) as reader:
-            m = MindView(reader)
-            m.require_meta(context)
-            s = m.session(session)
-        if s is None:
-            raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
-        if s.state == R.RETIRED:
-            raise MorphzError("SESSION_RETIRED", f"session {session} is retired: restore it "
-                              "before evaluating it", session=session)
 
     def _fit(self, m, r, wanted: list[str]) -> None:
         """Fail loudly when the encoding is over budget; never shorten anything."""
@@ -294,6 +285,15 @@ class EncodingCore:
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)
+
+
+def _check_session(s: Optional[R.Session], session: str) -> None:
+    """The session an encoding is compiled for exists and is not retired."""
+    if s is None:
+        raise MorphzError("SESSION_NOT_FOUND", f"no session {session}", session=session)
+    if s.state == R.RETIRED:
+        raise MorphzError("SESSION_RETIRED", f"session {session} is retired: restore it "
+                          "before evaluating it", session=session)
 
 
 def _snapshot(m: MindView, context: str, snapshot: str, caller: Caller,
