@@ -66,6 +66,11 @@ class Fitter:
                          len(sample))
             self._discard(pool)
             return base.fitted(sample)
+        except RuntimeError as e:  # shut down between _acquire and submit (a stop)
+            if self._pool is pool and not self._closed:
+                raise  # the fit's own error, from the worker
+            _log.debug("the fit worker stopped (%s); fitting in the server process", e)
+            return base.fitted(sample)
         finally:
             self._release()
         self.worker_pid = pid
