@@ -92,6 +92,9 @@ class EncodingCore:
                     policy.check(m, context, caller, policy.REVEAL, session)
                 parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
                     if parent_snapshot else None
+                # This reader's last read: the meta and the session in one round trip, which
+                # also lets a remote snapshot go (no CloseSnapshot).
+                m.prefetch_tables({"meta": [()], "sessions": [(session,)]}, last=True)
                 m.require_meta(context)
                 evaluated = m.session(session)  # checked below, after the parent's scope
             if parent is not None:
@@ -111,6 +114,7 @@ class EncodingCore:
             with self._store.reader(context) as reader, \
                     self._tracer.start_as_current_span("encoding.gather"):
                 m = MindView(reader)
+                m.prefetch_tables({"activations": [(act_id,)], "meta": [()]})  # one trip
                 act = m.activation(act_id)
                 if act is not None and not policy.allowed(m, caller, policy.ENCODE,
                                                           act.session):

@@ -62,8 +62,11 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
 
     observations: list[Obs] = []
     inbox = m.inbox()
-    m.prefetch("events", [(seq,) for seq in inbox])  # one round trip each, not two per item
-    m.prefetch("observations", [(seq,) for seq in inbox])
+    # One round trip for the events read below (the inbox's, the pending and claimed
+    # results', the open calls') and the inbox's observations, not one or two per item.
+    read = set(inbox) | pending | claimed | {seq for seq, _ in m.open_calls(session)}
+    m.prefetch_tables({"events": [(seq,) for seq in sorted(read)],
+                       "observations": [(seq,) for seq in inbox]})
     for seq in inbox:
         ev = m.event(seq)
         ref = R.ref(seq)
