@@ -1,5 +1,6 @@
 """Where the recall indexer's fits run (services/recall/core/fitpool.py): a large sample in
-a real spawned worker process, whose fit embeds exactly as one made in this process."""
+a real spawned worker process, whose fit embeds exactly as one made in this process, and
+which, killed at any point, leaves its work to this process and never a caller waiting."""
 from __future__ import annotations
 
 import os
@@ -30,11 +31,15 @@ class _Refusing(LsaEmbedder):
 
 
 def _gone(pid: int, bound: float = 30.0) -> bool:
+    """Whether the process ended within `bound` seconds (a zombie, not yet reaped by
+    its parent, has ended)."""
     deadline = time.monotonic() + bound
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
             return True
         time.sleep(0.05)
     return False
@@ -80,9 +85,10 @@ def test_a_killed_fit_worker_leaves_the_fit_to_this_process_then_is_replaced(fit
     first = fitter.worker_pid
     os.kill(first, signal.SIGKILL)
     assert _gone(first)
-    # The broken pool is noticed: this fit runs here, the next one in a new worker.
+    # The dead worker is seen: this fit runs here, the next one in a new worker.
+    done = fitter.calls_done
     assert fitter.fitted(base, sample).state() == expected
-    assert fitter.worker_pid == first  # no worker answered that one
+    assert fitter.worker_pid == first and fitter.calls_done == done  # made here
     assert fitter.fitted(base, sample).state() == expected
     assert fitter.worker_pid not in (None, first, os.getpid())
 
@@ -95,3 +101,60 @@ def test_an_idle_fit_worker_stops():
         assert _gone(f.worker_pid)
     finally:
         f.close()
+
+
+def _stored_events(tmp_path, n: int) -> list[bytes]:
+    """n events as the store holds them (their JSON bytes), written by the real core."""
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.engine import TransactionCore
+    from morphz.shared.auth import IN_PROCESS_CALLER as ME
+
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    try:
+        core = TransactionCore(store)
+        core.create_context("c", caller=ME)
+        for text in _sample(n):
+            core.append_event("c", "s1", "user-message", text, caller=ME)
+        with store.reader("c") as r:
+            return list(r.scan_values("events"))
+    finally:
+        store.close()
+
+
+def test_hyb_02_a_refits_batches_embedded_by_the_worker_equal_those_made_here(
+        fitter, tmp_path, monkeypatch):
+    """A refit's re-embedding (event_batches with the fit worker) gives exactly the
+    vectors and vector documents of the same batches made in this process."""
+    from morphz.services.recall.core import tokenpool
+
+    monkeypatch.setattr(tokenpool, "BATCH", 64)  # several batches
+    raws = _stored_events(tmp_path, 300)
+    base = LsaEmbedder()
+    fitted = base.fitted(_sample())
+
+    def batches(worker):
+        return list(tokenpool.event_batches(iter(raws), len(raws), base=base, fitted=fitted,
+                                            lexical=False, worker=worker))
+    here = batches(None)
+    there = batches(fitter)
+    assert fitter.calls_done == len(there) == 5  # every batch came from the worker
+    assert [b.vec_docs for b in there] == [b.vec_docs for b in here]
+    assert all(np.array_equal(a.vectors, b.vectors) for a, b in zip(there, here))
+    assert sum(len(b.vec_docs) for b in there) == len(raws)
+
+
+def test_a_worker_killed_while_it_works_leaves_the_call_to_this_process(fitter):
+    """SIGKILL while the worker computes: the caller is told (WorkerUnavailable: the pipe
+    only the worker wrote to ends) and does the work itself; it never waits forever."""
+    import threading
+
+    from morphz.services.recall.core.fitpool import WorkerUnavailable
+
+    fitter.call(os.getpid)  # the worker is up
+    pid = fitter.call(os.getpid)
+    killer = threading.Timer(0.5, os.kill, (pid, signal.SIGKILL))
+    killer.start()
+    with pytest.raises(WorkerUnavailable):
+        fitter.call(time.sleep, 30)
+    killer.join()
+    assert fitter.call(os.getpid) not in (pid, os.getpid())  # a new worker

@@ -206,7 +206,8 @@ class Indexer:
         prog = self._progress.get(context) or {}
         damaged = 0
         for b in event_batches(self._event_records(context, events), events,
-                               base=self.embedder, fitted=fitted, lexical=lexical):
+                               base=self.embedder, fitted=fitted, lexical=lexical,
+                               worker=self._fitter):
             leg.append(b.vec_docs, b.vectors, partition=False)
             damaged += b.damaged
             if prog.get("running"):

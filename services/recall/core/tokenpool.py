@@ -12,6 +12,7 @@ Small contexts stay in-process.
 """
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import pickle
@@ -23,6 +24,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from morphz.services.recall.core.documents import event_key, raw_event_text
+from morphz.services.recall.core.fitpool import Fitter, WorkerUnavailable
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
@@ -99,13 +101,18 @@ def _work(raws: list[bytes]) -> Batch:
 
 def event_batches(raws: Iterable[bytes], total: int, *, base: Embedder,
                   fitted: Optional[Embedder] = None, lexical: bool = True,
-                  workers: Optional[int] = None) -> Iterator[Batch]:
+                  workers: Optional[int] = None,
+                  worker: Optional[Fitter] = None) -> Iterator[Batch]:
     """The Batch of each BATCH stored events (their JSON bytes), in order. `fitted`:
     embed with it (in the workers when it can travel there, else here); `base` is the
-    server's embedder it was fitted from."""
+    server's embedder it was fitted from. `worker`: the fit worker, which takes a
+    context too small for a pool of its own but large enough to stall the server."""
     workers = workers if workers is not None else min(4, os.cpu_count() or 1)
     blob = portable(base, fitted)
     if total < MIN_PARALLEL or workers < 2:
+        if worker is not None and blob is not None and worker.takes(total):
+            yield from _in_worker(raws, worker, blob, fitted, lexical)
+            return
         for chunk in _chunks(raws):
             yield analyze(chunk, fitted, lexical=lexical)
         return
@@ -119,6 +126,33 @@ def event_batches(raws: Iterable[bytes], total: int, *, base: Embedder,
                 yield _embedded(pending.popleft().result(), fitted)
         while pending:
             yield _embedded(pending.popleft().result(), fitted)
+
+
+# The fit worker's embedder, set only in that process: the last one it was sent (each
+# batch carries it; restored once per key).
+_kept: tuple[str, Optional[Embedder]] = ("", None)
+
+
+def _work_with(key: str, blob: bytes, lexical: bool, raws: list[bytes]) -> Batch:
+    """In the fit worker: analyze() with the embedder `blob` holds (restored once)."""
+    global _kept
+    if _kept[0] != key:
+        base, state = pickle.loads(blob)
+        _kept = (key, base.restore(state) if state else base)
+    return analyze(raws, _kept[1], lexical=lexical, as_json=True)
+
+
+def _in_worker(raws: Iterable[bytes], worker: Fitter, blob: bytes,
+               fitted: Optional[Embedder], lexical: bool) -> Iterator[Batch]:
+    """event_batches through the fit worker; a batch it cannot take (stopping, its
+    process died) is analyzed here."""
+    key = hashlib.sha256(blob).hexdigest()
+    for chunk in _chunks(raws):
+        try:
+            batch = worker.call(_work_with, key, blob, lexical, chunk)
+        except WorkerUnavailable:
+            batch = analyze(chunk, fitted, lexical=lexical)
+        yield _embedded(batch, fitted)
 
 
 def _embedded(batch: Batch, fitted: Optional[Embedder]) -> Batch:
