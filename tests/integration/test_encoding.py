@@ -390,15 +390,11 @@ def test_dist_05_a_compile_over_the_storage_service_reads_its_scans_in_one_round
     from datetime import datetime, timezone
 
     from morphz.services.encoding.core.engine import EncodingCore
-    from morphz.services.server.app import AllInOne, ServerConfig
     from morphz.services.storage.client import StorageClient
     from morphz.shared.auth import IN_PROCESS_CALLER as ME
-    from tests.rpc_count import counted
+    from tests.rpc_count import storage_service
 
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0")).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    try:
+    with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
         ref = tx.append_event("c", "s1", "tool-result", "120 tests passed", caller=ME)["ref"]
@@ -423,6 +419,3 @@ def test_dist_05_a_compile_over_the_storage_service_reads_its_scans_in_one_round
                                    "CloseSnapshot", "PutRecord"]
         assert got["text"] == expected["text"] and got["hash"] == expected["hash"]
         assert "supports" in got["text"]  # the relation, read by the ScanMany
-    finally:
-        channel.close()
-        app.stop(grace=1)

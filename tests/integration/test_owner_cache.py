@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import threading
 
-import grpc
 import pytest
 
-from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -20,18 +18,14 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Write
 from morphz.shared.storage.owner_cache import OwnerCache
 
-from tests.rpc_count import counted
+from tests.rpc_count import storage_service
 
 
 @pytest.fixture
 def storage(tmp_path):
     """(a StorageClient whose RPCs are counted, the counter) over a real storage service."""
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0")).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    yield StorageClient(channel, timeout=30), count
-    channel.close()
-    app.stop(grace=1)
+    with storage_service(tmp_path / "server") as (_, channel, count):
+        yield StorageClient(channel, timeout=30), count
 
 
 def tx(base: int, ops: str) -> str:

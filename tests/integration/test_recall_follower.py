@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import time
 
+from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.storage.client import RemoteReader, StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
+
+from tests.rpc_count import storage_service
 
 
 class CountingStore(LmdbStore):
@@ -32,6 +36,25 @@ def until(check, bound: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+class _Interleaved(RemoteReader):
+    """A reader that runs (and drops) the callables in its client's `between`, each given
+    the reader, before its next get_tables: what happens between a request's reads."""
+
+    def get_tables(self, wanted, **kw):
+        while self._c.between:
+            self._c.between.pop()(self)
+        return super().get_tables(wanted, **kw)
+
+
+class InterleavingClient(StorageClient):
+    def __init__(self, channel, **kw) -> None:
+        super().__init__(channel, **kw)
+        self.between: list = []
+
+    def reader(self, context):
+        return _Interleaved(self, context)
 
 
 def counting_follower(store, indexes: IndexDirectory, *, rest: float
@@ -91,16 +114,7 @@ def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
 
 def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip(tmp_path):
     """Over the storage service: one GetMany for both tables, no snapshot held."""
-    import grpc
-
-    from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import StorageClient
-    from tests.rpc_count import counted
-
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0")).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    try:
+    with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
         tx.commit("c", "(context-tx (base-version 0) (create f (x 1)) (create g (y 2)))",
@@ -114,9 +128,6 @@ def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip
         assert count.calls.count("Get:events") + count.calls.count("Get:frames") == 0
         assert "OpenSnapshot" not in count.calls and "CloseSnapshot" not in count.calls
         assert indexer.position("c") == 2
-    finally:
-        channel.close()
-        app.stop(grace=1)
 
 
 def test_recall_10_the_feed_lag_counts_commits_made_while_the_follower_rests(tmp_path):
@@ -144,87 +155,40 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
     """A search's reads (the meta, then its page's observations and events, together)
     see one version even when a commit lands between them; over gRPC that is a Get that
     opens the snapshot and one GetMany in it that releases it (its last read)."""
-    import grpc
-
-    from morphz.services.recall.core.engine import RecallCore
-    from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import RemoteReader, StorageClient
-    from tests.rpc_count import counted
-
-    between: list = []  # run once, between a reader's first read and its next
-
-    class Interleaved(RemoteReader):
-        def get_tables(self, wanted, **kw):
-            while between:
-                between.pop()()
-            return super().get_tables(wanted, **kw)
-
-    class Client(StorageClient):
-        def reader(self, context):
-            return Interleaved(self, context)
-
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0")).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    try:
+    with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
         refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
                 for i in range(3)]
         rev = tx.commit("c", f'(context-tx (base-version 0) (reason "seen") (retire {refs[0]}))',
                         caller=ME)["revision"]
-        client = Client(channel, timeout=30)
+        client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
         core = RecallCore(client, tx, indexer)
-        between.append(lambda: tx.commit(
+        client.between.append(lambda _reader: tx.commit(
             "c", f'(context-tx (base-version {rev}) (reason "later") (retire {refs[1]}))',
             caller=ME))
         count.calls.clear()
         reply = core.search("c", "lantern", states=["active"], caller=ME)
-        assert not between  # the commit landed mid-search
+        assert not client.between  # the commit landed mid-search
         assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])  # as of the meta
         assert count.methods() == ["Get", "GetMany"]
         assert len(app.snapshots) == 0  # released with the GetMany
         reply = core.search("c", "lantern", states=["active"], caller=ME)
         assert [h["ref"] for h in reply["results"]] == [refs[2]]  # the next search sees it
-    finally:
-        channel.close()
-        app.stop(grace=1)
 
 
 def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_again(tmp_path):
     """A remote reader's snapshot released under it (reaped, or let go early) while a
     commit moves the context: its next read cannot see the old version (StaleRead), so
     the search reads again, all of it, at the new version."""
-    import grpc
-
-    from morphz.services.recall.core.engine import RecallCore
-    from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import RemoteReader, StorageClient
-    from tests.rpc_count import counted
-
-    between: list = []
-
-    class Interleaved(RemoteReader):
-        def get_tables(self, wanted, **kw):
-            while between:
-                between.pop()(self)
-            return super().get_tables(wanted, **kw)
-
-    class Client(StorageClient):
-        def reader(self, context):
-            return Interleaved(self, context)
-
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0")).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    try:
+    with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
         refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
                 for i in range(3)]
-        client = Client(channel, timeout=30)
+        client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
         core = RecallCore(client, tx, indexer)
@@ -233,69 +197,48 @@ def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_agai
             app.snapshots.close_snapshot(reader._snapshot)  # as the reaper would
             tx.commit("c", f'(context-tx (base-version 0) (reason "done") (retire {refs[0]}))',
                       caller=ME)
-        between.append(release_and_move)
+        client.between.append(release_and_move)
         count.calls.clear()
         reply = core.search("c", "lantern", states=["active"], caller=ME)
-        assert not between
+        assert not client.between
         assert "OpenSnapshot" in count.methods()  # the old version was asked for: gone
         assert count.methods()[-2:] == ["Get", "GetMany"]  # then the whole read again
         assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])
         assert len(app.snapshots) == 0
-    finally:
-        channel.close()
-        app.stop(grace=1)
 
 
 def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path):
     """Over the storage service the feed streams a page for every commit or few; what
     arrives during one rest is applied together, however many pages it came in (the
     read-ahead is bounded by changes, not pages)."""
-    import grpc
-
-    from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import StorageClient
-
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0", sync=False)).start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{app.storage_port}")
-
     class OnePerPage(StorageClient):  # a page per commit, as a busy stream's are small
         def watch(self, after, **kwargs):
             return super().watch(after, **dict(kwargs, limit=1))
 
-    client = OnePerPage(channel, timeout=30)
-    tx = app.transactions
-    tx.create_context("c", caller=ME)
-    indexes = IndexDirectory(str(tmp_path / "recall"))
-    follower, applied = counting_follower(client, indexes, rest=8.0)
-    try:
-        caught_up = lambda: follower.status()["feed_position"] == app.store.feed_head()  # noqa: E731
-        until(caught_up)
-        for i in range(400):  # one commit at a time: a page each, within one rest
-            tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
-        until(caught_up)
-        assert max(applied) > 300  # 256 pages (here changes) per application at most before
-    finally:
-        follower.stop()
-        channel.close()
-        app.stop(grace=1)
+    with storage_service(tmp_path / "server", sync=False) as (app, channel, _):
+        client = OnePerPage(channel, timeout=30)
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        indexes = IndexDirectory(str(tmp_path / "recall"))
+        follower, applied = counting_follower(client, indexes, rest=8.0)
+        try:
+            caught_up = lambda: follower.status()["feed_position"] == app.store.feed_head()  # noqa: E731
+            until(caught_up)
+            for i in range(400):  # one commit at a time: a page each, within one rest
+                tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
+            until(caught_up)
+            assert max(applied) > 300  # 256 pages (here changes) per application at most before
+        finally:
+            follower.stop()
 
 
 def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path, monkeypatch):
     """Chunk by chunk (here 10 rows), each chunk's events and frames in one round trip
     over the storage service, and every event and frame indexed."""
-    import grpc
-
     from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.server.app import AllInOne, ServerConfig
-    from morphz.services.storage.client import StorageClient
-    from tests.rpc_count import counted
 
     monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
-    app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
-                                storage_listen="127.0.0.1:0", sync=False)).start()
-    channel, count = counted(grpc.insecure_channel(f"127.0.0.1:{app.storage_port}"))
-    try:
+    with storage_service(tmp_path / "server", sync=False) as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
         for i in range(25):
@@ -311,8 +254,5 @@ def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path
             ["GetMany"] * 3  # 27 events and 12 frames: chunks of 10
         idx = indexer.index("c")
         searcher, _ = idx.snapshot()
-        assert idx.counts(searcher) == {"events": 27, "frames": 12}  # with the two events
-        # that created the context and the frames
-    finally:
-        channel.close()
-        app.stop(grace=1)
+        # with the two events that created the context and the frames
+        assert idx.counts(searcher) == {"events": 27, "frames": 12}

@@ -52,7 +52,9 @@ def fitter():
     f.close()
 
 
-def test_hyb_02_a_fit_in_the_worker_process_embeds_exactly_as_one_made_here(fitter):
+def test_recall_10_a_fit_in_the_worker_process_embeds_exactly_as_one_made_here(fitter):
+    """A rebuild or refit gives the same vectors (so the same search results) whether
+    its fit ran in the worker or here."""
     base, sample = LsaEmbedder(), _sample()
     here = base.fitted(sample)
     there = fitter.fitted(base, sample)
@@ -121,7 +123,7 @@ def _stored_events(tmp_path, n: int) -> list[bytes]:
         store.close()
 
 
-def test_hyb_02_a_refits_batches_embedded_by_the_worker_equal_those_made_here(
+def test_recall_10_a_refits_batches_embedded_by_the_worker_equal_those_made_here(
         fitter, tmp_path, monkeypatch):
     """A refit's re-embedding (event_batches with the fit worker) gives exactly the
     vectors and vector documents of the same batches made in this process."""
