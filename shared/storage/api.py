@@ -19,7 +19,7 @@ from __future__ import annotations
 import abc
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, TypeVar, Union
 
 from morphz.shared.errors import MorphzError
 
@@ -304,3 +304,19 @@ class Store(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional: most stores hold nothing
         pass
+
+
+_T = TypeVar("_T")
+
+
+def read_at_one_version(store: Store, context: str, read: Callable[[Reader], _T]) -> _T:
+    """read(reader) at one version of the context; once more, from the start, if that
+    version went while it read (StaleRead: a remote reader whose snapshot was let go early
+    or outlived its lease while the context moved on; the in-memory store after a
+    commit). A request's reads stay at one version either way."""
+    try:
+        with store.reader(context) as reader:
+            return read(reader)
+    except StaleRead:
+        with store.reader(context) as reader:
+            return read(reader)

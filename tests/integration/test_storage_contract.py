@@ -819,3 +819,28 @@ def test_dist_05_a_latest_reader_holds_no_snapshot_and_sees_each_commit(snap):
     assert count.methods() == ["Get", "GetMany"]
     with snap.store.latest("c") as r:  # an in-process store's is its consistent reader
         assert r.get("frames", ("a",)) == b"A2"
+
+
+def test_dist_05_read_at_one_version_reads_again_when_its_version_went():
+    """The in-memory store's reader fails (StaleRead) once a commit lands under it: the
+    whole read runs again at the new version, never a mix; a second loss is raised."""
+    from morphz.shared.storage.api import read_at_one_version
+
+    store = MemoryStore()
+    store.commit("c", 0, [Write("frames", ("a",), b"A1"), Write("frames", ("b",), b"B1")])
+    firsts = []
+
+    def read(r):
+        firsts.append(r.get("frames", ("a",)))
+        if len(firsts) == 1:  # a commit between this read's two gets
+            store.commit("c", 1, [Write("frames", ("a",), b"A2"), Write("frames", ("b",), b"B2")])
+        return firsts[-1], r.get("frames", ("b",))
+    assert read_at_one_version(store, "c", read) == (b"A2", b"B2")
+    assert firsts == [b"A1", b"A2"]
+
+    def always_moved(r):
+        r.get("frames", ("a",))
+        store.commit("c", r.commit_seq, [Write("frames", ("a",), b"again")])
+        return r.get("frames", ("b",))
+    with pytest.raises(StaleRead):
+        read_at_one_version(store, "c", always_moved)

@@ -22,10 +22,10 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
-from morphz.shared.storage.api import Store
+from morphz.shared.storage.api import Reader, Store, read_at_one_version
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
 from morphz.services.encoding.core.frame_cache import FrameCache
-from morphz.services.encoding.core.gather import gather
+from morphz.services.encoding.core.gather import Gathered, gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
@@ -111,8 +111,7 @@ class EncodingCore:
                 with self._tracer.start_as_current_span("encoding.claim"):
                     act_id = self._tx.activate(context, session,
                                                caller=SERVICE_CALLER)["id"]
-            with self._store.reader(context) as reader, \
-                    self._tracer.start_as_current_span("encoding.gather"):
+            def read(reader: Reader) -> tuple[R.Activation, Gathered]:
                 m = MindView(reader)
                 m.prefetch_tables({"activations": [(act_id,)], "meta": [()]})  # one trip
                 act = m.activation(act_id)
@@ -125,11 +124,13 @@ class EncodingCore:
                 if act.session != session:
                     raise MorphzError("SCOPE_VIOLATION", f"activation {act_id} belongs to "
                                       f"session {act.session}", activation=act_id)
-                g = gather(m, context=context, session=session, act=act,
-                           scope=frozen, budget=budget, env=env, must_read=wanted,
-                           time=self._clock().isoformat(timespec="seconds"),
-                           capabilities=CAPABILITIES if env.capabilities else {},
-                           cache=self._frames)
+                return act, gather(m, context=context, session=session, act=act,
+                                   scope=frozen, budget=budget, env=env, must_read=wanted,
+                                   time=self._clock().isoformat(timespec="seconds"),
+                                   capabilities=CAPABILITIES if env.capabilities else {},
+                                   cache=self._frames)
+            with self._tracer.start_as_current_span("encoding.gather"):
+                act, g = read_at_one_version(self._store, context, read)
             if g.missing:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
                                   f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",

@@ -43,7 +43,7 @@ from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
-from morphz.shared.storage.api import Reader, StaleRead, Store
+from morphz.shared.storage.api import Reader, Store, read_at_one_version
 from morphz.shared.text.analyze import query_terms
 
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
@@ -211,20 +211,9 @@ class RecallCore:
                                                           next_offset)
                     self._pins.keep(context, version, snapshot)
                 return reply
-            reply = self._reading(context, read)
+            reply = read_at_one_version(self._store, context, read)
         request = {"query": query, "since": since, "until": until, "limit": limit}
         return self._record(context, evaluation, "search", request, reply, caller)
-
-    def _reading(self, context: str, read: Callable[[Reader], dict]) -> dict:
-        """read(reader) at one version of the context; once more, at the latest, if that
-        version went while it read (StaleRead: a remote reader whose snapshot was let go
-        early, or outlived its lease, while the context moved on)."""
-        try:
-            with self._store.reader(context) as reader:
-                return read(reader)
-        except StaleRead:
-            with self._store.reader(context) as reader:
-                return read(reader)
 
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
               searcher, words: list[str], kinds: list[str], sessions: list[str],
