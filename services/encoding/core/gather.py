@@ -64,7 +64,8 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     inbox = m.inbox()
     # One round trip for the events read below (the inbox's, the pending and claimed
     # results', the open calls') and the inbox's observations, not one or two per item.
-    read = set(inbox) | pending | claimed | {seq for seq, _ in m.open_calls(session)}
+    calls = m.open_calls(session)
+    read = set(inbox) | pending | claimed | {seq for seq, _ in calls}
     m.prefetch_tables({"events": [(seq,) for seq in sorted(read)],
                        "observations": [(seq,) for seq in inbox]})
     for seq in inbox:
@@ -140,14 +141,15 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
         window=meta.window, activation=R.activation_view(act), observations=observations,
         frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
         pending=len(pending), scope=scope, time=time, env=env, budget=budget,
-        capabilities=capabilities, calls=_open_calls(m, session),
+        capabilities=capabilities, calls=_open_calls(m, calls),
         late_results=_late_results(m, pending, claimed))
     return g
 
 
-def _open_calls(m: MindView, session: str) -> list[dict]:
+def _open_calls(m: MindView, calls: list[tuple[int, str]]) -> list[dict]:
+    """The session's open calls (seq, activation), as the encoding shows them."""
     return [{"ref": R.ref(seq), "activation": aid, "actor": m.event(seq).actor}
-            for seq, aid in m.open_calls(session)]
+            for seq, aid in calls]
 
 
 def _late_results(m: MindView, pending: set[int], claimed: set[int]) -> list[dict]:

@@ -76,7 +76,7 @@ class _Process:
                 if not self.proc.is_alive():
                     raise WorkerUnavailable("the worker process died")
             ok, value = self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError) as e:
+        except (EOFError, OSError) as e:  # BrokenPipeError is an OSError
             raise WorkerUnavailable(f"the worker process died ({type(e).__name__})") from e
         if not ok:
             raise value

@@ -87,11 +87,16 @@ _worker_embedder: Optional[Embedder] = None
 _worker_lexical = True
 
 
+def _restored(blob: bytes) -> Embedder:
+    """In a worker: the embedder portable() packed."""
+    base, state = pickle.loads(blob)
+    return base.restore(state) if state else base
+
+
 def _init_worker(blob: Optional[bytes], lexical: bool) -> None:
     global _worker_embedder, _worker_lexical
     if blob is not None:
-        base, state = pickle.loads(blob)
-        _worker_embedder = base.restore(state) if state else base
+        _worker_embedder = _restored(blob)
     _worker_lexical = lexical
 
 
@@ -137,8 +142,7 @@ def _work_with(key: str, blob: bytes, lexical: bool, raws: list[bytes]) -> Batch
     """In the fit worker: analyze() with the embedder `blob` holds (restored once)."""
     global _kept
     if _kept[0] != key:
-        base, state = pickle.loads(blob)
-        _kept = (key, base.restore(state) if state else base)
+        _kept = (key, _restored(blob))
     return analyze(raws, _kept[1], lexical=lexical, as_json=True)
 
 
