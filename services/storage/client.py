@@ -237,15 +237,18 @@ class RemoteReader(Reader):
     def get_many(self, table: str, keys: list[Key]) -> list[Optional[bytes]]:
         return self.get_tables([(table, keys)])[0]
 
-    def get_tables(self, wanted: list[tuple[str, list[Key]]], *,
-                   release: bool = False) -> list[list[Optional[bytes]]]:
+    def get_tables(self, wanted: list[tuple[str, list[Key]]], *, release: bool = False,
+                   max_bytes: Optional[int] = None) -> list[list[Optional[bytes]]]:
         """GetMany RPCs of at most GET_MANY_KEYS keys, each over as many tables as they
         reach (`also`); a reply cut short by its byte budget is asked again from there.
         `release`: the snapshot goes with the reply that completes the read (no
-        CloseSnapshot round trip); a later read reopens one at the same version."""
+        CloseSnapshot round trip); a later read reopens one at the same version.
+        `max_bytes`: no further RPC once the rows read reach it (Reader.get_tables)."""
         flat = [(table, key) for table, asked in wanted for key in asked]
         found: list[Optional[bytes]] = []
-        while len(found) < len(flat):
+        read = 0
+        while len(found) < len(flat) and (max_bytes is None or read < max_bytes
+                                          or not found):
             groups: list[tuple[str, list]] = []
             batch = flat[len(found):len(found) + GET_MANY_KEYS]
             for table, key in batch:
@@ -260,6 +263,7 @@ class RemoteReader(Reader):
             if last and len(r.rows) == len(batch):  # released with this reply
                 self._snapshot = ""
             found += [row.value if row.found else None for row in r.rows]
+            read += sum(len(row.value) for row in r.rows)
         out, at = [], 0
         for _, asked in wanted:
             out.append(found[at:at + len(asked)])

@@ -57,17 +57,18 @@ class MindView:
         for the gets that follow (the hot loops over a page of hits or an inbox)."""
         self.prefetch_tables({table: keys})
 
-    def prefetch_tables(self, wanted: dict[str, Iterable[Key]], *,
-                        last: bool = False) -> None:
+    def prefetch_tables(self, wanted: dict[str, Iterable[Key]], *, last: bool = False,
+                        max_bytes: Optional[int] = None) -> None:
         """prefetch() of each table's keys, all in one round trip where the reader is
         remote (a page of hits reads its observations, frames and events together).
-        `last`: no other read is expected (Reader.get_tables' `release`)."""
+        `last`: no other read is expected (Reader.get_tables' `release`). `max_bytes`:
+        read ahead about that much at most; the rest is read when asked for."""
         asked = [(table, [k for k in dict.fromkeys(keys) if (table, k) not in self._rows])
                  for table, keys in wanted.items()]
         asked = [(table, keys) for table, keys in asked if keys]
         if asked:
-            for (table, keys), rows in zip(asked, self._reader.get_tables(asked,
-                                                                          release=last)):
+            for (table, keys), rows in zip(asked, self._reader.get_tables(
+                    asked, release=last, max_bytes=max_bytes)):
                 for k, row in zip(keys, rows):
                     self._rows[(table, k)] = row
 

@@ -188,13 +188,26 @@ class Reader(abc.ABC):
         """get() of each key, in order; a remote reader makes it one round trip."""
         return [self.get(table, k) for k in keys]
 
-    def get_tables(self, wanted: list[tuple[str, list[Key]]], *,
-                   release: bool = False) -> list[list[Optional[bytes]]]:
+    def get_tables(self, wanted: list[tuple[str, list[Key]]], *, release: bool = False,
+                   max_bytes: Optional[int] = None) -> list[list[Optional[bytes]]]:
         """get_many() of each (table, keys), in order; a remote reader makes it one round
         trip for all of them. `release`: the caller expects no other read from this
         reader, so a remote one may let its snapshot go with this read (a later read
-        still sees the same version, or raises StaleRead if it is gone)."""
-        return [self.get_many(table, keys) for table, keys in wanted]
+        still sees the same version, or raises StaleRead if it is gone). `max_bytes`:
+        stop once the rows read reach it (one row at least): the rows of a prefix of
+        the keys, in the same order and shape (a reader ahead of rows of unknown size
+        holds a bounded amount)."""
+        if max_bytes is None:
+            return [self.get_many(table, keys) for table, keys in wanted]
+        out: list[list[Optional[bytes]]] = [[] for _ in wanted]
+        read = 0
+        for rows, (table, keys) in zip(out, wanted):
+            for key in keys:
+                rows.append(self.get(table, key))
+                read += len(rows[-1] or b"")
+                if read >= max_bytes:
+                    return out
+        return out
 
     def close(self) -> None:  # noqa: B027 - optional: most readers hold nothing
         pass

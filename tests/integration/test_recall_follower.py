@@ -233,8 +233,8 @@ def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path)
 
 
 def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path, monkeypatch):
-    """Chunk by chunk (here 10 rows), each chunk's events and frames in one round trip
-    over the storage service, and every event and frame indexed."""
+    """Chunk by chunk (whole changes, here about 10 rows), each chunk's events and frames
+    in one round trip over the storage service, and every event and frame indexed."""
     from morphz.services.recall.core import indexer as indexer_module
 
     monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
@@ -251,7 +251,8 @@ def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path
         count.calls.clear()
         indexer.apply("c", feed)
         assert [c.split(":")[0] for c in count.calls if c.startswith("GetMany")] == \
-            ["GetMany"] * 3  # 27 events and 12 frames: chunks of 10
+            ["GetMany"] * 4  # whole changes, ~10 rows a chunk: the context's 2 events
+        # and 8 appends, 10 appends, 7, then the commit of an event and 12 frames
         idx = indexer.index("c")
         searcher, _ = idx.snapshot()
         # with the two events that created the context and the frames

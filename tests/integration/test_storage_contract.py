@@ -13,6 +13,7 @@ from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import StaleCommit, StaleRead, Write
+from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
 
 from tests.rpc_count import counted
@@ -29,7 +30,8 @@ def store(request, tmp_path):
     else:
         app = AllInOne(ServerConfig(str(tmp_path / "server"), "127.0.0.1:0",
                                     storage_listen="127.0.0.1:0")).start()
-        channel = grpc.insecure_channel(f"127.0.0.1:{app.storage_port}")
+        channel = grpc.insecure_channel(f"127.0.0.1:{app.storage_port}", options=[
+            ("grpc.max_receive_message_length", MESSAGE_BYTES.max)])  # as a service's
         yield StorageClient(channel, timeout=10, page_rows=3)  # scans span many RPCs
         channel.close()
         app.stop(grace=1)
@@ -646,6 +648,30 @@ def test_get_tables_answers_each_tables_keys_in_order(store):
         assert got == [r.get_many(t, keys) for t, keys in wanted]
     assert [len(g) for g in got] == [700, 0, 700, 2]
     assert got[2][:4] == [b"O0", None, None, b"O3"] and got[3] == [b"F2", None]
+
+
+def test_recall_10_get_tables_with_max_bytes_reads_a_prefix_of_what_was_asked(store):
+    """max_bytes: the rows of a prefix of the keys (one row at least), in the same shape,
+    ending once what was read reaches it (a remote reader: between replies, each at most
+    one reply's byte budget); without it, every row."""
+    big = 3 << 20
+    store.commit("c", 0, [Write("frames", (f"f{i}",), bytes([65 + i]) * big) for i in range(4)]
+                 + [Write("events", (i,), b"e" * big) for i in range(2)])
+    wanted = [("frames", [(f"f{i}",) for i in range(4)]), ("events", [(0,), (1,)])]
+    with store.reader("c") as r:
+        whole = r.get_tables(wanted)
+        for max_bytes in (0, 1, 7 << 20):
+            got = r.get_tables(wanted, max_bytes=max_bytes)
+            assert len(got) == 2
+            n = len(got[0]) + len(got[1])
+            flat = whole[0] + whole[1]
+            assert 1 <= n < 6 and got[0] + got[1] == flat[:n]
+            assert len(got[1]) == 0 or len(got[0]) == 4  # a prefix across the tables
+            if r.remote:  # one reply: it stops after the row that passes 8 MiB
+                assert n == 3
+            else:  # it stopped once reached
+                assert sum(map(len, flat[:n - 1])) < max(max_bytes, 1)
+    assert [len(w) for w in whole] == [4, 2]
 
 
 def test_dist_05_a_remote_get_tables_is_one_round_trip(snap):

@@ -303,3 +303,52 @@ def test_recall_10_an_application_gives_way_to_a_rebuild_that_starts_meanwhile(t
         assert indexer.apply("c", page) == len(page) and _found(indexer, "n29")
     finally:
         store.close()
+
+
+def test_recall_10_an_application_past_its_byte_bound_is_written_in_several_commits(
+        tmp_path, monkeypatch):
+    """A backlog whose text passes APPLY_BYTES is indexed in several index writes, each at
+    the version of a whole change it covers, so an application holds a bounded amount
+    (a backlog of 32 MiB events was held whole); every event is indexed. A rebuild that
+    begins between two writes keeps what was written and leaves the rest to itself."""
+    import threading
+    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import ContextIndex, IndexDirectory
+
+    store, _ = _store_with_events(tmp_path, 30)
+    try:
+        monkeypatch.setattr(indexer_module, "APPLY_BYTES", 100)  # a few events' text
+        monkeypatch.setattr(indexer_module, "READ_AHEAD_BYTES", 300)
+        positions: list[int] = []
+        real_apply = ContextIndex.apply
+
+        def counting(self, docs, meta, **kw):
+            positions.append(meta["position"])
+            return real_apply(self, docs, meta, **kw)
+        monkeypatch.setattr(ContextIndex, "apply", counting)
+        page = store.changes(0, context="c").changes
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        assert indexer.apply("c", page) == len(page)
+        assert len(positions) > 3 and positions == sorted(set(positions))
+        assert set(positions) <= {c.commit_seq for c in page} and positions[-1] == page[-1].commit_seq
+        assert all(_found(indexer, f"n{i}") for i in range(30))
+
+        # Given way between writes: what was written stays, the count says how much.
+        positions.clear()
+        again = Indexer(store, IndexDirectory(str(tmp_path / "recall2")))
+        real_write = Indexer._write
+        gave_way = threading.Event()
+
+        def second_write_sees_a_rebuild(self, context, *args):
+            if len(positions) == 1 and not gave_way.is_set():
+                gave_way.set()
+                self._progress[context] = {"running": True, "done": 0, "total": 0}
+            return real_write(self, context, *args)
+        monkeypatch.setattr(Indexer, "_write", second_write_sees_a_rebuild)
+        written = again.apply("c", page)
+        assert gave_way.is_set() and len(positions) == 1
+        done = [c.commit_seq for c in page].index(positions[0]) + 1
+        assert written == done and again.position("c") == positions[0]
+    finally:
+        store.close()

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Optional
 
@@ -52,6 +53,10 @@ EMBED_BATCH = 1000
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
 REFIT_GROWTH, REFIT_MIN = 2, 256
 SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
+# An application's bounds on what it holds: rows read ahead per chunk, and the text of
+# the documents gathered before they are written (a commit's rows may pass each once).
+READ_AHEAD_BYTES = 16 << 20
+APPLY_BYTES = 32 << 20
 
 
 def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
@@ -62,6 +67,35 @@ def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
         for fid in c.frames:
             out[fid] = c.events[-1] if c.events else None
     return out
+
+
+@dataclass
+class _Part:
+    """What an application gathered for its next index write."""
+    docs: dict[str, Doc] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # for the vector leg
+    deletes: list[str] = field(default_factory=list)
+    text_bytes: int = 0
+    changes: int = 0  # changes gathered
+
+    def add(self, key: str, doc: Doc, text: str) -> None:
+        self.docs[key], self.texts[key] = doc, text
+        self.text_bytes += len(text)
+
+
+def _change_chunks(changes: list[Change], items: int) -> Iterable[list[Change]]:
+    """Runs of whole changes of about `items` events and frames (a larger change alone)."""
+    chunk: list[Change] = []
+    size = 0
+    for c in changes:
+        n = len(c.events) + len(c.frames)
+        if chunk and size + n > items:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(c)
+        size += n
+    if chunk:
+        yield chunk
 
 
 @contextmanager
@@ -258,63 +292,82 @@ class Indexer:
         return bool(self._progress.get(context, {}).get("running"))
 
     def _apply_locked(self, context: str, fresh: list[Change]) -> int:
-        """apply() of changes past the index's position, its context lock held. Given up
-        (0, nothing written) when a rebuild of the context starts meanwhile: a first
-        application can be long (a whole backlog read, tokenized, fitted on), and the
-        rebuild covers it."""
+        """apply() of changes past the index's position, its context lock held: a chunk
+        of changes at a time (their rows read in one round trip), written to the index
+        once the documents gathered reach APPLY_BYTES of text, and at the end; each write
+        records the version of the last change it covers. A backlog of large events is
+        indexed in several writes instead of held whole. Given up when a rebuild of the
+        context starts meanwhile (a first application can be long: a whole backlog
+        read, tokenized, fitted on), and the rebuild covers the rest. Returns how many
+        changes were written."""
         idx = self.index(context)
-        old_meta = idx.snapshot()[1]
+        written = 0
         # Each row as it is now (no snapshot held): a frame read past these changes is
         # what the index should hold anyway, and the later change indexes it again.
         with self._tracer.start_as_current_span("recall.index_apply") as span, \
                 self._store.latest(context) as reader:
             m = MindState(reader)
-            docs: dict[str, Doc] = {}
-            deletes: list[str] = []
-            texts: dict[str, str] = {}
-            seqs = sorted({s for c in fresh for s in c.events})
-            changed = list(frame_changers(fresh).items())
-            for start in range(0, max(len(seqs), len(changed)), SUPERSEDED_CHECK):
+            part = _Part()
+            for chunk in _change_chunks(fresh, SUPERSEDED_CHECK):
                 if self._rebuilding(context):
-                    return 0
-                if start:
-                    m.forget_prefetched()
-                events = seqs[start:start + SUPERSEDED_CHECK]
-                frames = changed[start:start + SUPERSEDED_CHECK]
-                # The chunk's rows (its frames' changing events too) in one round trip
-                # where the store is remote.
+                    return written
+                m.forget_prefetched()
+                changed = frame_changers(chunk)
                 m.prefetch_tables({
-                    "events": [(s,) for s in events] + [(e,) for _, e in frames if e is not None],
-                    "frames": [(f,) for f, _ in frames]})
-                for seq in events:
-                    with _skipping_damaged(context, event_key(seq)):
-                        ev = m.event(seq)
-                        if ev is None:  # a stray row a repair moved aside
-                            deletes.append(event_key(seq))
-                        else:
-                            docs[event_key(seq)] = event_doc(ev)
-                            texts[event_key(seq)] = event_text(ev)
-                for fid, changer in frames:
-                    with _skipping_damaged(context, frame_key(fid)):
-                        f = m.frame(fid)
-                        if f is None:  # gone (rolled back): drop it from the index too
-                            deletes.append(frame_key(fid))
-                        else:
-                            ev = m.event(changer) if changer is not None else None
-                            docs[frame_key(fid)] = frame_doc(f, ev)
-                            texts[frame_key(fid)] = frame_text(f)
-            if self._rebuilding(context):  # before the vector leg's fit and writes
-                return 0
-            last = fresh[-1]
-            meta = dict(old_meta, context=context, position=last.commit_seq)
-            vectors = self._apply_vectors(context, idx, m, old_meta, docs, texts,
-                                          deletes)
-            if vectors is not None:
-                meta["vectors"] = vectors
-            idx.apply(docs.values(), meta, deletes=deletes)
+                    "events": [(s,) for c in chunk for s in c.events]
+                    + [(e,) for e in changed.values() if e is not None],
+                    "frames": [(f,) for f in changed]}, max_bytes=READ_AHEAD_BYTES)
+                start = 0  # the chunk's changes whose frames are not gathered yet
+                for i, change in enumerate(chunk):
+                    for seq in change.events:
+                        self._gather_event(context, m, seq, part)
+                    part.changes += 1
+                    if part.text_bytes >= APPLY_BYTES or change is fresh[-1]:
+                        self._gather_frames(context, m, frame_changers(chunk[start:i + 1]),
+                                            part)
+                        if not self._write(context, idx, m, part, change):
+                            return written
+                        written += part.changes
+                        part, start = _Part(), i + 1
+                        m.forget_prefetched()
+                if start < len(chunk):
+                    self._gather_frames(context, m, frame_changers(chunk[start:]), part)
             span.set_attribute("morphz.changes", len(fresh))
-            span.set_attribute("morphz.documents", len(docs))
-        return len(fresh)
+        return written
+
+    def _gather_event(self, context: str, m: MindState, seq: int, part: "_Part") -> None:
+        with _skipping_damaged(context, event_key(seq)):
+            ev = m.event(seq)
+            if ev is None:  # a stray row a repair moved aside
+                part.deletes.append(event_key(seq))
+            else:
+                part.add(event_key(seq), event_doc(ev), event_text(ev))
+
+    def _gather_frames(self, context: str, m: MindState, changed: dict[str, Optional[int]],
+                       part: "_Part") -> None:
+        for fid, changer in changed.items():
+            with _skipping_damaged(context, frame_key(fid)):
+                f = m.frame(fid)
+                if f is None:  # gone (rolled back): drop it from the index too
+                    part.deletes.append(frame_key(fid))
+                else:
+                    ev = m.event(changer) if changer is not None else None
+                    part.add(frame_key(fid), frame_doc(f, ev), frame_text(f))
+
+    def _write(self, context: str, idx: ContextIndex, m: MindState, part: "_Part",
+               last: Change) -> bool:
+        """One index commit of what `part` gathered, at `last`'s version; False (nothing
+        written) when a rebuild of the context began."""
+        if self._rebuilding(context):  # before the vector leg's fit and writes
+            return False
+        old_meta = idx.snapshot()[1]
+        meta = dict(old_meta, context=context, position=last.commit_seq)
+        vectors = self._apply_vectors(context, idx, m, old_meta, part.docs, part.texts,
+                                      part.deletes)
+        if vectors is not None:
+            meta["vectors"] = vectors
+        idx.apply(part.docs.values(), meta, deletes=part.deletes)
+        return True
 
     def _apply_vectors(self, context: str, idx: ContextIndex, m: MindState, old_meta: dict,
                        docs: dict[str, Doc], texts: dict[str, str],
