@@ -160,3 +160,42 @@ def test_a_worker_killed_while_it_works_leaves_the_call_to_this_process(fitter):
         fitter.call(time.sleep, 30)
     killer.join()
     assert fitter.call(os.getpid) not in (pid, os.getpid())  # a new worker
+
+
+def test_recall_10_a_worker_that_cannot_start_is_not_started_again_at_every_call(
+        monkeypatch):
+    """A worker that dies before answering anything (a program without a `__main__`
+    guard: spawn runs it again) leaves the work here, and no worker is started again
+    until START_BACKOFF_SECONDS have passed; one that had answered is replaced at once."""
+    import multiprocessing
+
+    from morphz.services.recall.core import fitpool
+    from morphz.services.recall.core.worker_process import WorkerProcess
+
+    starts: list[WorkerProcess] = []
+
+    class Stillborn(WorkerProcess):
+        def __init__(self, name: str) -> None:  # a process that exits before serving
+            ctx = multiprocessing.get_context("spawn")
+            self.conn, theirs = ctx.Pipe()
+            self.proc = ctx.Process(target=os._exit, args=(3,), daemon=True, name=name)
+            self.proc.start()
+            theirs.close()
+            self.answered = 0
+            starts.append(self)
+    monkeypatch.setattr(fitpool, "WorkerProcess", Stillborn)
+    monkeypatch.setattr(fitpool, "START_BACKOFF_SECONDS", 1.0)
+    f = Fitter(in_worker_min=100)
+    try:
+        base, sample = LsaEmbedder(), _sample()
+        here = base.fitted(sample)
+        for _ in range(3):
+            got = f.fitted(base, sample)  # fitted here
+            assert np.array_equal(got.embed_array(sample[:5]), here.embed_array(sample[:5]))
+        assert len(starts) == 1 and not f.takes(len(sample))
+        time.sleep(1.1)
+        assert f.takes(len(sample))
+        f.fitted(base, sample)
+        assert len(starts) == 2
+    finally:
+        f.close()

@@ -65,6 +65,42 @@ def test_recall_10_pool_yields_the_same_documents_and_vectors_in_order(monkeypat
         assert [d.key for b in got for d in b.vec_docs] == [f"e:{ev.seq}" for ev in events]
 
 
+def test_recall_10_a_rebuild_worker_killed_midway_leaves_its_batches_to_this_process(
+        monkeypatch):
+    """SIGKILL one of the rebuild's workers after the first batch: its batches are
+    analyzed here (its pipe ended), the rebuild never waits for it, and the batches are
+    the same, in order, as without workers."""
+    import signal
+    from morphz.services.recall.core import worker_process
+
+    events = _events(60)
+    raws = [_raw(ev) for ev in events]
+    base = LsaEmbedder(64)
+    fitted = base.fitted(_corpus(300))
+    started: list[worker_process.WorkerProcess] = []
+
+    class Seen(worker_process.WorkerProcess):
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
+            started.append(self)
+    monkeypatch.setattr(tokenpool, "WorkerProcess", Seen)
+    monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(tokenpool, "BATCH", 7)
+    got = []
+    for batch in tokenpool.event_batches(iter(raws), len(raws), base=base, fitted=fitted,
+                                         workers=2):
+        if not got:
+            os.kill(started[1].proc.pid, signal.SIGKILL)
+        got.append(batch)
+    assert len(started) == 2 and not started[1].proc.is_alive()
+    docs = [d for b in got for d in b.docs]  # a worker's as doc_json, this process's as Doc
+    assert any(not isinstance(d, str) for d in docs) and isinstance(docs[0], str)
+    assert [d if isinstance(d, str) else doc_json(d) for d in docs] == \
+        [doc_json(event_doc(ev)) for ev in events]
+    assert np.array_equal(np.concatenate([b.vectors for b in got]),
+                          fitted.embed_array([event_text(ev) for ev in events]))
+
+
 def _corpus(n: int) -> list[str]:
     """Texts with enough shared words for LSA to learn from."""
     rng = random.Random(7)

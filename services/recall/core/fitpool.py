@@ -8,86 +8,33 @@ the server has gRPC threads), which sends back the fitted state; this process re
 it (`restore(fitted(sample).state())` embeds exactly as `fitted(sample)` does). The
 refit's re-embedding goes there too, a batch at a time (tokenpool.event_batches).
 
-One worker, kept while work comes and stopped after IDLE_SECONDS without any. It is a
-process of our own on a pipe only it and this process hold, not a ProcessPoolExecutor:
-that executor's workers share one result pipe, and a worker killed while writing a large
-result (an OOM kill) left its reader waiting forever. Here the worker's death is an end
-of file, or a dead process seen while waiting: the call raises WorkerUnavailable and the
-caller does the work itself, as it does for an embedder that cannot be pickled, a small
-sample or a stopping server.
+One worker (worker_process.py), kept while work comes and stopped after IDLE_SECONDS
+without any. A worker that died or cannot start raises WorkerUnavailable and the caller
+does the work itself, as it does for an embedder that cannot be pickled, a small sample
+or a stopping server.
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import pickle
 import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
+from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.embedding.api import Embedder
 
 _log = logging.getLogger("morphz.recall.fitpool")
 IN_WORKER_MIN = 1024  # a fit of 1,024 texts: ~0.2 s, GIL held up to ~10 ms at a time
 IDLE_SECONDS = 60.0
-ALIVE_CHECK_SECONDS = 1.0  # while waiting for a reply, how often the worker's life is seen
-
-
-class WorkerUnavailable(Exception):
-    """The worker cannot do this call (stopping, or its process died): do it here."""
+START_BACKOFF_SECONDS = 60.0
 
 
 def _fit_state(blob: bytes, sample: list[str]) -> bytes:
     """In the worker: the state of the embedder `blob` holds, fitted on `sample`."""
     base: Embedder = pickle.loads(blob)
     return base.fitted(sample).state()
-
-
-def _serve(conn) -> None:
-    """The worker process: (fn, args) in, (ok, result or exception) out, until EOF."""
-    while True:
-        try:
-            fn, args = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply = (True, fn(*args))
-        except BaseException as e:  # noqa: BLE001 - the caller gets it, raised there
-            reply = (False, e)
-        conn.send(reply)
-
-
-class _Process:
-    """One spawned worker and this process's end of its pipe."""
-
-    def __init__(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.conn, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(theirs,), daemon=True,
-                                name="morphz-fit-worker")
-        self.proc.start()
-        theirs.close()  # only the worker holds its end: its death is an end of file here
-
-    def call(self, fn: Callable, args: tuple) -> Any:
-        try:
-            self.conn.send((fn, args))
-            while not self.conn.poll(ALIVE_CHECK_SECONDS):
-                if not self.proc.is_alive():
-                    raise WorkerUnavailable("the worker process died")
-            ok, value = self.conn.recv()
-        except (EOFError, OSError) as e:  # BrokenPipeError is an OSError
-            raise WorkerUnavailable(f"the worker process died ({type(e).__name__})") from e
-        if not ok:
-            raise value
-        return value
-
-    def stop(self) -> None:
-        self.conn.close()  # the worker reads EOF and returns
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
 
 
 class Fitter:
@@ -101,15 +48,18 @@ class Fitter:
         self._idle = idle_seconds
         self._lock = threading.Lock()  # the worker's life
         self._calling = threading.Lock()  # one call at a time on its pipe
-        self._proc: Optional[_Process] = None
+        self._proc: Optional[WorkerProcess] = None
         self._last_used = 0.0
         self._closed = False
+        self._start_again = 0.0  # monotonic time a worker may be started again
         self.worker_pid: Optional[int] = None  # of the worker that made the last fit
         self.calls_done = 0  # what the worker finished (fits, batches of a refit)
 
     def takes(self, texts: int) -> bool:
-        """Whether work over this many texts goes to the worker."""
-        return self._min is not None and texts >= self._min and not self._closed
+        """Whether work over this many texts goes to the worker (not while one that died
+        before answering anything waits out its START_BACKOFF_SECONDS)."""
+        return (self._min is not None and texts >= self._min and not self._closed
+                and time.monotonic() >= self._start_again)
 
     def call(self, fn: Callable, *args) -> Any:
         """fn(*args) in the worker (started if need be); fn's own errors are raised
@@ -117,9 +67,15 @@ class Fitter:
         with self._calling:
             proc = self._current()
             try:
-                value = proc.call(fn, args)
+                value = proc.call(fn, *args)
             except WorkerUnavailable:
-                _log.warning("the recall worker process died; its work is done here")
+                if proc.answered:
+                    _log.warning("the recall worker process died; its work is done here")
+                else:  # it cannot start (a program that runs a server without a
+                    # `__main__` guard: spawn runs the module again): not at every call
+                    _log.warning("the recall worker process did not start; work is done "
+                                 "here for %.0f s", START_BACKOFF_SECONDS)
+                    self._start_again = time.monotonic() + START_BACKOFF_SECONDS
                 self._forget(proc)
                 raise
             finally:
@@ -149,12 +105,12 @@ class Fitter:
             proc.stop()
 
     # -- the worker's life -------------------------------------------------------------
-    def _current(self) -> _Process:
+    def _current(self) -> WorkerProcess:
         with self._lock:
             if self._closed:
                 raise WorkerUnavailable("stopping")
             if self._proc is None:
-                self._proc = _Process()
+                self._proc = WorkerProcess("morphz-fit-worker")
             return self._proc
 
     def _used(self) -> None:
@@ -176,7 +132,7 @@ class Fitter:
         finally:
             self._calling.release()
 
-    def _forget(self, proc: _Process) -> None:
+    def _forget(self, proc: WorkerProcess) -> None:
         with self._lock:
             if self._proc is proc:
                 self._proc = None

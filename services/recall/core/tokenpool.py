@@ -2,8 +2,9 @@
 processes: one read of the events gives both legs what they need.
 
 Parsing, ICU segmentation and embedding are CPU-bound Python; a large context runs them
-in a spawned process pool (spawn, not fork: the server has gRPC threads) while this
-process reads the store and feeds the index. Batches go out as the raw stored bytes
+in spawned worker processes of its own (worker_process.py: one pipe each, so a worker
+that dies is seen and its batches are done here) while this process reads the store
+and feeds the index. Batches go out as the raw stored bytes
 and come back as the JSON documents the lexical index adds directly (doc_json) and the
 batch's vectors: cheap to pickle, cheap to add. The workers embed with the same fitted
 embedder (its unfitted self pickled, then `restore(state)`); one that cannot be pickled
@@ -13,18 +14,18 @@ Small contexts stay in-process.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
+import logging
 import os
 import pickle
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
 from morphz.services.recall.core.documents import event_key, raw_event_text
-from morphz.services.recall.core.fitpool import Fitter, WorkerUnavailable
+from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
@@ -32,8 +33,10 @@ from morphz.services.recall.index.vector_index import VecDoc
 from morphz.shared.mind.view import event_dict
 from morphz.shared.text.analyze import terms_text
 
+_log = logging.getLogger("morphz.recall.tokenpool")
 BATCH = 2000
 MIN_PARALLEL = 20000  # below this, starting processes costs more than it saves
+AHEAD = 2  # batches sent to a rebuild worker before its first result is in
 DAMAGE = (ValueError, TypeError, KeyError, AttributeError)
 
 
@@ -81,8 +84,8 @@ def portable(base: Embedder, fitted: Optional[Embedder]) -> Optional[bytes]:
         return None
 
 
-# A worker process's embedder, set once by the pool's initializer (per process, never
-# in the server's own process).
+# A rebuild worker's embedder, set once by its first call (per process, never in the
+# server's own process).
 _worker_embedder: Optional[Embedder] = None
 _worker_lexical = True
 
@@ -121,16 +124,53 @@ def event_batches(raws: Iterable[bytes], total: int, *, base: Embedder,
         for chunk in _chunks(raws):
             yield analyze(chunk, fitted, lexical=lexical)
         return
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(blob, lexical)) as pool:
-        pending: deque[Future] = deque()
-        for chunk in _chunks(raws):
-            pending.append(pool.submit(_work, chunk))
-            while len(pending) > 2 * workers:  # bounded memory: drain the oldest
-                yield _embedded(pending.popleft().result(), fitted)
+    yield from _pooled(raws, workers, blob, fitted, lexical)
+
+
+def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
+            fitted: Optional[Embedder], lexical: bool) -> Iterator[Batch]:
+    """event_batches over worker processes of this rebuild's own, AHEAD batches sent to
+    each and the next as soon as a result is in; a batch whose worker died (or never
+    started) is analyzed here, and so is every later one of that worker's turn."""
+    procs = [WorkerProcess("morphz-rebuild-worker") for _ in range(workers)]
+    try:
+        ready: list[Optional[WorkerProcess]] = []
+        for proc in procs:
+            try:
+                proc.call(_init_worker, blob, lexical)
+                ready.append(proc)
+            except WorkerUnavailable:
+                ready.append(None)
+        chunks = _chunks(raws)
+        pending: deque[tuple[Optional[WorkerProcess], list[bytes]]] = deque()
+
+        def start(proc: Optional[WorkerProcess], chunk: list[bytes]) -> None:
+            try:
+                if proc is not None:
+                    proc.send(_work, chunk)
+            except WorkerUnavailable:
+                proc = None
+            pending.append((proc, chunk))
+        for proc, chunk in zip(ready * AHEAD, chunks):
+            start(proc, chunk)
         while pending:
-            yield _embedded(pending.popleft().result(), fitted)
+            proc, chunk = pending.popleft()
+            batch = None
+            if proc is not None:
+                try:
+                    batch = proc.receive()
+                except WorkerUnavailable:
+                    _log.warning("a rebuild worker process died; its batches are done here")
+                    proc = None
+            following = next(chunks, None)
+            if following is not None:
+                start(proc, following)  # before this batch is used: the worker goes on
+            if batch is None:
+                batch = analyze(chunk, fitted, lexical=lexical)
+            yield _embedded(batch, fitted)
+    finally:
+        for proc in procs:
+            proc.stop()
 
 
 # The fit worker's embedder, set only in that process: the last one it was sent (each
