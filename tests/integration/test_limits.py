@@ -577,3 +577,39 @@ def test_sec_06_eight_concurrent_near_limit_appends_stay_under_the_ceiling(serve
     assert kept <= KEPT_CEILING, f"anonymous RSS kept +{kept / MiB:.0f} MiB"
     assert client.status("c")["event_count"] == 9
     assert client.audit("c")["match"]
+
+
+def test_sec_06_a_rebuild_of_large_events_holds_a_bounded_part_of_them(serve):
+    """RebuildIndex of a context of 12 events of ~32 MiB (384 MiB of text): the recall
+    indexer reads, batches and samples them a bounded part at a time, so the server's
+    anonymous memory stays within 192 MiB of where it was (it held them all: +459 MiB;
+    the pages of the events it reads are LMDB's file, not counted here)."""
+    from morphz.services.recall.client import RecallClient
+
+    server = serve()
+    client = server.client(timeout=120)
+    client.create_context("c")
+    for i in range(12):
+        client.append_event("c", "s1", "user-message",
+                            f"w{i} " + "x" * (L.EVENT_TEXT_BYTES.max - 64 * KiB))
+    recall = RecallClient(server.channel(), timeout=300)
+    deadline = time.monotonic() + 60
+    while recall.inspect("c")["lag"] and time.monotonic() < deadline:  # the follower's work
+        time.sleep(0.2)
+    before = proc_status(server.proc.pid)["RssAnon"]
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], proc_status(server.proc.pid)["RssAnon"] - before)
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        built = recall.rebuild("c")
+    finally:
+        done.set()
+        sampler.join()
+    print(f"anonymous memory +{peak[0] / MiB:.0f} MiB during the rebuild")
+    assert built["documents"] == 13  # the context's first event and the 12
+    assert peak[0] <= 192 * MiB, f"anonymous RSS +{peak[0] / MiB:.0f} MiB"

@@ -51,6 +51,7 @@ REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 EMBED_BATCH = 1000
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
+FIT_SAMPLE_CHARS, FIT_TEXT_CHARS = 64 << 20, 4096  # what a fit's sample holds at most
 REFIT_GROWTH, REFIT_MIN = 2, 256
 SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
 # An application's bounds on what it holds: rows read ahead per chunk, and the text of
@@ -199,18 +200,25 @@ class Indexer:
         return self._is_learned
 
     def _fit_sample(self, context: str, events: int, frames: list[R.Frame]) -> list[str]:
-        """At most FIT_SAMPLE texts: evenly spaced events, then frames (deterministic)."""
+        """At most FIT_SAMPLE texts: evenly spaced events, then frames (deterministic),
+        each cut to its share of FIT_SAMPLE_CHARS (FIT_TEXT_CHARS at least): a context of
+        large texts is fitted on their beginnings, not held whole."""
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
         keys = [(seq,) for seq in range(0, events, step)]
+        cap = max(FIT_TEXT_CHARS, FIT_SAMPLE_CHARS // max(1, len(keys)))
         out: list[str] = []
-        # A chunk per short read transaction, each one round trip to a remote store.
-        for start in range(0, len(keys), REBUILD_READ_CHUNK):
+        # A chunk per short read transaction, each one round trip to a remote store, of
+        # READ_AHEAD_BYTES at most (rows of large events: fewer in a chunk).
+        start = 0
+        while start < len(keys):
             with self._store.reader(context) as reader:
-                rows = reader.get_many("events", keys[start:start + REBUILD_READ_CHUNK])
-            out.extend(raw_event_text(event_dict(raw)) for raw in rows if raw is not None)
-        out.extend(frame_text(f) for f in frames[:max(0, FIT_SAMPLE - len(out))])
+                rows = reader.get_tables([("events", keys[start:start + REBUILD_READ_CHUNK])],
+                                         max_bytes=READ_AHEAD_BYTES)[0]
+            out.extend(raw_event_text(event_dict(raw))[:cap] for raw in rows if raw is not None)
+            start += len(rows)
+        out.extend(frame_text(f)[:cap] for f in frames[:max(0, FIT_SAMPLE - len(out))])
         return out
 
     def _fill_leg(self, context: str, leg: VectorLeg, events: int,
@@ -469,14 +477,19 @@ class Indexer:
                                  exc_info=True)
 
     def _event_records(self, context: str, events: int, chunk: int = 0):
-        """The stored bytes of events 0..events-1, a chunk per read transaction."""
+        """The stored bytes of events 0..events-1, a chunk per read transaction (of
+        `chunk` events or READ_AHEAD_BYTES, whichever comes first)."""
         chunk = chunk or REBUILD_READ_CHUNK
         seq = 0
         while seq < events:
+            rows, size = [], 0
             with self._store.reader(context) as reader:
                 after = (seq - 1,) if seq else None
-                rows = [raw for (s,), raw in reader.scan("events", after=after,
-                                                          limit=min(chunk, events - seq))]
+                for _, raw in reader.scan("events", after=after, limit=min(chunk, events - seq)):
+                    rows.append(raw)
+                    size += len(raw)
+                    if size >= READ_AHEAD_BYTES:  # large events: fewer per transaction
+                        break
             if not rows:
                 return
             yield from rows

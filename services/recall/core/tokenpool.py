@@ -35,6 +35,7 @@ from morphz.shared.text.analyze import terms_text
 
 _log = logging.getLogger("morphz.recall.tokenpool")
 BATCH = 2000
+BATCH_BYTES = 16 << 20  # a batch's stored bytes at most (with AHEAD, what a worker holds)
 MIN_PARALLEL = 20000  # below this, starting processes costs more than it saves
 AHEAD = 2  # batches sent to a rebuild worker before its first result is in
 DAMAGE = (ValueError, TypeError, KeyError, AttributeError)
@@ -207,11 +208,14 @@ def _embedded(batch: Batch, fitted: Optional[Embedder]) -> Batch:
 
 
 def _chunks(raws: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """Batches of BATCH events, or of BATCH_BYTES when the events are large."""
     batch: list[bytes] = []
+    size = 0
     for raw in raws:
         batch.append(raw)
-        if len(batch) == BATCH:
+        size += len(raw)
+        if len(batch) == BATCH or size >= BATCH_BYTES:
             yield batch
-            batch = []
+            batch, size = [], 0
     if batch:
         yield batch
