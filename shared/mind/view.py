@@ -15,6 +15,7 @@ from morphz.shared.mind import records as R
 from morphz.shared.storage.api import Key, Reader
 
 _EVENT_CACHE = 1024
+_DECODE_BYTES = 8 << 20  # rows event_dicts reads ahead and decodes together at most
 _STATE_CACHE = 256
 
 
@@ -145,16 +146,34 @@ class MindView:
             return None
         return self.event(seq)
 
-    def event_dicts(self, seqs: Iterable[int]) -> dict[int, dict]:
+    def event_dicts(self, seqs: Iterable[int], *,
+                    text_chars: Optional[int] = None) -> dict[int, dict]:
         """The stored events of these seqs as plain dicts (hot paths that need a few fields
-        of many events), decoded at once; missing ones are left out."""
+        of many events), decoded a group of rows at a time; missing ones are left out.
+        `text_chars`: each text cut to that many characters as it is decoded (a page of
+        large events is never held whole), but a transaction's: its secret parts are
+        found by parsing it whole."""
         keys = [(seq,) for seq in seqs]
-        self.prefetch("events", keys)
-        found = [(seq, raw) for (seq,) in keys if (raw := self._get("events", (seq,))) is not None]
-        if not found:
-            return {}
-        parsed = R.decode_json(b"[" + b",".join([raw for _, raw in found]) + b"]")
-        return {seq: ev for (seq, _), ev in zip(found, parsed)}
+        self.prefetch_tables({"events": keys}, max_bytes=_DECODE_BYTES)
+        out: dict[int, dict] = {}
+        group: list[tuple[int, bytes]] = []
+        size = 0
+        for i, (seq,) in enumerate(keys):
+            raw = self._get("events", (seq,))
+            if raw is not None:
+                group.append((seq, raw))
+                size += len(raw)
+            if group and (size >= _DECODE_BYTES or i == len(keys) - 1):
+                # Decoded at once: a page's events cost about half as much as one call each
+                # (a large row alone: the join would copy it).
+                parsed = (R.decode_json(b"[" + b",".join([r for _, r in group]) + b"]")
+                          if len(group) > 1 else [R.decode_json(group[0][1])])
+                for (s, _), ev in zip(group, parsed):
+                    if text_chars is not None and ev.get("kind") != R.CONTEXT_TX:
+                        ev["text"] = ev.get("text", "")[:text_chars]
+                    out[s] = ev
+                group, size = [], 0
+        return out
 
     def event_seqs_from(self, seq: int) -> list[int]:
         """The seqs of stored event rows at or past `seq` (none past meta's next_seq in a

@@ -21,6 +21,12 @@ _CJK_CHUNK = re.compile(f"[{CJK_CHARS}]{{2,{MAX_TERM_CHARS}}}")
 _ASCII_WORD = re.compile(f"[a-zA-Z0-9]{{1,{MAX_TERM_CHARS}}}")
 
 
+def preview_reach(width: int = PREVIEW_CHARS) -> int:
+    """How far into its text a preview of `width` chars reads at most: a text cut here
+    previews exactly as the whole text does."""
+    return SCAN_CHARS + width + 1
+
+
 def _offset_map(window: str) -> tuple[str, list[int] | None]:
     """The normalized window and, per normalized char, its offset in `window` (None
     when folding kept every length, the usual case, and offsets are the same)."""

@@ -579,11 +579,13 @@ def test_sec_06_eight_concurrent_near_limit_appends_stay_under_the_ceiling(serve
     assert client.audit("c")["match"]
 
 
-def test_sec_06_a_rebuild_of_large_events_holds_a_bounded_part_of_them(serve):
-    """RebuildIndex of a context of 12 events of ~32 MiB (384 MiB of text): the recall
-    indexer reads, batches and samples them a bounded part at a time, so the server's
-    anonymous memory stays within 192 MiB of where it was (it held them all: +459 MiB;
-    the pages of the events it reads are LMDB's file, not counted here)."""
+def test_sec_06_a_search_and_a_rebuild_over_large_events_hold_a_bounded_part_of_them(serve):
+    """A context of 12 events of ~32 MiB (384 MiB of text), each a hit of one search: the
+    search reads its page a bounded part at a time and keeps only what the previews
+    read of each text (it held every hit's row, joined copy and text: +1,149 MiB), and
+    RebuildIndex reads, batches and samples them a bounded part at a time (it held them
+    all: +459 MiB). The server's anonymous memory stays within 320 and 192 MiB of where
+    it was (the pages of the events read are LMDB's file, not counted here)."""
     from morphz.services.recall.client import RecallClient
 
     server = serve()
@@ -591,25 +593,33 @@ def test_sec_06_a_rebuild_of_large_events_holds_a_bounded_part_of_them(serve):
     client.create_context("c")
     for i in range(12):
         client.append_event("c", "s1", "user-message",
-                            f"w{i} " + "x" * (L.EVENT_TEXT_BYTES.max - 64 * KiB))
+                            f"lantern w{i} " + "x " * ((L.EVENT_TEXT_BYTES.max - 64 * KiB) // 2))
     recall = RecallClient(server.channel(), timeout=300)
     deadline = time.monotonic() + 60
     while recall.inspect("c")["lag"] and time.monotonic() < deadline:  # the follower's work
         time.sleep(0.2)
-    before = proc_status(server.proc.pid)["RssAnon"]
-    peak, done = [0], threading.Event()
 
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], proc_status(server.proc.pid)["RssAnon"] - before)
-            time.sleep(0.005)
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        built = recall.rebuild("c")
-    finally:
-        done.set()
-        sampler.join()
-    print(f"anonymous memory +{peak[0] / MiB:.0f} MiB during the rebuild")
+    def peak_anon_during(fn):
+        before = proc_status(server.proc.pid)["RssAnon"]
+        peak, done = [0], threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], proc_status(server.proc.pid)["RssAnon"] - before)
+                time.sleep(0.002)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            return fn(), peak[0]
+        finally:
+            done.set()
+            sampler.join()
+    found, searched = peak_anon_during(lambda: recall.search("c", "lantern", limit=20))
+    built, rebuilt = peak_anon_during(lambda: recall.rebuild("c"))
+    print(f"anonymous memory +{searched / MiB:.0f} MiB during the search, "
+          f"+{rebuilt / MiB:.0f} MiB during the rebuild")
+    assert len(found["results"]) == 12
+    assert all(h["preview"].startswith("«lantern» w") for h in found["results"])
     assert built["documents"] == 13  # the context's first event and the 12
-    assert peak[0] <= 192 * MiB, f"anonymous RSS +{peak[0] / MiB:.0f} MiB"
+    assert searched <= 320 * MiB, f"anonymous RSS +{searched / MiB:.0f} MiB (search)"
+    assert rebuilt <= 192 * MiB, f"anonymous RSS +{rebuilt / MiB:.0f} MiB (rebuild)"

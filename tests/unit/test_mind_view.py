@@ -33,6 +33,28 @@ def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
     assert m.event_dicts([e["seq"]])[e["seq"]]["text"] == "hello"
 
 
+def test_recall_04_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_transactions(
+        tx, monkeypatch):
+    """Groups of rows decoded together give what one row at a time does; text_chars cuts
+    each text as it is decoded, except a context-tx's (redaction parses it whole)."""
+    from morphz.shared.mind import view as view_module
+
+    core, store = tx
+    seqs = [core.append_event("c", "s1", "tool-result", f"report {i} " + "z" * (40 * i),
+                              caller=IN_PROCESS_CALLER)["seq"] for i in range(9)]
+    core.activate("c", "s1", caller=IN_PROCESS_CALLER)
+    tx_seq = core.commit("c", "(context-tx (base-version 0) (create a (note " + "w " * 40
+                         + ")))", caller=IN_PROCESS_CALLER)["event_ref"]
+    tx_seq = int(tx_seq[2:])
+    whole = {s: view(store).event_dicts([s])[s] for s in seqs + [tx_seq]}
+    monkeypatch.setattr(view_module, "_DECODE_BYTES", 300)  # groups of a few rows
+    assert view(store).event_dicts(seqs + [tx_seq, 999]) == whole
+    cut = view(store).event_dicts(seqs + [tx_seq], text_chars=20)
+    assert [cut[s]["text"] for s in seqs] == [whole[s]["text"][:20] for s in seqs]
+    assert cut[tx_seq]["text"] == whole[tx_seq]["text"] and len(whole[tx_seq]["text"]) > 20
+    assert all(cut[s]["id"] == whole[s]["id"] for s in seqs)
+
+
 def test_core_08_observation_state_follows_retirement(tx):
     core, store = tx
     e = core.append_event("c", "s1", "tool-result", "report", caller=IN_PROCESS_CALLER)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from morphz.shared.text.analyze import normalize, query_terms, terms
-from morphz.shared.text.highlight import preview
+from morphz.shared.text.highlight import SCAN_CHARS, preview, preview_reach
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -66,3 +66,18 @@ def test_recall_01_preview_marks_matches():
     p = preview(long, set(query_terms("sandbox")))
     assert "«sandbox»" in p and p.startswith("…") and len(p) < 260
     assert preview("ＳＡＮＤＢＯＸ ok", {"sandbox"}) == "«ＳＡＮＤＢＯＸ» ok"
+
+
+def test_recall_04_a_text_cut_at_preview_reach_previews_as_the_whole_text():
+    """Search keeps only preview_reach() characters of a hit's text; the preview is the
+    same as the whole text's wherever the match lies (or when none is in reach)."""
+    filler = "lorem ipsum dolor "
+    for at in (0, 100, SCAN_CHARS - 300, SCAN_CHARS - 30, SCAN_CHARS - 12, SCAN_CHARS - 7,
+               SCAN_CHARS - 3, SCAN_CHARS + 5,
+               3 * SCAN_CHARS):
+        for width in (200, 40):
+            text = (filler * (at // len(filler) + 1))[:at] + " Lantern 灯笼 lantern " + \
+                filler * 2000
+            cut = text[:preview_reach(width)]
+            for query in ({"lantern"}, {"灯笼"}, {"lantern", "dolor"}, set()):
+                assert preview(cut, query, width=width) == preview(text, query, width=width)

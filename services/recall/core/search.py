@@ -15,9 +15,10 @@ from morphz.services.recall.core.timeparse import from_us
 from morphz.services.recall.core.views import event_hit, frame_hit
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared.mind.view import MindView
-from morphz.shared.text.highlight import Highlighter
+from morphz.shared.text.highlight import Highlighter, preview_reach
 
 MIN_CHUNK = 64
+PAGE_READ_BYTES = 16 << 20  # rows a page reads ahead at most
 
 
 def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
@@ -48,12 +49,13 @@ def run_search(m: MindView, idx: ContextIndex, searcher, words: list[str],
         # page fills from this chunk (only a hit that fails to resolve, a frame gone since
         # it was indexed, reads on: at the same version, or StaleRead).
         last = len(raw) < chunk or (not filtered and len(raw) > limit - len(hits))
+        # Large rows (events, frames of megabytes) past PAGE_READ_BYTES are read when
+        # resolved, one at a time.
         m.prefetch_tables({
             "observations": [(int(h.key[2:]),) for h in raw if h.key[0] == "e"],
             "frames": [(h.key[2:],) for h in raw if h.key[0] == "f"],
-            "events": [(seq,) for seq in shown]}, last=last)
-        # A page's events decoded at once cost about half as much as one call each.
-        events = m.event_dicts(shown)
+            "events": [(seq,) for seq in shown]}, last=last, max_bytes=PAGE_READ_BYTES)
+        events = m.event_dicts(shown, text_chars=preview_reach())
         for i, h in enumerate(raw):
             # With a filter, drop a hit before reading its text and previewing it.
             if filtered and not _qualifies(m, h, states, visible):

@@ -6,16 +6,17 @@ from typing import Optional
 
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
-from morphz.shared.text.highlight import Highlighter, preview
+from morphz.shared.text.highlight import Highlighter, preview, preview_reach
 
 LEAF_PREVIEW_CHARS = 200
 
 
 def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
               ev: Optional[dict] = None) -> Optional[dict]:
-    """`ev`: the stored event as a plain dict (not a record: the hot path), if read."""
+    """`ev`: the stored event as a plain dict (not a record: the hot path), if read; its
+    text may be cut to preview_reach()."""
     if ev is None:
-        ev = m.event_dicts((seq,)).get(seq)
+        ev = m.event_dicts((seq,), text_chars=preview_reach()).get(seq)
         if ev is None:
             return None
     return {"kind": "event", "ref": R.ref(seq), "id": ev["id"],
