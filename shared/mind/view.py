@@ -64,6 +64,8 @@ class MindView:
         remote (a page of hits reads its observations, frames and events together).
         `last`: no other read is expected (Reader.get_tables' `release`). `max_bytes`:
         read ahead about that much at most; the rest is read when asked for."""
+        if max_bytes is not None and not self._reader.remote:
+            return  # a local reader reads them when asked, as cheaply, holding none ahead
         asked = [(table, [k for k in dict.fromkeys(keys) if (table, k) not in self._rows])
                  for table, keys in wanted.items()]
         asked = [(table, keys) for table, keys in asked if keys]
@@ -158,21 +160,17 @@ class MindView:
         out: dict[int, dict] = {}
         group: list[tuple[int, bytes]] = []
         size = 0
-        for i, (seq,) in enumerate(keys):
-            raw = self._get("events", (seq,))
-            if raw is not None:
-                group.append((seq, raw))
-                size += len(raw)
-            if group and (size >= _DECODE_BYTES or i == len(keys) - 1):
-                # Decoded at once: a page's events cost about half as much as one call each
-                # (a large row alone: the join would copy it).
-                parsed = (R.decode_json(b"[" + b",".join([r for _, r in group]) + b"]")
-                          if len(group) > 1 else [R.decode_json(group[0][1])])
-                for (s, _), ev in zip(group, parsed):
-                    if text_chars is not None and ev.get("kind") != R.CONTEXT_TX:
-                        ev["text"] = ev.get("text", "")[:text_chars]
-                    out[s] = ev
+        for key in keys:
+            raw = self._get("events", key)
+            if raw is None:
+                continue
+            if group and size + len(raw) > _DECODE_BYTES:
+                _decode_into(out, group, text_chars)
                 group, size = [], 0
+            group.append((key[0], raw))
+            size += len(raw)
+        if group:
+            _decode_into(out, group, text_chars)
         return out
 
     def event_seqs_from(self, seq: int) -> list[int]:
@@ -367,3 +365,17 @@ def snapshot_json(text: Union[bytes, str], snapshot_id: str) -> dict:
 def event_dict(raw: bytes) -> dict:
     """One stored event as a plain dict (for a hot path that needs no record object)."""
     return R.decode_json(raw)
+
+
+def _decode_into(out: dict[int, dict], rows: list[tuple[int, bytes]],
+                 text_chars: Optional[int]) -> None:
+    """event_dicts' rows decoded at once (a page's events cost about half as much as one
+    call each; a large row alone: the join would copy it), texts cut to `text_chars`."""
+    parsed = (R.decode_json(b"[" + b",".join([raw for _, raw in rows]) + b"]")
+              if len(rows) > 1 else [R.decode_json(rows[0][1])])
+    for (seq, _), ev in zip(rows, parsed):
+        if text_chars is not None:
+            text = ev.get("text")
+            if text is not None and len(text) > text_chars and ev.get("kind") != R.CONTEXT_TX:
+                ev["text"] = text[:text_chars]
+        out[seq] = ev
