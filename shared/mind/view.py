@@ -14,7 +14,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.storage.api import Key, Reader
 
-_EVENT_CACHE = 1024
+_EVENT_CACHE, _EVENT_CACHE_BYTES = 1024, 32 << 20
 _DECODE_BYTES = 8 << 20  # rows event_dicts reads ahead and decodes together at most
 _STATE_CACHE = 256
 
@@ -33,6 +33,7 @@ class MindView:
         self._frames: dict[str, Optional[R.Frame]] = {}
         # Decoded events: immutable, and asked for again and again within one request.
         self._events: dict[int, R.Event] = {}
+        self._event_bytes = 0  # their stored size
         # Observation rows repeat byte for byte (most say active): each form decoded once.
         self._states: dict[bytes, str] = {}
         # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
@@ -92,6 +93,7 @@ class MindView:
         self._rows.clear()
         self._scans.clear()
         self._events.clear()
+        self._event_bytes = 0
 
     def _scan(self, table: str, prefix: Key = (),
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
@@ -124,9 +126,13 @@ class MindView:
         """The event (shared with other callers of this view: never change it)."""
         ev = self._events.get(seq)
         if ev is None:
-            if len(self._events) >= _EVENT_CACHE:  # a long scan (a rebuild) stays bounded
+            raw = self._get("events", (seq,))
+            # A long scan (a rebuild), or a few large events, stay bounded.
+            if len(self._events) >= _EVENT_CACHE or self._event_bytes >= _EVENT_CACHE_BYTES:
                 self._events.clear()
-            ev = self._events[seq] = R.loads(R.Event, self._get("events", (seq,)))
+                self._event_bytes = 0
+            ev = self._events[seq] = R.loads(R.Event, raw)
+            self._event_bytes += len(raw) if raw is not None else 0
         return ev
 
     def has_event(self, seq: int) -> bool:
@@ -301,9 +307,10 @@ class MindView:
         its pending inputs that are messages. A stored event whose bytes lack the kind
         field a message's record holds is none, so only the others are decoded (a
         session's pending inputs may be many, and every encoding counts every
-        session's); the rows are read in one round trip and kept for that decode."""
+        session's); the rows are read in one round trip (up to _DECODE_BYTES: large
+        events one at a time) and kept for that decode."""
         seqs = self.pending(target)
-        self.prefetch("events", [(seq,) for seq in seqs])
+        self.prefetch_tables({"events": [(seq,) for seq in seqs]}, max_bytes=_DECODE_BYTES)
         out = []
         for seq in seqs:
             raw = self._get("events", (seq,))

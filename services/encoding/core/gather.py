@@ -13,12 +13,13 @@ from morphz.shared.mind.visibility import Viewer, home, target_of
 from morphz.services.encoding.core.frame_cache import FrameCache
 from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
-from morphz.services.encoding.core.render import frame_item
+from morphz.services.encoding.core.render import frame_item, preview_text
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.snapshot import frame_input
 
 PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
+READ_AHEAD_BYTES = 16 << 20
 
 
 @dataclass
@@ -63,11 +64,12 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     observations: list[Obs] = []
     inbox = m.inbox()
     # One round trip for the events read below (the inbox's, the pending and claimed
-    # results', the open calls') and the inbox's observations, not one or two per item.
+    # results', the open calls') and the inbox's observations, not one or two per item
+    # (past READ_AHEAD_BYTES, large events are read as they come).
     calls = m.open_calls(session)
     read = set(inbox) | pending | claimed | {seq for seq, _ in calls}
-    m.prefetch_tables({"events": [(seq,) for seq in sorted(read)],
-                       "observations": [(seq,) for seq in inbox]})
+    m.prefetch_tables({"observations": [(seq,) for seq in inbox],
+                       "events": [(seq,) for seq in sorted(read)]}, max_bytes=READ_AHEAD_BYTES)
     for seq in inbox:
         ev = m.event(seq)
         ref = R.ref(seq)
@@ -83,11 +85,13 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
             continue
         obs = m.observation(seq) or R.Observation()
         text = secrets.shown_text(ev, scope.reveal_secrets)
-        big = len(text.encode("utf-8")) > budget.preview_bytes
-        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time, text,
-                                PREVIEW if big and ref not in wanted else FULL, obs.protected,
+        total = len(text.encode("utf-8"))
+        preview = total > budget.preview_bytes and ref not in wanted
+        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time,
+                                preview_text(text, budget.preview_bytes) if preview else text,
+                                PREVIEW if preview else FULL, obs.protected,
                                 "new" if seq in fresh else "seen", seq in roots,
-                                target_of(ev)))
+                                target_of(ev), total if preview else None))
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []

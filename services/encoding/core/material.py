@@ -29,6 +29,9 @@ class Obs:
     freshness: str = "seen"  # new: claimed by this activation, or a result of its call
     root: bool = False       # the root request of an undelivered activation
     target: str = ""         # a message's target session (its `session` is the source)
+    # The whole text's UTF-8 bytes when `text` holds only its preview (a large one is not
+    # held whole for an encoding that shows a preview); None: `text` is whole.
+    total_bytes: Optional[int] = None
 
 
 @dataclass

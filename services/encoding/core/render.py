@@ -55,7 +55,7 @@ def form(name: str, *nodes) -> list:
 
 def preview_text(text: str, limit: int) -> str:
     """The longest prefix of at most `limit` UTF-8 bytes (never a split character)."""
-    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+    return text[:limit].encode("utf-8")[:limit].decode("utf-8", "ignore")
 
 
 @dataclass
@@ -136,7 +136,7 @@ def _yn(flag: bool) -> str:
 def inbox(m: Material) -> list[Item]:
     out = []
     for o in m.observations:
-        total = len(o.text.encode("utf-8"))
+        total = o.total_bytes if o.total_bytes is not None else len(o.text.encode("utf-8"))
         # A message names where it comes from and goes to, and carries its text only.
         whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
                  else f"(session {atom_text(o.session)})")
