@@ -83,3 +83,38 @@ def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):
         assert core.audit(CTX, caller=CALLER)["match"]
     finally:
         store.close()
+
+
+def test_audit_01_one_walk_of_the_history_judges_the_chain_and_a_store_failure_is_raised(
+        tmp_path):
+    """Audit walks the history once for the chain and the replay, holding none of it: the
+    report equals the chain judged alone; a store that fails partway through the walk
+    raises its own error (it is not reported as a history that cannot be replayed)."""
+    from morphz.services.transaction.core import chain
+    from morphz.shared.errors import MorphzError
+
+    store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
+    try:
+        core = TransactionCore(store)
+        _history(core)
+        with store.reader(CTX) as reader:
+            m = MindState(reader)
+            report = rp.audit_report(CTX, m)
+            assert report["match"] and report["chain"] == chain.verify(rp.stored_events(m))
+            # every event but the first carries its link
+            assert report["chain"]["checked"] == report["events_replayed"] - 1 > 12
+
+        class FailsPartway(MindState):
+            def event_rows(self):
+                for n, row in enumerate(super().event_rows()):
+                    if n == 5:
+                        raise MorphzError("STORAGE_SNAPSHOT_EXPIRED", "the snapshot went away")
+                    yield row
+        with store.reader(CTX) as reader:
+            try:
+                rp.audit_report(CTX, FailsPartway(reader))
+                raise AssertionError("the store's failure was reported as the history's")
+            except MorphzError as e:
+                assert e.reason == "STORAGE_SNAPSHOT_EXPIRED"
+    finally:
+        store.close()

@@ -24,27 +24,50 @@ def verify(events: Iterable[tuple[int, bytes, Any]]) -> dict:
     ValueError decoding raised): the first link that does not hold, if any. Events
     written before the chain existed carry no link and are not judged; once one event
     carries a link, every later one must (an event slipped in without one is caught)."""
-    prev_hash: Optional[str] = None
-    expected_seq = 0
-    checked = 0
-    chained = False
+    links = Verifier()
     for seq, raw, value in events:
-        if seq != expected_seq:
-            return {"match": False, "checked": checked, "first_broken": R.ref(expected_seq),
-                    "problem": "missing"}
+        if not links.add(seq, raw, value):
+            break
+    return links.result()
+
+
+class Verifier:
+    """verify() an event at a time (audit walks the history once, for the chain and the
+    replay together, holding no more of it than the replay does)."""
+
+    def __init__(self) -> None:
+        self._prev_hash: Optional[str] = None
+        self._expected_seq = 0
+        self._checked = 0
+        self._chained = False
+        self._broken: Optional[dict] = None
+
+    def add(self, seq: int, raw: bytes, value: Any) -> bool:
+        """Judge the next stored event; False once a link is broken (the rest is not
+        judged: the first broken link is the answer)."""
+        if self._broken is not None:
+            return False
+        if seq != self._expected_seq:
+            return self._break(self._expected_seq, "missing")
         if not isinstance(value, dict):  # the ValueError decoding raised, or not a record
-            return {"match": False, "checked": checked, "first_broken": R.ref(seq),
-                    "problem": "undecodable"}
+            return self._break(seq, "undecodable")
         data = value.get("data") or {}
         if "prev" in data:
-            chained = True
-            checked += 1
-            if data["prev"] != prev_hash:
-                return {"match": False, "checked": checked, "first_broken": R.ref(seq),
-                        "problem": "predecessor changed" if seq else "unexpected link"}
-        elif chained:
-            return {"match": False, "checked": checked, "first_broken": R.ref(seq),
-                    "problem": "link missing"}
-        prev_hash = R.event_hash(raw)
-        expected_seq += 1
-    return {"match": True, "checked": checked, "first_broken": "", "problem": ""}
+            self._chained = True
+            self._checked += 1
+            if data["prev"] != self._prev_hash:
+                return self._break(seq, "predecessor changed" if seq else "unexpected link")
+        elif self._chained:
+            return self._break(seq, "link missing")
+        self._prev_hash = R.event_hash(raw)
+        self._expected_seq += 1
+        return True
+
+    def _break(self, seq: int, problem: str) -> bool:
+        self._broken = {"match": False, "checked": self._checked,
+                        "first_broken": R.ref(seq), "problem": problem}
+        return False
+
+    def result(self) -> dict:
+        return self._broken or {"match": True, "checked": self._checked,
+                                "first_broken": "", "problem": ""}

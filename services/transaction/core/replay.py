@@ -74,20 +74,19 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]]) -> tuple[dict[str
     return {t: rows.present(t) for t in AUDITED}, count
 
 
-def stored_events(m: MindState) -> list[tuple[int, bytes, Any]]:
-    """The stored events in seq order, read and decoded once for both the chain and the
-    replay: (seq, bytes, decoded JSON or the ValueError decoding raised)."""
-    out = []
+def stored_events(m: MindState) -> Iterator[tuple[int, bytes, Any]]:
+    """The stored events in seq order, each read and decoded once for both the chain and
+    the replay: (seq, bytes, decoded JSON or the ValueError decoding raised). A
+    generator: the history is walked, never held (the replay keeps only the rows)."""
     for (seq,), raw in m.event_rows():
         try:
             value = R.decode_json(raw)
         except ValueError as e:
             value = e
-        out.append((seq, raw, value))
-    return out
+        yield seq, raw, value
 
 
-def _events(stored: list[tuple[int, bytes, Any]]) -> Iterator[tuple[R.Event, bytes]]:
+def _events(stored: Iterable[tuple[int, bytes, Any]]) -> Iterator[tuple[R.Event, bytes]]:
     """Each stored event as a record, with its bytes; one that cannot be read raises when
     the replay reaches it."""
     for _, raw, value in stored:
@@ -96,21 +95,49 @@ def _events(stored: list[tuple[int, bytes, Any]]) -> Iterator[tuple[R.Event, byt
         yield R.from_dict(R.Event, value), raw
 
 
+class _Unreadable(Exception):
+    """The store failed while the history was walked: its error, not a replay's."""
+
+
+def _chained(stored: Iterator[tuple[int, bytes, Any]],
+             links: chain.Verifier) -> Iterator[tuple[int, bytes, Any]]:
+    """`stored`, each event judged by `links` as it passes; the store's errors come out as
+    _Unreadable, which no replay error handler takes for the history's fault."""
+    while True:
+        try:
+            item = next(stored)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise _Unreadable() from e
+        links.add(*item)
+        yield item
+
+
 @cycles_not_collected
 def audit_report(context: str, m: MindState) -> dict:
-    """Each projection of `m` compared with a replay of its events (never repaired)."""
+    """Each projection of `m` compared with a replay of its events (never repaired). The
+    chain is judged in the same walk of the history; over all of it, also when the
+    replay stops."""
     stored = stored_events(m)
-    links = chain.verify(stored)
+    links = chain.Verifier()
     try:
-        expected, count = _replay(_events(stored))
+        expected, count = _replay(_events(_chained(stored, links)))
+    except _Unreadable as e:
+        raise e.__cause__ from None
     except (MorphzError, ValueError, TypeError, KeyError) as e:
         # A history that cannot be replayed (a gap, an undecodable or impossible event) is
         # reported, with the chain's first broken link; nothing can be compared.
+        for item in stored:  # the rest of the history, for the chain
+            if not links.add(*item):
+                break
         return {"context": context, "match": False, "events_replayed": 0, "projections": [],
-                "chain": links, "replay_error": _short(e)}
+                "chain": links.result(), "replay_error": _short(e)}
+    links_found = links.result()
     checks = [_report(t, expected[t], m.rows(t)) for t in AUDITED]
-    return {"context": context, "match": links["match"] and all(c["match"] for c in checks),
-            "events_replayed": count, "projections": checks, "chain": links,
+    return {"context": context,
+            "match": links_found["match"] and all(c["match"] for c in checks),
+            "events_replayed": count, "projections": checks, "chain": links_found,
             "replay_error": ""}
 
 
