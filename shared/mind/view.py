@@ -188,6 +188,10 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def event_row(self, seq: int) -> Optional[bytes]:
+        """One event's stored bytes, undecoded."""
+        return self._get("events", (seq,))
+
     def event_rows(self) -> Iterator[tuple[Key, bytes]]:
         """The stored event rows, undecoded, in seq order."""
         return self._scan("events")

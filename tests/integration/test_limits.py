@@ -584,8 +584,8 @@ def test_sec_06_reads_over_large_events_hold_a_bounded_part_of_them(serve):
     one search and a source of one frame. Each call reads them a bounded part at a time
     and keeps only what it shows of each, so the server's anonymous memory stays within
     a bound over where it was; before, each held every event (in MiB): search +1,149,
-    status +383, traverse +413, encoding compile +798, RebuildIndex +459. (The pages of
-    the events read are LMDB's file, not counted here.)"""
+    status +383, traverse +413, encoding compile +798, RebuildIndex +459, audit +1,147.
+    (The pages of the events read are LMDB's file, not counted here.)"""
     from morphz.services.encoding.client import EncodingClient
     from morphz.services.recall.client import RecallClient
 
@@ -624,6 +624,7 @@ def test_sec_06_reads_over_large_events_hold_a_bounded_part_of_them(serve):
         "traverse": (lambda: recall.traverse("c", "f", include_bodies=True), 192),
         "compile": (lambda: encoding.compile("c", "s1"), 320),
         "rebuild": (lambda: recall.rebuild("c"), 192),
+        "audit": (lambda: client.audit("c"), 256),
     }
     got, peaks = {}, {}
     for name, (fn, _) in calls.items():
@@ -635,6 +636,7 @@ def test_sec_06_reads_over_large_events_hold_a_bounded_part_of_them(serve):
     # 15 events (the context's, the 12, the commit, the compile's activation) and f
     assert got["rebuild"]["documents"] == 16
     assert "(preview (shown-bytes" in got["compile"]["text"]
+    assert got["audit"]["match"] and got["audit"]["events_replayed"] == 15
     over = {name: f"+{peaks[name] / MiB:.0f} MiB > {bound} MiB"
             for name, (_, bound) in calls.items() if peaks[name] > bound * MiB}
     assert not over, over

@@ -61,7 +61,10 @@ def _history(core: TransactionCore) -> None:
     core.append_event(CTX, "s3", "user-message", "after the run", caller=CALLER)
 
 
-def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):
+def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path, monkeypatch):
+    """The replay (records alone, stored bytes, or stored bytes read back from the
+    history: the way audit runs, here keeping none of them, so every event the reducer
+    reads again comes from the store) equals one fresh candidate Mind per event."""
     store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
     try:
         core = TransactionCore(store)
@@ -71,6 +74,10 @@ def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):
             events = list(m.events())
             fast, count = rp.replay(CTX, events)
             stored, _ = rp._replay(rp._events(rp.stored_events(m)))
+            monkeypatch.setattr(rp, "RECENT_EVENT_BYTES", 0)
+            read_back = []
+            history = lambda seq: read_back.append(seq) or m.event_row(seq)  # noqa: E731
+            from_history, _ = rp._replay(rp._events(rp.stored_events(m)), history)
             want = reference_replay(events)
             actual = {t: m.rows(t) for t in rp.AUDITED}
         assert count == len(events) > 12
@@ -79,6 +86,7 @@ def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path):
             "calls", "boundaries", "idempotency", "policy", "observations", "pending"}
         assert fast == want
         assert stored == want
+        assert from_history == want and read_back  # the reducer read some events again
         assert want == actual  # and the history as committed
         assert core.audit(CTX, caller=CALLER)["match"]
     finally:

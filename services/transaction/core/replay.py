@@ -2,7 +2,8 @@
 rebuild-projections (repair). Uses the live reducer, so both judge by the same rules."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Optional
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from morphz.services.transaction.core import chain
 from morphz.services.transaction.core.cycles import cycles_not_collected
@@ -10,13 +11,14 @@ from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event, shares_candidate
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import SIDE_TABLES, TABLES, Write
+from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key, Write
 from morphz.shared.storage.overlay import Overlay, OverlayReader
 
 # Every table derived from the events: all but the events themselves, the side tables
 # (encoding snapshots: records written beside the Mind, not by events) and the rows
 # repairs moved aside.
 AUDITED = tuple(t for t in TABLES if t not in ("events", "quarantine") and t not in SIDE_TABLES)
+RECENT_EVENT_BYTES = 32 << 20  # the stored events a replay keeps, latest first
 
 
 class _Replayed(MindState):
@@ -30,10 +32,50 @@ class _Replayed(MindState):
         if meta is not None:
             self.init_meta(meta)
         self.raw: Optional[bytes] = None
+        # A replay of the stored history reads its events from there (_HistoryReader).
+        self._events_read_from_history = isinstance(reader, _HistoryReader)
 
     def add_event(self, ev: R.Event) -> None:
-        self._put("events", (ev.seq,), R.dumps(ev) if self.raw is None else self.raw)
+        if not (self.raw is not None and self._events_read_from_history):
+            self._put("events", (ev.seq,), R.dumps(ev) if self.raw is None else self.raw)
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
+
+
+class _HistoryReader(OverlayReader):
+    """A replay's rows, and the stored history's events up to the one being replayed,
+    which are never copied into the rows: the latest RECENT_EVENT_BYTES of them are kept
+    (what the reducer reads back is mostly recent: claimed inputs, sources), an older
+    one is read from the store again. A replay holds a bounded part of the history."""
+
+    def __init__(self, rows: Overlay, history: Callable[[int], Optional[bytes]]) -> None:
+        super().__init__(rows)
+        self._history = history
+        self._recent: OrderedDict[int, bytes] = OrderedDict()
+        self._recent_bytes = 0
+        self._upto = 0  # events below this seq have been replayed (or are being)
+
+    def admit(self, seq: int, raw: bytes) -> None:
+        """Event `seq` (its stored bytes) is replayed next."""
+        self._recent[seq] = raw
+        self._recent_bytes += len(raw)
+        self._upto = seq + 1
+        while self._recent_bytes > RECENT_EVENT_BYTES and len(self._recent) > 1:
+            self._recent_bytes -= len(self._recent.popitem(last=False)[1])
+
+    def get(self, table: str, key: Key) -> Optional[bytes]:
+        if table != "events":
+            return super().get(table, key)
+        seq = key[0]
+        if not isinstance(seq, int) or not 0 <= seq < self._upto:
+            return None  # not replayed yet: as the rows of the moment would say
+        raw = self._recent.get(seq)
+        return raw if raw is not None else self._history(seq)
+
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        if table == "events":  # no rule reads the history in ranges
+            raise NotImplementedError("a replay does not scan the events it replays")
+        return super().scan(table, prefix, after, limit, reverse)
 
 
 def replay(context: str, events: Iterable[R.Event]) -> tuple[dict[str, dict], int]:
@@ -42,15 +84,18 @@ def replay(context: str, events: Iterable[R.Event]) -> tuple[dict[str, dict], in
     return _replay((ev, None) for ev in events)
 
 
-def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]]) -> tuple[dict[str, dict], int]:
+def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
+            history: Optional[Callable[[int], Optional[bytes]]] = None,
+            ) -> tuple[dict[str, dict], int]:
     """replay() of (event, its stored bytes or None). Each event gets a fresh candidate
     Mind over the rows before it (the reducer reads what an event changed against them),
     except that a run of plain inputs shares one (reducer.shares_candidate: they never
     read the rows before their writes); the Meta object passes from one to the next
     instead of a meta row written and read again per event, and goes into the rows once,
-    after the last."""
+    after the last. `history(seq)`: the stored bytes of an event, for a replay of the
+    stored history (its events are read from there, not kept in the rows)."""
     rows = Overlay()
-    done = OverlayReader(rows)
+    done = OverlayReader(rows) if history is None else _HistoryReader(rows, history)
     meta: Optional[R.Meta] = None
     last: Optional[R.Event] = None
     count = 0
@@ -62,6 +107,8 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]]) -> tuple[dict[str
                 meta = m.meta()
             m = _Replayed(done, meta)
         m.raw = raw
+        if raw is not None and isinstance(done, _HistoryReader):
+            done.admit(ev.seq, raw)
         apply_event(m, ev, reply=False)
         last = ev
         count += 1
@@ -122,7 +169,7 @@ def audit_report(context: str, m: MindState) -> dict:
     stored = stored_events(m)
     links = chain.Verifier()
     try:
-        expected, count = _replay(_events(_chained(stored, links)))
+        expected, count = _replay(_events(_chained(stored, links)), m.event_row)
     except _Unreadable as e:
         raise e.__cause__ from None
     except (MorphzError, ValueError, TypeError, KeyError) as e:
@@ -177,7 +224,7 @@ def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
     moved = strays(context, m)
     for table, key in moved:
         m.quarantine(table, key)
-    expected, count = _replay(_events(stored_events(m)))
+    expected, count = _replay(_events(stored_events(m)), m.event_row)
     writes = [Write(t, k, None, quarantine=True) for t, k in moved]
     rewritten, unrepairable = {}, []
     for table in AUDITED:
