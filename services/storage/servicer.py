@@ -22,7 +22,7 @@ from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000
 MAX_GET_MANY_KEYS = GET_MANY_KEYS.max
-GET_MANY_BYTES = 8 << 20  # a GetMany (or ScanMany) reply stops after the row that passes this
+GET_MANY_BYTES = 8 << 20  # a GetMany, Scan or ScanMany reply stops after the row that passes this
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = WATCHES.max
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
@@ -136,11 +136,16 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         limit = min(request.limit or MAX_SCAN_ROWS, MAX_SCAN_ROWS)
         after = key_from_proto(request.after) if request.after else None
         with self._reader(request) as (r, opened):
-            rows = list(r.scan(request.table, key_from_proto(request.prefix), after, limit + 1,
-                               request.reverse))
-            return pb.ScanResponse(
-                rows=[pb.Row(key=key_to_proto(k), value=v) for k, v in rows[:limit]],
-                more=len(rows) > limit, commit_seq=r.commit_seq, snapshot=opened)
+            rows, size, more = [], 0, False
+            for k, v in r.scan(request.table, key_from_proto(request.prefix), after,
+                               limit + 1, request.reverse):
+                if len(rows) == limit or size >= GET_MANY_BYTES:
+                    more = True  # the rest with another Scan, after the last row
+                    break
+                rows.append(pb.Row(key=key_to_proto(k), value=v))
+                size += len(v)
+            return pb.ScanResponse(rows=rows, more=more, commit_seq=r.commit_seq,
+                                   snapshot=opened)
 
     @rpc_boundary
     def ScanMany(self, request, context):

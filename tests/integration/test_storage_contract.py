@@ -415,6 +415,7 @@ def snap(tmp_path):
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     yield SimpleNamespace(client=StorageClient(channel, timeout=10), store=lmdb_store,
+                          address=f"127.0.0.1:{port}",
                           registry=registry, clock=clock, servicer=servicer, channel=channel,
                           stub=storage_pb2_grpc.StorageServiceStub(channel))
     channel.close()
@@ -719,6 +720,25 @@ def test_dist_05_a_remote_scan_tables_is_one_round_trip_and_goes_on_where_cut(sn
         count.calls.clear()
         assert r.scan_tables(wanted) == whole
     assert count.methods() == ["ScanMany", "Scan", "CloseSnapshot"]  # order's last 2 rows
+
+
+def test_dist_05_a_remote_scan_of_large_rows_goes_on_past_each_replys_byte_budget(snap):
+    """A Scan reply stops after the row that passes GetMany's byte budget (8 MiB), as a
+    ScanMany's does, and the reader goes on after its last row: 14 rows of 5 MiB come
+    whole, two per reply, where one reply of every row passed the 64 MiB a message may
+    hold (RESOURCE_EXHAUSTED, after the server had built it whole)."""
+    channel, count = counted(grpc.insecure_channel(snap.address, options=[
+        ("grpc.max_receive_message_length", MESSAGE_BYTES.max)]))  # as a service's
+    client = StorageClient(channel, timeout=30)
+    big = 5 << 20
+    snap.store.commit("c", 0, [Write("events", (i,), bytes([65 + i]) * big) for i in range(14)])
+    with client.reader("c") as r:
+        rows = list(r.scan("events"))
+        assert [k for k, _ in rows] == [(i,) for i in range(14)]
+        assert all(v == bytes([65 + i]) * big for i, (_, v) in enumerate(rows))
+        assert [k for k, _ in r.scan("events", limit=3)] == [(0,), (1,), (2,)]
+    # 7 replies of 2 rows (10 MiB), then 2 for the scan of 3
+    assert [c for c in count.methods() if c == "Scan"] == ["Scan"] * 9
 
 
 def test_scan_many_refuses_more_scans_than_its_limit_and_unknown_tables(snap):
