@@ -173,6 +173,23 @@ def test_dist_05_recall_keeps_indexing_across_a_storage_restart(cluster):
     assert {h["ref"] for h in recall.search("restart", "outage")["results"]} == {"@e1", "@e2"}
 
 
+def test_dist_05_split_services_read_a_history_of_large_events_in_bounded_replies(cluster):
+    """Audit, rebuild-projections and RebuildIndex walk the history over the storage
+    service; 14 events of 5 MiB (70 MiB, past what one gRPC message may hold) arrive a
+    few per reply (a Scan of them was one reply, refused by gRPC), and search finds them."""
+    tx, recall, _ = clients(cluster["transaction"].address, cluster["recall"].address,
+                            cluster["encoding"].address)
+    tx.create_context("large")
+    for i in range(14):
+        tx.append_event("large", "main", "tool-result", f"lantern w{i} " + "x " * (5 << 19))
+    audit = tx.audit("large")
+    assert audit["match"] and audit["events_replayed"] == 15
+    assert tx.rebuild_projections("large")["events_replayed"] == 15
+    assert recall.rebuild("large")["documents"] == 15
+    hits = recall.search("large", "lantern", limit=20)["results"]
+    assert sorted(h["ref"] for h in hits) == sorted(f"@e{i}" for i in range(1, 15))
+
+
 def test_dist_05_sigterm_drains_every_split_process(cluster):
     for role in ("encoding", "recall", "transaction", "storage"):  # callers first
         assert cluster[role].stop() == 0, cluster[role].stderr()
