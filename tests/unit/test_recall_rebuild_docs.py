@@ -101,6 +101,33 @@ def test_recall_10_a_rebuild_worker_killed_midway_leaves_its_batches_to_this_pro
                           fitted.embed_array([event_text(ev) for ev in events]))
 
 
+class _RestoresOnlyInTheServer(LsaEmbedder):
+    """An embedder whose state cannot be restored in another process (a native library
+    the workers lack, say)."""
+
+    def restore(self, state):
+        if os.getpid() != int(os.environ["MORPHZ_TEST_SERVER_PID"]):
+            raise RuntimeError("not here")
+        return super().restore(state)
+
+
+def test_recall_10_rebuild_workers_that_cannot_take_the_embedder_leave_the_work_here(
+        monkeypatch):
+    """A worker whose set-up fails (its embedder does not restore there) is no worker:
+    every batch is analyzed and embedded here, the same as without workers."""
+    monkeypatch.setenv("MORPHZ_TEST_SERVER_PID", str(os.getpid()))
+    events = _events(30)
+    base = _RestoresOnlyInTheServer(64)
+    fitted = base.restore(LsaEmbedder(64).fitted(_corpus(300)).state())
+    monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)
+    monkeypatch.setattr(tokenpool, "BATCH", 7)
+    got = list(tokenpool.event_batches(iter([_raw(ev) for ev in events]), len(events),
+                                       base=base, fitted=fitted, workers=2))
+    assert [d for b in got for d in b.docs] == [event_doc(ev) for ev in events]  # here: Docs
+    assert np.array_equal(np.concatenate([b.vectors for b in got]),
+                          fitted.embed_array([event_text(ev) for ev in events]))
+
+
 def _corpus(n: int) -> list[str]:
     """Texts with enough shared words for LSA to learn from."""
     rng = random.Random(7)

@@ -142,6 +142,10 @@ def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
                 ready.append(proc)
             except WorkerUnavailable:
                 ready.append(None)
+            except Exception:  # noqa: BLE001 - e.g. the embedder cannot be restored there
+                _log.warning("a rebuild worker could not take the embedder; its batches "
+                             "are done here", exc_info=True)
+                ready.append(None)
         chunks = _chunks(raws)
         pending: deque[tuple[Optional[WorkerProcess], list[bytes]]] = deque()
 
