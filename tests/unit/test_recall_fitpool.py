@@ -105,6 +105,24 @@ def test_an_idle_fit_worker_stops():
         f.close()
 
 
+def test_a_busy_fit_worker_keeps_one_idle_timer_and_stops_once_idle():
+    """Calls in a row (a refit's batches) keep the worker and share one idle timer (a
+    timer thread per call lived its whole idle time); once idle, it stops."""
+    import threading
+
+    f = Fitter(in_worker_min=100, idle_seconds=0.5)
+    try:
+        before = threading.active_count()
+        pid = f.call(os.getpid)
+        for _ in range(20):
+            assert f.call(os.getpid) == pid  # the same worker, still there
+            time.sleep(0.05)  # 1 s in all: past the idle time, never idle that long
+        assert threading.active_count() <= before + 1
+        assert _gone(pid)
+    finally:
+        f.close()
+
+
 def _stored_events(tmp_path, n: int) -> list[bytes]:
     """n events as the store holds them (their JSON bytes), written by the real core."""
     from morphz.services.storage.lmdb_store import LmdbStore

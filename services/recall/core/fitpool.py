@@ -50,6 +50,7 @@ class Fitter:
         self._calling = threading.Lock()  # one call at a time on its pipe
         self._proc: Optional[WorkerProcess] = None
         self._last_used = 0.0
+        self._timer: Optional[threading.Timer] = None  # looks for idleness once due
         self._closed = False
         self._start_again = 0.0  # monotonic time a worker may be started again
         self.worker_pid: Optional[int] = None  # of the worker that made the last fit
@@ -101,6 +102,9 @@ class Fitter:
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
         if proc is not None:
             proc.stop()
 
@@ -116,16 +120,28 @@ class Fitter:
     def _used(self) -> None:
         with self._lock:
             self._last_used = time.monotonic()
-        timer = threading.Timer(self._idle, self._stop_if_idle)
+            if self._timer is None:  # one timer at a time, however many calls come
+                self._timer = self._start_timer(self._idle)
+
+    def _start_timer(self, delay: float) -> threading.Timer:
+        timer = threading.Timer(delay, self._stop_if_idle)
         timer.daemon = True
         timer.start()
+        return timer
 
     def _stop_if_idle(self) -> None:
+        with self._lock:
+            self._timer = None
         if not self._calling.acquire(blocking=False):
-            return  # busy: the call's own timer looks again
+            return  # busy: the call's _used() starts the next timer
         try:
             with self._lock:
-                if self._proc is None or time.monotonic() - self._last_used < self._idle:
+                if self._proc is None or self._closed:
+                    return
+                left = self._idle - (time.monotonic() - self._last_used)
+                if left > 0:  # used since this timer started: look again then
+                    if self._timer is None:
+                        self._timer = self._start_timer(left)
                     return
                 proc, self._proc = self._proc, None
             proc.stop()
