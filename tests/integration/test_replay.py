@@ -4,6 +4,8 @@ table by table, is what applying each stored event on its own candidate Mind ove
 rows written before it, and keeping every write that Mind makes, gives."""
 from __future__ import annotations
 
+import pytest
+
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core import replay as rp
 from morphz.services.transaction.core.engine import TransactionCore
@@ -61,68 +63,65 @@ def _history(core: TransactionCore) -> None:
     core.append_event(CTX, "s3", "user-message", "after the run", caller=CALLER)
 
 
-def test_audit_01_replay_equals_one_candidate_mind_per_event(tmp_path, monkeypatch):
-    """The replay (records alone, stored bytes, or stored bytes read back from the
-    history: the way audit runs, here keeping none of them, so every event the reducer
-    reads again comes from the store) equals one fresh candidate Mind per event."""
+@pytest.fixture
+def history(tmp_path):
+    """A real LMDB store holding _history(), and the core that wrote it."""
     store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
-    try:
-        core = TransactionCore(store)
-        _history(core)
-        with store.reader(CTX) as reader:
-            m = MindState(reader)
-            events = list(m.events())
-            fast, count = rp.replay(CTX, events)
-            stored, _ = rp._replay(rp._events(rp.stored_events(m)))
-            monkeypatch.setattr(rp, "RECENT_EVENT_BYTES", 0)
-            read_back = []
-            history = lambda seq: read_back.append(seq) or m.event_row(seq)  # noqa: E731
-            from_history, _ = rp._replay(rp._events(rp.stored_events(m)), history)
-            want = reference_replay(events)
-            actual = {t: m.rows(t) for t in rp.AUDITED}
-        assert count == len(events) > 12
-        assert {t for t in rp.AUDITED if want[t]} >= {
-            "meta", "frames", "relations", "order", "checkpoints", "sessions", "activations",
-            "calls", "boundaries", "idempotency", "policy", "observations", "pending"}
-        assert fast == want
-        assert stored == want
-        assert from_history == want and read_back  # the reducer read some events again
-        assert want == actual  # and the history as committed
-        assert core.audit(CTX, caller=CALLER)["match"]
-    finally:
-        store.close()
+    core = TransactionCore(store)
+    _history(core)
+    yield store, core
+    store.close()
+
+
+def test_audit_01_replay_equals_one_candidate_mind_per_event(history, monkeypatch):
+    """The replay (of records alone; of the stored history, as audit runs it; and of the
+    stored history keeping none of its events, so every event the reducer reads again
+    comes from the store) equals one fresh candidate Mind per event."""
+    store, core = history
+    with store.reader(CTX) as reader:
+        m = MindState(reader)
+        events = list(m.events())
+        fast, count = rp.replay(CTX, events)
+        stored, _ = rp._replay(rp._events(rp.stored_events(m)), m.event_row)
+        monkeypatch.setattr(rp, "RECENT_EVENT_BYTES", 0)
+        read_back = []
+        from_store = lambda seq: read_back.append(seq) or m.event_row(seq)  # noqa: E731
+        from_history, _ = rp._replay(rp._events(rp.stored_events(m)), from_store)
+        want = reference_replay(events)
+        actual = {t: m.rows(t) for t in rp.AUDITED}
+    assert count == len(events) > 12
+    assert {t for t in rp.AUDITED if want[t]} >= {
+        "meta", "frames", "relations", "order", "checkpoints", "sessions", "activations",
+        "calls", "boundaries", "idempotency", "policy", "observations", "pending"}
+    assert fast == want
+    assert stored == want
+    assert from_history == want and read_back  # the reducer read some events again
+    assert want == actual  # and the history as committed
+    assert core.audit(CTX, caller=CALLER)["match"]
 
 
 def test_audit_01_one_walk_of_the_history_judges_the_chain_and_a_store_failure_is_raised(
-        tmp_path):
-    """Audit walks the history once for the chain and the replay, holding none of it: the
-    report equals the chain judged alone; a store that fails partway through the walk
-    raises its own error (it is not reported as a history that cannot be replayed)."""
-    from morphz.services.transaction.core import chain
+        history):
+    """Audit walks the history once for the chain and the replay, holding none of it;
+    a store that fails partway through the walk raises its own error (it is not
+    reported as a history that cannot be replayed)."""
     from morphz.shared.errors import MorphzError
 
-    store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
-    try:
-        core = TransactionCore(store)
-        _history(core)
-        with store.reader(CTX) as reader:
-            m = MindState(reader)
-            report = rp.audit_report(CTX, m)
-            assert report["match"] and report["chain"] == chain.verify(rp.stored_events(m))
-            # every event but the first carries its link
-            assert report["chain"]["checked"] == report["events_replayed"] - 1 > 12
+    store, _ = history
+    with store.reader(CTX) as reader:
+        report = rp.audit_report(CTX, MindState(reader))
+    assert report["match"] and report["events_replayed"] > 12
+    # every event but the first carries its link, and every link holds
+    assert report["chain"] == {"match": True, "checked": report["events_replayed"] - 1,
+                               "first_broken": "", "problem": ""}
 
-        class FailsPartway(MindState):
-            def event_rows(self):
-                for n, row in enumerate(super().event_rows()):
-                    if n == 5:
-                        raise MorphzError("STORAGE_SNAPSHOT_EXPIRED", "the snapshot went away")
-                    yield row
-        with store.reader(CTX) as reader:
-            try:
-                rp.audit_report(CTX, FailsPartway(reader))
-                raise AssertionError("the store's failure was reported as the history's")
-            except MorphzError as e:
-                assert e.reason == "STORAGE_SNAPSHOT_EXPIRED"
-    finally:
-        store.close()
+    class FailsPartway(MindState):
+        def event_rows(self):
+            for n, row in enumerate(super().event_rows()):
+                if n == 5:
+                    raise MorphzError("STORAGE_SNAPSHOT_EXPIRED", "the snapshot went away")
+                yield row
+    with store.reader(CTX) as reader:
+        with pytest.raises(MorphzError) as raised:
+            rp.audit_report(CTX, FailsPartway(reader))
+    assert raised.value.reason == "STORAGE_SNAPSHOT_EXPIRED"

@@ -338,8 +338,9 @@ class Indexer:
                         written += part.changes
                         part, start = _Part(), i + 1
                         m.forget_prefetched()
-                if start < len(chunk):
-                    self._gather_frames(context, m, frame_changers(chunk[start:]), part)
+                if start < len(chunk):  # the whole chunk's, unless a write cut it
+                    self._gather_frames(context, m, changed if start == 0
+                                        else frame_changers(chunk[start:]), part)
             span.set_attribute("morphz.changes", len(fresh))
         return written
 

@@ -32,12 +32,10 @@ class _Replayed(MindState):
         if meta is not None:
             self.init_meta(meta)
         self.raw: Optional[bytes] = None
-        # A replay of the stored history reads its events from there (_HistoryReader).
-        self._events_read_from_history = isinstance(reader, _HistoryReader)
 
     def add_event(self, ev: R.Event) -> None:
-        if not (self.raw is not None and self._events_read_from_history):
-            self._put("events", (ev.seq,), R.dumps(ev) if self.raw is None else self.raw)
+        if self.raw is None:  # a stored event is read from the history (_HistoryReader)
+            self._put("events", (ev.seq,), R.dumps(ev))
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
 
 
@@ -92,8 +90,8 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
     except that a run of plain inputs shares one (reducer.shares_candidate: they never
     read the rows before their writes); the Meta object passes from one to the next
     instead of a meta row written and read again per event, and goes into the rows once,
-    after the last. `history(seq)`: the stored bytes of an event, for a replay of the
-    stored history (its events are read from there, not kept in the rows)."""
+    after the last. Stored events (with their bytes) come with `history(seq)`, the stored
+    bytes of any of them: the replay reads them from there, not from its rows."""
     rows = Overlay()
     done = OverlayReader(rows) if history is None else _HistoryReader(rows, history)
     meta: Optional[R.Meta] = None
@@ -107,7 +105,7 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
                 meta = m.meta()
             m = _Replayed(done, meta)
         m.raw = raw
-        if raw is not None and isinstance(done, _HistoryReader):
+        if raw is not None:  # a stored event: `history` was given, `done` reads it
             done.admit(ev.seq, raw)
         apply_event(m, ev, reply=False)
         last = ev
