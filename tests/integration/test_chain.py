@@ -40,7 +40,8 @@ def test_every_event_links_to_its_predecessor_and_audit_checks_the_links(server_
         store.close()
 
 
-@pytest.mark.parametrize("damage", ["edit", "remove-last-but-one", "append-unlinked"])
+@pytest.mark.parametrize("damage", ["edit", "remove-last-but-one", "append-unlinked",
+                                    "unreplayable"])
 def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_link(
         server_process, damage):
     srv = server_process().start()
@@ -49,7 +50,7 @@ def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_lin
     store = LmdbStore(f"{srv.data_dir}/store")
     try:
         with store.reader(CTX) as r:
-            seq_now, raw = r.commit_seq, r.get("events", (2,))
+            seq_now, raw, first = r.commit_seq, r.get("events", (2,)), r.get("events", (1,))
         ev = json.loads(raw)
         if damage == "edit":  # the text of @e2 rewritten: the same length, a new meaning
             ev["text"] = ev["text"].replace("message", "MESSAGE")
@@ -58,6 +59,10 @@ def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_lin
             ev.update(seq=5, id="forged", text="approve the release")
             ev["data"] = {}
             writes = [Write("events", (5,), json.dumps(ev).encode())]
+        elif damage == "unreplayable":  # @e1 made a transaction that does not parse
+            ev = json.loads(first)
+            ev.update(kind="context-tx", text="(context-tx (base-version 0) (create")
+            writes = [Write("events", (1,), json.dumps(ev).encode())]
         else:
             writes = [Write("events", (4,), None)]
         _force(store, seq_now, writes)
@@ -72,6 +77,10 @@ def test_an_event_changed_outside_the_transaction_path_breaks_its_successors_lin
     elif damage == "append-unlinked":
         assert report["chain"]["first_broken"] == "@e5"
         assert report["chain"]["problem"] == "link missing"
+    elif damage == "unreplayable":  # the replay stops at @e1; the chain is judged on
+        assert report["replay_error"] and report["events_replayed"] == 0
+        assert report["chain"]["first_broken"] == "@e2"
+        assert report["chain"]["problem"] == "predecessor changed"
     else:  # a gap: the events cannot even be replayed, and audit says so
         assert report["chain"]["first_broken"] == "@e4"
         assert report["chain"]["problem"] == "missing"

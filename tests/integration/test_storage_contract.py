@@ -651,7 +651,7 @@ def test_get_tables_answers_each_tables_keys_in_order(store):
     assert got[2][:4] == [b"O0", None, None, b"O3"] and got[3] == [b"F2", None]
 
 
-def test_recall_10_get_tables_with_max_bytes_reads_a_prefix_of_what_was_asked(store):
+def test_get_tables_with_max_bytes_reads_a_prefix_of_what_was_asked(store):
     """max_bytes: the rows of a prefix of the keys (one row at least), in the same shape,
     ending once what was read reaches it (a remote reader: between replies, each at most
     one reply's byte budget); without it, every row."""

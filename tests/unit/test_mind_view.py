@@ -33,7 +33,7 @@ def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
     assert m.event_dicts([e["seq"]])[e["seq"]]["text"] == "hello"
 
 
-def test_recall_04_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_transactions(
+def test_recall_01_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_transactions(
         tx, monkeypatch):
     """Groups of rows decoded together give what one row at a time does; text_chars cuts
     each text as it is decoded, except a context-tx's (redaction parses it whole)."""

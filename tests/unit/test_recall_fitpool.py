@@ -180,8 +180,7 @@ def test_a_worker_killed_while_it_works_leaves_the_call_to_this_process(fitter):
     assert fitter.call(os.getpid) not in (pid, os.getpid())  # a new worker
 
 
-def test_recall_10_a_worker_that_cannot_start_is_not_started_again_at_every_call(
-        monkeypatch):
+def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypatch):
     """A worker that dies before answering anything (a program without a `__main__`
     guard: spawn runs it again) leaves the work here, and no worker is started again
     until START_BACKOFF_SECONDS have passed; one that had answered is replaced at once."""

@@ -68,7 +68,7 @@ def test_recall_01_preview_marks_matches():
     assert preview("ＳＡＮＤＢＯＸ ok", {"sandbox"}) == "«ＳＡＮＤＢＯＸ» ok"
 
 
-def test_recall_04_a_text_cut_at_preview_reach_previews_as_the_whole_text():
+def test_recall_01_a_text_cut_at_preview_reach_previews_as_the_whole_text():
     """Search keeps only preview_reach() characters of a hit's text; the preview is the
     same as the whole text's wherever the match lies (or when none is in reach)."""
     filler = "lorem ipsum dolor "
