@@ -112,6 +112,38 @@ def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
         store.close()
 
 
+def test_recall_10_an_application_takes_the_rest_of_a_backlog_the_reader_is_reading(tmp_path):
+    """The applier wakes on the backlog's first page while the reader still reads the
+    others (here each page read takes 0.1 s): it waits for them, up to the head the
+    first page named, rather than applying one page now and the rest a rest later."""
+    class SlowPages(CountingStore):
+        PAGE = 10
+        slow = False
+
+        def changes(self, *args, **kwargs):
+            if self.slow:
+                time.sleep(0.1)
+            return super().changes(*args, **kwargs)
+
+    store = SlowPages(str(tmp_path / "store"))
+    tx = TransactionCore(store)
+    tx.create_context("c", caller=ME)
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    follower, applied = counting_follower(store, indexes, rest=1.0)
+    try:
+        caught_up = lambda: follower.status()["feed_position"] == store.feed_head()  # noqa: E731
+        until(caught_up)
+        applied.clear()
+        store.slow = True
+        for i in range(40):  # four pages, within one rest
+            tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
+        until(caught_up)
+        assert applied == [40]  # one page at a time: [10, 30] or [10, 10, 10, 10]
+    finally:
+        follower.stop()
+        store.close()
+
+
 def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip(tmp_path):
     """Over the storage service: one GetMany for both tables, no snapshot held."""
     with storage_service(tmp_path / "server") as (app, channel, count):

@@ -38,6 +38,7 @@ from morphz.shared.storage.api import Change, FeedPage, Store
 
 _log = logging.getLogger("morphz.recall.follower")
 QUEUED_CHANGES = 50_000  # changes read ahead of the applier (the reader waits beyond this)
+BACKLOG_WAIT_SECONDS = 1.0  # for the next page of a backlog being read
 
 
 class _PageQueue:
@@ -198,7 +199,7 @@ class FeedFollower:
             if first is None:
                 continue
             self._wanted.clear()
-            items = [first] + self._pages.drain()
+            items = self._backlog(first)
             started = time.monotonic()
             with self._applying:
                 pages = [p for epoch, p in items if epoch == self._epoch]
@@ -222,6 +223,25 @@ class FeedFollower:
                 self._stop.wait(self._retry)
                 continue
             self._stop.wait(min(self._max_rest, (time.monotonic() - started) * self._ratio))
+
+    def _backlog(self, first: tuple[int, FeedPage]) -> list[tuple[int, FeedPage]]:
+        """`first` and the pages after it up to the head known now, as far as the reader
+        brings them without a pause. A page that ends before its head means the reader
+        is reading the rest of a backlog; applying what is queued at that instant would
+        commit every context's index once per page (over 64 contexts, 1,000 commits took
+        three applications of some 2 s each). Commits made after this stay for the next
+        application, so a steady load cannot hold one back."""
+        items = [first] + self._pages.drain()
+        target = max(p.head for _, p in items)
+        while sum(len(p.changes) for _, p in items) < QUEUED_CHANGES:
+            last = items[-1][1]
+            if not last.changes or last.changes[-1].position >= target:
+                break
+            more = self._pages.get(timeout=BACKLOG_WAIT_SECONDS)
+            if more is None:
+                break
+            items += [more] + self._pages.drain()
+        return items
 
     def _next_run(self, changes) -> tuple[list[Change], bool]:
         """The changes that continue the applied position without a hole (feed positions
