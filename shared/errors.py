@@ -112,6 +112,11 @@ REASONS: dict[str, Status] = {
     "NOT_OWNER": Status.FAILED_PRECONDITION,   # another instance owns it: details name it
     "OWNERSHIP_LOST": Status.UNAVAILABLE,      # this instance's lease is not renewed (yet)
     "COORDINATION_UNAVAILABLE": Status.UNAVAILABLE,  # etcd did not answer a placement read
+    # a listing's pages (ListFrames): as RECALL_CURSOR_*
+    "FRAMES_CURSOR_INVALID": Status.INVALID_ARGUMENT,
+    "FRAMES_CURSOR_STALE": Status.FAILED_PRECONDITION,
+    # a reply that would not fit in one message: ask for it in pages
+    "REPLY_TOO_LARGE": Status.RESOURCE_EXHAUSTED,
     # encoding (issue 5)
     "ENCODING_BUDGET_EXCEEDED": Status.RESOURCE_EXHAUSTED,
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,

@@ -101,9 +101,11 @@ class TransactionClient:
         return self._call("GetFrame", pb.GetFrameRequest, context=context, frame_id=frame_id,
                           at_revision=at_revision, reveal_secrets=reveal_secrets)
 
-    def list_frames(self, context: str, *, reveal_secrets: bool = False) -> dict:
+    def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
+                    cursor: str = "") -> dict:
+        """Every frame (max_bytes 0), or a page of them and its next_cursor."""
         return self._call("ListFrames", pb.ListFramesRequest, context=context,
-                          reveal_secrets=reveal_secrets)
+                          reveal_secrets=reveal_secrets, max_bytes=max_bytes, cursor=cursor)
 
     def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False) -> dict:
         return self._call("GetEvent", pb.GetEventRequest, context=context, ref=ref_or_id,

@@ -69,6 +69,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def ListFrames(self, request, context):
         return from_plain(self._core.list_frames(request.context,
                                                  reveal_secrets=request.reveal_secrets,
+                                                 max_bytes=request.max_bytes,
+                                                 cursor=request.cursor,
                                                  caller=caller_of(context)), pb.FrameList())
 
     @rpc_boundary

@@ -222,8 +222,9 @@ class MindView:
             self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
         return self._frames[frame_id]
 
-    def frames(self) -> Iterator[R.Frame]:
-        for _, raw in self._scan("frames"):
+    def frames(self, after: Optional[str] = None) -> Iterator[R.Frame]:
+        """Every frame, by id (those after the id `after`)."""
+        for _, raw in self._scan("frames", after=None if after is None else (after,)):
             yield R.loads(R.Frame, raw)
 
     def frames_in_order(self) -> list[R.Frame]:

@@ -48,6 +48,8 @@ def test_core_21_client_commits_builder_and_text_and_reads_the_mind(mz, cx):
     assert (release.revision, release.body) == (2, "(goal ship-v1) (stage packaging)")
     assert mz.frame(cx, "release", at_revision=1).body == "(goal ship-v1) (stage waiting-tests)"
     assert [f.id for f in mz.frames(cx).frames] == ["release", "test-result"]
+    pages = list(mz.frame_pages(cx, max_bytes=1))  # a frame a page
+    assert [[f.id for f in p.frames] for p in pages] == [["release"], ["test-result"]]
     assert mz.event(cx, s["report"]).state == "retired"
     assert mz.event(cx, receipt.event_ref).text == \
         "(context-tx " + tx.text()[len("(context-tx\n  "):].replace("\n  ", " ")

@@ -44,6 +44,8 @@ def test_core_21_async_client_writes_reads_and_walks(endpoints, cx):
             pages = [p async for p in mz.walk(cx, "test-result", depth=1, max_nodes=1,
                                               include_events=True)]
             assert [n.ref for p in pages for n in p.nodes if n.kind == "event"] == [report.ref]
+            pages = [p async for p in mz.frame_pages(cx, max_bytes=1)]  # a frame a page
+            assert [[f.id for f in p.frames] for p in pages] == [["release"], ["test-result"]]
             return (await mz.status(cx)).revision
     assert run(story()) == 3
 

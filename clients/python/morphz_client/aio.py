@@ -17,7 +17,7 @@ from morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz.api.recall.v1 import recall_pb2 as rec
 from morphz.api.transaction.v1 import transaction_pb2 as txn
 from morphz.client import calls as C
-from morphz.client.calls import Call, Evaluation, TxInput
+from morphz.client.calls import FRAME_PAGE_BYTES, Call, Evaluation, TxInput
 from morphz.client.client import STUBS
 from morphz.client.errors import from_rpc_error
 from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
@@ -149,9 +149,24 @@ class AsyncClient:
               reveal_secrets: bool = False) -> txn.Frame:
         return await self._send(C.frame(context, frame_id, at_revision, reveal_secrets))
 
-    async def frames(self, context: str, *, reveal_secrets: bool = False) -> txn.FrameList:
-        """Every frame of the Mind, in projection order."""
-        return await self._send(C.frames(context, reveal_secrets))
+    async def frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
+                     cursor: str = "") -> txn.FrameList:
+        """Every frame of the Mind, in projection order (REPLY_TOO_LARGE: more than one
+        message holds; list them in pages); with max_bytes, the page from `cursor`."""
+        return await self._send(C.frames(context, reveal_secrets, max_bytes, cursor))
+
+    async def frame_pages(self, context: str, *, reveal_secrets: bool = False,
+                          max_bytes: int = FRAME_PAGE_BYTES) -> AsyncIterator[txn.FrameList]:
+        """Every page of the frames, following next_cursor (FRAMES_CURSOR_STALE: the Mind
+        changed between pages; list again)."""
+        cursor = ""
+        while True:
+            page = await self.frames(context, reveal_secrets=reveal_secrets,
+                                   max_bytes=max_bytes, cursor=cursor)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))

@@ -109,9 +109,14 @@ def frame(context: str, frame_id: str, at_revision: int, reveal_secrets: bool) -
                                                 reveal_secrets=reveal_secrets), Safety.READ)
 
 
-def frames(context: str, reveal_secrets: bool) -> Call:
+FRAME_PAGE_BYTES = 4 << 20  # a page of frames when listing them in pages
+
+
+def frames(context: str, reveal_secrets: bool, max_bytes: int = 0, cursor: str = "") -> Call:
     return Call(TRANSACTION, "ListFrames", _build(txn.ListFramesRequest, context=context,
-                                                  reveal_secrets=reveal_secrets), Safety.READ)
+                                                  reveal_secrets=reveal_secrets,
+                                                  max_bytes=max_bytes, cursor=cursor),
+                Safety.READ)
 
 
 def event(context: str, ref: str, reveal_secrets: bool) -> Call:

@@ -28,7 +28,8 @@ from morphz.api.recall.v1 import recall_pb2_grpc
 from morphz.api.transaction.v1 import transaction_pb2 as txn
 from morphz.api.transaction.v1 import transaction_pb2_grpc
 from morphz.client import calls as C
-from morphz.client.calls import ENCODING, RECALL, TRANSACTION, Call, Evaluation, TxInput
+from morphz.client.calls import (ENCODING, FRAME_PAGE_BYTES, RECALL, TRANSACTION, Call, Evaluation,
+                                 TxInput)
 from morphz.client.errors import MorphzError, from_rpc_error
 from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
                                    RetryPolicy, check_timeout, service_targets,
@@ -166,9 +167,24 @@ class Client:
               reveal_secrets: bool = False) -> txn.Frame:
         return self._send(C.frame(context, frame_id, at_revision, reveal_secrets))
 
-    def frames(self, context: str, *, reveal_secrets: bool = False) -> txn.FrameList:
-        """Every frame of the Mind, in projection order."""
-        return self._send(C.frames(context, reveal_secrets))
+    def frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
+                     cursor: str = "") -> txn.FrameList:
+        """Every frame of the Mind, in projection order (REPLY_TOO_LARGE: more than one
+        message holds; list them in pages); with max_bytes, the page from `cursor`."""
+        return self._send(C.frames(context, reveal_secrets, max_bytes, cursor))
+
+    def frame_pages(self, context: str, *, reveal_secrets: bool = False,
+                          max_bytes: int = FRAME_PAGE_BYTES) -> Iterator[txn.FrameList]:
+        """Every page of the frames, following next_cursor (FRAMES_CURSOR_STALE: the Mind
+        changed between pages; list again)."""
+        cursor = ""
+        while True:
+            page = self.frames(context, reveal_secrets=reveal_secrets,
+                                   max_bytes=max_bytes, cursor=cursor)
+            yield page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
 
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))

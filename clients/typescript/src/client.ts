@@ -79,6 +79,16 @@ export interface SearchOptions {
   evaluation?: Evaluation;
 }
 
+export interface FramesOptions {
+  revealSecrets?: boolean;
+  /** Page size in bytes (whole frames); 0: every frame in one reply. */
+  maxBytes?: number;
+  cursor?: string;
+}
+
+/** A page of frames when listing them in pages. */
+export const FRAME_PAGE_BYTES = 4 << 20;
+
 export interface TraverseOptions {
   depth?: number;
   direction?: "" | "ancestors" | "descendants" | "both";
@@ -264,9 +274,25 @@ export class Client {
     return this.tx("GetFrame", { context, frameId, atRevision: options.atRevision ?? 0, revealSecrets: options.revealSecrets ?? false }, "read");
   }
 
-  /** Every frame of the Mind, in projection order. */
-  frames(context: string, options: { revealSecrets?: boolean } = {}): Promise<T.FrameList> {
-    return this.tx("ListFrames", { context, revealSecrets: options.revealSecrets ?? false }, "read");
+  /** Every frame of the Mind, in projection order (REPLY_TOO_LARGE: more than one message
+   * holds; list them in pages); with maxBytes, the page from `cursor`. */
+  frames(context: string, options: FramesOptions = {}): Promise<T.FrameList> {
+    return this.tx("ListFrames", {
+      context, revealSecrets: options.revealSecrets ?? false,
+      maxBytes: options.maxBytes ?? 0, cursor: options.cursor ?? "",
+    }, "read");
+  }
+
+  /** Every page of the frames, following nextCursor (FRAMES_CURSOR_STALE: the Mind changed
+   * between pages; list again). */
+  async *framePages(context: string, options: Omit<FramesOptions, "cursor"> = {}): AsyncGenerator<T.FrameList> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.frames(context, { maxBytes: FRAME_PAGE_BYTES, ...options, cursor });
+      yield page;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
+    }
   }
 
   audit(context: string): Promise<T.AuditReport> {

@@ -59,6 +59,9 @@ describe("contexts, events, activations, transactions and frames", () => {
     const frame = await mz.frame(ctx, "t");
     assert.deepEqual([frame.body, frame.sources, frame.relations.map((r) => r.object)], ["(tests passed)", ["@e1"], ["r"]]);
     assert.deepEqual((await mz.frames(ctx)).frames.map((f) => f.id), ["t", "r"]);
+    const pages = [];
+    for await (const p of mz.framePages(ctx, { maxBytes: 1 })) pages.push(p.frames.map((f) => f.id));
+    assert.deepEqual(pages, [["t"], ["r"]]);  // a frame a page
     assert.equal((await mz.event(ctx, "@e1")).state, "retired");
     assert.equal((await mz.status(ctx)).revision, 1);
     assert.ok((await mz.audit(ctx)).match);

@@ -26,7 +26,7 @@ from opentelemetry import trace
 
 from morphz.shared.telemetry import NO_TRACING
 
-from morphz.services.recall.core import cursor as cursors
+from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import embed_texts

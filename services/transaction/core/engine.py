@@ -38,15 +38,16 @@ from morphz.services.transaction.core.replay import audit_report, orphans, rebui
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.mind.state import MindState
+from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared.mind.records import is_ref, ref_seq
-from morphz.shared import policy
+from morphz.shared import cursor as cursors, policy
 from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
-from morphz.services.transaction.core import policy_change
+from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, utf8_len
+from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
@@ -408,21 +409,43 @@ class TransactionCore:
             return _frame_view(m, meta, f, at_revision or meta.revision,
                                with_relations=not at_revision, reveal=reveal_secrets)
 
-    def list_frames(self, context: str, *, reveal_secrets: bool = False,
-                    caller: Caller) -> dict:
+    def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
+                    cursor: str = "", caller: Caller) -> dict:
+        """Frames in projection order: all of them (max_bytes 0), or a page of about
+        max_bytes and the cursor of the next (frame_pages.py)."""
         check_name(context, "context")
+        if not 0 <= max_bytes <= frame_pages.MAX_PAGE_BYTES:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"max_bytes must be 0..."
+                              f"{frame_pages.MAX_PAGE_BYTES}, got {max_bytes}",
+                              field="max_bytes", maximum=frame_pages.MAX_PAGE_BYTES)
+        params = {"context": context, "reveal": reveal_secrets, "max_bytes": max_bytes}
         with self._store.reader(context) as reader:
-            m = MindState(reader)
+            m = MindView(reader)
             policy.check_any(m, context, caller, policy.READ)
             if reveal_secrets:
                 policy.check_any(m, context, caller, policy.REVEAL)
             meta = m.require_meta(context)
-            frames = {f.id: f for f in m.frames()}
-            ordered = [fid for fid in m.order() if fid in frames]
-            ordered += sorted(set(frames) - set(ordered))
-            return {"revision": meta.revision,
-                    "frames": [_frame_view(m, meta, frames[fid], meta.revision,
-                                           reveal=reveal_secrets) for fid in ordered]}
+            # Transactions move the revision; matured retirements move the tick.
+            version = f"r{meta.revision}-t{meta.tick}"
+            position = cursors.decode_position(cursor, "frames", params, version,
+                                               service="FRAMES") if cursor else (0, "")
+            budget = max_bytes or frame_pages.WHOLE_LISTING_BYTES
+            frames, size, next_cursor = [], 0, ""
+            for past, f in frame_pages.frames_from(m, position):
+                view = _frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
+                n = frame_pages.view_bytes(view)
+                if frames and size + n > budget:
+                    if not max_bytes:
+                        raise MorphzError(
+                            "REPLY_TOO_LARGE", f"the frames of {context} pass what one reply "
+                            f"holds ({budget} bytes): list them in pages (max_bytes, cursor)",
+                            **MESSAGE_BYTES.details())
+                    next_cursor = cursors.encode("frames", params, version, *position)
+                    break
+                frames.append(view)
+                size += n
+                position = past
+            return {"revision": meta.revision, "frames": frames, "next_cursor": next_cursor}
 
     def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False,
                   caller: Caller) -> dict:

@@ -1,9 +1,11 @@
 """Opaque continuation cursors, bound to the request that issued them.
 
 A cursor carries the hash of the request's parameters and the version of the data
-it paged (index position for search, mind version for traversal). Reusing it with
-other parameters, tampering with it, or continuing after the data moved is rejected
-with a stable reason instead of silently mixing two result sets.
+it paged (index position for search, mind version for traversal and frame listings),
+and where the next page starts: an offset, and a key to read after where the data is
+read in key order. Reusing it with other parameters, tampering with it, or continuing
+after the data moved is rejected with a stable reason (`<service>_CURSOR_INVALID`,
+`<service>_CURSOR_STALE`) instead of silently mixing two result sets.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from morphz.shared.errors import MorphzError
 
-MAX_CURSOR_CHARS = 1024
+MAX_CURSOR_CHARS = 2048  # a key after (a frame id: 200 characters) fits
 
 
 def params_hash(params: dict[str, Any]) -> str:
@@ -28,9 +30,12 @@ def _check(body: bytes) -> str:
     return hashlib.sha256(b"morphz-recall-cursor:" + body).hexdigest()[:16]
 
 
-def encode(kind: str, params: dict[str, Any], version: str, offset: int) -> str:
-    body = json.dumps({"k": kind, "h": params_hash(params), "v": version, "o": offset},
-                      separators=(",", ":")).encode()
+def encode(kind: str, params: dict[str, Any], version: str, offset: int,
+           after: str = "") -> str:
+    fields = {"k": kind, "h": params_hash(params), "v": version, "o": offset}
+    if after:
+        fields["a"] = after
+    body = json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(body).decode().rstrip("=") + "." + _check(body)
 
 
@@ -45,16 +50,23 @@ def version_of(cursor: str) -> str:
         return ""
 
 
-def _invalid() -> MorphzError:
+def _invalid(service: str) -> MorphzError:
     """One answer for a made-up cursor and for one issued to other parameters (another
     context's, SEC-02): neither says anything about what it was issued for."""
-    return MorphzError("RECALL_CURSOR_INVALID", "the cursor is not one issued for these "
+    return MorphzError(f"{service}_CURSOR_INVALID", "the cursor is not one issued for these "
                        "parameters: pass next_cursor back unchanged with the request that "
                        "returned it, or start over without it")
 
 
-def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
+def decode(cursor: str, kind: str, params: dict[str, Any], version: str, *,
+           service: str = "RECALL") -> int:
     """The offset to continue from, or a MorphzError saying why not."""
+    return decode_position(cursor, kind, params, version, service=service)[0]
+
+
+def decode_position(cursor: str, kind: str, params: dict[str, Any], version: str, *,
+                    service: str = "RECALL") -> tuple[int, str]:
+    """(offset, key after) to continue from, or a MorphzError saying why not."""
     try:
         if len(cursor) > MAX_CURSOR_CHARS:
             raise ValueError("too long")
@@ -63,15 +75,16 @@ def decode(cursor: str, kind: str, params: dict[str, Any], version: str) -> int:
         if _check(body) != check:
             raise ValueError("checksum")
         c = json.loads(body)
-        offset = c["o"]
-        if c["k"] != kind or not isinstance(offset, int) or offset < 0:
+        offset, after = c["o"], c.get("a", "")
+        if c["k"] != kind or not isinstance(offset, int) or offset < 0 \
+                or not isinstance(after, str):
             raise ValueError("shape")
     except (ValueError, KeyError, TypeError):
-        raise _invalid() from None
+        raise _invalid(service) from None
     if c["h"] != params_hash(params):  # another context's or query's: as a made-up one
-        raise _invalid()
+        raise _invalid(service)
     if c["v"] != version:
-        raise MorphzError("RECALL_CURSOR_STALE", f"the data changed since the first page "
+        raise MorphzError(f"{service}_CURSOR_STALE", f"the data changed since the first page "
                           f"(version {c['v']} -> {version}); restart without the cursor",
                           issued=c["v"], current=version)
-    return offset
+    return offset, after

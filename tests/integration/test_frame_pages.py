@@ -1,0 +1,83 @@
+"""ListFrames in pages (max_bytes, cursor) over real gRPC and a real LMDB store: the
+pages of a listing are the whole listing, in projection order (CORE-18); a listing
+that would not fit in one reply is refused with REPLY_TOO_LARGE and read in pages
+instead (SEC-06); cursors are bound to their request and to the Mind's version."""
+from __future__ import annotations
+
+import grpc
+
+from morphz.services.transaction.client import TransactionClient
+from morphz.services.transaction.core import frame_pages
+
+from tests import wire
+
+BIG = "y " * ((15 << 20) // 2)  # a body of 15 MiB: five pass what one reply holds
+
+
+def pages(mind, **kw) -> list[dict]:
+    out, cursor = [], ""
+    while True:
+        page = mind.client.list_frames(mind.context, cursor=cursor, **kw)
+        out.append(page)
+        cursor = page["next_cursor"]
+        if not cursor:
+            return out
+
+
+def ids(listing: list[dict]) -> list[str]:
+    return [f["id"] for page in listing for f in page["frames"]]
+
+
+def test_core_18_pages_of_a_listing_are_the_whole_listing_in_projection_order(mind):
+    mind.tx(" ".join(f"(create f{i:02d} (n {i}))" for i in range(12)))
+    mind.tx("(place f07 first) (place f03 (after f07)) (place f11 (after f03))")
+    mind.tx("(retire f05)", reason="done")
+    whole = mind.client.list_frames(mind.context)
+    assert whole["next_cursor"] == ""
+    assert [f["id"] for f in whole["frames"]][:3] == ["f07", "f03", "f11"]
+    for budget in (1, 200, 700):  # one frame a page (a page holds one at least), and more
+        listing = pages(mind, max_bytes=budget)
+        assert [f for p in listing for f in p["frames"]] == whole["frames"]
+        assert {p["revision"] for p in listing} == {whole["revision"]}
+        if budget == 1:
+            assert [len(p["frames"]) for p in listing] == [1] * 12
+
+
+def test_sec_06_frames_past_one_reply_are_refused_whole_and_listed_in_pages(mind, address,
+                                                                            expect_rejected):
+    for i in range(5):
+        mind.tx(f'(create big{i} (note "{BIG}"))')
+    channel = grpc.insecure_channel(address, options=wire.BIG_MESSAGES)
+    mind.client = TransactionClient(channel, timeout=60)  # replies of 32 MiB
+    err = expect_rejected("REPLY_TOO_LARGE", mind.client.list_frames, mind.context)
+    assert err.details["limit"] == "message_bytes"
+    listing = pages(mind, max_bytes=frame_pages.MAX_PAGE_BYTES)
+    assert ids(listing) == [f"big{i}" for i in range(5)]
+    assert [len(p["frames"]) for p in listing] == [2, 2, 1]  # 32 MiB: two of 15 MiB a page
+    assert all(f["body"] == f'(note "{BIG}")' for p in listing for f in p["frames"])
+    channel.close()
+
+
+def test_sec_06_a_cursor_serves_only_its_listing_and_its_version(mind, client, expect_rejected):
+    mind.tx("(create a (x)) (create b (y)) (create c (z))")
+    first = mind.client.list_frames(mind.context, max_bytes=1)
+    cursor = first["next_cursor"]
+    assert [f["id"] for f in first["frames"]] == ["a"] and cursor
+    # Another page size, another reveal_secrets, another context: not this cursor's.
+    expect_rejected("FRAMES_CURSOR_INVALID", mind.client.list_frames, mind.context,
+                    max_bytes=2, cursor=cursor)
+    expect_rejected("FRAMES_CURSOR_INVALID", mind.client.list_frames, mind.context,
+                    max_bytes=1, cursor=cursor, reveal_secrets=True)
+    client.create_context(mind.context + "-other")
+    expect_rejected("FRAMES_CURSOR_INVALID", client.list_frames, mind.context + "-other",
+                    max_bytes=1, cursor=cursor)
+    expect_rejected("FRAMES_CURSOR_INVALID", mind.client.list_frames, mind.context,
+                    max_bytes=1, cursor=cursor[:-1] + ("0" if cursor[-1] != "0" else "1"))
+    assert [f["id"] for f in mind.client.list_frames(
+        mind.context, max_bytes=1, cursor=cursor)["frames"]] == ["b"]
+    mind.tx("(create d (w))")  # the Mind moved: the listing starts again
+    err = expect_rejected("FRAMES_CURSOR_STALE", mind.client.list_frames, mind.context,
+                          max_bytes=1, cursor=cursor)
+    assert err.details["current"] != err.details["issued"]
+    expect_rejected("CONTEXT_INPUT_INVALID", mind.client.list_frames, mind.context,
+                    max_bytes=frame_pages.MAX_PAGE_BYTES + 1)
