@@ -142,6 +142,11 @@ def cmd_frame(client: TransactionClient, args: argparse.Namespace) -> dict:
                             reveal_secrets=args.reveal_secrets)
 
 
+def cmd_frames(client: TransactionClient, args: argparse.Namespace) -> dict:
+    return client.list_frames(args.context, reveal_secrets=args.reveal_secrets,
+                              max_bytes=args.max_bytes, cursor=args.cursor)
+
+
 def cmd_read(client: TransactionClient, args: argparse.Namespace) -> dict:
     return client.get_event(args.context, args.ref, reveal_secrets=args.reveal_secrets)
 
@@ -267,6 +272,16 @@ def render_frame(r: dict, out: TextIO) -> None:
     print(r["body"], file=out)
 
 
+def render_frames(r: dict, out: TextIO) -> None:
+    """A frame a line: id, state, revision and the body's first 100 characters."""
+    for f in r["frames"]:
+        body = " ".join(f["body"].split())
+        print(f"{f['id']} [{f['state']}] rev {f['revision']}  "
+              f"{body[:100]}{'…' if len(body) > 100 else ''}", file=out)
+    if r.get("next_cursor"):
+        print(f"next_cursor: {r['next_cursor']}", file=out)
+
+
 def render_event(r: dict, out: TextIO) -> None:
     for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
                 "protected", "causal_refs", "request_id", "context"):
@@ -336,6 +351,7 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
     "deliver": (cmd_deliver, render_activation, always_ok),
     "tx": (cmd_tx, render_receipt, always_ok),
     "frame": (cmd_frame, render_frame, always_ok),
+    "frames": (cmd_frames, render_frames, always_ok),
     "read": (cmd_read, render_event, always_ok),
     "audit": (cmd_audit, render_audit, audit_exit),
     "rebuild-projections": (cmd_rebuild, render_rebuild, always_ok),
@@ -483,6 +499,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("frame_id", metavar="ID")
     p.add_argument("--at-revision", metavar="N", type=unsigned(64), default=0,
                    help="the frame as of context revision N (0: current)")
+    p.add_argument("--reveal-secrets", action="store_true",
+                   help="show (secret ...) parts as stored (default: [secret ID])")
+
+    p = add("frames", "list the cognitive frames in projection order")
+    p.add_argument("--max-bytes", metavar="N", type=unsigned(64), default=0,
+                   help="a page of about N bytes of frames, and its next_cursor (0: every "
+                   "frame, refused REPLY_TOO_LARGE past one message)")
+    p.add_argument("--cursor", default="", help="next_cursor of the previous page")
     p.add_argument("--reveal-secrets", action="store_true",
                    help="show (secret ...) parts as stored (default: [secret ID])")
 

@@ -96,6 +96,15 @@ def test_cli_release_walkthrough(address, ctx, tmp_path):
     assert "state: active" in text.stdout.splitlines()
     assert text.stdout.rstrip().splitlines()[-1] == "(goal ship-v1) (stage packaging)"
 
+    listed = run_json("context", "frames", *c, address=address)
+    assert [f["id"] for f in listed["frames"]] == ["release", "test-result"]
+    first = run_json("context", "frames", *c, "--max-bytes", "1", address=address)
+    assert [f["id"] for f in first["frames"]] == ["release"]
+    rest = run_cli("context", "frames", *c, "--max-bytes", "1", "--cursor",
+                   first["next_cursor"], address=address)
+    assert rest.returncode == 0
+    assert rest.stdout.splitlines() == ["test-result [active] rev 1  (tests passed)"]
+
     read = run_json("context", "read", ref, *c, address=address)
     assert read["state"] == "retired"
     assert read["text"] == "regression: 120 passed, 0 failed"
@@ -249,6 +258,18 @@ def test_cli_audit_text_lists_projections(address, ctx):
 def test_cli_server_error_not_found_is_error_json(address, ctx):
     proc = run_cli("context", "frame", "no-such-frame", "--context", ctx, address=address)
     assert_error(proc, "NOT_FOUND", "FRAME_NOT_FOUND")
+
+
+def test_cli_stale_frames_cursor_is_error_json(address, ctx):
+    c = ("--context", ctx)
+    run_json("context", "tx", *c, "--file", "-", address=address,
+             stdin="(context-tx (base-version 0) (create a (x)) (create b (y)))")
+    first = run_json("context", "frames", *c, "--max-bytes", "1", address=address)
+    run_json("context", "tx", *c, "--file", "-", address=address,
+             stdin="(context-tx (base-version 1) (create c (z)))")
+    proc = run_cli("context", "frames", *c, "--max-bytes", "1", "--cursor",
+                   first["next_cursor"], address=address)
+    assert_error(proc, "FAILED_PRECONDITION", "FRAMES_CURSOR_STALE")
 
 
 def test_cli_usage_error_exits_2():
