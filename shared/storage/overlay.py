@@ -70,6 +70,11 @@ class Overlay:
 
     def under(self, table: str, prefix: Key) -> list[tuple[Key, Optional[bytes]]]:
         """The pending writes of `table` whose key starts with `prefix`, in key order."""
+        return [(k, v) for _, k, v in self.under_encoded(table, prefix)]
+
+    def under_encoded(self, table: str,
+                      prefix: Key) -> list[tuple[bytes, Key, Optional[bytes]]]:
+        """under(), each write with its key's encoding (the store's order)."""
         rows = self._tables.get(table)
         if not rows:
             return []
@@ -77,13 +82,13 @@ class Overlay:
         if ordered is None:
             ordered = self._ordered[table] = sorted((keycodec.encode(k), k) for k in rows)
         if not prefix:
-            return [(k, rows[k]) for _, k in ordered]
+            return [(e, k, rows[k]) for e, k in ordered]
         low = keycodec.encode(prefix)
         # A prefix tuple encodes to a byte prefix, and the byte after it in a longer key
         # is a part tag (below 0xff), so the matching keys lie in [low, low + 0xff).
         start = bisect_left(ordered, (low,))
         end = bisect_left(ordered, (low + b"\xff",), start)
-        return [(k, rows[k]) for _, k in ordered[start:end]]
+        return [(e, k, rows[k]) for e, k in ordered[start:end]]
 
 
 class OverlayReader(Reader):
@@ -113,23 +118,48 @@ class OverlayReader(Reader):
 def overlay_scan(base: Reader, overlay: Overlay, table: str, prefix: Key = (),
                  after: Optional[Key] = None, limit: int = 0,
                  reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
-    """base.scan(table, prefix, after, limit, reverse) as if the overlay were written."""
-    mine = overlay.under(table, prefix)
+    """base.scan(table, prefix, after, limit, reverse) as if the overlay were written:
+    the store's rows merged, as they are read, with the pending writes in the same order
+    (a pending write replaces or deletes the store's row of its key). It holds the
+    pending writes under the prefix, never the store's rows: a scan of the events table
+    with one write pending read the whole table into memory when it was a dict."""
+    mine = overlay.under_encoded(table, prefix)
     if not mine:  # nothing written here: the store's own scan is already right
         yield from base.scan(table, prefix, after, limit, reverse)
         return
-    rows = dict(base.scan(table, prefix))
-    for k, v in mine:
-        if v is None:
-            rows.pop(k, None)
-        else:
-            rows[k] = v
-    # Each key encoded once; encodings are unique, so the key itself is never compared.
-    ordered = sorted(((keycodec.encode(k), k) for k in rows), reverse=reverse)
+    if reverse:
+        mine.reverse()
     if after is not None:
         bound = keycodec.encode(after)
-        ordered = [e for e in ordered if (e[0] < bound if reverse else e[0] > bound)]
-    for n, (_, k) in enumerate(ordered):
-        if limit and n >= limit:
+        mine = [w for w in mine if (w[0] < bound if reverse else w[0] > bound)]
+    # Rows in the order of the scan, each ("sooner" than) the next: encoded keys compare
+    # as the store orders them, reversed for a reverse scan.
+    def sooner(a: bytes, b: bytes) -> bool:
+        return a > b if reverse else a < b
+
+    shown, i = 0, 0
+    for key, value in base.scan(table, prefix, after, 0, reverse):
+        encoded = keycodec.encode(key)
+        while i < len(mine) and sooner(mine[i][0], encoded):
+            _, k, v = mine[i]
+            i += 1
+            if v is not None:
+                yield k, v
+                shown += 1
+                if shown == limit:
+                    return
+        if i < len(mine) and mine[i][0] == encoded:
+            _, key, value = mine[i]
+            i += 1
+            if value is None:
+                continue
+        yield key, value
+        shown += 1
+        if shown == limit:
             return
-        yield k, rows[k]
+    for _, k, v in mine[i:]:
+        if v is not None:
+            yield k, v
+            shown += 1
+            if shown == limit:
+                return

@@ -55,3 +55,24 @@ def test_overlay_keeps_the_last_write_of_a_key_and_a_deletion_hides_the_row():
     assert overlay.get("frames", ("f2",)) is None and overlay.has("frames", ("f2",))
     assert not overlay.has("frames", ("f3",))
     assert list(overlay_scan(below.reader("c"), overlay, "frames")) == [(("f1",), b"new")]
+
+
+def test_overlay_scan_reads_the_store_only_as_far_as_it_yields():
+    """A write pending under the prefix does not make the scan read the whole table
+    first (it did: a dict of every row, e.g. every event of a context)."""
+    below = committed([Write("events", (i,), b"e") for i in range(1000)])
+    read = []
+
+    class Counting:
+        def scan(self, *args):
+            for row in below.reader("c").scan(*args):
+                read.append(row)
+                yield row
+
+    overlay = Overlay([Write("events", (5,), b"new"), Write("events", (1,), None)])
+    got = list(overlay_scan(Counting(), overlay, "events", limit=3))
+    assert got == [((0,), b"e"), ((2,), b"e"), ((3,), b"e")]
+    assert len(read) == 4
+    reverse = list(overlay_scan(Counting(), overlay, "events", after=(7,), limit=3,
+                                reverse=True))
+    assert reverse == [((6,), b"e"), ((5,), b"new"), ((4,), b"e")]
