@@ -45,6 +45,10 @@ class MindState(MindView):
         """Every row of a table (overlay applied): for audit and projection rebuilds."""
         return dict(self._scan(table))
 
+    def row_items(self, table: str) -> Iterator[tuple[Key, bytes]]:
+        """rows() in key order, read as they are iterated (none held)."""
+        return self._scan(table)
+
     def quarantine(self, table: str, key: Key) -> None:
         """Move a stray row aside (storage keeps it in its quarantine table); reads
         through this view no longer see it, and a write may take its key after."""

@@ -197,7 +197,7 @@ def strays(context: str, m: MindState) -> list[tuple[str, tuple]]:
     seq or none. The history and its chain end where the meta says."""
     end = m.require_meta(context).next_seq
     out = [("events", (seq,)) for seq in m.event_seqs_from(end)]
-    for k, raw in m.rows("event_ids").items():
+    for k, raw in m.row_items("event_ids"):
         seq = raw.decode("ascii", "replace")
         if not seq.isdigit() or int(seq) >= end:
             out.append(("event_ids", k))
