@@ -5,11 +5,16 @@ instead (SEC-06); cursors are bound to their request and to the Mind's version."
 from __future__ import annotations
 
 import grpc
+import pytest
 
+from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core import frame_pages
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
 from tests import wire
+from tests.rpc_count import storage_service
 
 BIG = "y " * ((15 << 20) // 2)  # a body of 15 MiB: five pass what one reply holds
 
@@ -81,3 +86,39 @@ def test_sec_06_a_cursor_serves_only_its_listing_and_its_version(mind, client, e
     assert err.details["current"] != err.details["issued"]
     expect_rejected("CONTEXT_INPUT_INVALID", mind.client.list_frames, mind.context,
                     max_bytes=frame_pages.MAX_PAGE_BYTES + 1)
+
+
+@pytest.mark.all_in_one(reason="an in-process server whose storage channel is counted")
+def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_batches(tmp_path):
+    """100 frames (placed ones and unplaced ones), each with edges, listed by a
+    transaction core over the storage service: the same listing as in process, in a
+    round trip or two per 16 frames (three per frame, 304 in all, when each frame and
+    its two relation scans were read alone)."""
+    with storage_service(tmp_path / "server", sync=False) as (app, channel, count):
+        tx = app.transactions
+        tx.create_context("c", caller=ME)
+        creates = " ".join(f"(create f{i:03d} (n {i}))" for i in range(100))
+        tx.commit("c", f"(context-tx (base-version 0) {creates})", caller=ME)
+        relates = " ".join(f"(relate f{i:03d} next f{i + 1:03d})" for i in range(99))
+        tx.commit("c", f"(context-tx (base-version 1) {relates} (place f050 first))",
+                  caller=ME)
+        here = tx.list_frames("c", caller=ME)
+        remote = TransactionCore(StorageClient(channel, timeout=30))
+        count.calls.clear()
+        there = remote.list_frames("c", caller=ME)
+        assert there == here and len(there["frames"]) == 100
+        assert all(f["relations"] for f in there["frames"])
+        assert len(count.calls) <= 20, count.calls
+        count.calls.clear()
+        pages = _remote_pages(remote, 2000)
+        assert [f for page in pages for f in page["frames"]] == here["frames"]
+        assert len(pages) > 10 and len(count.calls) <= 6 * len(pages), count.calls
+
+
+def _remote_pages(core: TransactionCore, max_bytes: int) -> list[dict]:
+    out, cursor = [], ""
+    while True:
+        out.append(core.list_frames("c", max_bytes=max_bytes, cursor=cursor, caller=ME))
+        cursor = out[-1]["next_cursor"]
+        if not cursor:
+            return out

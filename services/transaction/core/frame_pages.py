@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
+from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
 
@@ -20,20 +20,46 @@ MAX_PAGE_BYTES = 32 << 20  # a page's frames: a frame (16 MiB at most) and more 
 WHOLE_LISTING_BYTES = MESSAGE_BYTES.max - TRANSPORT_SLACK
 
 Position = tuple[int, str]
+BATCH = SCAN_MANY_SCANS.max // 2  # frames read together: their relation scans, a ScanMany
+READ_AHEAD_BYTES = 8 << 20  # of frame rows read ahead of a batch (a remote store)
 
 
 def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.Frame]]:
-    """Each frame from `position` on, with the position just past it."""
+    """Each frame from `position` on, with the position just past it. Frames are read a
+    batch at a time, with their edges: over a remote store, a round trip or two per
+    batch instead of three per frame."""
     offset, after = position
     order = m.order()
-    for i in range(offset, len(order)):
-        f = m.frame(order[i])
-        if f is not None:  # the order may name a frame that is gone
-            yield (i + 1, ""), f
+    for start in range(offset, len(order), BATCH):
+        ids = order[start:start + BATCH]
+        m.prefetch_tables({"frames": [(fid,) for fid in ids]}, max_bytes=READ_AHEAD_BYTES)
+        _read_edges(m, ids)
+        for i, fid in enumerate(ids, start):
+            f = m.frame(fid)
+            if f is not None:  # the order may name a frame that is gone
+                yield (i + 1, ""), f
     placed = set(order)
+    batch: list[R.Frame] = []
     for f in m.frames(after=after or None):
         if f.id not in placed:
-            yield (len(order), f.id), f
+            batch.append(f)
+        if len(batch) == BATCH:
+            yield from _unplaced(m, batch, len(order))
+            batch = []
+    yield from _unplaced(m, batch, len(order))
+
+
+def _unplaced(m: MindView, batch: list[R.Frame],
+              placed: int) -> Iterator[tuple[Position, R.Frame]]:
+    _read_edges(m, [f.id for f in batch])
+    for f in batch:
+        yield (placed, f.id), f
+
+
+def _read_edges(m: MindView, ids: list[str]) -> None:
+    """The relation scans a frame's view makes, for these frames in one read."""
+    m.prefetch_scans([(table, (fid,)) for fid in ids
+                      for table in ("relations", "relations_in")])
 
 
 def view_bytes(view: dict) -> int:
