@@ -8,7 +8,7 @@ here and in records.py; no reader decodes rows itself.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, Optional, Union
+from typing import Container, Iterable, Iterator, Optional, Union
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -222,10 +222,12 @@ class MindView:
             self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
         return self._frames[frame_id]
 
-    def frames(self, after: Optional[str] = None) -> Iterator[R.Frame]:
-        """Every frame, by id (those after the id `after`)."""
-        for _, raw in self._scan("frames", after=None if after is None else (after,)):
-            yield R.loads(R.Frame, raw)
+    def frames(self, after: Optional[str] = None,
+               skip: Container[str] = ()) -> Iterator[R.Frame]:
+        """Every frame, by id (those after the id `after`; those in `skip` not decoded)."""
+        for (fid,), raw in self._scan("frames", after=None if after is None else (after,)):
+            if fid not in skip:
+                yield R.loads(R.Frame, raw)
 
     def frames_in_order(self) -> list[R.Frame]:
         """Every frame in projection order: the placed ones as `place` left them, then

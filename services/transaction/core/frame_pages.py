@@ -8,10 +8,9 @@ page reads only its own frames, however far into the listing it starts; cursors 
 the position and are bound to the Mind's version (shared/cursor.py)."""
 from __future__ import annotations
 
-import json
 from typing import Iterator
 
-from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK
+from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK, utf8_len
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
 
@@ -40,9 +39,8 @@ def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.F
                 yield (i + 1, ""), f
     placed = set(order)
     batch: list[R.Frame] = []
-    for f in m.frames(after=after or None):
-        if f.id not in placed:
-            batch.append(f)
+    for f in m.frames(after=after or None, skip=placed):
+        batch.append(f)
         if len(batch) == BATCH:
             yield from _unplaced(m, batch, len(order))
             batch = []
@@ -63,8 +61,12 @@ def _read_edges(m: MindView, ids: list[str]) -> None:
 
 
 def view_bytes(view: dict) -> int:
-    """About what a frame's view takes in a reply: its body's UTF-8 bytes and the rest as
-    JSON (more than its protobuf encoding)."""
-    rest = {k: v for k, v in view.items() if k != "body"}
-    return len(view.get("body", "").encode("utf-8")) + \
-        len(json.dumps(rest, ensure_ascii=False).encode("utf-8"))
+    """At least what a frame's view takes in a reply (its protobuf encoding): the body's
+    UTF-8 bytes, 4 bytes a character of its other strings, and 16 for each other field
+    and each string's framing."""
+    retire = view.get("retire") or {}
+    chars = len(view["id"]) + len(retire.get("reason", "")) + sum(map(len, view["sources"]))
+    n = utf8_len(view["body"]) + 4 * chars + 16 * (len(view["sources"]) + 16)
+    for r in view["relations"]:
+        n += 4 * (len(r["subject"]) + len(r["name"]) + len(r["object"])) + 64
+    return n
