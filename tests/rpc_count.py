@@ -19,6 +19,8 @@ class RpcCount(grpc.UnaryUnaryClientInterceptor):
     def intercept_unary_unary(self, continuation, details, request):
         method = details.method.rsplit("/", 1)[-1]
         table = getattr(request, "table", "")
+        if getattr(request, "keys_only", False):
+            table += "(keys)"
         self.calls.append(f"{method}:{table}" if table else method)
         return continuation(details, request)
 

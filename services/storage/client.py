@@ -287,20 +287,26 @@ class RemoteReader(Reader):
         return out
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
-             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+             limit: int = 0, reverse: bool = False,
+             keys_only: bool = False) -> Iterator[tuple[Key, bytes]]:
         n = 0
         while True:
             page = min(self._c._page, limit - n) if limit else self._c._page
             r = self._read(self._c._stub.Scan, pb.ScanRequest(
                 context=self._context, table=table, prefix=key_to_proto(prefix),
                 after=key_to_proto(after) if after is not None else [], limit=page,
-                reverse=reverse))
+                reverse=reverse, keys_only=keys_only))
             for row in r.rows:
                 after = key_from_proto(row.key)
                 yield after, row.value
                 n += 1
             if not r.more or (limit and n >= limit):
                 return
+
+    def scan_keys(self, table: str, prefix: Key = (),
+                  after: Optional[Key] = None) -> Iterator[Key]:
+        for key, _ in self.scan(table, prefix, after, keys_only=True):
+            yield key
 
     def close(self) -> None:
         snapshot, self._snapshot = self._snapshot, ""

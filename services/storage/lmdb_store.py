@@ -426,28 +426,35 @@ class LmdbReader(Reader):
         get, encode, prefix = self._txn.get, keys.encode_in, self._prefix
         return [get(encode(prefix, k), db=db) for k in wanted]
 
-    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
-             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+    def _cursor_at(self, table: str, prefix: Key, after: Optional[Key],
+                   reverse: bool) -> tuple[Optional[lmdb.Cursor], bytes]:
+        """A cursor on the scan's first row (None: no row), and the prefix's encoding."""
         keys.check_table(table)
         pre = keys.encode_in(self._prefix, prefix)
         cur = self._txn.cursor(db=self._store._dbs[table])
-        n = 0
         if not reverse:
             start = keys.encode_in(self._prefix, after) if after is not None else pre
             if not cur.set_range(start):
-                return
+                return None, pre
             if after is not None and cur.key() == start:
                 if not cur.next():
-                    return
-            it = cur.iternext()
+                    return None, pre
         else:
             # Position at the last key below `after` (exclusive) or the end of the prefix.
             bound = keys.encode_in(self._prefix, after) if after is not None else pre + b"\xff"
             ok = cur.prev() if cur.set_range(bound) else cur.last()
             if not ok:
-                return
-            it = cur.iterprev()
+                return None, pre
+        return cur, pre
+
+    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
+             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        cur, pre = self._cursor_at(table, prefix, after, reverse)
+        if cur is None:
+            return
+        it = cur.iterprev() if reverse else cur.iternext()
         skip, decode = len(self._prefix), keys.decode
+        n = 0
         if not limit:  # the common whole-prefix scan: no count to keep (once per row)
             for k, v in it:
                 if not k.startswith(pre):
@@ -461,6 +468,17 @@ class LmdbReader(Reader):
             n += 1
             if n >= limit:
                 return
+
+    def scan_keys(self, table: str, prefix: Key = (),
+                  after: Optional[Key] = None) -> Iterator[Key]:
+        cur, pre = self._cursor_at(table, prefix, after, False)
+        if cur is None:
+            return
+        skip, decode = len(self._prefix), keys.decode
+        for k in cur.iternext(keys=True, values=False):
+            if not k.startswith(pre):
+                return
+            yield decode(k, skip)
 
     def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
         keys.check_table(table)

@@ -137,12 +137,17 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         after = key_from_proto(request.after) if request.after else None
         with self._reader(request) as (r, opened):
             rows, size, more = [], 0, False
-            for k, v in r.scan(request.table, key_from_proto(request.prefix), after,
-                               limit + 1, request.reverse):
+            prefix = key_from_proto(request.prefix)
+            if request.keys_only and not request.reverse:
+                found = ((k, b"") for k in r.scan_keys(request.table, prefix, after))
+            else:
+                found = r.scan(request.table, prefix, after, limit + 1, request.reverse)
+            for k, v in found:
                 if len(rows) == limit or size >= GET_MANY_BYTES:
                     more = True  # the rest with another Scan, after the last row
                     break
-                rows.append(pb.Row(key=key_to_proto(k), value=v))
+                rows.append(pb.Row(key=key_to_proto(k),
+                                   value=b"" if request.keys_only else v))
                 size += len(v)
             return pb.ScanResponse(rows=rows, more=more, commit_seq=r.commit_seq,
                                    snapshot=opened)

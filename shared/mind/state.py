@@ -41,6 +41,9 @@ class MindState(MindView):
     def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
         return [raw for _, raw in self._scan(table, prefix)]
 
+    def _scan_keys(self, table: str, after: Optional[Key] = None) -> Iterator[Key]:
+        return (k for k, _ in self._scan(table, (), after))  # through the pending writes
+
     def rows(self, table: str) -> dict[Key, bytes]:
         """Every row of a table (overlay applied): for audit and projection rebuilds."""
         return dict(self._scan(table))

@@ -8,7 +8,7 @@ here and in records.py; no reader decodes rows itself.
 from __future__ import annotations
 
 import json
-from typing import Container, Iterable, Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, Union
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -99,6 +99,9 @@ class MindView:
               after: Optional[Key] = None) -> Iterator[tuple[Key, bytes]]:
         rows = self._scans.get((table, prefix)) if after is None else None
         return iter(rows) if rows is not None else self._reader.scan(table, prefix, after)
+
+    def _scan_keys(self, table: str, after: Optional[Key] = None) -> Iterator[Key]:
+        return self._reader.scan_keys(table, (), after)
 
     def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
         """_scan's values only (the store need not decode keys nobody reads)."""
@@ -222,12 +225,14 @@ class MindView:
             self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
         return self._frames[frame_id]
 
-    def frames(self, after: Optional[str] = None,
-               skip: Container[str] = ()) -> Iterator[R.Frame]:
-        """Every frame, by id (those after the id `after`; those in `skip` not decoded)."""
-        for (fid,), raw in self._scan("frames", after=None if after is None else (after,)):
-            if fid not in skip:
-                yield R.loads(R.Frame, raw)
+    def frames(self) -> Iterator[R.Frame]:
+        for _, raw in self._scan("frames"):
+            yield R.loads(R.Frame, raw)
+
+    def frame_ids(self, after: Optional[str] = None) -> Iterator[str]:
+        """Every frame's id, in order (those after the id `after`), bodies unread."""
+        for (fid,) in self._scan_keys("frames", None if after is None else (after,)):
+            yield fid
 
     def frames_in_order(self) -> list[R.Frame]:
         """Every frame in projection order: the placed ones as `place` left them, then

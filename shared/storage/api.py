@@ -173,6 +173,13 @@ class Reader(abc.ABC):
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
         """Rows whose key starts with prefix, in key order (or reverse), after `after`."""
 
+    def scan_keys(self, table: str, prefix: Key = (),
+                  after: Optional[Key] = None) -> Iterator[Key]:
+        """The keys of scan(table, prefix, after), in order, without reading the values
+        where the store can (a remote one sends none)."""
+        for key, _ in self.scan(table, prefix, after):
+            yield key
+
     def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
         """The values of scan(table, prefix), for a reader that has no use for the keys
         (a store may skip decoding them)."""

@@ -12,6 +12,7 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core import frame_pages
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
+from morphz.shared.storage.api import Write
 
 from tests import wire
 from tests.rpc_count import storage_service
@@ -113,6 +114,22 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
         pages = _remote_pages(remote, 2000)
         assert [f for page in pages for f in page["frames"]] == here["frames"]
         assert len(pages) > 10 and len(count.calls) <= 6 * len(pages), count.calls
+        # Frames the order does not name (a damaged projection) come last, by id, found
+        # by their keys: the placed frames' bodies are not read again.
+        with app.store.reader("c") as r:
+            ranked = {k[0]: v for k, v in r.scan("order_rank")}
+            seq = r.commit_seq
+        unplace = ["f003", "f077", "f050"]
+        app.store.commit("c", seq, [w for fid in unplace for w in (
+            Write("order_rank", (fid,), None), Write("order", (int(ranked[fid]),), None))])
+        here = tx.list_frames("c", caller=ME)
+        assert [f["id"] for f in here["frames"]][-3:] == sorted(unplace)
+        count.calls.clear()
+        assert remote.list_frames("c", caller=ME) == here
+        assert "Scan:frames" not in count.calls and len(count.calls) <= 20, count.calls
+        assert count.calls.count("Scan:frames(keys)") == 1
+        assert [f for page in _remote_pages(remote, 2000) for f in page["frames"]] == \
+            here["frames"]
 
 
 def _remote_pages(core: TransactionCore, max_bytes: int) -> list[dict]:

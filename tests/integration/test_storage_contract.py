@@ -58,6 +58,28 @@ def test_commit_then_read_and_version_advances(store):
     assert store.contexts() == ["c"]
 
 
+def test_scan_keys_gives_the_keys_of_a_scan_in_order(store):
+    """Across pages (the grpc store's are 3 rows), with a prefix and after a key, other
+    contexts' and tables' rows left out; over the storage service without the values."""
+    writes = [Write("relations", (s, "n", o), s.encode() * 1000)
+              for s in ("a", "b", "é", "c") for o in ("x", "y")]
+    store.commit("c", 0, writes + [Write("frames", ("a",), b"F")])
+    store.commit("d", 0, [Write("relations", ("a", "n", "z"), b"other context")])
+    with store.reader("c") as r:
+        assert list(r.scan_keys("relations")) == [k for k, _ in r.scan("relations")]
+        assert len(list(r.scan_keys("relations"))) == 8
+        assert list(r.scan_keys("relations", ("b",))) == [("b", "n", "x"), ("b", "n", "y")]
+        after = list(r.scan_keys("relations", after=("b", "n", "x")))
+        assert after == [k for k, _ in r.scan("relations", after=("b", "n", "x"))]
+        assert list(r.scan_keys("frames")) == [("a",)]
+        assert list(r.scan_keys("events")) == []
+    if isinstance(store, StorageClient):  # what the service sends for a keys-only scan
+        from morphz.api.storage.v1 import storage_pb2 as pb
+        reply = store._stub.Scan(pb.ScanRequest(context="c", table="relations",
+                                                keys_only=True), timeout=10)
+        assert len(reply.rows) == 8 and not any(row.value for row in reply.rows)
+
+
 def test_stale_commit_is_rejected_and_writes_nothing(store):
     store.commit("c", 0, [Write("frames", ("a",), b"1")])
     with pytest.raises(StaleCommit):

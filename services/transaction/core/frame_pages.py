@@ -8,6 +8,7 @@ page reads only its own frames, however far into the listing it starts; cursors 
 the position and are bound to the Mind's version (shared/cursor.py)."""
 from __future__ import annotations
 
+from itertools import islice
 from typing import Iterator
 
 from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK, utf8_len
@@ -26,36 +27,29 @@ READ_AHEAD_BYTES = 8 << 20  # of frame rows read ahead of a batch (a remote stor
 def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.Frame]]:
     """Each frame from `position` on, with the position just past it. Frames are read a
     batch at a time, with their edges: over a remote store, a round trip or two per
-    batch instead of three per frame."""
+    batch instead of three per frame. The unplaced ones are found by their keys alone,
+    so no placed frame's body is read twice."""
     offset, after = position
     order = m.order()
     for start in range(offset, len(order), BATCH):
         ids = order[start:start + BATCH]
-        m.prefetch_tables({"frames": [(fid,) for fid in ids]}, max_bytes=READ_AHEAD_BYTES)
-        _read_edges(m, ids)
+        _read_batch(m, ids)
         for i, fid in enumerate(ids, start):
             f = m.frame(fid)
             if f is not None:  # the order may name a frame that is gone
                 yield (i + 1, ""), f
     placed = set(order)
-    batch: list[R.Frame] = []
-    for f in m.frames(after=after or None, skip=placed):
-        batch.append(f)
-        if len(batch) == BATCH:
-            yield from _unplaced(m, batch, len(order))
-            batch = []
-    yield from _unplaced(m, batch, len(order))
+    unplaced = (fid for fid in m.frame_ids(after or None) if fid not in placed)
+    while ids := list(islice(unplaced, BATCH)):
+        _read_batch(m, ids)
+        for fid in ids:
+            yield (len(order), fid), m.frame(fid)
 
 
-def _unplaced(m: MindView, batch: list[R.Frame],
-              placed: int) -> Iterator[tuple[Position, R.Frame]]:
-    _read_edges(m, [f.id for f in batch])
-    for f in batch:
-        yield (placed, f.id), f
-
-
-def _read_edges(m: MindView, ids: list[str]) -> None:
-    """The relation scans a frame's view makes, for these frames in one read."""
+def _read_batch(m: MindView, ids: list[str]) -> None:
+    """The frames' rows (up to READ_AHEAD_BYTES) and the relation scans their views
+    make, in one read each where the store is remote."""
+    m.prefetch_tables({"frames": [(fid,) for fid in ids]}, max_bytes=READ_AHEAD_BYTES)
     m.prefetch_scans([(table, (fid,)) for fid in ids
                       for table in ("relations", "relations_in")])
 
