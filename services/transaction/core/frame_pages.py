@@ -3,9 +3,10 @@
 
 A position in the listing is (offset, after): while `offset` is inside the order, the
 next frame is the placed one there; past it, the next is the first unplaced frame whose
-id follows `after` ("" for the first), read from the frames table in key order. So a
-page reads only its own frames, however far into the listing it starts; cursors carry
-the position and are bound to the Mind's version (shared/cursor.py)."""
+id follows `after` ("" for the first), found among the frames table's keys. So a page
+reads its own frames (and the rest of the last batch it began), however far into the
+listing it starts; cursors carry the position and are bound to the Mind's version
+(shared/cursor.py)."""
 from __future__ import annotations
 
 from itertools import islice
