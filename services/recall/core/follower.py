@@ -12,7 +12,9 @@ times the lag under load. The position applied is saved beside the indexes after
 commits; a restart resumes from it, and each context index skips the changes it already
 holds, so nothing is missed or indexed twice. An in-process store's feed is read only
 when the applier asks for more (one page for all the commits made while it worked and
-rested, not a read per commit); a remote store streams its pages regardless.
+rested, not a read per commit); a remote store streams its pages regardless. Either
+way an application takes the whole backlog up to the head known when it starts, not
+only the pages read by then (each application commits every context it touches).
 
 A position means something only in the feed of one store. It is saved with the store's
 identity; when the feed comes from another store (a restored backup gets a new identity,
