@@ -93,23 +93,33 @@ def test_recall_10_commits_made_while_the_follower_rests_are_read_as_one_page(tm
         store.close()
 
 
-def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
-    store = CountingStore(str(tmp_path / "store"))
-    store.PAGE = 10
+def applications_of_a_backlog(store, recall_dir, rest: float,
+                              then=lambda: None) -> list[int]:
+    """The changes of each application that indexes 40 appends to one context, made
+    within one rest of a follower that has caught up with the context's creation
+    (`then` is called once it has)."""
     tx = TransactionCore(store)
     tx.create_context("c", caller=ME)
-    indexes = IndexDirectory(str(tmp_path / "recall"))
-    follower, applied = counting_follower(store, indexes, rest=0.5)
+    follower, applied = counting_follower(store, IndexDirectory(str(recall_dir)), rest=rest)
     try:
         caught_up = lambda: follower.status()["feed_position"] == store.feed_head()  # noqa: E731
         until(caught_up)
-        for i in range(40):  # four pages and more, within one rest
+        applied.clear()
+        then()
+        for i in range(40):
             tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
         until(caught_up)
-        assert max(applied) >= 30  # not one page (10) per application
+        return applied
     finally:
         follower.stop()
         store.close()
+
+
+def test_recall_10_a_backlog_longer_than_a_page_is_applied_at_once(tmp_path):
+    store = CountingStore(str(tmp_path / "store"))
+    store.PAGE = 10  # four pages
+    applied = applications_of_a_backlog(store, tmp_path / "recall", rest=0.5)
+    assert max(applied) >= 30  # not one page (10) per application
 
 
 def test_recall_10_an_application_takes_the_rest_of_a_backlog_the_reader_is_reading(tmp_path):
@@ -126,22 +136,9 @@ def test_recall_10_an_application_takes_the_rest_of_a_backlog_the_reader_is_read
             return super().changes(*args, **kwargs)
 
     store = SlowPages(str(tmp_path / "store"))
-    tx = TransactionCore(store)
-    tx.create_context("c", caller=ME)
-    indexes = IndexDirectory(str(tmp_path / "recall"))
-    follower, applied = counting_follower(store, indexes, rest=1.0)
-    try:
-        caught_up = lambda: follower.status()["feed_position"] == store.feed_head()  # noqa: E731
-        until(caught_up)
-        applied.clear()
-        store.slow = True
-        for i in range(40):  # four pages, within one rest
-            tx.append_event("c", "s1", "user-message", f"note {i} lantern", caller=ME)
-        until(caught_up)
-        assert applied == [40]  # one page at a time: [10, 30] or [10, 10, 10, 10]
-    finally:
-        follower.stop()
-        store.close()
+    applied = applications_of_a_backlog(store, tmp_path / "recall", rest=1.0,
+                                        then=lambda: setattr(store, "slow", True))
+    assert applied == [40]  # one page at a time: [10, 30] or [10, 10, 10, 10]
 
 
 def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip(tmp_path):

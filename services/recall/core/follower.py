@@ -235,14 +235,17 @@ class FeedFollower:
         application, so a steady load cannot hold one back."""
         items = [first] + self._pages.drain()
         target = max(p.head for _, p in items)
-        while sum(len(p.changes) for _, p in items) < QUEUED_CHANGES:
+        taken = sum(len(p.changes) for _, p in items)  # then counted as pages come
+        while taken < QUEUED_CHANGES:
             last = items[-1][1]
             if not last.changes or last.changes[-1].position >= target:
                 break
             more = self._pages.get(timeout=BACKLOG_WAIT_SECONDS)
             if more is None:
                 break
-            items += [more] + self._pages.drain()
+            came = [more] + self._pages.drain()
+            items += came
+            taken += sum(len(p.changes) for _, p in came)
         return items
 
     def _next_run(self, changes) -> tuple[list[Change], bool]:
