@@ -1,7 +1,8 @@
 """ListFrames in pages (max_bytes, cursor) over real gRPC and a real LMDB store: the
 pages of a listing are the whole listing, in projection order (CORE-18); a listing
 that would not fit in one reply is refused with REPLY_TOO_LARGE and read in pages
-instead (SEC-06); cursors are bound to their request and to the Mind's version."""
+instead (SEC-06); cursors are bound to their request, context and the Mind's version
+(SEC-02)."""
 from __future__ import annotations
 
 import grpc
@@ -40,7 +41,10 @@ def test_core_18_pages_of_a_listing_are_the_whole_listing_in_projection_order(mi
     mind.tx("(retire f05)", reason="done")
     whole = mind.client.list_frames(mind.context)
     assert whole["next_cursor"] == ""
-    assert [f["id"] for f in whole["frames"]][:3] == ["f07", "f03", "f11"]
+    placed = ["f07", "f03", "f11"]  # then the others in the order they were created
+    assert [f["id"] for f in whole["frames"]] == \
+        placed + [f"f{i:02d}" for i in range(12) if f"f{i:02d}" not in placed]
+    assert [f["state"] for f in whole["frames"] if f["id"] == "f05"] == ["retiring"]
     for budget in (1, 200, 700):  # one frame a page (a page holds one at least), and more
         listing = pages(mind, max_bytes=budget)
         assert [f for p in listing for f in p["frames"]] == whole["frames"]
@@ -57,6 +61,8 @@ def test_sec_06_frames_past_one_reply_are_refused_whole_and_listed_in_pages(mind
     mind.client = TransactionClient(channel, timeout=60)  # replies of 32 MiB
     err = expect_rejected("REPLY_TOO_LARGE", mind.client.list_frames, mind.context)
     assert err.details["limit"] == "message_bytes"
+    expect_rejected("CONTEXT_INPUT_INVALID", mind.client.list_frames, mind.context,
+                    max_bytes=frame_pages.MAX_PAGE_BYTES + 1)
     listing = pages(mind, max_bytes=frame_pages.MAX_PAGE_BYTES)
     assert ids(listing) == [f"big{i}" for i in range(5)]
     assert [len(p["frames"]) for p in listing] == [2, 2, 1]  # 32 MiB: two of 15 MiB a page
@@ -64,7 +70,8 @@ def test_sec_06_frames_past_one_reply_are_refused_whole_and_listed_in_pages(mind
     channel.close()
 
 
-def test_sec_06_a_cursor_serves_only_its_listing_and_its_version(mind, client, expect_rejected):
+def test_sec_02_a_frames_cursor_serves_only_its_listing_and_its_version(mind, client,
+                                                                        expect_rejected):
     mind.tx("(create a (x)) (create b (y)) (create c (z))")
     first = mind.client.list_frames(mind.context, max_bytes=1)
     cursor = first["next_cursor"]
@@ -85,8 +92,6 @@ def test_sec_06_a_cursor_serves_only_its_listing_and_its_version(mind, client, e
     err = expect_rejected("FRAMES_CURSOR_STALE", mind.client.list_frames, mind.context,
                           max_bytes=1, cursor=cursor)
     assert err.details["current"] != err.details["issued"]
-    expect_rejected("CONTEXT_INPUT_INVALID", mind.client.list_frames, mind.context,
-                    max_bytes=frame_pages.MAX_PAGE_BYTES + 1)
 
 
 @pytest.mark.all_in_one(reason="an in-process server whose storage channel is counted")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Iterable, Mapping, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Optional
 
 import grpc
 
@@ -25,6 +25,17 @@ from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials
                                    service_targets)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
+
+
+async def following(page_at: Callable[[str], Awaitable[Any]]) -> AsyncIterator[Any]:
+    """client.following for the asyncio client: each page awaited in turn."""
+    cursor = ""
+    while True:
+        page = await page_at(cursor)
+        yield page
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor
 
 class AsyncClient:
     """As Client; create it inside the event loop that uses it."""
@@ -159,14 +170,9 @@ class AsyncClient:
                           max_bytes: int = FRAME_PAGE_BYTES) -> AsyncIterator[txn.FrameList]:
         """Every page of the frames, following next_cursor (FRAMES_CURSOR_STALE: the Mind
         changed between pages; list again)."""
-        cursor = ""
-        while True:
-            page = await self.frames(context, reveal_secrets=reveal_secrets,
-                                   max_bytes=max_bytes, cursor=cursor)
+        async for page in following(lambda cursor: self.frames(
+                context, reveal_secrets=reveal_secrets, max_bytes=max_bytes, cursor=cursor)):
             yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
 
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
@@ -222,15 +228,11 @@ class AsyncClient:
                    max_nodes: int = 0, max_bytes: int = 0) -> AsyncIterator[rec.TraverseResponse]:
         """Every page of a traversal, following next_cursor (RECALL_CURSOR_STALE: the
         Mind changed between pages; walk again)."""
-        cursor = ""
-        while True:
-            page = await self.traverse(context, frame_id, depth=depth, direction=direction,
-                                       include_bodies=include_bodies, include_events=include_events,
-                                       max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor)
+        async for page in following(lambda cursor: self.traverse(
+                context, frame_id, depth=depth, direction=direction,
+                include_bodies=include_bodies, include_events=include_events,
+                max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor)):
             yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
 
     async def inspect_index(self, context: str) -> rec.IndexStatus:
         return await self._send(C.inspect_index(context))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import grpc
 
@@ -35,6 +35,18 @@ from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials
                                    RetryPolicy, check_timeout, service_targets,
                                    sync_channel)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
+
+def following(page_at: Callable[[str], Any]) -> Iterator[Any]:
+    """page_at(cursor) from the first page (cursor "") on, each next_cursor in turn,
+    until a page has none."""
+    cursor = ""
+    while True:
+        page = page_at(cursor)
+        yield page
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor
+
 
 STUBS = {TRANSACTION: transaction_pb2_grpc.TransactionServiceStub,
          RECALL: recall_pb2_grpc.RecallServiceStub,
@@ -177,14 +189,8 @@ class Client:
                           max_bytes: int = FRAME_PAGE_BYTES) -> Iterator[txn.FrameList]:
         """Every page of the frames, following next_cursor (FRAMES_CURSOR_STALE: the Mind
         changed between pages; list again)."""
-        cursor = ""
-        while True:
-            page = self.frames(context, reveal_secrets=reveal_secrets,
-                                   max_bytes=max_bytes, cursor=cursor)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        yield from following(lambda cursor: self.frames(
+            context, reveal_secrets=reveal_secrets, max_bytes=max_bytes, cursor=cursor))
 
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))
@@ -240,15 +246,10 @@ class Client:
              max_nodes: int = 0, max_bytes: int = 0) -> Iterator[rec.TraverseResponse]:
         """Every page of a traversal, following next_cursor (RECALL_CURSOR_STALE: the
         Mind changed between pages; walk again)."""
-        cursor = ""
-        while True:
-            page = self.traverse(context, frame_id, depth=depth, direction=direction,
-                                 include_bodies=include_bodies, include_events=include_events,
-                                 max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor)
-            yield page
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        yield from following(lambda cursor: self.traverse(
+            context, frame_id, depth=depth, direction=direction, include_bodies=include_bodies,
+            include_events=include_events, max_nodes=max_nodes, max_bytes=max_bytes,
+            cursor=cursor))
 
     def inspect_index(self, context: str) -> rec.IndexStatus:
         return self._send(C.inspect_index(context))

@@ -89,6 +89,17 @@ export interface FramesOptions {
 /** A page of frames when listing them in pages. */
 export const FRAME_PAGE_BYTES = 4 << 20;
 
+/** pageAt(cursor) from the first page (cursor "") on, each nextCursor in turn, until a page has none. */
+async function* following<P extends { nextCursor: string }>(pageAt: (cursor: string) => Promise<P>): AsyncGenerator<P> {
+  let cursor = "";
+  for (;;) {
+    const page = await pageAt(cursor);
+    yield page;
+    if (!page.nextCursor) return;
+    cursor = page.nextCursor;
+  }
+}
+
 export interface TraverseOptions {
   depth?: number;
   direction?: "" | "ancestors" | "descendants" | "both";
@@ -285,14 +296,8 @@ export class Client {
 
   /** Every page of the frames, following nextCursor (FRAMES_CURSOR_STALE: the Mind changed
    * between pages; list again). */
-  async *framePages(context: string, options: Omit<FramesOptions, "cursor"> = {}): AsyncGenerator<T.FrameList> {
-    let cursor = "";
-    for (;;) {
-      const page = await this.frames(context, { maxBytes: FRAME_PAGE_BYTES, ...options, cursor });
-      yield page;
-      if (!page.nextCursor) return;
-      cursor = page.nextCursor;
-    }
+  framePages(context: string, options: Omit<FramesOptions, "cursor"> = {}): AsyncGenerator<T.FrameList> {
+    return following((cursor) => this.frames(context, { maxBytes: FRAME_PAGE_BYTES, ...options, cursor }));
   }
 
   audit(context: string): Promise<T.AuditReport> {
@@ -344,14 +349,8 @@ export class Client {
 
   /** Every page of a traversal, following nextCursor (RECALL_CURSOR_STALE: the Mind
    * changed between pages; walk again). */
-  async *walk(context: string, frameId: string, options: Omit<TraverseOptions, "cursor" | "evaluation"> = {}): AsyncGenerator<T.TraverseResponse> {
-    let cursor = "";
-    for (;;) {
-      const page = await this.traverse(context, frameId, { ...options, cursor });
-      yield page;
-      if (!page.nextCursor) return;
-      cursor = page.nextCursor;
-    }
+  walk(context: string, frameId: string, options: Omit<TraverseOptions, "cursor" | "evaluation"> = {}): AsyncGenerator<T.TraverseResponse> {
+    return following((cursor) => this.traverse(context, frameId, { ...options, cursor }));
   }
 
   inspectIndex(context: string): Promise<T.IndexStatus> {
