@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from itertools import islice
 from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage import keys as keycodec
@@ -132,34 +133,22 @@ def overlay_scan(base: Reader, overlay: Overlay, table: str, prefix: Key = (),
     if after is not None:
         bound = keycodec.encode(after)
         mine = [w for w in mine if (w[0] < bound if reverse else w[0] > bound)]
-    # Rows in the order of the scan, each ("sooner" than) the next: encoded keys compare
-    # as the store orders them, reversed for a reverse scan.
+    # Encoded keys compare as the store orders them (reversed for a reverse scan).
     def sooner(a: bytes, b: bytes) -> bool:
         return a > b if reverse else a < b
 
-    shown, i = 0, 0
-    for key, value in base.scan(table, prefix, after, 0, reverse):
-        encoded = keycodec.encode(key)
-        while i < len(mine) and sooner(mine[i][0], encoded):
-            _, k, v = mine[i]
-            i += 1
-            if v is not None:
-                yield k, v
-                shown += 1
-                if shown == limit:
-                    return
-        if i < len(mine) and mine[i][0] == encoded:
-            _, key, value = mine[i]
-            i += 1
-            if value is None:
-                continue
-        yield key, value
-        shown += 1
-        if shown == limit:
-            return
-    for _, k, v in mine[i:]:
-        if v is not None:
-            yield k, v
-            shown += 1
-            if shown == limit:
-                return
+    def merged() -> Iterator[tuple[Key, Optional[bytes]]]:
+        i = 0
+        for key, value in base.scan(table, prefix, after, 0, reverse):
+            encoded = keycodec.encode(key)
+            while i < len(mine) and sooner(mine[i][0], encoded):
+                yield mine[i][1:]
+                i += 1
+            if i < len(mine) and mine[i][0] == encoded:  # written over (or deleted)
+                key, value = mine[i][1:]
+                i += 1
+            yield key, value
+        for _, key, value in mine[i:]:
+            yield key, value
+
+    yield from islice(((k, v) for k, v in merged() if v is not None), limit or None)
