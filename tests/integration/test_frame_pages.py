@@ -13,6 +13,7 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core import frame_pages
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
+from morphz.shared.mind.view import MindView
 from morphz.shared.storage.api import Write
 
 from tests import wire
@@ -129,6 +130,9 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
             Write("order_rank", (fid,), None), Write("order", (int(ranked[fid]),), None))])
         here = tx.list_frames("c", caller=ME)
         assert [f["id"] for f in here["frames"]][-3:] == sorted(unplace)
+        with app.store.reader("c") as r:  # the order an encoding reads, all at once
+            assert [f["id"] for f in here["frames"]] == \
+                [fid for fid, _ in MindView(r).frame_rows_in_order()]
         count.calls.clear()
         assert remote.list_frames("c", caller=ME) == here
         assert "Scan:frames" not in count.calls and len(count.calls) <= 20, count.calls

@@ -1,5 +1,6 @@
 """ListFrames a page at a time: the frames in projection order (the placed ones as
-`place` left them, then the rest by id), cut under a byte budget.
+`place` left them, then the rest by id: MindView.frame_rows_in_order's order, which
+reads every row at once), cut under a byte budget.
 
 A position in the listing is (offset, after): while `offset` is inside the order, the
 next frame is the placed one there; past it, the next is the first unplaced frame whose
