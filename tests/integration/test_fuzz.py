@@ -13,7 +13,7 @@ In CI it runs about a minute. To run longer: MORPHZ_FUZZ_CASES (requests; defaul
 12000, a tenth of them texts) and MORPHZ_FUZZ_SEED (default: a new one, printed; give it
 to replay a failure), e.g.
 
-    MORPHZ_FUZZ_CASES=200000 scripts/test tests/integration/test_fuzz.py -s
+    MORPHZ_FUZZ_CASES=200000 MORPHZ_TEST_WORKERS=0 scripts/test tests/integration/test_fuzz.py -s
 """
 from __future__ import annotations
 
