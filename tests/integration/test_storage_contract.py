@@ -8,9 +8,11 @@ import time
 import grpc
 import pytest
 
+from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
@@ -74,10 +76,16 @@ def test_scan_keys_gives_the_keys_of_a_scan_in_order(store):
         assert list(r.scan_keys("frames")) == [("a",)]
         assert list(r.scan_keys("events")) == []
     if isinstance(store, StorageClient):  # what the service sends for a keys-only scan
-        from morphz.api.storage.v1 import storage_pb2 as pb
-        reply = store._stub.Scan(pb.ScanRequest(context="c", table="relations",
-                                                keys_only=True), timeout=10)
-        assert len(reply.rows) == 8 and not any(row.value for row in reply.rows)
+        def keys_only(**asked) -> list[tuple]:
+            reply = store._stub.Scan(pb.ScanRequest(context="c", table="relations",
+                                                    keys_only=True, **asked), timeout=10)
+            assert not any(row.value for row in reply.rows)
+            return [key_from_proto(row.key) for row in reply.rows]
+        with store.reader("c") as r:
+            forward = [k for k, _ in r.scan("relations")]
+        assert keys_only() == forward
+        assert keys_only(reverse=True) == forward[::-1]  # read with values, sent without
+        assert keys_only(limit=3) == forward[:3]
 
 
 def test_stale_commit_is_rejected_and_writes_nothing(store):
@@ -474,7 +482,6 @@ def test_dist_05_closing_a_reader_releases_its_snapshot_and_the_cap_is_structure
 
 
 def test_dist_05_an_expired_unknown_or_foreign_snapshot_is_a_structured_error(snap):
-    from morphz.api.storage.v1 import storage_pb2 as pb
     snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
     opened = snap.stub.OpenSnapshot(pb.OpenSnapshotRequest(context="c"), timeout=10)
     assert opened.commit_seq == 1 and opened.lease_ms == 5000
@@ -626,7 +633,6 @@ def test_dist_06_wait_changes_returns_at_a_commit_or_at_its_timeout(store):
 
 
 def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(snap):
-    from morphz.api.storage.v1 import storage_pb2 as pb
     streams = [snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30) for _ in range(4)]
     for s in streams:
         assert next(s).head == 0  # each is being served
@@ -764,7 +770,6 @@ def test_dist_05_a_remote_scan_of_large_rows_goes_on_past_each_replys_byte_budge
 
 
 def test_scan_many_refuses_more_scans_than_its_limit_and_unknown_tables(snap):
-    from morphz.api.storage.v1 import storage_pb2 as pb
     from morphz.shared.limits import SCAN_MANY_SCANS
 
     scans = [pb.TablePrefix(table="frames")] * (SCAN_MANY_SCANS.max + 1)
@@ -780,7 +785,6 @@ def test_scan_many_refuses_more_scans_than_its_limit_and_unknown_tables(snap):
 
 
 def test_get_many_refuses_more_keys_than_its_limit(snap):
-    from morphz.api.storage.v1 import storage_pb2 as pb
     from morphz.services.storage.servicer import MAX_GET_MANY_KEYS, key_to_proto
     snap.client.commit("c", 0, [Write("frames", ("a",), b"A")])
     keys = [pb.Key(parts=key_to_proto((f"k{i}",))) for i in range(MAX_GET_MANY_KEYS + 1)]
@@ -816,7 +820,6 @@ def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_roun
     """No OpenSnapshot RPC: the first read opens the snapshot and reads in it, so a later
     read of the same reader still sees that version; a first read that fails leaves no
     snapshot open."""
-    from morphz.api.storage.v1 import storage_pb2 as pb
 
     channel, count = counted(snap.channel)
     client = StorageClient(channel, timeout=10)
