@@ -26,7 +26,6 @@ from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
 
-
 async def following(page_at: Callable[[str], Awaitable[Any]]) -> AsyncIterator[Any]:
     """client.following for the asyncio client: each page awaited in turn."""
     cursor = ""
@@ -36,6 +35,7 @@ async def following(page_at: Callable[[str], Awaitable[Any]]) -> AsyncIterator[A
         if not page.next_cursor:
             return
         cursor = page.next_cursor
+
 
 class AsyncClient:
     """As Client; create it inside the event loop that uses it."""

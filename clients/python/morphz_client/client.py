@@ -36,6 +36,7 @@ from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials
                                    sync_channel)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
+
 def following(page_at: Callable[[str], Any]) -> Iterator[Any]:
     """page_at(cursor) from the first page (cursor "") on, each next_cursor in turn,
     until a page has none."""
