@@ -48,6 +48,7 @@ targets were ratios to the bare echo; the echo rows stay in the table for inform
   scripts/bench commit                        # 5 s per measurement
   scripts/bench commit -- --quick             # 1.5 s per measurement
   scripts/bench commit -- --seconds 10 --json /tmp/commit.json
+  scripts/bench commit -- --quick --recall-idle 0   # recall holds back no context's changes
   scripts/bench commit -- --profile /tmp/commit.pstats   # + a cProfile of the server
   scripts/bench commit -- --profile /tmp/p1.pstats --profile-only --profile-inflight 1 \
       --profile-clock wall                    # only the profile, one client
@@ -447,9 +448,11 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
 class IndexWait:
     """Waits (at most `bound` seconds) until the recall service at `address` has indexed
-    every commit of `contexts` (InspectIndex: lag 0 for each). While the replica's
-    feed_lag says it is behind, only one context is asked, at growing intervals (0.02 s
-    up to `poll` s); then each context not yet seen at lag 0. `calls` counts the
+    every commit of `contexts` (InspectIndex: lag 0 for each). While the replica has
+    not yet taken every change of the feed (feed_lag past feed_held), only one context is
+    asked, at growing intervals (0.02 s up to `poll` s); then each context not yet seen at
+    lag 0. An inspection applies the changes the replica holds back for its context (as
+    a search would), which is indexing work and counted so. `calls` counts the
     InspectIndex calls, whose server CPU `call_cost` measures (to take it out)."""
 
     def __init__(self, address: str, contexts: list[str], bound: float = 120.0,
@@ -472,7 +475,7 @@ class IndexWait:
         pending, pause = list(self.contexts), 0.02
         while True:
             st = self._inspect(pending[0])
-            if not st["feed_lag"] and not st["lag"]:
+            if st["feed_lag"] <= st.get("feed_held", 0) and not st["lag"]:
                 still = []
                 for c in pending:
                     st = self._inspect(c)
@@ -680,7 +683,8 @@ def spy_server(args, tmp: str) -> None:
     n, contexts = args.profile_inflight, args.profile_contexts
     log(f"== sampling the server with py-spy: {n} in flight, {contexts} context(s), recall "
         "included")
-    with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
+    with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data,
+                        *serve_flags(args)],
                        log_path=os.path.join(tmp, "spied-server.log")) as srv:
         import subprocess
         rec = subprocess.Popen([spy, "record", "--pid", str(srv.pid), "--rate",
@@ -823,7 +827,8 @@ def measure_all(args, tmp: str) -> None:
         f"{os.cpu_count()} CPUs")
     measure_baselines(args, tmp, rows)
     data = os.path.join(tmp, "morphz")
-    with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data],
+    with ServerProcess([MORPHZ, "serve", "--listen", "127.0.0.1:0", "--data", data,
+                        *serve_flags(args)],
                        log_path=os.path.join(tmp, "morphz-server.log")) as srv:
         log(f"  {srv.first_line}")
         measure_morphz(args, all_in_one(srv, data), rows)
@@ -844,7 +849,15 @@ def load_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--catchup-bound", type=float, default=120.0, metavar="S",
                     help="longest wait for recall to index a window's commits (default 120)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--recall-idle", type=float, metavar="S",
+                    help="morphz serve --recall-idle (default: the server's; 0 indexes every "
+                    "commit as it comes, as before recall held unread contexts' changes)")
     ap.add_argument("--data", help="parent directory for the LMDB files (default: $TMPDIR)")
+
+
+def serve_flags(args) -> list[str]:
+    """`morphz serve` flags the benchmark was asked to pass (else the server's defaults)."""
+    return [] if args.recall_idle is None else ["--recall-idle", str(args.recall_idle)]
 
 
 def quick(args) -> None:

@@ -374,6 +374,16 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 86400, got {text[:40]!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
@@ -431,6 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "of terms and character trigrams, nothing learned) or onnx:PATH; an "
                        "index built by another embedder needs `recall-index rebuild` before "
                        "vector/hybrid search")
+    serve.add_argument("--recall-idle", metavar="SECONDS", type=_seconds, default=30.0,
+                       help="all, recall: a context no search has asked for in this long has "
+                       "its index brought up to date at its next search or inspection, or "
+                       "this long after its first change waiting (default: 30; 0: index "
+                       "every change as it comes)")
     security_options(serve)
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,
@@ -598,6 +613,7 @@ def run_serve(args: argparse.Namespace) -> int:
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,
                      lease_ttl=args.lease_ttl, shard=args.shard,
                      storage_listen=args.storage_listen, embedder=args.embedder,
+                     recall_idle_seconds=args.recall_idle,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight)
     except OSError as e:

@@ -165,7 +165,8 @@ def render_recall(r: dict, out: TextIO) -> None:
 
 def render_index(r: dict, out: TextIO) -> None:
     for key in ("context", "documents", "events", "frames", "terms", "position",
-                "head", "lag", "feed_position", "feed_head", "feed_lag", "index_bytes", "path"):
+                "head", "lag", "feed_position", "feed_head", "feed_lag", "feed_held", "index_bytes",
+                "path"):
         print(f"{key}: {r.get(key, 0)}", file=out)
     vec = r.get("vectors") or {}
     print(f"embedder: {r.get('embedder', '')}", file=out)

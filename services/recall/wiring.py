@@ -46,10 +46,12 @@ def register(app) -> Wired:
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
     feeds = Feeds(app.store.shard_stores if sharded else lambda: {"": app.store},
-                  lambda name, store: FeedFollower(store, indexer, indexes, feed=name).start(),
+                  lambda name, store: FeedFollower(
+                      store, indexer, indexes, feed=name,
+                      idle_seconds=app.config.recall_idle_seconds).start(),
                   interval=SHARD_LOOKUP_SECONDS if sharded else None).start()
     core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
-                      feed_status=feeds.status)
+                      feed_status=feeds.status, catch_up=feeds.catch_up)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
                  core, [feeds.stop, fitter.close, release])

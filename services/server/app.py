@@ -79,6 +79,9 @@ class ServerConfig:
     storage_listen: str = ""
     # Recall's embedder for the vector leg (services/recall/wiring.py embedder_for).
     embedder: str = "default"
+    # Seconds a context goes unsearched before recall holds its changes back, applied at
+    # its next search or inspection or this long after (services/recall/core/holds.py; 0: never held).
+    recall_idle_seconds: float = 30.0
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN
 

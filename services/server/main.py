@@ -25,8 +25,9 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
           storage: str = "", transaction: str = "", **options) -> int:
-    """`options`: ServerConfig's etcd, instance, advertise, lease_ttl, storage_listen and
-    security; its max_concurrent_rpcs and max_bytes_in_flight."""
+    """`options`: ServerConfig's etcd, instance, advertise, lease_ttl, storage_listen,
+    embedder, recall_idle_seconds and security; its max_concurrent_rpcs and
+    max_bytes_in_flight."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,

@@ -103,6 +103,15 @@ def eventually_found(recall_process: ServerProcess, context: str, query: str,
             time.sleep(0.1)
 
 
+def eventually_saved(path) -> None:
+    """Wait (up to BOUND) for a feed position file: the replica saves a shard's position
+    a moment after applying (a search can find what it applied before)."""
+    deadline = time.monotonic() + BOUND
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, path
+        time.sleep(0.05)
+
+
 NAMES = [f"placed-{n}" for n in range(8)]
 
 
@@ -189,7 +198,7 @@ def test_dist_06_a_recall_replica_follows_every_shards_feed(cluster, placed):
     for name in NAMES[:4]:
         eventually_found(procs["recall"], name, "sharded", [refs[name]])
     for s in SHARDS:  # a position per shard's feed
-        assert os.path.exists(root / "recall" / "recall" / f"FEED_POSITION.{s}")
+        eventually_saved(root / "recall" / "recall" / f"FEED_POSITION.{s}")
 
 
 def test_dist_06_a_recall_replica_follows_a_shard_registered_after_it_started(cluster):
@@ -208,7 +217,7 @@ def test_dist_06_a_recall_replica_follows_a_shard_registered_after_it_started(cl
         ref = a.append_event(name, "main", "user-message", "a latecomer shard")["ref"]
         assert name in shard_contexts({"s3": late}, "s3")
         eventually_found(procs["recall"], name, "latecomer", [ref])
-        assert os.path.exists(root / "recall" / "recall" / "FEED_POSITION.s3")
+        eventually_saved(root / "recall" / "recall" / "FEED_POSITION.s3")
     finally:
         direct.delete(SHARDS_PREFIX + "s3")
         late.kill()

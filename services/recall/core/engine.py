@@ -86,9 +86,14 @@ class RecallCore:
     def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
                  tracer: Optional[trace.Tracer] = None,
                  pins: Optional[SearchPins] = None,
-                 feed_status: Callable[[], dict] = dict) -> None:
+                 feed_status: Callable[[], dict] = dict,
+                 catch_up: Callable[[str, bool], None] = lambda context, search: None
+                 ) -> None:
         self._store = store
         self._feed_status = feed_status  # this replica's place in the change feed
+        # Before a context's index is read (a search or not): apply the feed changes
+        # held back for it.
+        self._catch_up = catch_up
         self._tx = transactions
         self._indexer = indexer
         self._pins = pins if pins is not None else SearchPins()
@@ -184,6 +189,7 @@ class RecallCore:
                 m = MindView(reader)
                 _authorize(m, context, caller, evaluation)
                 m.require_meta(context)
+                self._catch_up(context, True)
                 idx = self._indexer.index(context)
                 snapshot = idx.snapshot()
                 if cursor:  # the next page: from the searcher that answered the first
@@ -369,6 +375,7 @@ class RecallCore:
             policy.check_any(m, context, caller, policy.RECALL)
             m.require_meta(context)
             head = reader.commit_seq
+        self._catch_up(context, False)
         idx = self._indexer.index(context)
         searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)

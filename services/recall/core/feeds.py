@@ -70,6 +70,14 @@ class Feeds:
             statuses = [f.status() for _, f in self._followers.values()]
         return {k: sum(s[k] for s in statuses) for k in statuses[0]} if statuses else {}
 
+    def catch_up(self, context: str, search: bool = True) -> None:
+        """Before a read of the context: every follower applies what it holds for it
+        (only the follower of the context's shard holds any)."""
+        with self._lock:
+            followers = [f for _, f in self._followers.values()]
+        for f in followers:
+            f.catch_up(context, search)
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():

@@ -23,6 +23,11 @@ behind the position (a store without an identity replaced), every index is dropp
 the feed followed again from the start: the indexes are derived, and skipping by a
 version the replaced store reached would leave out the new store's commits.
 
+Changes of contexts nobody has searched lately are held back (holds.py) and applied at
+the context's next read (`catch_up`) or within `idle` seconds; the position saved stays below
+them. The follower remembers the last change it took (`taken`, applied or held) apart
+from the position everything up to which is applied.
+
 Over sharded storage there is one follower per shard (`feed`: the shard's name), each
 with a position of its own; starting over drops only the indexes of that shard's contexts.
 """
@@ -34,6 +39,7 @@ import time
 from collections import deque
 from typing import Optional
 
+from morphz.services.recall.core.holds import Holds
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.shared.storage.api import Change, FeedPage, Store
@@ -91,12 +97,16 @@ class _PageQueue:
 class FeedFollower:
     def __init__(self, store: Store, indexer: Indexer, indexes: IndexDirectory, *,
                  rest_ratio: float = 3.0, max_rest_seconds: float = 2.0,
-                 retry_seconds: float = 0.5, feed: str = "") -> None:
+                 retry_seconds: float = 0.5, feed: str = "", idle_seconds: float = 0.0) -> None:
+        """`idle_seconds`: how long a context goes unsearched before its changes are held
+        (holds.py; 0: every change is applied as it comes)."""
         self._store, self._indexer, self._indexes = store, indexer, indexes
         self._ratio, self._max_rest, self._retry = rest_ratio, max_rest_seconds, retry_seconds
         self._feed = feed
         self._position, self._store_id = indexes.feed_position(feed)
+        self._taken = self._position
         self._head = self._position
+        self._holds = Holds(idle_seconds)
         # Pages are queued with the epoch they were read in; starting over (a replaced
         # store) moves the epoch, so pages of the old store left in the queue are dropped.
         self._pages = _PageQueue(QUEUED_CHANGES)
@@ -124,25 +134,45 @@ class FeedFollower:
             t.join(timeout)
 
     def status(self) -> dict:
-        """This replica's place in the feed: applied position, and the head: a lazy feed's
+        """This replica's place in the feed: the position everything up to which is
+        applied (where a restart resumes), the head, and the lag: the changes up to the
+        head not applied yet, held ones included (`feed_held`). The head: a lazy feed's
         store is asked (it is in process; the follower hears of nothing while it rests, so
         the head it last read would say caught up with commits waiting), a streaming
         feed's is the head its last page named."""
-        head = max(self._head, self._position)
+        taken = self._taken
+        head = max(self._head, self._position, taken)
         if self._store.watch_is_lazy:
             try:
                 head = max(head, self._store.feed_head())
             except Exception:  # noqa: BLE001 - a closed store: what was last heard of
                 _log.debug("feed head unavailable", exc_info=True)
+        held = self._holds.held()
         return {"feed_position": self._position, "feed_head": head,
-                "feed_lag": head - self._position}
+                "feed_lag": head - taken + held, "feed_held": held}
+
+    def catch_up(self, context: str, search: bool = True) -> None:
+        """Before a read of the context: apply what is held for it (the read sees every
+        change this follower has taken); after a `search`, none of its changes are held
+        for `idle` seconds. When that fails, the changes are held again and the read sees
+        the index as is."""
+        token, held = self._holds.claim(context, search)
+        if token is None:
+            return
+        try:
+            self._indexer.apply(context, held)
+        except Exception:  # noqa: BLE001 - derived data: the read goes on; lag shows it
+            _log.warning("%s: applying held changes failed; will retry", context, exc_info=True)
+            self._holds.release(token, context, held)
+            return
+        self._holds.release(token, context)
 
     # -- reading -----------------------------------------------------------------------
     def _read(self) -> None:
         reachable = True
         while not self._stop.is_set():
             self._rewind.clear()
-            after, epoch = self._position, self._epoch  # from what is applied
+            after, epoch = self._taken, self._epoch  # from what is applied or held
             try:
                 for page in self._store.watch(after, stop=self._stop):
                     if self._rewind.is_set():
@@ -179,8 +209,9 @@ class FeedFollower:
         with self._applying:
             self._epoch += 1
             self._pages.drain()
+            self._holds.clear()
             self._indexes.reset(self._store.contexts() if self._feed else None)
-            self._position, self._head, self._store_id = 0, 0, store
+            self._position, self._taken, self._head, self._store_id = 0, 0, 0, store
             self._indexes.save_feed_position(0, store, self._feed)
 
     def _until_wanted(self) -> None:
@@ -199,6 +230,7 @@ class FeedFollower:
             self._wanted.set()
             first = self._pages.get(timeout=0.2)
             if first is None:
+                self._settle_now()
                 continue
             self._wanted.clear()
             items = self._backlog(first)
@@ -219,7 +251,7 @@ class FeedFollower:
                 except Exception:  # noqa: BLE001 - keep the position: retried from it
                     _log.exception("indexing from feed position %d failed; will retry",
                                    self._position)
-                    self._rewind.set()
+                    self._forget_taken()
                     failed = True
             if failed:
                 self._stop.wait(self._retry)
@@ -249,12 +281,12 @@ class FeedFollower:
         return items
 
     def _next_run(self, changes) -> tuple[list[Change], bool]:
-        """The changes that continue the applied position without a hole (feed positions
+        """The changes that continue the last one taken without a hole (feed positions
         are consecutive), and whether a hole cut the run short."""
-        run, expected = [], self._position + 1
+        run, expected = [], self._taken + 1
         for c in changes:
             if c.position < expected:
-                continue  # already applied
+                continue  # already applied or held
             if c.position > expected:
                 return run, True
             run.append(c)
@@ -262,13 +294,44 @@ class FeedFollower:
         return run, False
 
     def apply(self, changes: list[Change]) -> None:
-        """Index the changes (in feed order), then save the position they reach."""
+        """Index the changes (in feed order) or hold them, then save the position
+        everything before is applied up to."""
         by_context: dict[str, list[Change]] = {}
         for c in changes:
             by_context.setdefault(c.context, []).append(c)
         for context, mine in by_context.items():
             if self._stop.is_set():
                 return  # the position stays before what was not applied
-            self._indexer.apply(context, mine)
-        self._indexes.save_feed_position(changes[-1].position, self._store_id, self._feed)
-        self._position = changes[-1].position  # never reported ahead of what is saved
+            now = self._holds.take(context, mine)
+            if now:
+                self._indexer.apply(context, now)
+        self._taken = changes[-1].position
+        self._settle()
+
+    def _settle(self) -> None:
+        """Apply the changes held long enough, and save the position reached."""
+        for context, held in self._holds.due():
+            if self._stop.is_set():
+                return
+            self._indexer.apply(context, held)
+        floor = self._holds.floor(self._taken)
+        if floor != self._position:
+            self._indexes.save_feed_position(floor, self._store_id, self._feed)
+            self._position = floor  # never reported ahead of what is saved
+
+    def _settle_now(self) -> None:
+        """While no page comes: what `_settle` does after an application."""
+        with self._applying:
+            try:
+                self._settle()
+            except Exception:  # noqa: BLE001 - as a failed application: retried from it
+                _log.exception("indexing held changes failed; will retry from feed "
+                               "position %d", self._position)
+                self._forget_taken()
+
+    def _forget_taken(self) -> None:
+        """After a failure: drop what is held and read the feed again from the position
+        saved (applied changes are skipped by each index's own position)."""
+        self._holds.clear()
+        self._taken = self._position
+        self._rewind.set()

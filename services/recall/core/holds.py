@@ -1,0 +1,117 @@
+"""Feed changes held back from the indexes of contexts nobody reads.
+
+Committing a context's index costs some 20 ms of CPU however little it holds, so when
+many contexts are written at once, indexing each of them at every application of the
+feed costs more CPU than the commits themselves. A context that no search has asked
+for in the last `idle` seconds has its changes held here instead, and they are applied
+together:
+  - when the context is next read (searched or inspected): the read applies them before
+    it looks (it sees every change the replica has taken from the feed, fresher than a
+    background application);
+  - when the first of them has been held `idle` seconds;
+  - when the context holds MAX_CHANGES, or every context together MAX_TOTAL.
+A context searched within the last `idle` seconds is applied at every application, as
+before. An inspection does not count as a search: a monitor polling every context would
+otherwise keep them all indexed eagerly. (Elasticsearch skips the refresh of search-idle
+shards the same way, and its statistics calls do not wake them.)
+
+Nothing is lost: the feed position saved is just below the first change held or being
+applied (`floor`), so a restart reads held changes from the feed again.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Callable, Optional
+
+from morphz.shared.storage.api import Change
+
+MAX_CHANGES = 1000   # held for one context: then applied (the commit's cost is spread)
+MAX_TOTAL = 20_000   # held for all: bounds memory and what a restart reads again
+
+
+class Holds:
+    def __init__(self, idle: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """`idle`: seconds without a read before a context's changes are held, and the
+        longest they are held (0: nothing is ever held)."""
+        self.idle = idle
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[float, list[Change]]] = {}  # context -> (since, changes)
+        self._total = 0
+        self._read_at: dict[str, float] = {}
+        self._claimed: dict[int, int] = {}  # reads applying held changes: first position
+        self._tokens = itertools.count()
+
+    def take(self, context: str, changes: list[Change]) -> list[Change]:
+        """What to apply now of the context's `changes` (feed order) and what it held
+        before them; [] when they are held too."""
+        now = self._clock()
+        with self._lock:
+            since, held = self._held.get(context, (now, []))
+            if (self.idle > 0 and now - self._read_at.get(context, now - self.idle) >= self.idle
+                    and now - since < self.idle and len(held) + len(changes) < MAX_CHANGES
+                    and self._total + len(changes) <= MAX_TOTAL):
+                self._held[context] = (since, held)
+                held.extend(changes)  # in place: a context's changes come a few at a time
+                self._total += len(changes)
+                return []
+            self._held.pop(context, None)
+            self._total -= len(held)
+            return held + changes
+
+    def due(self) -> list[tuple[str, list[Change]]]:
+        """The contexts held `idle` seconds, with their changes (no longer held)."""
+        now = self._clock()
+        with self._lock:
+            out = [(c, ch) for c, (since, ch) in self._held.items() if now - since >= self.idle]
+            for context, changes in out:
+                del self._held[context]
+                self._total -= len(changes)
+            self._read_at = {c: t for c, t in self._read_at.items() if now - t < self.idle}
+            return out
+
+    def claim(self, context: str, search: bool = True) -> tuple[Optional[int], list[Change]]:
+        """A read of `context` (`search`: a search, which keeps the context from being
+        held for `idle` seconds): (token, what is held for it) for the reader to apply,
+        counted in `floor` until `release(token)`; (None, []) when nothing is held."""
+        now = self._clock()
+        with self._lock:
+            if search:
+                self._read_at[context] = now
+            if context not in self._held:
+                return None, []
+            _, changes = self._held.pop(context)
+            self._total -= len(changes)
+            token = next(self._tokens)
+            self._claimed[token] = changes[0].position
+            return token, changes
+
+    def release(self, token: int, context: str, unapplied: list[Change] = ()) -> None:
+        """A claim ended; `unapplied`: its changes, when applying them failed (held again,
+        before any held since)."""
+        with self._lock:
+            del self._claimed[token]
+            if unapplied:
+                since, held = self._held.pop(context, (self._clock(), []))
+                self._held[context] = (since, list(unapplied) + held)
+                self._total += len(unapplied)
+
+    def floor(self, taken: int) -> int:
+        """The feed position up to which every change is applied, given that the follower
+        has taken (applied or held) every change up to `taken`."""
+        with self._lock:
+            firsts = [ch[0].position for _, ch in self._held.values()]
+            firsts.extend(self._claimed.values())
+        return min(firsts) - 1 if firsts else taken
+
+    def held(self) -> int:
+        with self._lock:
+            return self._total
+
+    def clear(self) -> None:
+        """Forget what is held (it will be read from the feed again)."""
+        with self._lock:
+            self._held.clear()
+            self._total = 0

@@ -1,0 +1,156 @@
+"""RECALL-10: changes of contexts nobody reads are held back from their indexes, and a
+read applies them first (services/recall/core/holds.py, follower.py).
+
+A real LmdbStore, TransactionCore, Indexer, tantivy indexes and a started FeedFollower;
+the RecallCore's reads catch up through the follower as the server wires them."""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from morphz.services.recall.client import RecallClient
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.follower import FeedFollower
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.client import TransactionClient
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as ME
+
+from tests.topology import ServerProcess
+
+
+def until(check, bound: float = 30.0) -> None:
+    deadline = time.monotonic() + bound
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@contextmanager
+def recall(tmp_path, idle: float, store=None):
+    """(store, transactions, indexer, follower, core): the follower rests 0.05 s."""
+    store = store or LmdbStore(str(tmp_path / "store"))
+    tx = TransactionCore(store)
+    indexes = IndexDirectory(str(tmp_path / "recall"))
+    indexer = Indexer(store, indexes)
+    follower = FeedFollower(store, indexer, indexes, rest_ratio=1e6, max_rest_seconds=0.05,
+                            idle_seconds=idle).start()
+    core = RecallCore(store, tx, indexer, feed_status=follower.status,
+                      catch_up=follower.catch_up)
+    try:
+        yield store, tx, indexer, follower, core
+    finally:
+        follower.stop()
+
+
+def appends(tx, context: str, n: int) -> None:
+    for i in range(n):
+        tx.append_event(context, "s1", "user-message", f"note {i} lantern", caller=ME)
+
+
+def head(store, context: str) -> int:
+    with store.reader(context) as r:
+        return r.commit_seq
+
+
+def test_recall_10_an_unread_contexts_changes_wait_for_its_next_search(tmp_path):
+    with recall(tmp_path, idle=60.0) as (store, tx, indexer, follower, core):
+        for c in ("a", "b"):
+            tx.create_context(c, caller=ME)
+            appends(tx, c, 3)
+        held = head(store, "a") + head(store, "b")  # every commit of both: one change each
+        until(lambda: follower.status()["feed_held"] == held)
+        assert indexer.position("a") == indexer.position("b") == 0  # nothing applied
+        status = follower.status()
+        assert status["feed_position"] == 0 < status["feed_head"]  # saved below them
+        reply = core.search("a", "lantern", caller=ME)
+        assert len(reply["results"]) == 3 and reply["lag"] == 0  # applied first
+        assert indexer.position("b") == 0  # the other context still waits
+        assert follower.status()["feed_held"] == head(store, "b")
+        st = core.inspect("b", caller=ME)  # an inspection reads the index too
+        assert st["lag"] == 0 and st["events"] == 1 + 3  # the creation's event too
+        until(lambda: follower.status()["feed_lag"] == 0)  # nothing held: saved to head
+        assert follower.status()["feed_held"] == 0
+        appends(tx, "b", 1)  # b was inspected, not searched: held again
+        until(lambda: follower.status()["feed_held"] == 1)
+        appends(tx, "a", 1)  # a was searched: indexed as it comes
+        until(lambda: indexer.position("a") == head(store, "a"))
+        assert follower.status()["feed_held"] == 1
+
+
+def test_recall_10_a_context_searched_lately_is_indexed_as_its_changes_come(tmp_path):
+    with recall(tmp_path, idle=60.0) as (store, tx, indexer, follower, core):
+        tx.create_context("a", caller=ME)
+        until(lambda: follower.status()["feed_held"] > 0)
+        core.search("a", "lantern", caller=ME)  # read now: not held for 60 s
+        appends(tx, "a", 5)
+        until(lambda: indexer.position("a") == head(store, "a"))  # with no read
+        assert follower.status()["feed_held"] == 0
+
+
+def test_recall_10_held_changes_are_indexed_within_the_idle_time_unread(tmp_path):
+    with recall(tmp_path, idle=1.0) as (store, tx, indexer, follower, _):
+        tx.create_context("a", caller=ME)
+        appends(tx, "a", 3)
+        until(lambda: follower.status()["feed_held"] > 0)
+        held_at = time.monotonic()
+        until(lambda: indexer.position("a") == head(store, "a"), bound=20.0)
+        assert time.monotonic() - held_at < 10  # about a second: not forgotten
+        until(lambda: follower.status()["feed_lag"] == 0)
+
+
+def test_recall_10_a_restart_indexes_the_changes_that_were_held(tmp_path):
+    store = LmdbStore(str(tmp_path / "store"))
+    try:
+        with recall(tmp_path, idle=60.0, store=store) as (_, tx, indexer, follower, _):
+            tx.create_context("a", caller=ME)
+            appends(tx, "a", 4)
+            until(lambda: follower.status()["feed_held"] == head(store, "a"))
+        saved, _ = IndexDirectory(str(tmp_path / "recall")).feed_position()
+        assert saved == 0  # below the held changes, which were never applied
+        with recall(tmp_path, idle=0.0, store=store) as (_, _, indexer, follower, core):
+            until(lambda: follower.status()["feed_lag"] == 0)
+            assert indexer.position("a") == head(store, "a")
+            assert len(core.search("a", "lantern", caller=ME)["results"]) == 4
+    finally:
+        store.close()
+
+
+def test_recall_10_a_search_that_cannot_apply_held_changes_answers_and_keeps_them(tmp_path):
+    with recall(tmp_path, idle=60.0) as (store, tx, indexer, follower, core):
+        tx.create_context("a", caller=ME)
+        appends(tx, "a", 2)
+        until(lambda: follower.status()["feed_held"] == head(store, "a"))
+        apply = indexer.apply
+
+        def fail_once(context, changes):
+            indexer.apply = apply
+            raise OSError("disk full")
+        indexer.apply = fail_once
+        reply = core.search("a", "lantern", caller=ME)
+        assert reply["results"] == [] and reply["lag"] == head(store, "a")  # as it was
+        assert follower.status()["feed_held"] == head(store, "a")  # kept, not lost
+        assert len(core.search("a", "lantern", caller=ME)["results"]) == 2
+
+
+def test_recall_10_morphz_serve_holds_an_unread_contexts_changes_until_its_search(tmp_path):
+    """Over gRPC, `morphz serve --recall-idle 3600` as a process: inspecting one context
+    shows the other's changes held (`feed_held`) until a search of it applies them."""
+    srv = ServerProcess(tmp_path / "data", args=["--recall-idle", "3600"]).start()
+    try:
+        channel = srv.channel()
+        tx, rc = TransactionClient(channel, timeout=30), RecallClient(channel, timeout=30)
+        tx.create_context("a")
+        tx.create_context("b")
+        refs = [tx.append_event("a", "s1", "user-message", f"held lantern {i}")["ref"]
+                for i in range(3)]
+        held = tx.status("a")["commit_seq"]  # a change each: the creation and the appends
+        until(lambda: rc.inspect("b")["feed_held"] == held)  # b's applied as inspected
+        reply = rc.search("a", "lantern")
+        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs)
+        assert reply["lag"] == 0
+        until(lambda: (s := rc.inspect("b"))["feed_held"] == 0 and s["feed_lag"] == 0)
+    finally:
+        srv.kill()
