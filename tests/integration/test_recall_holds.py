@@ -154,3 +154,26 @@ def test_recall_10_morphz_serve_holds_an_unread_contexts_changes_until_its_searc
         until(lambda: (s := rc.inspect("b"))["feed_held"] == 0 and s["feed_lag"] == 0)
     finally:
         srv.kill()
+
+
+def test_recall_10_a_server_killed_while_changes_are_held_indexes_them_after_restart(tmp_path):
+    """SIGKILL while the only copy of what recall took is its memory: the position saved
+    is below those changes, so the restarted server reads and indexes them again."""
+    srv = ServerProcess(tmp_path / "data", args=["--recall-idle", "3600"]).start()
+    try:
+        channel = srv.channel()
+        tx, rc = TransactionClient(channel, timeout=30), RecallClient(channel, timeout=30)
+        tx.create_context("a")
+        tx.create_context("b")
+        refs = [tx.append_event("a", "s1", "user-message", f"kept lantern {i}")["ref"]
+                for i in range(3)]
+        until(lambda: rc.inspect("b")["feed_held"] == tx.status("a")["commit_seq"])
+        srv.kill()
+        saved, _ = IndexDirectory(str(tmp_path / "data" / "recall")).feed_position()
+        assert saved == 0  # below a's first change (its creation), held until the kill
+        channel = srv.start().channel()
+        rc = RecallClient(channel, timeout=30)
+        until(lambda: sorted(h["ref"] for h in rc.search("a", "lantern")["results"])
+              == sorted(refs))
+    finally:
+        srv.kill()

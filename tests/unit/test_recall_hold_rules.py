@@ -83,3 +83,13 @@ def test_recall_10_an_inspection_applies_what_is_held_but_is_not_a_search():
     assert claimed == changes("a", 1)
     h.release(token, "a")
     assert h.take("a", changes("a", 2)) == []  # still held: no search asked for it
+
+
+def test_recall_10_a_failed_read_puts_nothing_back_once_the_holds_were_cleared():
+    """Cleared: the follower starts over (another store) or reads the feed again."""
+    h = Holds(30.0, Clock())
+    h.take("a", changes("a", 1))
+    token, claimed = h.claim("a")
+    h.clear()
+    h.release(token, "a", claimed)
+    assert h.held() == 0 and h.floor(1) == 1

@@ -33,16 +33,18 @@ MAX_TOTAL = 20_000   # held for all: bounds memory and what a restart reads agai
 
 class Holds:
     def __init__(self, idle: float, clock: Callable[[], float] = time.monotonic) -> None:
-        """`idle`: seconds without a read before a context's changes are held, and the
+        """`idle`: seconds without a search before a context's changes are held, and the
         longest they are held (0: nothing is ever held)."""
         self.idle = idle
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[str, tuple[float, list[Change]]] = {}  # context -> (since, changes)
         self._total = 0
-        self._read_at: dict[str, float] = {}
-        self._claimed: dict[int, int] = {}  # reads applying held changes: first position
+        self._searched_at: dict[str, float] = {}  # searched within `idle` seconds
+        # Reads applying held changes: token -> (first position, clears before the claim).
+        self._claimed: dict[int, tuple[int, int]] = {}
         self._tokens = itertools.count()
+        self._cleared = 0  # a claim made before a clear puts nothing back
 
     def take(self, context: str, changes: list[Change]) -> list[Change]:
         """What to apply now of the context's `changes` (feed order) and what it held
@@ -50,8 +52,8 @@ class Holds:
         now = self._clock()
         with self._lock:
             since, held = self._held.get(context, (now, []))
-            if (self.idle > 0 and now - self._read_at.get(context, now - self.idle) >= self.idle
-                    and now - since < self.idle and len(held) + len(changes) < MAX_CHANGES
+            searched = context in self._searched_at and now - self._searched_at[context] < self.idle
+            if (self.idle > 0 and not searched and now - since < self.idle and len(held) + len(changes) < MAX_CHANGES
                     and self._total + len(changes) <= MAX_TOTAL):
                 self._held[context] = (since, held)
                 held.extend(changes)  # in place: a context's changes come a few at a time
@@ -69,7 +71,8 @@ class Holds:
             for context, changes in out:
                 del self._held[context]
                 self._total -= len(changes)
-            self._read_at = {c: t for c, t in self._read_at.items() if now - t < self.idle}
+            self._searched_at = {c: t for c, t in self._searched_at.items()
+                                 if now - t < self.idle}
             return out
 
     def claim(self, context: str, search: bool = True) -> tuple[Optional[int], list[Change]]:
@@ -79,21 +82,21 @@ class Holds:
         now = self._clock()
         with self._lock:
             if search:
-                self._read_at[context] = now
+                self._searched_at[context] = now
             if context not in self._held:
                 return None, []
             _, changes = self._held.pop(context)
             self._total -= len(changes)
             token = next(self._tokens)
-            self._claimed[token] = changes[0].position
+            self._claimed[token] = (changes[0].position, self._cleared)
             return token, changes
 
     def release(self, token: int, context: str, unapplied: list[Change] = ()) -> None:
         """A claim ended; `unapplied`: its changes, when applying them failed (held again,
-        before any held since)."""
+        before any held since, unless everything held was cleared meanwhile)."""
         with self._lock:
-            del self._claimed[token]
-            if unapplied:
+            _, cleared = self._claimed.pop(token)
+            if unapplied and cleared == self._cleared:
                 since, held = self._held.pop(context, (self._clock(), []))
                 self._held[context] = (since, list(unapplied) + held)
                 self._total += len(unapplied)
@@ -103,7 +106,7 @@ class Holds:
         has taken (applied or held) every change up to `taken`."""
         with self._lock:
             firsts = [ch[0].position for _, ch in self._held.values()]
-            firsts.extend(self._claimed.values())
+            firsts.extend(first for first, _ in self._claimed.values())
         return min(firsts) - 1 if firsts else taken
 
     def held(self) -> int:
@@ -115,3 +118,4 @@ class Holds:
         with self._lock:
             self._held.clear()
             self._total = 0
+            self._cleared += 1
