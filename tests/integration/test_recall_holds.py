@@ -135,9 +135,11 @@ def test_recall_10_a_search_that_cannot_apply_held_changes_answers_and_keeps_the
         assert len(core.search("a", "lantern", caller=ME)["results"]) == 2
 
 
-def test_recall_10_morphz_serve_holds_an_unread_contexts_changes_until_its_search(tmp_path):
-    """Over gRPC, `morphz serve --recall-idle 3600` as a process: inspecting one context
-    shows the other's changes held (`feed_held`) until a search of it applies them."""
+@contextmanager
+def serving_a_held_context(tmp_path):
+    """`morphz serve --recall-idle 3600` as a process, with contexts a and b, three events
+    appended to a, and every change of a held (b inspected: its changes applied):
+    (server, recall client, a's event refs)."""
     srv = ServerProcess(tmp_path / "data", args=["--recall-idle", "3600"]).start()
     try:
         channel = srv.channel()
@@ -147,33 +149,29 @@ def test_recall_10_morphz_serve_holds_an_unread_contexts_changes_until_its_searc
         refs = [tx.append_event("a", "s1", "user-message", f"held lantern {i}")["ref"]
                 for i in range(3)]
         held = tx.status("a")["commit_seq"]  # a change each: the creation and the appends
-        until(lambda: rc.inspect("b")["feed_held"] == held)  # b's applied as inspected
+        until(lambda: rc.inspect("b")["feed_held"] == held)
+        yield srv, rc, refs
+    finally:
+        srv.kill()
+
+
+def test_recall_10_morphz_serve_holds_an_unread_contexts_changes_until_its_search(tmp_path):
+    """Over gRPC: inspecting one context shows the other's changes held (`feed_held`)
+    until a search of it applies them."""
+    with serving_a_held_context(tmp_path) as (_, rc, refs):
         reply = rc.search("a", "lantern")
         assert sorted(h["ref"] for h in reply["results"]) == sorted(refs)
         assert reply["lag"] == 0
         until(lambda: (s := rc.inspect("b"))["feed_held"] == 0 and s["feed_lag"] == 0)
-    finally:
-        srv.kill()
 
 
 def test_recall_10_a_server_killed_while_changes_are_held_indexes_them_after_restart(tmp_path):
     """SIGKILL while the only copy of what recall took is its memory: the position saved
     is below those changes, so the restarted server reads and indexes them again."""
-    srv = ServerProcess(tmp_path / "data", args=["--recall-idle", "3600"]).start()
-    try:
-        channel = srv.channel()
-        tx, rc = TransactionClient(channel, timeout=30), RecallClient(channel, timeout=30)
-        tx.create_context("a")
-        tx.create_context("b")
-        refs = [tx.append_event("a", "s1", "user-message", f"kept lantern {i}")["ref"]
-                for i in range(3)]
-        until(lambda: rc.inspect("b")["feed_held"] == tx.status("a")["commit_seq"])
+    with serving_a_held_context(tmp_path) as (srv, _, refs):
         srv.kill()
         saved, _ = IndexDirectory(str(tmp_path / "data" / "recall")).feed_position()
         assert saved == 0  # below a's first change (its creation), held until the kill
-        channel = srv.start().channel()
-        rc = RecallClient(channel, timeout=30)
+        rc = RecallClient(srv.start().channel(), timeout=30)
         until(lambda: sorted(h["ref"] for h in rc.search("a", "lantern")["results"])
               == sorted(refs))
-    finally:
-        srv.kill()

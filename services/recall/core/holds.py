@@ -41,6 +41,7 @@ class Holds:
         self._held: dict[str, tuple[float, list[Change]]] = {}  # context -> (since, changes)
         self._total = 0
         self._searched_at: dict[str, float] = {}  # searched within `idle` seconds
+        self._pruned = clock()  # when searches older than that were last forgotten
         # Reads applying held changes: token -> (first position, clears before the claim).
         self._claimed: dict[int, tuple[int, int]] = {}
         self._tokens = itertools.count()
@@ -71,8 +72,10 @@ class Holds:
             for context, changes in out:
                 del self._held[context]
                 self._total -= len(changes)
-            self._searched_at = {c: t for c, t in self._searched_at.items()
-                                 if now - t < self.idle}
+            if now - self._pruned >= self.idle:  # not on every call: it may be long
+                self._searched_at = {c: t for c, t in self._searched_at.items()
+                                     if now - t < self.idle}
+                self._pruned = now
             return out
 
     def claim(self, context: str, search: bool = True) -> tuple[Optional[int], list[Change]]:
