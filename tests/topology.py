@@ -150,12 +150,15 @@ class SplitServers:
     dependency order and stopped callers first; `start` after `stop` restarts them on
     the same data (storage on a new port, the others told it). `args`: flags every
     role gets (authentication, say), `auth`: what health checks present, `env`: what
-    every process's environment adds (log level, tracing)."""
+    every process's environment adds (log level, tracing), `role_args`: flags of one
+    role (recall's --recall-idle, say)."""
 
     def __init__(self, root: Path, args: list[str] | None = None,
-                 auth: ClientAuth = PLAINTEXT, env: dict | None = None) -> None:
+                 auth: ClientAuth = PLAINTEXT, env: dict | None = None,
+                 role_args: dict[str, list[str]] | None = None) -> None:
         self.root = Path(root)
         self.args, self.auth, self.env = list(args or []), auth, dict(env or {})
+        self.role_args = dict(role_args or {})
         self.procs: dict[str, ServerProcess] = {}
 
     def start(self) -> "SplitServers":
@@ -164,7 +167,8 @@ class SplitServers:
         try:
             for role in ROLES:
                 self.procs[role] = ServerProcess(
-                    self.root / role, self.env, args=[role, *self._calls(role), *self.args],
+                    self.root / role, self.env,
+                    args=[role, *self._calls(role), *self.args, *self.role_args.get(role, [])],
                     auth=self.auth).start()
             for proc in self.procs.values():
                 wait_health(proc, SERVING)

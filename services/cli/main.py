@@ -26,7 +26,7 @@ from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
                                         global_options, print_json, unsigned)
 from morphz.services.cli.tracing import command_trace
-from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
@@ -441,11 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "of terms and character trigrams, nothing learned) or onnx:PATH; an "
                        "index built by another embedder needs `recall-index rebuild` before "
                        "vector/hybrid search")
-    serve.add_argument("--recall-idle", metavar="SECONDS", type=_seconds, default=30.0,
+    serve.add_argument("--recall-idle", metavar="SECONDS", type=_seconds,
+                       default=RECALL_IDLE_SECONDS,
                        help="all, recall: a context no search has asked for in this long has "
                        "its index brought up to date at its next search or inspection, or "
-                       "this long after its first change waiting (default: 30; 0: index "
-                       "every change as it comes)")
+                       f"this long after its first change waiting (default: {RECALL_IDLE_SECONDS:g}; "
+                       "0: index every change as it comes)")
     security_options(serve)
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,

@@ -28,7 +28,7 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import DEFAULT_TTL
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
-from morphz.services.server.defaults import DEFAULT_LISTEN
+from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.server.wired import Wired
 from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
@@ -81,7 +81,7 @@ class ServerConfig:
     embedder: str = "default"
     # Seconds a context goes unsearched before recall holds its changes back, applied at
     # its next search or inspection or this long after (services/recall/core/holds.py; 0: never held).
-    recall_idle_seconds: float = 30.0
+    recall_idle_seconds: float = RECALL_IDLE_SECONDS
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN
 

@@ -17,6 +17,7 @@ from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
 from morphz.services.server.app import ServerConfig
+from morphz.services.server.defaults import RECALL_IDLE_SECONDS
 from morphz.services.server.security import Guard
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
                                             dependency_channel, expose, mark)
@@ -197,6 +198,9 @@ def check_addresses(role: str, config: ServerConfig) -> None:
     if config.embedder not in ("", "default") and role not in ("all", "recall"):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --embedder: "
                           "only recall embeds", field="embedder", role=role)
+    if config.recall_idle_seconds != RECALL_IDLE_SECONDS and role not in ("all", "recall"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --recall-idle: "
+                          "only recall indexes", field="recall_idle", role=role)
     if config.storage_listen and role != "all":
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --storage-listen: "
                           "`serve storage` serves the storage API on --listen",

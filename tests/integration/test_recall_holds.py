@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
+import pytest
+
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.follower import FeedFollower
@@ -18,7 +20,7 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
-from tests.topology import ServerProcess
+from tests.topology import ServerProcess, SplitServers
 
 
 def until(check, bound: float = 30.0) -> None:
@@ -135,22 +137,31 @@ def test_recall_10_a_search_that_cannot_apply_held_changes_answers_and_keeps_the
         assert len(core.search("a", "lantern", caller=ME)["results"]) == 2
 
 
+def hold_three_events(tx: TransactionClient, rc: RecallClient) -> list[str]:
+    """Contexts a and b, three events appended to a; returns their refs once every change
+    of a is held (b inspected until then: its own changes applied)."""
+    tx.create_context("a")
+    tx.create_context("b")
+    refs = [tx.append_event("a", "s1", "user-message", f"held lantern {i}")["ref"]
+            for i in range(3)]
+    held = tx.status("a")["commit_seq"]  # a change each: the creation and the appends
+    until(lambda: rc.inspect("b")["feed_held"] == held)
+    return refs
+
+
+def found(rc: RecallClient) -> list[str]:
+    return sorted(h["ref"] for h in rc.search("a", "lantern")["results"])
+
+
 @contextmanager
 def serving_a_held_context(tmp_path):
-    """`morphz serve --recall-idle 3600` as a process, with contexts a and b, three events
-    appended to a, and every change of a held (b inspected: its changes applied):
+    """`morphz serve --recall-idle 3600` as a process, with hold_three_events done:
     (server, recall client, a's event refs)."""
     srv = ServerProcess(tmp_path / "data", args=["--recall-idle", "3600"]).start()
     try:
         channel = srv.channel()
-        tx, rc = TransactionClient(channel, timeout=30), RecallClient(channel, timeout=30)
-        tx.create_context("a")
-        tx.create_context("b")
-        refs = [tx.append_event("a", "s1", "user-message", f"held lantern {i}")["ref"]
-                for i in range(3)]
-        held = tx.status("a")["commit_seq"]  # a change each: the creation and the appends
-        until(lambda: rc.inspect("b")["feed_held"] == held)
-        yield srv, rc, refs
+        rc = RecallClient(channel, timeout=30)
+        yield srv, rc, hold_three_events(TransactionClient(channel, timeout=30), rc)
     finally:
         srv.kill()
 
@@ -173,5 +184,26 @@ def test_recall_10_a_server_killed_while_changes_are_held_indexes_them_after_res
         saved, _ = IndexDirectory(str(tmp_path / "data" / "recall")).feed_position()
         assert saved == 0  # below a's first change (its creation), held until the kill
         rc = RecallClient(srv.start().channel(), timeout=30)
-        until(lambda: sorted(h["ref"] for h in rc.search("a", "lantern")["results"])
-              == sorted(refs))
+        until(lambda: found(rc) == sorted(refs))
+
+
+@pytest.mark.split_processes
+def test_recall_10_a_recall_process_holds_the_streamed_feed_and_a_kill_loses_nothing(
+        tmp_path):
+    """Split: recall in its own process follows the storage service's streamed feed.
+    Held changes wait for a search; killed while holding, the recall process alone
+    restarts and still finds them (storage and transaction stay up)."""
+    servers = SplitServers(tmp_path / "split",
+                           role_args={"recall": ["--recall-idle", "3600"]}).start()
+    try:
+        tx = TransactionClient(servers.procs["transaction"].channel(), timeout=30)
+        rc = RecallClient(servers.procs["recall"].channel(), timeout=30)
+        refs = hold_three_events(tx, rc)
+        recall = servers.procs["recall"]
+        recall.kill()
+        rc = RecallClient(recall.start().channel(), timeout=30)
+        until(lambda: found(rc) == sorted(refs))
+        more = tx.append_event("a", "s1", "user-message", "searched lantern")["ref"]
+        until(lambda: found(rc) == sorted([*refs, more]))  # and follows new commits
+    finally:
+        servers.kill()

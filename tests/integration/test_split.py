@@ -199,7 +199,8 @@ def test_dist_05_sigterm_drains_every_split_process(cluster):
 @pytest.mark.parametrize("argv, field", [
     (["recall", "--storage", "127.0.0.1:1"], "transaction"),  # one it calls is missing
     (["all", "--storage", "127.0.0.1:1"], "storage"),  # all-in-one calls nothing remote
-], ids=["recall-without-transaction", "all-with-storage"])
+    (["storage", "--recall-idle", "5"], "recall_idle"),  # only recall indexes
+], ids=["recall-without-transaction", "all-with-storage", "storage-with-recall-idle"])
 def test_dist_05_serve_role_gets_exactly_the_addresses_it_calls(tmp_path, argv, field):
     proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
                            "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
