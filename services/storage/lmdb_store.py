@@ -56,7 +56,9 @@ class _Submission(Ticket):
         super().__init__()
         self.context, self.expect, self.encoded, self.fence = context, expect, encoded, fence
         self.change = change  # its keys; position and commit_seq are set when it applies
-        self.done = threading.Event()
+        # Set by the leader that applied it, which holds the leader lock its waiter takes
+        # next: a plain flag (an Event was only ever polled, for 7 us per commit).
+        self.done = False
 
 
 def _expected(sub: "_Submission") -> int:
@@ -265,9 +267,9 @@ class LmdbStore(Store):
         sub: _Submission = ticket  # type: ignore[assignment]
         # Leader/follower: whoever holds the leader lock commits everything queued so
         # far; a follower whose submission was in that batch finds it done and leaves.
-        while not sub.done.is_set():
+        while not sub.done:
             with self._leader:
-                if sub.done.is_set():
+                if sub.done:
                     break
                 with self._queue_lock:
                     batch, self._queue = self._queue, []
@@ -297,7 +299,7 @@ class LmdbStore(Store):
                     sub.result, sub.error = None, e
         finally:
             for sub in batch:
-                sub.done.set()
+                sub.done = True
 
     def _write_batch(self, batch: list[_Submission]) -> None:
         head = self._head
