@@ -28,13 +28,26 @@ def unsigned(bits: int) -> Callable[[str], int]:
     return parse
 
 
-def positive_seconds(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+
+
+def positive_seconds(text: str) -> float:
+    value = _number(text)
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be a positive number of seconds, got {text[:40]!r}")
+    return value
+
+
+def seconds_up_to_a_day(text: str) -> float:
+    """0 (off) to 86,400 seconds: a waiting time a flag may also switch off."""
+    value = _number(text)
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 86400, got {text[:40]!r}")
     return value
 
 

@@ -24,7 +24,8 @@ import grpc
 
 from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
-                                        global_options, print_json, unsigned)
+                                        global_options, print_json, seconds_up_to_a_day,
+                                        unsigned)
 from morphz.services.cli.tracing import command_trace
 from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
@@ -374,16 +375,6 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 86400:
-        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 86400, got {text[:40]!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
@@ -441,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "of terms and character trigrams, nothing learned) or onnx:PATH; an "
                        "index built by another embedder needs `recall-index rebuild` before "
                        "vector/hybrid search")
-    serve.add_argument("--recall-idle", metavar="SECONDS", type=_seconds,
+    serve.add_argument("--recall-idle", metavar="SECONDS", type=seconds_up_to_a_day,
                        default=RECALL_IDLE_SECONDS,
                        help="all, recall: a context no search has asked for in this long has "
                        "its index brought up to date at its next search or inspection, or "

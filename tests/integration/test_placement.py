@@ -24,6 +24,7 @@ from morphz.shared.errors import MorphzError
 
 from tests.conftest import ServerProcess
 from tests.etcd_server import EtcdServer
+from tests.polling import until
 
 TTL = 2
 BOUND = 60.0
@@ -106,10 +107,7 @@ def eventually_found(recall_process: ServerProcess, context: str, query: str,
 def eventually_saved(path) -> None:
     """Wait (up to BOUND) for a feed position file: the replica saves a shard's position
     a moment after applying (a search can find what it applied before)."""
-    deadline = time.monotonic() + BOUND
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, path
-        time.sleep(0.05)
+    until(lambda: os.path.exists(path), BOUND, path)
 
 
 NAMES = [f"placed-{n}" for n in range(8)]

@@ -15,6 +15,7 @@ from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
+from tests.polling import until
 from tests.rpc_count import storage_service
 
 
@@ -29,13 +30,6 @@ class CountingStore(LmdbStore):
 
     def watch(self, after, **kwargs):
         return super().watch(after, **dict(kwargs, limit=self.PAGE))
-
-
-def until(check, bound: float = 30.0) -> None:
-    deadline = time.monotonic() + bound
-    while not check():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
 
 
 class _Interleaved(RemoteReader):

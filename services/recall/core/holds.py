@@ -1,4 +1,4 @@
-"""Feed changes held back from the indexes of contexts nobody reads.
+"""Feed changes held back from the indexes of contexts nobody searches.
 
 Committing a context's index costs some 20 ms of CPU however little it holds, so when
 many contexts are written at once, indexing each of them at every application of the
