@@ -50,7 +50,7 @@ def version_of(cursor: str) -> str:
         return ""
 
 
-def _invalid(service: str) -> MorphzError:
+def invalid(service: str) -> MorphzError:
     """One answer for a made-up cursor and for one issued to other parameters (another
     context's, SEC-02): neither says anything about what it was issued for."""
     return MorphzError(f"{service}_CURSOR_INVALID", "the cursor is not one issued for these "
@@ -80,9 +80,9 @@ def decode_position(cursor: str, kind: str, params: dict[str, Any], version: str
                 or not isinstance(after, str):
             raise ValueError("shape")
     except (ValueError, KeyError, TypeError):
-        raise _invalid(service) from None
+        raise invalid(service) from None
     if c["h"] != params_hash(params):  # another context's or query's: as a made-up one
-        raise _invalid(service)
+        raise invalid(service)
     if c["v"] != version:
         raise MorphzError(f"{service}_CURSOR_STALE", f"the data changed since the first page "
                           f"(version {c['v']} -> {version}); restart without the cursor",

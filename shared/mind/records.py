@@ -283,6 +283,22 @@ def decode_json(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+class _FrameState(msgspec.Struct):
+    state: str = ACTIVE
+
+
+_decode_frame_state = msgspec.json.Decoder(_FrameState).decode
+
+
+def frame_state(raw: bytes) -> str:
+    """A stored frame's state, its other fields skipped unread (a count by state over
+    every frame: several times cheaper than loads)."""
+    try:
+        return _decode_frame_state(raw).state
+    except msgspec.DecodeError:  # what decode_json falls back to json for
+        return loads(Frame, raw).state
+
+
 def loads(cls: type[T], raw: Optional[bytes]) -> Optional[T]:
     if raw is None:
         return None

@@ -229,6 +229,11 @@ class MindView:
         for _, raw in self._scan("frames"):
             yield R.loads(R.Frame, raw)
 
+    def frame_states(self) -> Iterator[str]:
+        """Each frame's state, bodies undecoded."""
+        for raw in self._scan_values("frames"):
+            yield R.frame_state(raw)
+
     def frame_ids(self, after: Optional[str] = None) -> Iterator[str]:
         """Every frame's id, in order (those after the id `after`), bodies unread."""
         for (fid,) in self._scan_keys("frames", None if after is None else (after,)):
@@ -275,6 +280,23 @@ class MindView:
 
     def order(self) -> list[str]:
         return [raw.decode() for raw in self._scan_values("order")]
+
+    def order_after(self, rank: Optional[int] = None) -> Iterator[tuple[int, str]]:
+        """(rank, frame id) of the order's entries past `rank` (all: None), in order: a
+        page of a listing reads from where the last one ended, not the whole order."""
+        for (r,), raw in self._scan("order", after=None if rank is None else (rank,)):
+            yield r, raw.decode()
+
+    def unplaced_frame_ids(self, after: Optional[str] = None) -> Iterator[str]:
+        """Ids of the frames the order does not name (past the id `after`), by id: the
+        frames' keys merged with the ranks' (both by frame id), no row read or held."""
+        ranked = self._scan_keys("order_rank", None if after is None else (after,))
+        next_ranked = next(ranked, None)
+        for fid in self.frame_ids(after):
+            while next_ranked is not None and next_ranked[0] < fid:
+                next_ranked = next(ranked, None)
+            if next_ranked is None or next_ranked[0] != fid:
+                yield fid
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))

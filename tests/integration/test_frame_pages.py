@@ -135,8 +135,10 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
                 [fid for fid, _ in MindView(r).frame_rows_in_order()]
         count.calls.clear()
         assert remote.list_frames("c", caller=ME) == here
-        assert "Scan:frames" not in count.calls and len(count.calls) <= 20, count.calls
+        # The unplaced ones: the frames' keys merged with the ranks' keys, a scan each.
+        assert "Scan:frames" not in count.calls and len(count.calls) <= 21, count.calls
         assert count.calls.count("Scan:frames(keys)") == 1
+        assert count.calls.count("Scan:order_rank(keys)") == 1
         assert [f for page in _remote_pages(remote, 2000) for f in page["frames"]] == \
             here["frames"]
 
@@ -148,3 +150,84 @@ def _remote_pages(core: TransactionCore, max_bytes: int) -> list[dict]:
         cursor = out[-1]["next_cursor"]
         if not cursor:
             return out
+
+
+class _CountingReader:
+    """A store's reader that counts the rows its scans give, by table."""
+
+    def __init__(self, reader, counts: dict) -> None:
+        self._reader, self._counts = reader, counts
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+    def __enter__(self):
+        self._reader.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._reader.__exit__(*exc)
+
+    def _counted(self, table: str, rows):
+        for row in rows:
+            self._counts[table] = self._counts.get(table, 0) + 1
+            yield row
+
+    def scan(self, table, *args, **kwargs):
+        return self._counted(table, self._reader.scan(table, *args, **kwargs))
+
+    def scan_keys(self, table, *args, **kwargs):
+        return self._counted(table, self._reader.scan_keys(table, *args, **kwargs))
+
+    def scan_values(self, table, *args, **kwargs):
+        return self._counted(table, self._reader.scan_values(table, *args, **kwargs))
+
+
+class _CountingStore:
+    def __init__(self, store) -> None:
+        self._store, self.counts = store, {}
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def reader(self, context: str):
+        return _CountingReader(self._store.reader(context), self.counts)
+
+
+def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path):
+    """A listing of 300 placed frames, a frame a page: each page reads a batch of the
+    order at most (it read all 300 entries on every page, so a listing's cost grew with
+    the square of its frames), and the pages are the whole listing."""
+    from morphz.services.storage.lmdb_store import LmdbStore
+    store = LmdbStore(str(tmp_path / "db"), sync=False)
+    try:
+        counting = _CountingStore(store)
+        core = TransactionCore(counting)
+        core.create_context("c", caller=ME)
+        creates = " ".join(f"(create f{i:03d} (n {i}))" for i in range(300))
+        core.commit("c", f"(context-tx (base-version 0) {creates} (place f299 first))",
+                    caller=ME)
+        whole = core.list_frames("c", caller=ME)["frames"]
+        listed, cursor, order_rows = [], "", []
+        while True:
+            counting.counts.clear()
+            page = core.list_frames("c", max_bytes=1, cursor=cursor, caller=ME)
+            order_rows.append(counting.counts.get("order", 0))
+            listed += page["frames"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        assert listed == whole and listed[0]["id"] == "f299" and len(listed) == 300
+        assert max(order_rows) <= frame_pages.BATCH + 1, order_rows
+        # A cursor made up with a position no page gives (its check is no secret): the
+        # structured refusal of any made-up cursor, not an internal error.
+        from morphz.shared import cursor as cursors
+        from morphz.shared.errors import MorphzError
+        params = {"context": "c", "reveal": False, "max_bytes": 1}
+        for position in ((0, "f001"), (2, "")):
+            forged = cursors.encode("frames", params, "r1-t0-k", *position)
+            with pytest.raises(MorphzError) as info:
+                core.list_frames("c", max_bytes=1, cursor=forged, caller=ME)
+            assert info.value.reason == "FRAMES_CURSOR_INVALID", info.value.to_dict()
+    finally:
+        store.close()

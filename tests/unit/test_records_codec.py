@@ -82,3 +82,17 @@ def test_decode_json_reads_what_json_reads(value):
     b'[' * 2000 + b']' * 2000, b'{"a":', b'"\xff"', b'', b'[1,]'])
 def test_decode_json_reads_edge_cases_as_json_does(raw):
     assert _outcome(R.decode_json, raw) == _outcome(json.loads, raw)
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([R.ACTIVE, R.RETIRING, R.RETIRED]), _text, st.booleans())
+def test_frame_state_reads_the_state_loads_reads(state, body, retiring):
+    """status counts frames by state without decoding them: the same state as the whole
+    record's, and through json where msgspec refuses a row (a lone surrogate escaped)."""
+    frame = R.Frame(id="f", revision=3, body=body, sources=["a"], state=state,
+                    retire=R.RetireRequest(1, 2, 4, "done", 3) if retiring else None)
+    raw = R.dumps(frame)
+    assert R.frame_state(raw) == R.loads(R.Frame, raw).state == state
+    odd = ('{"body":"\\ud800","id":"f","revision":1,"state":"%s"}' % state).encode()
+    assert R.frame_state(odd) == R.loads(R.Frame, odd).state == state

@@ -239,8 +239,8 @@ class TransactionCore:
             readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
-            for f in m.frames():
-                by_state[f.state] += 1
+            for state in m.frame_states():
+                by_state[state] += 1
             sessions = [dict(R.plain(s), pending=len(m.pending(s.id)),
                              messages_waiting=len(m.waiting(s.id)),
                              outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()
@@ -426,9 +426,13 @@ class TransactionCore:
                 policy.check_any(m, context, caller, policy.REVEAL)
             meta = m.require_meta(context)
             # Transactions move the revision; matured retirements move the tick.
-            version = f"r{meta.revision}-t{meta.tick}"
+            # (-k: positions are ranks and ids; a cursor from before, an offset, is stale)
+            version = f"r{meta.revision}-t{meta.tick}-k"
             position = cursors.decode_position(cursor, "frames", params, version,
-                                               service="FRAMES") if cursor else (0, "")
+                                               service="FRAMES") if cursor \
+                else frame_pages.START
+            if not frame_pages.check_position(position):
+                raise cursors.invalid("FRAMES")
             budget = max_bytes or frame_pages.WHOLE_LISTING_BYTES
             frames, size, next_cursor = [], 0, ""
             for past, f in frame_pages.frames_from(m, position):

@@ -2,12 +2,13 @@
 `place` left them, then the rest by id: MindView.frame_rows_in_order's order, which
 reads every row at once), cut under a byte budget.
 
-A position in the listing is (offset, after): while `offset` is inside the order, the
-next frame is the placed one there; past it, the next is the first unplaced frame whose
-id follows `after` ("" for the first), found among the frames table's keys. So a page
-reads its own frames (and the rest of the last batch it began), however far into the
-listing it starts; cursors carry the position and are bound to the Mind's version
-(shared/cursor.py)."""
+A position in the listing is (phase, after). In phase IN_ORDER the next frame is the
+placed one ranked past `after` (the rank of the last one listed, "" for the first);
+in phase UNPLACED it is the first unplaced frame whose id follows `after` ("" for the
+first). So a page reads its own frames (and the rest of the last batch it began) and
+the order from where the last page ended: listing a context page by page costs its
+frames once, however many pages. Cursors carry the position and are bound to the
+Mind's version (shared/cursor.py)."""
 from __future__ import annotations
 
 from itertools import islice
@@ -26,26 +27,43 @@ BATCH = SCAN_MANY_SCANS.max // 2  # frames read together: their relation scans, 
 READ_AHEAD_BYTES = 8 << 20  # of frame rows read ahead of a batch (a remote store)
 
 
+IN_ORDER, UNPLACED = 0, 1
+START: Position = (IN_ORDER, "")
+
+
+def check_position(position: Position) -> bool:
+    """Whether a decoded cursor's position is one frames_from gave."""
+    phase, after = position
+    if phase == UNPLACED:
+        return True
+    if phase != IN_ORDER:
+        return False
+    try:
+        return after == "" or str(int(after)) == after
+    except ValueError:
+        return False
+
+
 def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.Frame]]:
     """Each frame from `position` on, with the position just past it. Frames are read a
     batch at a time, with their edges: over a remote store, a round trip or two per
     batch instead of three per frame. The unplaced ones are found by their keys alone,
     so no placed frame's body is read twice."""
-    offset, after = position
-    order = m.order()
-    for start in range(offset, len(order), BATCH):
-        ids = order[start:start + BATCH]
-        _read_batch(m, ids)
-        for i, fid in enumerate(ids, start):
-            f = m.frame(fid)
-            if f is not None:  # the order may name a frame that is gone
-                yield (i + 1, ""), f
-    placed = set(order)
-    unplaced = (fid for fid in m.frame_ids(after or None) if fid not in placed)
+    phase, after = position
+    if phase == IN_ORDER:
+        ranked = m.order_after(int(after) if after else None)
+        while batch := list(islice(ranked, BATCH)):
+            _read_batch(m, [fid for _, fid in batch])
+            for rank, fid in batch:
+                f = m.frame(fid)
+                if f is not None:  # the order may name a frame that is gone
+                    yield (IN_ORDER, str(rank)), f
+        after = ""
+    unplaced = m.unplaced_frame_ids(after or None)
     while ids := list(islice(unplaced, BATCH)):
         _read_batch(m, ids)
         for fid in ids:
-            yield (len(order), fid), m.frame(fid)
+            yield (UNPLACED, fid), m.frame(fid)
 
 
 def _read_batch(m: MindView, ids: list[str]) -> None:
