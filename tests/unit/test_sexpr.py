@@ -396,3 +396,44 @@ def test_core_04_parser_never_crashes_on_hostile_input(data, limits):
     if nodes is not None:
         # Whatever parses must render canonically and read back identically.
         assert parse_many(render_items(nodes)) == nodes
+
+
+# The fast reader (one findall) must read exactly what the exact one reads, and give up
+# (None) on whatever the exact one refuses: texts made of the tokens that matter.
+_PIECES = ["(", ")", " ", "\n", "\t", "\u3000", ";c\n", "a", "-", "-0", "007", "12", "@e5",
+           "@e", "@x1", "9" * 19, '"', '"s"', '"\\n\\\\"', '"\\u{41}"', '"\\q"', '"\\\\\\"x"',
+           "\\", "é", "中"]
+
+
+_ATOMS = st.sampled_from([p for p in _PIECES if p not in ("(", ")")])
+# Forms nested to a few levels (balanced), then pieces spliced in.
+_FORMS = st.recursive(_ATOMS, lambda inner: st.lists(inner, max_size=4).map(
+    lambda xs: "(" + " ".join(xs) + ")"), max_leaves=10)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.one_of(_FORMS, st.sampled_from(_PIECES)), max_size=8), st.integers(1, 4),
+       st.integers(4, 14))
+def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes):
+    text = "".join(pieces)
+    limits = sexpr.Limits(max_depth=depth, max_nodes=nodes)
+    try:
+        fast = sexpr._parse_fast(text, limits)
+    except sexpr.SexprError:  # a number out of range: the exact reader reports it
+        fast = None
+    try:
+        exact = sexpr._parse(text, limits)[0]
+    except sexpr.SexprError:
+        assert fast is None, text
+        return
+    assert fast is None or fast == exact, text
+
+
+def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():
+    tx = '(context-tx (base-version 3) (revise f0 (v 17) (note "a\\nb")) (retire @e4))'
+    assert sexpr._parse_fast(tx, sexpr.DEFAULT_LIMITS) == sexpr._parse(tx, sexpr.DEFAULT_LIMITS)[0]
+    at_limits = sexpr.Limits(max_depth=3, max_nodes=6)
+    text = "(a (b (c)))"  # depth 3, six nodes (three lists, three symbols)
+    assert sexpr._parse_fast(text, at_limits) == [[Symbol("a"), [Symbol("b"), [Symbol("c")]]]]
+    assert sexpr._parse_fast("(a (b (c (d))))", at_limits) is None
+    assert sexpr._parse_fast("(a b c d e f)", at_limits) is None  # seven nodes
