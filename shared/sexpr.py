@@ -129,7 +129,7 @@ _REF = re.compile(r"@e([0-9]+)")
 _BAD_CHAR = re.compile(r"[\x00\ud800-\udfff]")
 _NUMERIC_START = frozenset("-0123456789@")
 _MAX_DIGITS = 18
-FAST_CHARS = 64 << 10  # the longest text _parse_fast reads
+FAST_CHARS = 64 << 10  # the longest text _parse_fast reads with one findall
 
 
 def _decode(text: str | bytes, limits: Limits) -> str:
@@ -266,9 +266,17 @@ def _parse_fast(text: str, limits: Limits) -> list[Node] | None:
     stack = [top]
     current = top
     nodes = 0
-    for opened, closed, string, unterminated, atom in _FAST_TOKEN.findall(text):
+    atoms: dict[str, Node] = {}
+    # findall holds a tuple per token at once: a long text is read a match at a time.
+    tokens = _FAST_TOKEN.findall(text) if len(text) <= FAST_CHARS else \
+        (m.groups() for m in _FAST_TOKEN.finditer(text))
+    for opened, closed, string, unterminated, atom in tokens:
         if atom:
-            current.append(Symbol(atom) if atom[0] not in _NUMERIC_START else _atom(text, atom, 0))
+            node = atoms.get(atom)
+            if node is None:  # (immutable: one node serves every occurrence)
+                node = atoms[atom] = Symbol(atom) if atom[0] not in _NUMERIC_START \
+                    else _atom(text, atom, 0)
+            current.append(node)
         elif opened:
             child: list[Node] = []
             current.append(child)
@@ -292,21 +300,19 @@ def _parse_fast(text: str, limits: Limits) -> list[Node] | None:
         else:  # the end
             break
         nodes += 1
-    if len(stack) != 1 or nodes > limits.max_nodes:
+        if nodes > limits.max_nodes:
+            return None
+    if len(stack) != 1:
         return None
     return top
 
 
 def _forms(text: str, limits: Limits) -> tuple[list[Node], list[int]]:
-    """_parse's result; the start offsets only where a caller reports one (an error).
-    findall holds a tuple per token at once: the fast reader reads short texts only
-    (a transaction's is a few KiB), so a hostile one holds at most FAST_CHARS tuples."""
-    forms = None
-    if len(text) <= FAST_CHARS:
-        try:
-            forms = _parse_fast(text, limits)
-        except SexprError:  # a number out of range: _parse reports it where it is
-            pass
+    """_parse's result; the start offsets only where a caller reports one (an error)."""
+    try:
+        forms = _parse_fast(text, limits)
+    except SexprError:  # a number out of range: _parse reports it where it is
+        forms = None
     if forms is not None and len(forms) <= 1:
         return forms, [0] * len(forms)
     return _parse(text, limits)
@@ -415,3 +421,31 @@ def render_items(nodes: Iterable[Node]) -> str:
     out: list[str] = []
     _render_into(nodes, out)
     return "".join(out)
+
+
+def render_read(nodes: list[Node]) -> str:
+    """render_items of nodes this module's reader made: each of its atoms reads back as
+    itself and its lists nest no deeper than its limits allow (no cycle), so nothing is
+    checked: several times faster, for the hot path that renders what it just read."""
+    out: list[str] = []
+    _render_read_into(nodes, out)
+    return "".join(out)
+
+
+def _render_read_into(nodes: list[Node], out: list[str]) -> None:
+    for i, node in enumerate(nodes):
+        if i:
+            out.append(" ")
+        kind = type(node)
+        if kind is Symbol:
+            out.append(node.name)
+        elif kind is list:
+            out.append("(")
+            _render_read_into(node, out)
+            out.append(")")
+        elif kind is str:
+            out.append('"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"')
+        elif kind is int:
+            out.append(str(node))
+        else:
+            out.append(f"@e{node.seq}")

@@ -5,6 +5,9 @@
   audit, rebuild     audit and rebuild-projections of a context holding 10,000 frames and
                      of one holding N events (100k; --quick 20k), as events/s and as a
                      ratio to a bare read of the same event rows through the store
+  reads (info)       status, and ListFrames in pages of 64 KiB, of contexts holding 10,000
+                     and 40,000 frames: per 1,000 frames, and the larger over the smaller
+                     (1.0: cost linear in the frames)
 
   scripts/bench scale                  # 100k events, 3 samples of each
   scripts/bench scale -- --quick       # 20k events, 1 sample
@@ -97,6 +100,38 @@ def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
     return row
 
 
+def fill_frames(core: TransactionCore, context: str, frames: int) -> None:
+    core.create_context(context, caller=CALLER)
+    revision = 0
+    for start in range(0, frames, 10_000):
+        body = " ".join(f"(create g{i} (note {i}) (from-bench yes))"
+                        for i in range(start, min(frames, start + 10_000)))
+        revision = core.commit(context, f"(context-tx (base-version {revision}) {body})",
+                               caller=CALLER)["revision"]
+
+
+def list_in_pages(core: TransactionCore, context: str) -> int:
+    cursor, pages = "", 0
+    while True:
+        page = core.list_frames(context, max_bytes=64 << 10, cursor=cursor, caller=CALLER)
+        pages += 1
+        cursor = page["next_cursor"]
+        if not cursor:
+            return pages
+
+
+def measure_reads(core: TransactionCore, contexts: dict[int, str], samples: int) -> dict:
+    """Seconds per 1,000 frames of status and of a listing in pages, by frame count."""
+    out: dict = {}
+    for n, context in contexts.items():
+        for name, fn in (("status", lambda c=context: core.status(c, caller=CALLER)),
+                         ("listing", lambda c=context: list_in_pages(core, c))):
+            wall = statistics.median(timed(fn)[0] for _ in range(samples))
+            out[(name, n)] = wall / n * 1000
+            log(f"    {name} of {n:,} frames: {wall:.3f} s wall")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,6 +153,9 @@ def main() -> None:
         log(f"  audit and rebuild, {events:,} events")
         fill_events(core, "history", events)
         history = measure_replays(core, store, "history", samples)
+        log("  status and a listing in pages, 10,000 and 40,000 frames")
+        fill_frames(core, "frames40000", 40_000)
+        reads = measure_reads(core, {10_000: "tx10000-0", 40_000: "frames40000"}, samples)
     finally:
         store.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -131,6 +169,10 @@ def main() -> None:
         for name in ("bare read", "audit", "rebuild"):
             print(f"{name + ' of ' + label:34}{row[name]:>10.3f}{row[name + ' cpu']:>10.3f}"
                   f"   {n / row[name]:>12,.0f} {unit}/s ({n / row[name + ' cpu']:,.0f}/s of CPU)")
+    for name in ("status", "listing"):
+        small, large = reads[(name, 10_000)], reads[(name, 40_000)]
+        print(f"{name + ' (info), per 1,000 frames':34}{1e3 * small:>9.2f}ms (10,000)"
+              f"{1e3 * large:>9.2f}ms (40,000)   x{large / small:.2f} per frame")
     print()
     ratio = tx[10_000]["cpu_s"] / tx[1_000]["cpu_s"]
     target("10,000-op / 1,000-op transaction CPU", ratio, f"<= {LINEAR_GOAL:g}",

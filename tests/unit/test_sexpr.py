@@ -427,6 +427,7 @@ def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes)
         assert fast is None, text
         return
     assert fast is None or fast == exact, text
+    assert sexpr.render_read(exact) == render_items(exact)  # what the reader made, unchecked
 
 
 def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():

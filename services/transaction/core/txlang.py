@@ -220,7 +220,7 @@ def _parse_op(head: str, args: list, index: int) -> Op:
                 and head != "create":
             sources = [_target(s, index) for s in items[0][1:]]
             items = items[1:]
-        return FrameOp(head, fid, sexpr.render_items(items), sources)
+        return FrameOp(head, fid, sexpr.render_read(items), sources)
     if head in TARGET_OPS:
         if not args:
             raise _bad(f"({head} ...) needs at least one frame id or @eN", index)
@@ -358,7 +358,7 @@ def parse_body(text: str, index: Optional[int] = None,
         raise MorphzError("TX_PARSE_ERROR", f"frame body: {e.message}", syntax=e.reason,
                           op_index=index, line=e.line, column=e.column,
                           **limit_details(e.reason, limits)) from None
-    return sexpr.render_items(items), _count_nodes(items)
+    return sexpr.render_read(items), _count_nodes(items)
 
 
 def _count_nodes(items: list) -> int:
