@@ -122,13 +122,16 @@ class StorageClient(Store):
         return after
 
     def watch(self, after: int, *, context: str = "", stop: Optional[threading.Event] = None,
-              idle: float = 1.0, limit: int = FEED_PAGE) -> Iterator[FeedPage]:
+              idle: float = 1.0, limit: int = FEED_PAGE,
+              gather: float = 0.0) -> Iterator[FeedPage]:
         """Follow the feed over one Watch stream at a time (the server sends an empty page
-        when idle, so `stop` is noticed within its idle time)."""
+        when idle, so `stop` is noticed within its idle time; `gather`: WatchRequest's
+        gather_ms)."""
         stop = stop or threading.Event()
         while not stop.is_set():
             stream = self._stub.Watch(pb.WatchRequest(context=context, after=after,
-                                                      follow=True, page_size=limit),
+                                                      follow=True, page_size=limit,
+                                                      gather_ms=round(gather * 1000)),
                                       timeout=WATCH_STREAM_SECONDS)
             try:
                 for r in stream:

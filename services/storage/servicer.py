@@ -26,6 +26,7 @@ GET_MANY_BYTES = 8 << 20  # a GetMany, Scan or ScanMany reply stops after the ro
 # Each following Watch holds one of the server's worker threads for as long as it runs.
 MAX_WATCHES = WATCHES.max
 WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) this often
+MAX_GATHER_MS = 1000  # the longest a follower may ask to wait between pages (gather_ms)
 # How long a commit that arrived before its predecessor waits for it (see Commit).
 REORDER_WAIT_SECONDS = 2.0
 
@@ -52,6 +53,12 @@ def change_to_proto(c: Change) -> pb.Change:
 
 def manifest_to_proto(m: Manifest) -> pb.BackupManifest:
     return pb.BackupManifest(**asdict(m))
+
+
+def _reached_head(page: FeedPage, context: str) -> bool:
+    """Whether the page ends at the head it was read at (a follower is not behind)."""
+    last = page.changes[-1]
+    return (last.commit_seq if context else last.position) >= page.head
 
 
 def page_to_proto(page: FeedPage) -> pb.WatchResponse:
@@ -241,11 +248,14 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             if self._closed:
                 stop.set()
         try:
+            gather = min(request.gather_ms, MAX_GATHER_MS) / 1000
             for page in self._store.watch(request.after, context=request.context, stop=stop,
                                           idle=self._watch_idle, limit=size):
                 if stop.is_set():
                     return
                 yield page_to_proto(page)
+                if gather and page.changes and _reached_head(page, request.context):
+                    stop.wait(gather)  # the next page is read after: it gathers the commits
         finally:
             with self._guard:
                 self._watchers.discard(stop)

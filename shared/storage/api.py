@@ -298,10 +298,13 @@ class Store(abc.ABC):
         """Block until the feed's head passes `after` or `timeout` ends; the head."""
 
     def watch(self, after: int, *, context: str = "", stop: Optional[threading.Event] = None,
-              idle: float = 1.0, limit: int = FEED_PAGE) -> Iterator[FeedPage]:
+              idle: float = 1.0, limit: int = FEED_PAGE,
+              gather: float = 0.0) -> Iterator[FeedPage]:
         """Follow the feed from `after`: each page of changes as they commit, and an empty
         page after `idle` seconds without any (its head tells a follower how far behind
-        it is). Ends when `stop` is set."""
+        it is). Ends when `stop` is set. `gather`: how long a pushed feed may wait after a
+        page that reached the head, so the commits meanwhile come as one page; this one
+        reads a page only when asked for it, which gathers them already."""
         stop = stop or threading.Event()
         while not stop.is_set():
             mark = self.feed_head()  # read before the page: a commit after it wakes the wait

@@ -626,6 +626,28 @@ def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
     assert pages[-1].head == 3  # an idle page: nothing new, the head as it stands
 
 
+def test_dist_06_a_watch_asked_to_gather_sends_the_commits_made_meanwhile_as_one_page(snap):
+    """gather_ms: after a page that reached the head, the service waits before reading
+    the next. Five commits made within the wait come as one page; without it, 100 ms
+    apart, as several (a follower then pays a message and a wake-up per commit)."""
+    for gather_ms, pause in ((1000, 0.01), (0, 0.1)):
+        start = snap.store.feed_head()
+        stream = snap.stub.Watch(pb.WatchRequest(after=start, follow=True,
+                                                 gather_ms=gather_ms), timeout=30)
+        ctx = f"g{gather_ms}"
+        snap.store.commit(ctx, 0, [Write("events", (0,), b"e")])
+        first = next(page for page in stream if page.changes)  # (idle pages skipped)
+        assert [c.commit_seq for c in first.changes] == [1]  # it reached the head
+        for seq in range(1, 6):
+            time.sleep(pause)
+            snap.store.commit(ctx, seq, [Write("events", (seq,), b"e")])
+        sizes = []
+        while sum(sizes) < 5:
+            sizes += [len(page.changes)] if (page := next(stream)).changes else []
+        stream.cancel()
+        assert sizes == [5] if gather_ms else len(sizes) > 1, sizes
+
+
 def test_dist_06_wait_changes_returns_at_a_commit_or_at_its_timeout(store):
     assert store.wait_changes(0, 0.1) == 0  # nothing committed: the timeout ends it
     threading.Timer(0.2, lambda: store.commit("a", 0, [Write("events", (0,), b"e")])).start()

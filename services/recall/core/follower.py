@@ -49,7 +49,8 @@ QUEUED_CHANGES = 50_000  # changes read ahead of the applier (the reader waits b
 BACKLOG_WAIT_SECONDS = 1.0  # for the next page of a backlog being read
 # The shortest rest between applications. With nothing to index (changes held), an
 # application is a few microseconds, and without this the follower woke, read a page
-# and took it for each commit: at one client, 10-15% of the server's CPU a commit.
+# and took it for each commit: at one client, 10-15% of the server's CPU a commit. A
+# pushed feed (a storage service's) is asked to gather its pages as long.
 MIN_REST_SECONDS = 0.05
 
 
@@ -182,7 +183,8 @@ class FeedFollower:
             self._rewind.clear()
             after, epoch = self._taken, self._epoch  # from what is applied or held
             try:
-                for page in self._store.watch(after, stop=self._stop):
+                for page in self._store.watch(after, stop=self._stop,
+                                              gather=self._min_rest):
                     if self._rewind.is_set():
                         break
                     if self._replaced(page, after):
