@@ -224,7 +224,7 @@ def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path)
         from morphz.shared import cursor as cursors
         from morphz.shared.errors import MorphzError
         params = {"context": "c", "reveal": False, "max_bytes": 1}
-        for position in ((0, "f001"), (2, "")):
+        for position in ((0, "f001"), (2, ""), (1, "a\x00b"), (1, "x" * 300)):
             forged = cursors.encode("frames", params, "r1-t0-k", *position)
             with pytest.raises(MorphzError) as info:
                 core.list_frames("c", max_bytes=1, cursor=forged, caller=ME)

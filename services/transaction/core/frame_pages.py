@@ -14,6 +14,8 @@ from __future__ import annotations
 from itertools import islice
 from typing import Iterator
 
+from morphz.services.transaction.core.txlang import check_frame_id
+from morphz.shared.errors import MorphzError
 from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK, utf8_len
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
@@ -32,10 +34,14 @@ START: Position = (IN_ORDER, "")
 
 
 def check_position(position: Position) -> bool:
-    """Whether a decoded cursor's position is one frames_from gave."""
+    """Whether a decoded cursor's position is one frames_from could give (a cursor's
+    check is no secret: one may be made up)."""
     phase, after = position
     if phase == UNPLACED:
-        return True
+        try:
+            return after == "" or check_frame_id(after) == after
+        except MorphzError:
+            return False
     if phase != IN_ORDER:
         return False
     try:
