@@ -222,8 +222,9 @@ def serve_floor_aio(write, counter) -> None:
     asyncio.run(main())
 
 
-def serve_profiled(data: str, out: str, clock: str) -> None:
-    """`commit.py --profiled-server DATA OUT CLOCK`: the all-in-one server (durable) with
+def serve_profiled(data: str, out: str, clock: str, recall_idle: str) -> None:
+    """`commit.py --profiled-server DATA OUT CLOCK IDLE`: the all-in-one server (durable;
+    IDLE: its --recall-idle, "" for the default) with
     every gRPC work item (one RPC: decode, handler, encode) under cProfile. CLOCK "cpu"
     times in thread CPU time, so waiting for the GIL or an fsync is not counted (but the
     timer is a system call per event: heavy overhead on small functions); "wall" uses
@@ -251,7 +252,8 @@ def serve_profiled(data: str, out: str, clock: str) -> None:
         finally:
             prof.disable()
     cf_thread._WorkItem.run = run
-    app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0")).start()
+    idle = {"recall_idle_seconds": float(recall_idle)} if recall_idle else {}
+    app = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0", **idle)).start()
     print(f"morphz: serving on 127.0.0.1:{app.port} (profiled)", flush=True)
     wait_for_sigterm()
     with lock:  # every profiler is disabled between work items: safe to read here
@@ -645,8 +647,9 @@ def profile_server(args, tmp: str) -> None:
     n = args.profile_inflight
     log(f"== profiling the server: {n} in flight, one context (cProfile, {args.profile_clock} "
         "clock)")
+    idle = "" if args.recall_idle is None else str(args.recall_idle)
     srv = ServerProcess([sys.executable, os.path.abspath(__file__), "--profiled-server", data,
-                         args.profile, args.profile_clock],
+                         args.profile, args.profile_clock, idle],
                         log_path=os.path.join(tmp, "profiled-server.log"))
     try:
         topo = all_in_one(srv, data, "morphz (profiled)")
@@ -883,7 +886,7 @@ def main() -> int:
     ap.add_argument("--echo-server", choices=("aio", "sync"), help=argparse.SUPPRESS)
     ap.add_argument("--profile-clock", choices=("cpu", "wall"), default="cpu",
                     help="cProfile timer: thread CPU time (default) or wall clock")
-    ap.add_argument("--profiled-server", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--profiled-server", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--floor-server", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.echo_server:
