@@ -257,7 +257,7 @@ _FAST_TOKEN = re.compile(_TOKEN.pattern.replace("?P<open>", "").replace("?P<clos
                          re.VERBOSE | re.DOTALL)
 
 
-def _parse_fast(text: str, limits: Limits) -> list[Node] | None:
+def _parse_fast(text: str, limits: Limits, findall_chars: int = FAST_CHARS) -> list[Node] | None:
     """The forms of well-formed input, or None for anything else (an error, an escape
     other than the simple ones, a number the exact reader checks), which _parse then
     reads, finding what is wrong and where. About twice as fast as _parse, which asks a
@@ -268,8 +268,9 @@ def _parse_fast(text: str, limits: Limits) -> list[Node] | None:
     current = top
     nodes = 0
     atoms: dict[str, Node] = {}
-    # findall holds a tuple per token at once: a long text is read a match at a time.
-    tokens = _FAST_TOKEN.findall(text) if len(text) <= FAST_CHARS else \
+    # findall holds a tuple per token at once: a longer text than `findall_chars` is
+    # read a match at a time (groups: None where findall gives "").
+    tokens = _FAST_TOKEN.findall(text) if len(text) <= findall_chars else \
         (m.groups() for m in _FAST_TOKEN.finditer(text))
     for opened, closed, string, unterminated, atom in tokens:
         if atom:

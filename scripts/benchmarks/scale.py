@@ -33,9 +33,9 @@ LINEAR_GOAL = 12.0         # 10,000-op transaction / 1,000-op one
 AUDIT_EVENTS_PER_S = 50_000
 
 
-def creates(n: int, tag: str) -> str:
+def creates(n: int, tag: str, base: int = 0) -> str:
     body = " ".join(f"(create {tag}-{i} (note {i}) (from-bench yes))" for i in range(n))
-    return f"(context-tx (base-version 0) {body})"
+    return f"(context-tx (base-version {base}) {body})"
 
 
 def timed(fn) -> tuple[float, float]:
@@ -101,23 +101,21 @@ def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
 
 
 def fill_frames(core: TransactionCore, context: str, frames: int) -> None:
+    """`frames` frames, 10,000 a transaction (the largest the text form takes)."""
     core.create_context(context, caller=CALLER)
     revision = 0
     for start in range(0, frames, 10_000):
-        body = " ".join(f"(create g{i} (note {i}) (from-bench yes))"
-                        for i in range(start, min(frames, start + 10_000)))
-        revision = core.commit(context, f"(context-tx (base-version {revision}) {body})",
-                               caller=CALLER)["revision"]
+        text = creates(min(10_000, frames - start), f"g{start}", revision)
+        revision = core.commit(context, text, caller=CALLER)["revision"]
 
 
-def list_in_pages(core: TransactionCore, context: str) -> int:
-    cursor, pages = "", 0
+def list_in_pages(core: TransactionCore, context: str) -> None:
+    cursor = ""
     while True:
-        page = core.list_frames(context, max_bytes=64 << 10, cursor=cursor, caller=CALLER)
-        pages += 1
-        cursor = page["next_cursor"]
+        cursor = core.list_frames(context, max_bytes=64 << 10, cursor=cursor,
+                                  caller=CALLER)["next_cursor"]
         if not cursor:
-            return pages
+            return
 
 
 def measure_reads(core: TransactionCore, contexts: dict[int, str], samples: int) -> dict:

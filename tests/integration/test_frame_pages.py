@@ -195,9 +195,9 @@ class _CountingStore:
 
 
 def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path):
-    """A listing of 300 placed frames, a frame a page: each page reads a batch of the
-    order at most (it read all 300 entries on every page, so a listing's cost grew with
-    the square of its frames), and the pages are the whole listing."""
+    """A listing of 300 frames, one placed first, a frame a page: the pages are the whole
+    listing in projection order, and each reads a batch of the order at most (every page
+    read all 300 entries, so a listing's cost grew with the square of its frames)."""
     from morphz.services.storage.lmdb_store import LmdbStore
     store = LmdbStore(str(tmp_path / "db"), sync=False)
     try:
@@ -219,15 +219,23 @@ def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path)
                 break
         assert listed == whole and listed[0]["id"] == "f299" and len(listed) == 300
         assert max(order_rows) <= frame_pages.BATCH + 1, order_rows
-        # A cursor made up with a position no page gives (its check is no secret): the
-        # structured refusal of any made-up cursor, not an internal error.
-        from morphz.shared import cursor as cursors
-        from morphz.shared.errors import MorphzError
-        params = {"context": "c", "reveal": False, "max_bytes": 1}
-        for position in ((0, "f001"), (2, ""), (1, "a\x00b"), (1, "x" * 300)):
-            forged = cursors.encode("frames", params, "r1-t0-k", *position)
-            with pytest.raises(MorphzError) as info:
-                core.list_frames("c", max_bytes=1, cursor=forged, caller=ME)
-            assert info.value.reason == "FRAMES_CURSOR_INVALID", info.value.to_dict()
     finally:
         store.close()
+
+
+def test_sec_03_a_made_up_frames_cursor_position_is_refused_as_invalid(mind,
+                                                                         expect_rejected):
+    """A cursor's check is no secret, so a position no page gives can be sent: a phase
+    that is none, a rank that is not a decimal key integer, an id no frame can have. Each
+    is FRAMES_CURSOR_INVALID, as a made-up cursor is (not the store's key error, not an
+    internal one, and no listing from there)."""
+    from morphz.shared import cursor as cursors
+    mind.tx("(create a (x)) (create b (y))")
+    issued = mind.client.list_frames(mind.context, max_bytes=1)["next_cursor"]
+    version = cursors.version_of(issued)  # the Mind's, as the service names it
+    params = {"context": mind.context, "reveal": False, "max_bytes": 1}
+    for position in ((2, ""), (0, "f001"), (0, "007"), (0, "-1"), (0, str(1 << 64)),
+                     (1, "a\x00b"), (1, "x" * 300), (1, "(")):
+        forged = cursors.encode("frames", params, version, *position)
+        expect_rejected("FRAMES_CURSOR_INVALID", mind.client.list_frames, mind.context,
+                        max_bytes=1, cursor=forged)

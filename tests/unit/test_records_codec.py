@@ -84,7 +84,6 @@ def test_decode_json_reads_edge_cases_as_json_does(raw):
     assert _outcome(R.decode_json, raw) == _outcome(json.loads, raw)
 
 
-
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from([R.ACTIVE, R.RETIRING, R.RETIRED]), _text, st.booleans())
 def test_frame_state_reads_the_state_loads_reads(state, body, retiring):

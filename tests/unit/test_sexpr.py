@@ -398,7 +398,7 @@ def test_core_04_parser_never_crashes_on_hostile_input(data, limits):
         assert parse_many(render_items(nodes)) == nodes
 
 
-# The fast reader (one findall) must read exactly what the exact one reads, and give up
+# The fast reader (findall, or finditer for a long text) must read exactly what the exact one reads, and give up
 # (None) on whatever the exact one refuses: texts made of the tokens that matter.
 _PIECES = ["(", ")", " ", "\n", "\t", "\u3000", ";c\n", "a", "-", "-0", "007", "12", "@e5",
            "@e", "@x1", "9" * 19, '"', '"s"', '"\\n\\\\"', '"\\u{41}"', '"\\q"', '"\\\\\\"x"',
@@ -417,17 +417,21 @@ _FORMS = st.recursive(_ATOMS, lambda inner: st.lists(inner, max_size=4).map(
 def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes):
     text = "".join(pieces)
     limits = sexpr.Limits(max_depth=depth, max_nodes=nodes)
-    try:
-        fast = sexpr._parse_fast(text, limits)
-    except sexpr.SexprError:  # a number out of range: the exact reader reports it
-        fast = None
+    fast = [_fast_or_none(text, limits, chars) for chars in (sexpr.FAST_CHARS, 0)]
     try:
         exact = sexpr._parse(text, limits)[0]
     except sexpr.SexprError:
-        assert fast is None, text
+        assert fast == [None, None], text
         return
-    assert fast is None or fast == exact, text
+    assert fast[0] == fast[1] and fast[0] in (None, exact), text  # findall, then finditer
     assert sexpr.render_read(exact) == render_items(exact)  # what the reader made, unchecked
+
+
+def _fast_or_none(text: str, limits: sexpr.Limits, findall_chars: int):
+    try:
+        return sexpr._parse_fast(text, limits, findall_chars)
+    except sexpr.SexprError:  # a number out of range: the exact reader reports it
+        return None
 
 
 def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():

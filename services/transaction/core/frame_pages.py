@@ -44,8 +44,8 @@ def check_position(position: Position) -> bool:
             return False
     if phase != IN_ORDER:
         return False
-    try:
-        return after == "" or str(int(after)) == after
+    try:  # a rank is a key part: 0 <= rank < 2**64 (keys.encode_in)
+        return after == "" or (str(int(after)) == after and 0 <= int(after) < 1 << 64)
     except ValueError:
         return False
 
