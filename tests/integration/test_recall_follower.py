@@ -87,6 +87,37 @@ def test_recall_10_commits_made_while_the_follower_rests_are_read_as_one_page(tm
         store.close()
 
 
+def test_recall_10_with_nothing_to_index_the_follower_still_rests_between_pages(tmp_path):
+    """Changes held (no search): an application takes microseconds, so only the shortest
+    rest keeps the follower from reading a page per commit. Ten commits 50 ms apart: two
+    reads each with no shortest rest (the commit's page, then an empty one), a few in all
+    with one of a second."""
+    pages = {}
+    for min_rest in (0.0, 1.0):
+        store = CountingStore(str(tmp_path / f"store-{min_rest}"))
+        tx = TransactionCore(store)
+        tx.create_context("c", caller=ME)
+        indexes = IndexDirectory(str(tmp_path / f"recall-{min_rest}"))
+        follower = FeedFollower(store, Indexer(store, indexes), indexes,
+                                min_rest_seconds=min_rest, idle_seconds=3600).start()
+        try:
+            # Taken up to the head: all that lags is held (the saved position stays).
+            def taken(follower=follower) -> bool:
+                st = follower.status()
+                return st["feed_lag"] == st["feed_held"]
+            until(taken)
+            before = store.pages
+            for i in range(10):
+                time.sleep(0.05)
+                tx.append_event("c", "s1", "user-message", f"note {i}", caller=ME)
+            until(taken)
+            pages[min_rest] = store.pages - before
+        finally:
+            follower.stop()
+            store.close()
+    assert pages[1.0] <= 4 and pages[0.0] >= 15, pages
+
+
 def applications_of_a_backlog(store, recall_dir, rest: float,
                               then=lambda: None) -> list[int]:
     """The changes of each application that indexes 40 appends to one context, made
