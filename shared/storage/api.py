@@ -313,8 +313,13 @@ class Store(abc.ABC):
             if page.changes:
                 last = page.changes[-1]
                 after = last.commit_seq if context else last.position
-            else:
-                self.wait_changes(mark, idle)
+                if after < page.head:
+                    continue  # behind the head: the next page at once
+                # At the head: wait for a commit, rather than read (and send, from a
+                # storage service) an empty page at once after every commit's page.
+                if not context:
+                    mark = page.head
+            self.wait_changes(mark, idle)
 
     # Whether watch() reads each page only when asked for it (as the loop above does), so
     # a follower that asks later gets the commits made meanwhile in one page; a remote

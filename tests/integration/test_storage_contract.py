@@ -626,6 +626,34 @@ def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
     assert pages[-1].head == 3  # an idle page: nothing new, the head as it stands
 
 
+def test_dist_06_a_watch_at_the_head_waits_for_the_next_commit_not_an_empty_page(store):
+    """After a page that reached the head, a follower hears of the next commit; it is not
+    sent an empty page at once (a second read, and message, for every commit)."""
+    store.commit("a", 0, [Write("events", (0,), b"e0")])
+    stop, pages = threading.Event(), []
+
+    def follow():
+        for page in store.watch(0, stop=stop, idle=1.0):
+            pages.append(page)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not pages:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)  # well within the idle time: no page should come meanwhile
+        store.commit("a", 1, [Write("events", (1,), b"e1")])
+        while len(pages) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join(30)
+    assert [[c.position for c in p.changes] for p in pages[:2]] == [[1], [2]]
+
+
 def test_dist_06_a_watch_asked_to_gather_sends_the_commits_made_meanwhile_as_one_page(snap):
     """gather_ms: after a page that reached the head, the service waits before reading
     the next. Five commits made within the wait come as one page; without it, 100 ms
