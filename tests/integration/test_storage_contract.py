@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -18,6 +19,7 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
 
+from tests.polling import until
 from tests.rpc_count import counted
 
 
@@ -599,27 +601,32 @@ def test_dist_06_the_feed_has_one_entry_per_commit_naming_its_events_and_frames(
     assert store.changes(0, context="nobody").changes == []
 
 
-def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
-    store.commit("a", 0, [Write("events", (0,), b"e0")])
+@contextmanager
+def following(store, after: int, idle: float):
+    """The pages store.watch(after) gives, appended from a thread, while in the block."""
     stop, pages = threading.Event(), []
 
     def follow():
-        for page in store.watch(1, stop=stop, idle=0.2):
+        for page in store.watch(after, stop=stop, idle=idle):
             pages.append(page)
 
     t = threading.Thread(target=follow)
     t.start()
     try:
-        store.commit("a", 1, [Write("events", (1,), b"e1")])
-        store.commit("b", 0, [Write("frames", ("f",), b"F")])
-        deadline = time.monotonic() + 30
-        while sum(len(p.changes) for p in pages) < 2 or pages[-1].changes:
-            assert time.monotonic() < deadline, pages
-            time.sleep(0.05)
+        yield pages
     finally:
         stop.set()
         t.join(30)
     assert not t.is_alive()
+
+
+def test_dist_06_watch_streams_new_commits_and_idle_pages_carry_the_head(store):
+    store.commit("a", 0, [Write("events", (0,), b"e0")])
+    with following(store, 1, idle=0.2) as pages:
+        store.commit("a", 1, [Write("events", (1,), b"e1")])
+        store.commit("b", 0, [Write("frames", ("f",), b"F")])
+        until(lambda: sum(len(p.changes) for p in pages) >= 2 and not pages[-1].changes,
+              what=pages)
     seen = [c for p in pages for c in p.changes]
     assert [(c.position, c.context, c.events, c.frames) for c in seen] == \
         [(2, "a", (1,), ()), (3, "b", (), ("f",))]
@@ -630,27 +637,11 @@ def test_dist_06_a_watch_at_the_head_waits_for_the_next_commit_not_an_empty_page
     """After a page that reached the head, a follower hears of the next commit; it is not
     sent an empty page at once (a second read, and message, for every commit)."""
     store.commit("a", 0, [Write("events", (0,), b"e0")])
-    stop, pages = threading.Event(), []
-
-    def follow():
-        for page in store.watch(0, stop=stop, idle=1.0):
-            pages.append(page)
-
-    t = threading.Thread(target=follow)
-    t.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not pages:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+    with following(store, 0, idle=1.0) as pages:
+        until(lambda: pages)
         time.sleep(0.3)  # well within the idle time: no page should come meanwhile
         store.commit("a", 1, [Write("events", (1,), b"e1")])
-        while len(pages) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-    finally:
-        stop.set()
-        t.join(30)
+        until(lambda: len(pages) >= 2)
     assert [[c.position for c in p.changes] for p in pages[:2]] == [[1], [2]]
 
 
