@@ -23,6 +23,8 @@ import secrets
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import islice, takewhile
+from operator import itemgetter
 from typing import Iterator, Optional
 
 import lmdb
@@ -41,6 +43,9 @@ _FENCE_DB = b"_fence"
 _STORE_DB, _STORE_ID = b"_store", b"id"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
+# A whole-prefix scan reads rows in runs of 16, then 64, ... up to 1,024 (_scan_runs).
+_FIRST_RUN, _LONGEST_RUN = 16, 1024
+_KEY, _VALUE = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -454,22 +459,57 @@ class LmdbReader(Reader):
         cur, pre = self._cursor_at(table, prefix, after, reverse)
         if cur is None:
             return
-        it = cur.iterprev() if reverse else cur.iternext()
+        if not (limit or reverse):
+            yield from self._scan_runs(cur, pre)
+            return
         skip, decode = len(self._prefix), keys.decode
         n = 0
-        if not limit:  # the common whole-prefix scan: no count to keep (once per row)
-            for k, v in it:
-                if not k.startswith(pre):
-                    return
-                yield decode(k, skip), v
-            return
-        for k, v in it:
+        for k, v in cur.iterprev() if reverse else cur.iternext():
             if not k.startswith(pre):
                 return
             yield decode(k, skip), v
             n += 1
-            if n >= limit:
+            if n == limit:  # never, with no limit (0)
                 return
+
+    def scan_tables(self, wanted: list[tuple[str, Key]]) -> list[list[tuple[Key, bytes]]]:
+        out: list[list[tuple[Key, bytes]]] = []
+        for table, prefix in wanted:
+            cur, pre = self._cursor_at(table, prefix, None, False)
+            out.append([] if cur is None else self._rows_from(cur, pre))
+        return out
+
+    def _rows_from(self, cur: lmdb.Cursor, pre: bytes) -> list[tuple[Key, bytes]]:
+        """Every row under the prefix from the cursor's, read as one run (_scan_runs)."""
+        run = list(takewhile((pre + b"\xff",).__gt__, cur.iternext()))
+        rows = list(zip(keys.decode_run(list(map(_KEY, run)), len(self._prefix)),
+                        map(_VALUE, run)))
+        if cur.key().startswith(pre):  # past the bound: see _scan_runs
+            rows += self._scan_runs(cur, pre)
+        return rows
+
+    def _scan_runs(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
+        """The common whole-prefix scan, from the cursor's row: rows are read in runs (a
+        few first, as a reader may want only those, then more) and each run's keys are
+        decoded together (keys.decode_run), with no Python step per row where it can.
+        The keys under the prefix are those below prefix + 0xff (a tag byte follows the
+        prefix); a key past that which still starts with it was not written by
+        keys.encode, and is read as any other, one at a time."""
+        skip = len(self._prefix)
+        rows = takewhile((pre + b"\xff",).__gt__, cur.iternext())
+        size = _FIRST_RUN
+        while True:
+            run = list(islice(rows, size))
+            if run:
+                yield from zip(keys.decode_run(list(map(_KEY, run)), skip), map(_VALUE, run))
+            if len(run) < size:
+                break
+            size = min(size * 4, _LONGEST_RUN)
+        if cur.key().startswith(pre):
+            for k, v in cur.iternext():
+                if not k.startswith(pre):
+                    return
+                yield keys.decode(k, skip), v
 
     def scan_keys(self, table: str, prefix: Key = (),
                   after: Optional[Key] = None) -> Iterator[Key]:

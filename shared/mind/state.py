@@ -46,7 +46,9 @@ class MindState(MindView):
 
     def rows(self, table: str) -> dict[Key, bytes]:
         """Every row of a table (overlay applied): for audit and projection rebuilds."""
-        return dict(self._scan(table))
+        if self._overlay.written(table):
+            return dict(self._scan(table))
+        return dict(self._reader.scan_tables([(table, ())])[0])
 
     def row_items(self, table: str) -> Iterator[tuple[Key, bytes]]:
         """rows() in key order, read as they are iterated (none held)."""

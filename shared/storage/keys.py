@@ -6,6 +6,8 @@ order equals tuple order and a prefix tuple encodes to a byte prefix.
 from __future__ import annotations
 
 import struct
+from operator import add
+from itertools import repeat
 
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key
 from morphz.shared.errors import MorphzError
@@ -95,6 +97,57 @@ def decode(raw: bytes, start: int = 0) -> Key:
             parts.append(raw[i + 1:end].decode())
             i = end + 1
     return tuple(parts)
+
+
+def decode_run(raw: list[bytes], skip: int) -> list[Key]:
+    """decode(k, skip) of each of `raw`: keys sharing their first `skip` bytes (a context's
+    prefix) as a scan reads them. Where every key has one of the commonest shapes, (int,)
+    or (str,), the run is decoded in a few passes in C; else key by key."""
+    if len(raw) >= _RUN_MIN:
+        shape = raw[0][skip] if len(raw[0]) > skip else None
+        if shape == 1:
+            ints = _int_run(raw, skip)
+            if ints is not None:
+                return ints
+        elif shape == 2:
+            strs = _str_run(raw, skip)
+            if strs is not None:
+                return strs
+    return [decode(k, skip) for k in raw]
+
+
+_RUN_MIN = 8  # below this, building a joined copy costs more than it saves
+
+
+def _int_run(raw: list[bytes], skip: int) -> "list[Key] | None":
+    """Every key is the prefix, tag 1 and 8 bytes: one struct pass over them all."""
+    size = skip + 9
+    if set(map(len, raw)) != {size}:
+        return None
+    joined = b"".join(raw)
+    if joined[skip::size] != _INT * len(raw):
+        return None
+    return list(struct.Struct(f">{skip + 1}xQ").iter_unpack(joined))
+
+
+def _str_run(raw: list[bytes], skip: int) -> "list[Key] | None":
+    """Every key is the prefix, tag 2, UTF-8 without NUL, and NUL: the run's text split at
+    the NUL, prefix and tag between keys. The NUL count rules out a NUL inside a part, and
+    the lengths that each piece is one whole key (a part may hold the prefix's text)."""
+    try:
+        text = b"".join(raw).decode()
+        prefix = raw[0][:skip].decode()
+    except UnicodeDecodeError:
+        return None
+    n = len(raw)
+    lead = prefix + "\x02"
+    if text.count("\x00") != n * (prefix.count("\x00") + 1) or not text.startswith(lead):
+        return None
+    parts = text[len(lead):-1].split("\x00" + lead)
+    if len(parts) != n or list(map(len, raw)) != list(
+            map(add, map(len, map(str.encode, parts)), repeat(skip + 2))):
+        return None
+    return [(p,) for p in parts]
 
 
 def context_prefix(context: str) -> bytes:

@@ -56,6 +56,10 @@ class Overlay:
         ones left out), in no particular order."""
         return {k: v for k, v in self._tables.get(table, {}).items() if v is not None}
 
+    def written(self, table: str) -> bool:
+        """Whether any write (a delete too) is pending in `table`."""
+        return bool(self._tables.get(table))
+
     def has(self, table: str, key: Key) -> bool:
         rows = self._tables.get(table)
         return rows is not None and key in rows

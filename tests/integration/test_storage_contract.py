@@ -15,6 +15,7 @@ from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
+from morphz.shared.storage import keys
 from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
@@ -160,6 +161,43 @@ def test_scan_order_prefix_after_limit_reverse(store):
     assert rows(store, "c", "frame_versions", prefix=("b",), after=("b", 10), limit=1,
                 reverse=True) == [(("b", 2), b"b2")]
     assert len(rows(store, "c", "frame_versions")) == 9
+
+
+def test_a_whole_scan_of_many_rows_reads_each_once_in_order(store):
+    """A whole scan (and scan_tables) of 2,000 rows, past every run the LMDB reader reads
+    at once, in the common key shapes and a mixed one; the neighbouring contexts' rows
+    (names that extend or precede this one) never mix in; a reader that stops after
+    the first row gets it."""
+    tables = {"observations": [(i,) for i in range(2000)],
+              "frames": [(f"f{i:04}",) for i in range(2000)],
+              "boundaries": [(f"b{i}",) for i in range(1000)] + [(f"b{i}", i) for i in range(1000)]
+              + [(f"b{i}", "x") for i in range(1000)]}
+    for ctx in ("c", "cc", "b", "c0"):
+        store.commit(ctx, 0, [Write(t, k, repr((ctx, k)).encode())
+                              for t, ks in tables.items() for k in ks])
+    with store.reader("c") as r:
+        for table, ks in tables.items():
+            expected = [(k, repr(("c", k)).encode()) for k in sorted(ks, key=keys.encode)]
+            assert list(r.scan(table)) == expected
+            assert r.scan_tables([(table, ())]) == [expected]
+            assert next(iter(r.scan(table))) == expected[0]
+        assert [k for k, _ in r.scan("observations", after=(1990,))] == [(i,) for i in range(1991, 2000)]
+
+
+def test_lmdb_a_key_past_the_prefix_bound_is_still_read(tmp_path):
+    """A row under the context's prefix with a 0xff tag byte (never written by keys.encode:
+    a damaged store) lies past the bound a whole scan reads to; the scan still reads it,
+    one key at a time, as it read every row before."""
+    store = LmdbStore(str(tmp_path / "lmdb"))
+    store.commit("c", 0, [Write("frames", (f"f{i:03}",), b"") for i in range(100)])
+    store.commit("d", 0, [Write("frames", ("other",), b"")])
+    with store._env.begin(write=True) as txn:
+        txn.put(keys.context_prefix("c") + b"\xffx\x00", b"odd", db=store._dbs["frames"])
+    with store.reader("c") as r:
+        got = list(r.scan("frames"))
+        assert got[-1] == (("x",), b"odd") and len(got) == 101
+        assert r.scan_tables([("frames", ())]) == [got]
+    store.close()
 
 
 def test_contexts_are_isolated(store):

@@ -2,6 +2,7 @@
 behind a context prefix too, whatever the shape (the common ones take a shorter path)."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from morphz.shared.storage import keys
@@ -23,3 +24,74 @@ def test_decode_of_the_common_shapes():
     for key in [(), (0,), (2 ** 64 - 1,), ("",), ("é",), ("s1", 7), ("s1", "x"), (3, "a"),
                 ("a", 1, "b"), ("a", 1, 2)]:
         assert keys.decode(keys.encode(key)) == key
+
+
+_str_part = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                           blacklist_characters="\x00"), max_size=8)
+# Runs as a scan reads them: mostly one shape (the runs decode_run reads in C), parts
+# that hold the context's own prefix text, and now and then another shape mixed in.
+_run_key = st.one_of(st.integers(0, 2 ** 64 - 1).map(lambda i: (i,)),
+                     _str_part.map(lambda s: (s,)),
+                     st.sampled_from(["\x02c", "\x02c\x02", "c", "\x01"]).map(lambda s: (s,)),
+                     st.lists(_part, max_size=3).map(tuple))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["int", "str", "mixed"]).flatmap(lambda shape: st.lists(
+    {"int": st.integers(0, 2 ** 64 - 1).map(lambda i: (i,)),
+     "str": _str_part.map(lambda s: (s,)), "mixed": _run_key}[shape], max_size=40)),
+    st.sampled_from(["c", "", "é", "\x02c"]))
+def test_decode_run_decodes_each_key_as_decode_does(run, context):
+    prefix = keys.context_prefix(context)
+    raw = sorted({keys.encode_in(prefix, k) for k in run})
+    assert keys.decode_run(raw, len(prefix)) == [keys.decode(k, len(prefix)) for k in raw]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=20), st.sampled_from([b"", b"\x02", b"\x01"]))
+def test_decode_run_of_damaged_keys_reads_or_fails_as_decode_does(tails, lead):
+    """Keys no encode() wrote (a damaged store): decode_run gives what decode gives key by
+    key, or raises the error decode raises first."""
+    prefix = keys.context_prefix("c")
+    raw = [prefix + lead + t for t in tails] * 3  # at least the shortest run decoded in C
+
+    def each():
+        return [keys.decode(k, len(prefix)) for k in raw]
+    try:
+        expected = each()
+    except (ValueError, IndexError) as e:
+        with pytest.raises(type(e)):
+            keys.decode_run(raw, len(prefix))
+        return
+    assert keys.decode_run(raw, len(prefix)) == expected
+
+
+def test_decode_run_does_not_take_damaged_keys_for_others_of_the_same_bytes():
+    """Two damaged keys whose bytes, joined, are those of two whole (str,) keys: the run
+    split at the prefix text would read ("a\x02c",) and ("b",); the keys' lengths say
+    the pieces are not the keys, and decode fails on the first as decode does."""
+    prefix = keys.context_prefix("c")
+    raw = [prefix + b"\x02a", prefix + prefix + b"\x02b\x00"] * 4
+    assert b"".join(raw[:2]) == keys.encode_in(prefix, ("a\x02c",)) + keys.encode_in(prefix, ("b",))
+    with pytest.raises(ValueError):
+        keys.decode(raw[0], len(prefix))
+    with pytest.raises(ValueError):
+        keys.decode_run(raw, len(prefix))
+
+
+def test_decode_run_reads_the_common_shapes_in_c(monkeypatch):
+    """A run of (int,) or (str,) keys is decoded without decode() of each key."""
+    prefix = keys.context_prefix("c")
+    ints = [keys.encode_in(prefix, (i,)) for i in range(100)]
+    strs = [keys.encode_in(prefix, (f"c{i:03}",)) for i in range(100)]
+    calls = []
+    real = keys.decode
+    monkeypatch.setattr(keys, "decode", lambda *a: calls.append(a) or real(*a))
+    assert keys.decode_run(ints, len(prefix)) == [(i,) for i in range(100)]
+    assert keys.decode_run(strs, len(prefix)) == [(f"c{i:03}",) for i in range(100)]
+    assert not calls
+    for odd in [("c050", 1), ("c050", "x"), ("c050", "\x02c", "")]:
+        calls.clear()
+        mixed = strs[:50] + [keys.encode_in(prefix, odd)] + strs[51:]
+        assert keys.decode_run(mixed, len(prefix))[50] == odd
+        assert len(calls) == 100  # a run of more than one shape: key by key
