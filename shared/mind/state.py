@@ -217,20 +217,17 @@ class MindState(MindView):
     def set_boundaries(self, boundaries: Iterable[str], revision: int,
                        tick: Optional[int] = None) -> None:
         """Stamp each boundary: one stamp for all (a transaction of n ops stamps some 3n)."""
-        stamp, put = R.stamp_bytes(revision, tick), self._put
-        for boundary in boundaries:
-            put("boundaries", (boundary,), stamp)
+        self._overlay.put_all("boundaries", zip(boundaries), R.stamp_bytes(revision, tick))
 
     def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                            Optional[bytes]]]]:
         """Per table of `tables`: (key, before, after) of each row this view wrote whose
         bytes differ from the reader's, i.e. what the request being applied changed."""
-        out: dict[str, list] = {t: [] for t in tables}
-        for table, key, after in self._overlay.items():
-            if table in tables:
-                before = self._reader.get(table, key)
-                if before != after:
-                    out[table].append((key, before, after))
+        out: dict[str, list] = {}
+        for table in tables:
+            get = self._reader.get
+            out[table] = [(key, before, after) for key, after in self._overlay.table_items(table)
+                          if (before := get(table, key)) != after]
         return out
 
     def order_before(self) -> list[str]:

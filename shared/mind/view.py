@@ -221,9 +221,10 @@ class MindView:
 
     # -- frames -------------------------------------------------------------------
     def frame(self, frame_id: str) -> Optional[R.Frame]:
-        if frame_id not in self._frames:
-            self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
-        return self._frames[frame_id]
+        f = self._frames.get(frame_id, _UNREAD)
+        if f is _UNREAD:
+            f = self._frames[frame_id] = R.loads(R.Frame, self._get("frames", (frame_id,)))
+        return f
 
     def frames(self) -> Iterator[R.Frame]:
         for _, raw in self._scan("frames"):

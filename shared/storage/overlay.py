@@ -25,10 +25,26 @@ class Overlay:
             self.put(w.table, w.key, w.value)
 
     def put(self, table: str, key: Key, value: Optional[bytes]) -> None:
-        rows = self._tables.setdefault(table, {})
+        rows = self._tables.get(table)
+        if rows is None:  # a table's first write: it was never scanned in order either
+            self._tables[table] = {key: value}
+            return
         if key not in rows and table in self._ordered:
             insort(self._ordered[table], (keycodec.encode(key), key))
         rows[key] = value
+
+    def put_all(self, table: str, keys: Iterable[Key], value: Optional[bytes]) -> None:
+        """put() of each key, all with one value (a transaction's boundary stamps)."""
+        rows = self._tables.get(table)
+        if rows is None:
+            new = dict.fromkeys(keys, value)
+            if new:  # as put: a table is first written by its first write
+                self._tables[table] = new
+        elif table not in self._ordered:
+            rows.update(dict.fromkeys(keys, value))
+        else:
+            for key in keys:
+                self.put(table, key, value)
 
     def update(self, other: "Overlay") -> None:
         """Lay `other`'s writes over these, as putting each of them would."""
@@ -63,6 +79,10 @@ class Overlay:
     def has(self, table: str, key: Key) -> bool:
         rows = self._tables.get(table)
         return rows is not None and key in rows
+
+    def table_items(self, table: str) -> Iterable[tuple[Key, Optional[bytes]]]:
+        """The pending writes of one table (key, value), in the order first written."""
+        return self._tables.get(table, {}).items()
 
     def items(self) -> Iterator[tuple[str, Key, Optional[bytes]]]:
         """Every pending write, table by table in the order first written."""
@@ -110,6 +130,8 @@ class OverlayReader(Reader):
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        if not self._rows.written(table):
+            return iter(())
         rows = [(k, v) for k, v in self._rows.under(table, prefix) if v is not None]
         if reverse:
             rows.reverse()
@@ -130,8 +152,14 @@ def overlay_scan(base: Reader, overlay: Overlay, table: str, prefix: Key = (),
     with one write pending read the whole table into memory when it was a dict."""
     mine = overlay.under_encoded(table, prefix)
     if not mine:  # nothing written here: the store's own scan is already right
-        yield from base.scan(table, prefix, after, limit, reverse)
-        return
+        return base.scan(table, prefix, after, limit, reverse)
+    return _merged_scan(base, mine, table, prefix, after, limit, reverse)
+
+
+def _merged_scan(base: Reader, mine: list[tuple[bytes, Key, Optional[bytes]]], table: str,
+                 prefix: Key, after: Optional[Key], limit: int,
+                 reverse: bool) -> Iterator[tuple[Key, bytes]]:
+    """overlay_scan() where `mine`, the pending writes under the prefix, are some."""
     if reverse:
         mine.reverse()
     if after is not None:

@@ -76,3 +76,24 @@ def test_overlay_scan_reads_the_store_only_as_far_as_it_yields():
     reverse = list(overlay_scan(Counting(), overlay, "events", after=(7,), limit=3,
                                 reverse=True))
     assert reverse == [((6,), b"e"), ((5,), b"new"), ((4,), b"e")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches=st.lists(st.tuples(st.sampled_from(["relations", "frames"]),
+                                  st.lists(keys, max_size=5), values), max_size=8),
+       scan_at=st.integers(0, 8))
+def test_put_all_writes_what_put_of_each_key_writes(batches, scan_at):
+    """put_all is put of each key: the same rows, in the same first-written order, and
+    the same scans, also of a table already put in order by a scan."""
+    store = committed([])
+    one, each = Overlay(), Overlay()
+    for i, (table, ks, value) in enumerate(batches):
+        if i == scan_at:
+            for o in (one, each):
+                list(overlay_scan(store.reader("c"), o, "relations"))
+        one.put_all(table, ks, value)
+        for k in ks:
+            each.put(table, k, value)
+    assert list(one.items()) == list(each.items())
+    assert list(overlay_scan(store.reader("c"), one, "relations")) == \
+        list(overlay_scan(store.reader("c"), each, "relations"))

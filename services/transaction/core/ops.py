@@ -87,7 +87,8 @@ def _cancel_retire(m: MindState, f: R.Frame) -> None:
 
 def apply_create(m: MindState, run: TxRun, op: FrameOp) -> None:
     sources = op.sources or []
-    _check_sources(m, run, sources)
+    if sources:
+        _check_sources(m, run, sources)
     existing = m.frame(op.frame_id)
     if existing is not None:
         if existing.body == op.body and existing.sources == sources:
@@ -357,7 +358,8 @@ def apply_successor_rule(m: MindState, run: TxRun) -> None:
     for fid in run.touched:  # frames a touched successor cites or supersedes
         f = m.frame(fid)
         if f is not None:
-            candidates.update(s for s in f.sources if not is_ref(s))
+            if f.sources:
+                candidates.update(s for s in f.sources if not is_ref(s))
             candidates.update(o for (_, n, o) in m.relations_from(fid) if n == SUPERSEDES)
     # Judge every candidate on the state the ops left, then retire: retiring one frame
     # must not change whether another qualifies (chains retire whole, in any naming).
