@@ -460,7 +460,7 @@ class LmdbReader(Reader):
         if cur is None:
             return
         if not (limit or reverse):
-            yield from self._scan_runs(cur, pre)
+            yield from self._scan_runs(table, cur, pre)
             return
         skip, decode = len(self._prefix), keys.decode
         n = 0
@@ -484,32 +484,44 @@ class LmdbReader(Reader):
         run = list(takewhile((pre + b"\xff",).__gt__, cur.iternext()))
         rows = list(zip(keys.decode_run(list(map(_KEY, run)), len(self._prefix)),
                         map(_VALUE, run)))
-        if cur.key().startswith(pre):  # past the bound: see _scan_runs
-            rows += self._scan_runs(cur, pre)
+        rows += self._past_the_bound(cur, pre)
         return rows
 
-    def _scan_runs(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
-        """The common whole-prefix scan, from the cursor's row: rows are read in runs (a
-        few first, as a reader may want only those, then more) and each run's keys are
-        decoded together (keys.decode_run), with no Python step per row where it can.
-        The keys under the prefix are those below prefix + 0xff (a tag byte follows the
-        prefix); a key past that which still starts with it was not written by
-        keys.encode, and is read as any other, one at a time."""
+    def _scan_runs(self, table: str, cur: lmdb.Cursor,
+                   pre: bytes) -> Iterator[tuple[Key, bytes]]:
+        """The common whole-prefix scan, from the cursor's row. Keys are read ahead in runs
+        (a few first, as a reader may want only those, then more) and each run decoded
+        together (keys.decode_run), with no Python step per row where it can; the values
+        come from a second cursor walking the same rows a row at a time, so a scan never
+        holds more than one value ahead (events may be 32 MiB each). The keys under the
+        prefix are those below prefix + 0xff (a tag byte follows the prefix); a key past
+        that which still starts with it was not written by keys.encode, and is read as
+        any other, one at a time."""
         skip = len(self._prefix)
-        rows = takewhile((pre + b"\xff",).__gt__, cur.iternext())
+        values = self._txn.cursor(db=self._store._dbs[table])
+        values.set_key(cur.key())
+        walk = values.iternext(keys=False, values=True)
+        ahead = takewhile((pre + b"\xff").__gt__, cur.iternext(keys=True, values=False))
         size = _FIRST_RUN
         while True:
-            run = list(islice(rows, size))
+            run = list(islice(ahead, size))
             if run:
-                yield from zip(keys.decode_run(list(map(_KEY, run)), skip), map(_VALUE, run))
+                yield from zip(keys.decode_run(run, skip), walk)
             if len(run) < size:
                 break
             size = min(size * 4, _LONGEST_RUN)
-        if cur.key().startswith(pre):
-            for k, v in cur.iternext():
-                if not k.startswith(pre):
-                    return
-                yield keys.decode(k, skip), v
+        yield from self._past_the_bound(cur, pre)
+
+    def _past_the_bound(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
+        """The rows from the cursor's that still start with the prefix: none, unless a key
+        with a 0xff tag byte is there (see _scan_runs)."""
+        if not cur.key().startswith(pre):  # also past the last row: iternext would restart
+            return
+        skip = len(self._prefix)
+        for k, v in cur.iternext():
+            if not k.startswith(pre):
+                return
+            yield keys.decode(k, skip), v
 
     def scan_keys(self, table: str, prefix: Key = (),
                   after: Optional[Key] = None) -> Iterator[Key]:

@@ -269,6 +269,7 @@ def _exact(obj: Any) -> bool:
 
 
 _FRAME_FIELDS = len(Frame.__dataclass_fields__)
+NEW_OBSERVATION = dumps(Observation())  # every input's first observation row: made once
 _decode = msgspec.json.Decoder().decode
 
 
@@ -306,6 +307,8 @@ def loads(cls: type[T], raw: Optional[bytes]) -> Optional[T]:
 
 
 def from_dict(cls: type[T], obj: Any) -> T:
+    if cls is Event:  # the commonest (a replay reads every one), with nothing to convert
+        return cls(**obj)
     if cls in (list, dict):
         return obj
     if cls is Meta and "outbox_head" in obj:  # written before the change feed replaced it

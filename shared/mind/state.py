@@ -84,6 +84,12 @@ class MindState(MindView):
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
         self.require_meta(ev.context).chain = R.event_hash(raw)
 
+    def add_observation(self, seq: int) -> None:
+        """A new input's observation: put_observation(seq, Observation()), its bytes
+        written once per process."""
+        self._put("observations", (seq,), R.NEW_OBSERVATION)
+        self._put("inbox", (seq,), b"")
+
     def put_observation(self, seq: int, obs: R.Observation) -> None:
         """Store an observation's state and keep the active-inbox index in step."""
         self._put("observations", (seq,), R.dumps(obs))

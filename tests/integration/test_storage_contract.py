@@ -184,6 +184,14 @@ def test_a_whole_scan_of_many_rows_reads_each_once_in_order(store):
         assert [k for k, _ in r.scan("observations", after=(1990,))] == [(i,) for i in range(1991, 2000)]
 
 
+def test_a_whole_scan_of_the_only_context_ends_at_its_last_row(store):
+    """The table's first and last rows are the context's: the scan reads each once."""
+    store.commit("c", 0, [Write("frames", (f"f{i:03}",), b"") for i in range(40)])
+    with store.reader("c") as r:
+        assert [k for k, _ in r.scan("frames")] == [(f"f{i:03}",) for i in range(40)]
+        assert len(r.scan_tables([("frames", ())])[0]) == 40
+
+
 def test_lmdb_a_key_past_the_prefix_bound_is_still_read(tmp_path):
     """A row under the context's prefix with a 0xff tag byte (never written by keys.encode:
     a damaged store) lies past the bound a whole scan reads to; the scan still reads it,

@@ -63,7 +63,7 @@ def _apply_input(m: MindState, ev: R.Event) -> dict:
     if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
     m.set_pending(ev.session, ev.seq, True)
-    m.put_observation(ev.seq, R.Observation())
+    m.add_observation(ev.seq)
     return {"ref": R.ref(ev.seq), "seq": ev.seq, "id": ev.id}
 
 

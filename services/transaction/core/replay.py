@@ -98,8 +98,10 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
     last: Optional[R.Event] = None
     count = 0
     m: Optional[_Replayed] = None
+    last_shares = False  # shares_candidate(last)
     for ev, raw in events:
-        if m is None or not (shares_candidate(ev) and shares_candidate(last)):
+        shares = shares_candidate(ev)
+        if m is None or not (shares and last_shares):
             if m is not None:
                 rows.update(m.overlay())
                 meta = m.meta()
@@ -108,7 +110,7 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
         if raw is not None:  # a stored event: `history` was given, `done` reads it
             done.admit(ev.seq, raw)
         apply_event(m, ev, reply=False)
-        last = ev
+        last, last_shares = ev, shares
         count += 1
     if m is not None:
         rows.update(m.overlay())

@@ -28,7 +28,7 @@ def apply_call_result(m: MindState, ev: R.Event) -> dict:
     call_seq = ref_seq(ev.data["call"])
     call = m.call(call_seq)
     act = m.activation(call.activation)
-    m.put_observation(ev.seq, R.Observation())
+    m.add_observation(ev.seq)
     call.result, call.late = ev.seq, act.delivered
     if call.late:
         m.set_pending(ev.session, ev.seq, True)
@@ -45,7 +45,7 @@ def apply_message(m: MindState, ev: R.Event) -> dict:
     target = ev.data["target_session"]
     if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
-    m.put_observation(ev.seq, R.Observation())
+    m.add_observation(ev.seq)
     m.set_pending(target, ev.seq, True)
     return _receipt(ev, target_session=target)
 
