@@ -70,7 +70,10 @@ class Overlay:
     def present(self, table: str) -> dict[Key, bytes]:
         """The table's rows as a store would hold them after these writes alone (deleted
         ones left out), in no particular order."""
-        return {k: v for k, v in self._tables.get(table, {}).items() if v is not None}
+        rows = self._tables.get(table, {})
+        if None not in rows.values():  # no deletion: a copy, made in C
+            return dict(rows)
+        return {k: v for k, v in rows.items() if v is not None}
 
     def written(self, table: str) -> bool:
         """Whether any write (a delete too) is pending in `table`."""

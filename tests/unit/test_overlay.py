@@ -46,6 +46,11 @@ def test_overlay_scan_equals_a_store_with_the_writes_committed(base, pending, pr
     got = list(overlay_scan(below.reader("c"), overlay, "relations", prefix, after, limit,
                             reverse))
     assert got == list(expect.reader("c").scan("relations", prefix, after, limit, reverse))
+    alone = {}  # the writes alone, as a store holds them: a deleted row is no row
+    for table, key, value in pending:
+        if table == "relations":
+            alone[key] = value
+    assert overlay.present("relations") == {k: v for k, v in alone.items() if v is not None}
 
 
 def test_overlay_keeps_the_last_write_of_a_key_and_a_deletion_hides_the_row():
