@@ -237,7 +237,8 @@ def _frame_exact(f: "Frame") -> bool:
             and type(f.revision) is int and type(f.state) is str
             and type(f.protected) is bool and type(f.generation) is int
             and type(f.changed_at) is int and type(f.sources) is list
-            and all(type(s) is str for s in f.sources) and (r is None or _exact(r)))
+            and (not f.sources or all(type(s) is str for s in f.sources))
+            and (r is None or _exact(r)))
 
 
 def _exact(obj: Any) -> bool:
