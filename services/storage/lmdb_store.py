@@ -43,7 +43,8 @@ _FENCE_DB = b"_fence"
 _STORE_DB, _STORE_ID = b"_store", b"id"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
-# A whole-prefix scan reads rows in runs of 16, then 64, ... up to 1,024 (_scan_runs).
+# A whole-prefix scan reads its first 16 rows one at a time, then runs of 64, 256 and
+# 1,024 keys (_scan_runs).
 _FIRST_RUN, _LONGEST_RUN = 16, 1024
 _KEY, _VALUE = itemgetter(0), itemgetter(1)
 
@@ -456,11 +457,14 @@ class LmdbReader(Reader):
 
     def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
              limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
+        if not (limit or reverse):  # the common whole-prefix scan
+            return self._scan_runs(table, prefix, after)
+        return self._scan_rows(table, prefix, after, limit, reverse)
+
+    def _scan_rows(self, table: str, prefix: Key, after: Optional[Key], limit: int,
+                   reverse: bool) -> Iterator[tuple[Key, bytes]]:
         cur, pre = self._cursor_at(table, prefix, after, reverse)
         if cur is None:
-            return
-        if not (limit or reverse):
-            yield from self._scan_runs(table, cur, pre)
             return
         skip, decode = len(self._prefix), keys.decode
         n = 0
@@ -487,22 +491,37 @@ class LmdbReader(Reader):
         rows += self._past_the_bound(cur, pre)
         return rows
 
-    def _scan_runs(self, table: str, cur: lmdb.Cursor,
-                   pre: bytes) -> Iterator[tuple[Key, bytes]]:
-        """The common whole-prefix scan, from the cursor's row. Keys are read ahead in runs
-        (a few first, as a reader may want only those, then more) and each run decoded
-        together (keys.decode_run), with no Python step per row where it can; the values
-        come from a second cursor walking the same rows a row at a time, so a scan never
-        holds more than one value ahead (events may be 32 MiB each). The keys under the
-        prefix are those below prefix + 0xff (a tag byte follows the prefix); a key past
-        that which still starts with it was not written by keys.encode, and is read as
-        any other, one at a time."""
+    def _scan_runs(self, table: str, prefix: Key,
+                   after: Optional[Key]) -> Iterator[tuple[Key, bytes]]:
+        """The common whole-prefix scan, from the cursor's row. Its first rows are read one
+        at a time (most scans are short: a frame's relations, a session's pending), then
+        keys are read ahead in runs, each run decoded together (keys.decode_run) with no
+        Python step per row where it can; the values come from a second cursor walking
+        the same rows a row at a time, so a scan never holds more than one value ahead
+        (events may be 32 MiB each). The keys under the prefix are those below prefix +
+        0xff (a tag byte follows the prefix); a key past that which still starts with it
+        was not written by keys.encode, and is read as any other, one at a time."""
+        cur, pre = self._cursor_at(table, prefix, after, False)
+        if cur is None:
+            return
         skip = len(self._prefix)
+        read = 0
+        for k, v in cur.iternext():
+            if not k.startswith(pre):
+                return
+            yield keys.decode(k, skip), v
+            read += 1
+            if read == _FIRST_RUN:
+                break
+        else:
+            return  # the table's end
+        if not cur.next():
+            return
         values = self._txn.cursor(db=self._store._dbs[table])
         values.set_key(cur.key())
         walk = values.iternext(keys=False, values=True)
         ahead = takewhile((pre + b"\xff").__gt__, cur.iternext(keys=True, values=False))
-        size = _FIRST_RUN
+        size = _FIRST_RUN * 4
         while True:
             run = list(islice(ahead, size))
             if run:

@@ -184,6 +184,21 @@ def test_a_whole_scan_of_many_rows_reads_each_once_in_order(store):
         assert [k for k, _ in r.scan("observations", after=(1990,))] == [(i,) for i in range(1991, 2000)]
 
 
+def test_whole_scans_read_every_row_once_at_every_length_around_the_runs(store):
+    """Lengths on each side of where the LMDB reader changes how it reads (16 rows one at a
+    time, then runs of 64, 256...), each ended by another context's rows or by the table's
+    end."""
+    lengths = (15, 16, 17, 80, 81, 336, 337)
+    for n in lengths:
+        store.commit(f"c{n}", 0, [Write("observations", (i,), b"%d" % i) for i in range(n)])
+        store.commit(f"e{n}", 0, [Write("frames", (f"f{i:04}",), b"") for i in range(n)])
+    for n in lengths:
+        with store.reader(f"c{n}") as r:
+            assert list(r.scan("observations")) == [((i,), b"%d" % i) for i in range(n)]
+        with store.reader(f"e{n}") as r:  # e81 is the frames table's last context
+            assert [k for k, _ in r.scan("frames")] == [(f"f{i:04}",) for i in range(n)]
+
+
 def test_a_whole_scan_of_the_only_context_ends_at_its_last_row(store):
     """The table's first and last rows are the context's: the scan reads each once."""
     store.commit("c", 0, [Write("frames", (f"f{i:03}",), b"") for i in range(40)])
