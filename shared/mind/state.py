@@ -38,6 +38,10 @@ class MindState(MindView):
         """Rows of table under prefix (after `after`), overlay applied, in key order."""
         return overlay_scan(self._reader, self._overlay, table, prefix, after)
 
+    def _exists(self, table: str) -> bool:
+        return next(iter(overlay_scan(self._reader, self._overlay, table, limit=1)),
+                    None) is not None
+
     def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
         return [raw for _, raw in self._scan(table, prefix)]
 

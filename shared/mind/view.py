@@ -103,6 +103,13 @@ class MindView:
     def _scan_keys(self, table: str, after: Optional[Key] = None) -> Iterator[Key]:
         return self._reader.scan_keys(table, (), after)
 
+    def _exists(self, table: str) -> bool:
+        """Whether the table has a row (one read of one row at most)."""
+        rows = self._scans.get((table, ()))
+        if rows is not None:
+            return bool(rows)
+        return next(iter(self._reader.scan(table, limit=1)), None) is not None
+
     def _scan_values(self, table: str, prefix: Key = ()) -> Iterable[bytes]:
         """_scan's values only (the store need not decode keys nobody reads)."""
         rows = self._scans.get((table, prefix))
@@ -278,6 +285,10 @@ class MindView:
 
     def relations(self) -> list[tuple[str, str, str]]:
         return [k for k, _ in self._scan("relations")]
+
+    def has_relations(self) -> bool:
+        """Whether any relation exists (one row read at most)."""
+        return self._exists("relations")
 
     def order(self) -> list[str]:
         return [raw.decode() for raw in self._scan_values("order")]

@@ -89,3 +89,23 @@ def test_sec_03_a_snapshot_record_is_a_json_object_or_snapshot_corrupt(tx):
         with pytest.raises(MorphzError) as e:
             m.snapshot(sid)
         assert (e.value.reason, e.value.details["why"]) == ("SNAPSHOT_CORRUPT", why)
+
+
+def test_core_13_has_relations_reads_through_the_pending_writes(tx):
+    """has_relations (the successor rule reads no frame's relations without one): the
+    store's relations and a candidate's pending ones, a relation removed by a pending
+    write gone."""
+    from morphz.shared.mind.state import MindState
+    core, store = tx
+    core.commit("c", "(context-tx (base-version 0) (create a (x)) (create b (y)))",
+                caller=IN_PROCESS_CALLER)
+    assert not view(store).has_relations()
+    m = MindState(store.reader("c"))
+    m.add_relation("a", "supersedes", "b")
+    assert m.has_relations() and not view(store).has_relations()
+    core.commit("c", "(context-tx (base-version 1) (relate a supersedes b))",
+                caller=IN_PROCESS_CALLER)
+    assert view(store).has_relations()
+    m = MindState(store.reader("c"))
+    m.remove_relation("a", "supersedes", "b")
+    assert not m.has_relations()

@@ -355,12 +355,14 @@ def apply_successor_rule(m: MindState, run: TxRun) -> None:
     """A retiring frame leaves at once when, in the final state, a non-retired successor
     lists it among its sources and `successor supersedes old` holds (CORE-13)."""
     candidates = set(run.touched)
+    related = m.has_relations()  # else no frame's relations need reading (one read each)
     for fid in run.touched:  # frames a touched successor cites or supersedes
         f = m.frame(fid)
         if f is not None:
             if f.sources:
                 candidates.update(s for s in f.sources if not is_ref(s))
-            candidates.update(o for (_, n, o) in m.relations_from(fid) if n == SUPERSEDES)
+            if related:
+                candidates.update(o for (_, n, o) in m.relations_from(fid) if n == SUPERSEDES)
     # Judge every candidate on the state the ops left, then retire: retiring one frame
     # must not change whether another qualifies (chains retire whole, in any naming).
     leaving: list[tuple[R.Frame, str]] = []
