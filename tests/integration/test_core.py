@@ -275,6 +275,20 @@ def test_core_13_successor_in_later_transaction_and_both_conditions_needed(mind)
     assert mind.frame("case-a")["state"] == "retiring"
 
 
+def test_core_13_a_large_transaction_finds_the_successor_through_its_relations(mind):
+    """A transaction touching more frames than the rule reads relations of one by one
+    (it asks first whether any relation exists): s1 supersedes case-a from before and now
+    cites it; case-a is named by no op of the transaction, yet leaves at once."""
+    mind.tx("(create case-a (x))")
+    mind.tx("(retire case-a)", reason="condense")
+    mind.tx("(create s1 (y)) (relate s1 supersedes case-a)")
+    assert mind.frame("case-a")["state"] == "retiring"
+    r = mind.tx("(revise s1 (from case-a) (y2)) "
+                + " ".join(f"(create n{i} (z))" for i in range(20)))
+    assert mind.frame("case-a")["state"] == "retired"
+    assert "case-a" in r["capacity"]["released_now"]
+
+
 def test_core_14_protected_content_cannot_be_retired(mind, expect_rejected):
     ev = mind.event("the user's constraint: never deploy on friday")
     mind.tx(f"(create constraint (no-friday-deploys)) (protect constraint {ev['ref']})")

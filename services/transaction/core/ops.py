@@ -351,11 +351,17 @@ def apply_session(m: MindState, run: TxRun, op: NamedOp) -> None:
 
 # -- the successor rule --------------------------------------------------------------------
 
+RELATIONS_READ_EACH = 16  # touched frames whose relations are read without asking first
+
+
 def apply_successor_rule(m: MindState, run: TxRun) -> None:
     """A retiring frame leaves at once when, in the final state, a non-retired successor
     lists it among its sources and `successor supersedes old` holds (CORE-13)."""
     candidates = set(run.touched)
-    related = m.has_relations()  # else no frame's relations need reading (one read each)
+    # Reading each touched frame's relations is a read each; a transaction touching many
+    # asks first whether any relation exists (one read). A small one reads its frames'
+    # relations, which the write path's owner cache keeps (a warm commit reads nothing).
+    related = len(run.touched) <= RELATIONS_READ_EACH or m.has_relations()
     for fid in run.touched:  # frames a touched successor cites or supersedes
         f = m.frame(fid)
         if f is not None:
