@@ -493,8 +493,8 @@ class LmdbReader(Reader):
 
     def _scan_runs(self, table: str, prefix: Key,
                    after: Optional[Key]) -> Iterator[tuple[Key, bytes]]:
-        """The common whole-prefix scan, from the cursor's row. Its first rows are read one
-        at a time (most scans are short: a frame's relations, a session's pending), then
+        """The common whole-prefix scan (after `after`). Its first rows are read one at a
+        time (most scans are short: a frame's relations, a session's pending), then
         keys are read ahead in runs, each run decoded together (keys.decode_run) with no
         Python step per row where it can; the values come from a second cursor walking
         the same rows a row at a time, so a scan never holds more than one value ahead

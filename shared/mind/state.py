@@ -39,6 +39,7 @@ class MindState(MindView):
         return overlay_scan(self._reader, self._overlay, table, prefix, after)
 
     def _exists(self, table: str) -> bool:
+        """MindView._exists through the pending writes."""
         return next(iter(overlay_scan(self._reader, self._overlay, table, limit=1)),
                     None) is not None
 
@@ -234,8 +235,8 @@ class MindState(MindView):
         """Per table of `tables`: (key, before, after) of each row this view wrote whose
         bytes differ from the reader's, i.e. what the request being applied changed."""
         out: dict[str, list] = {}
+        get = self._reader.get
         for table in tables:
-            get = self._reader.get
             out[table] = [(key, before, after) for key, after in self._overlay.table_items(table)
                           if (before := get(table, key)) != after]
         return out

@@ -6,8 +6,8 @@ order equals tuple order and a prefix tuple encodes to a byte prefix.
 from __future__ import annotations
 
 import struct
-from operator import add
 from itertools import repeat
+from operator import add
 
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key
 from morphz.shared.errors import MorphzError
