@@ -24,7 +24,6 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice, takewhile
-from operator import itemgetter
 from typing import Iterator, Optional
 
 import lmdb
@@ -46,7 +45,6 @@ _log = logging.getLogger("morphz.storage")
 # A whole-prefix scan reads its first 16 rows one at a time, then runs of 64, 256 and
 # 1,024 keys (_scan_runs).
 _FIRST_RUN, _LONGEST_RUN = 16, 1024
-_KEY, _VALUE = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -480,27 +478,35 @@ class LmdbReader(Reader):
         out: list[list[tuple[Key, bytes]]] = []
         for table, prefix in wanted:
             cur, pre = self._cursor_at(table, prefix, None, False)
-            out.append([] if cur is None else self._rows_from(cur, pre))
+            out.append([] if cur is None else self._rows_from(table, cur, pre))
         return out
 
-    def _rows_from(self, cur: lmdb.Cursor, pre: bytes) -> list[tuple[Key, bytes]]:
-        """Every row under the prefix from the cursor's, read as one run (_scan_runs)."""
-        run = list(takewhile((pre + b"\xff",).__gt__, cur.iternext()))
-        rows = list(zip(keys.decode_run(list(map(_KEY, run)), len(self._prefix)),
-                        map(_VALUE, run)))
+    def _rows_from(self, table: str, cur: lmdb.Cursor,
+                   pre: bytes) -> list[tuple[Key, bytes]]:
+        """Every row under the prefix from the cursor's, its keys decoded as one run."""
+        ahead, walk = self._walks(table, cur, pre)
+        rows = list(zip(keys.decode_run(list(ahead), len(self._prefix)), walk))
         rows += self._past_the_bound(cur, pre)
         return rows
+
+    def _walks(self, table: str, cur: lmdb.Cursor,
+               pre: bytes) -> tuple[Iterator[bytes], Iterator[bytes]]:
+        """From the cursor's row: the keys under the prefix, read by the cursor (keys
+        only), and the values of the same rows, read by a second cursor as they are
+        taken. The keys under the prefix are those below prefix + 0xff (a tag byte
+        follows the prefix); see _past_the_bound for a key past it."""
+        values = self._txn.cursor(db=self._store._dbs[table])
+        values.set_key(cur.key())
+        return (takewhile((pre + b"\xff").__gt__, cur.iternext(keys=True, values=False)),
+                values.iternext(keys=False, values=True))
 
     def _scan_runs(self, table: str, prefix: Key,
                    after: Optional[Key]) -> Iterator[tuple[Key, bytes]]:
         """The common whole-prefix scan (after `after`). Its first rows are read one at a
         time (most scans are short: a frame's relations, a session's pending), then
         keys are read ahead in runs, each run decoded together (keys.decode_run) with no
-        Python step per row where it can; the values come from a second cursor walking
-        the same rows a row at a time, so a scan never holds more than one value ahead
-        (events may be 32 MiB each). The keys under the prefix are those below prefix +
-        0xff (a tag byte follows the prefix); a key past that which still starts with it
-        was not written by keys.encode, and is read as any other, one at a time."""
+        Python step per row where it can, while the values are read a row at a time, so
+        a scan never holds more than one value ahead (events may be 32 MiB each)."""
         cur, pre = self._cursor_at(table, prefix, after, False)
         if cur is None:
             return
@@ -517,10 +523,7 @@ class LmdbReader(Reader):
             return  # the table's end
         if not cur.next():
             return
-        values = self._txn.cursor(db=self._store._dbs[table])
-        values.set_key(cur.key())
-        walk = values.iternext(keys=False, values=True)
-        ahead = takewhile((pre + b"\xff").__gt__, cur.iternext(keys=True, values=False))
+        ahead, walk = self._walks(table, cur, pre)
         size = _FIRST_RUN * 4
         while True:
             run = list(islice(ahead, size))
@@ -533,7 +536,8 @@ class LmdbReader(Reader):
 
     def _past_the_bound(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
         """The rows from the cursor's that still start with the prefix: none, unless a key
-        with a 0xff tag byte is there (see _scan_runs)."""
+        with a 0xff tag byte is there, past the bound _walks reads to (never written by
+        keys.encode: a damaged store), which is read as any other, one at a time."""
         if not cur.key().startswith(pre):  # also past the last row: iternext would restart
             return
         skip = len(self._prefix)

@@ -91,14 +91,16 @@ class MindState(MindView):
 
     def add_observation(self, seq: int) -> None:
         """A new input's observation: put_observation(seq, Observation()), its bytes
-        written once per process."""
-        self._put("observations", (seq,), R.NEW_OBSERVATION)
-        self._put("inbox", (seq,), b"")
+        made once per process."""
+        self._put_observation(seq, R.NEW_OBSERVATION, retired=False)
 
     def put_observation(self, seq: int, obs: R.Observation) -> None:
+        self._put_observation(seq, R.dumps(obs), obs.retired)
+
+    def _put_observation(self, seq: int, raw: bytes, retired: bool) -> None:
         """Store an observation's state and keep the active-inbox index in step."""
-        self._put("observations", (seq,), R.dumps(obs))
-        self._put("inbox", (seq,), None if obs.retired else b"")
+        self._put("observations", (seq,), raw)
+        self._put("inbox", (seq,), None if retired else b"")
 
     # -- frames -------------------------------------------------------------------
     def put_frame(self, f: R.Frame) -> None:

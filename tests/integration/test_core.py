@@ -275,10 +275,11 @@ def test_core_13_successor_in_later_transaction_and_both_conditions_needed(mind)
     assert mind.frame("case-a")["state"] == "retiring"
 
 
-def test_core_13_a_large_transaction_finds_the_successor_through_its_relations(mind):
-    """A transaction touching more frames than the rule reads relations of one by one
-    (it asks first whether any relation exists): s1 supersedes case-a from before and now
-    cites it; case-a is named by no op of the transaction, yet leaves at once."""
+def test_core_13_a_transaction_of_many_frames_retires_what_its_successor_now_cites(mind):
+    """The rule's path for a transaction touching more frames than it reads relations of
+    one by one: s1 supersedes case-a from before and now cites it; case-a is named by no
+    op of the transaction, yet leaves at once. (The frame is found through s1's sources;
+    the relations read add nothing the sources miss in states the rule has kept.)"""
     mind.tx("(create case-a (x))")
     mind.tx("(retire case-a)", reason="condense")
     mind.tx("(create s1 (y)) (relate s1 supersedes case-a)")

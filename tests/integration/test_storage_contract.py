@@ -163,6 +163,12 @@ def test_scan_order_prefix_after_limit_reverse(store):
     assert len(rows(store, "c", "frame_versions")) == 9
 
 
+def store_order(key: tuple) -> tuple:
+    """The order the stores keep the test's keys in, written out: by the first part, then
+    (s,) before (s, int) before (s, str)."""
+    return key[0], len(key), type(key[-1]) is str
+
+
 def test_a_whole_scan_of_many_rows_reads_each_once_in_order(store):
     """A whole scan (and scan_tables) of 2,000 rows, past every run the LMDB reader reads
     at once, in the common key shapes and a mixed one; the neighbouring contexts' rows
@@ -177,7 +183,7 @@ def test_a_whole_scan_of_many_rows_reads_each_once_in_order(store):
                               for t, ks in tables.items() for k in ks])
     with store.reader("c") as r:
         for table, ks in tables.items():
-            expected = [(k, repr(("c", k)).encode()) for k in sorted(ks, key=keys.encode)]
+            expected = [(k, repr(("c", k)).encode()) for k in sorted(ks, key=store_order)]
             assert list(r.scan(table)) == expected
             assert r.scan_tables([(table, ())]) == [expected]
             assert next(iter(r.scan(table))) == expected[0]
