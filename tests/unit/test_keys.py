@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
 
 _part = st.one_of(st.integers(0, 2 ** 64 - 1),
@@ -98,3 +99,26 @@ def test_decode_run_reads_the_common_shapes_in_c(monkeypatch):
         mixed = strs[:50] + [keys.encode_in(prefix, odd)] + strs[51:]
         assert keys.decode_run(mixed, len(prefix))[50] == odd
         assert len(calls) == 100  # a run of more than one shape: key by key
+
+
+def _written_out(prefix: bytes, part) -> bytes:
+    """The module docstring's encoding of a one-part key, spelled out."""
+    if isinstance(part, str):
+        return prefix + b"\x02" + part.encode("utf-8") + b"\x00"
+    return prefix + b"\x01" + part.to_bytes(8, "big")
+
+
+@settings(max_examples=300, deadline=None)
+@given(part=st.one_of(st.integers(-2, 2**64 + 1), st.booleans(), st.none(),
+                      st.text(st.characters(exclude_categories=("Cs",)), max_size=200)),
+       prefix_chars=st.integers(0, 470))
+def test_a_one_part_key_encodes_as_written_out_or_fails_as_any_key(part, prefix_chars):
+    prefix = keys.encode(("p" * prefix_chars,)) if prefix_chars else b""
+    valid = (type(part) is str and "\x00" not in part) or \
+        (type(part) is int and 0 <= part < 2**64)
+    if valid and len(_written_out(prefix, part)) <= keys.MAX_KEY_BYTES:
+        assert keys.encode_in(prefix, (part,)) == _written_out(prefix, part)
+    else:
+        with pytest.raises(MorphzError) as err:
+            keys.encode_in(prefix, (part,))
+        assert err.value.reason == "STORAGE_KEY_INVALID"

@@ -18,6 +18,7 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
+from morphz.shared.cycles import cycles_not_collected
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
@@ -62,6 +63,7 @@ class EncodingCore:
         self._maintenance = maintenance_permille
 
     # -- compile ---------------------------------------------------------------------------
+    @cycles_not_collected  # thousands of containers, all alive until it returns
     def compile(self, context: str, session: str, *, activation: str = "",
                 budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
                 must_read: list[str] = (), scope: Optional[dict] = None,

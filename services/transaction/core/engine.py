@@ -31,7 +31,7 @@ from morphz.shared.mind import records as R
 from morphz.services.transaction.core import chain, rules as rulebook
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
-from morphz.services.transaction.core.cycles import cycles_paused
+from morphz.shared.cycles import cycles_paused
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline
 from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan

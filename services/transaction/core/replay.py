@@ -6,7 +6,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from morphz.services.transaction.core import chain
-from morphz.services.transaction.core.cycles import cycles_not_collected
+from morphz.shared.cycles import cycles_not_collected
 from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event, shares_candidate
 from morphz.shared.mind import records as R
