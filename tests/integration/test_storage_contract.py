@@ -741,8 +741,12 @@ def test_dist_06_a_watch_asked_to_gather_sends_the_commits_made_meanwhile_as_one
 
 def test_dist_06_wait_changes_returns_at_a_commit_or_at_its_timeout(store):
     assert store.wait_changes(0, 0.1) == 0  # nothing committed: the timeout ends it
-    threading.Timer(0.2, lambda: store.commit("a", 0, [Write("events", (0,), b"e")])).start()
+    committer = threading.Timer(0.2, lambda: store.commit("a", 0, [Write("events", (0,), b"e")]))
+    committer.start()
     assert store.wait_changes(0, 30) == 1
+    # The head moves before the commit is answered: its reply comes before the store
+    # closes (a remote store's channel closed first failed the commit in its thread).
+    committer.join(30)
 
 
 def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(snap):
