@@ -73,6 +73,8 @@ class MindState(MindView):
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))
+        if not self._quarantined:  # every commit but a rebuild's: the list as made
+            return self._overlay.writes()
         moved = set(self._quarantined)  # first: a later write may reuse the key
         return [Write(t, k, None, quarantine=True) for t, k in self._quarantined] + [
             w for w in self._overlay.writes()
