@@ -516,21 +516,18 @@ class LmdbReader(Reader):
         cur, pre = self._cursor_at(table, prefix, after, False)
         if cur is None:
             return
-        skip = len(self._prefix)
         read = 0
-        for k, v in cur.iternext():
-            if not k.startswith(pre):
-                return
-            yield keys.decode(k, skip), v
+        for row in self._one_by_one(cur, pre):
+            yield row
             read += 1
             if read == _FIRST_RUN:
                 break
         else:
-            return  # the table's end
+            return  # the prefix's or the table's end
         if not cur.next():
             return
         ahead, walk = self._walks(table, cur, pre)
-        size = _FIRST_RUN * 4
+        skip, size = len(self._prefix), _FIRST_RUN * 4
         while True:
             run = list(islice(ahead, size))
             if run:
@@ -546,6 +543,10 @@ class LmdbReader(Reader):
         keys.encode: a damaged store), which is read as any other, one at a time."""
         if not cur.key().startswith(pre):  # also past the last row: iternext would restart
             return
+        yield from self._one_by_one(cur, pre)
+
+    def _one_by_one(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
+        """The rows from the cursor's on while their keys start with the prefix."""
         skip = len(self._prefix)
         for k, v in cur.iternext():
             if not k.startswith(pre):
