@@ -28,7 +28,9 @@ shares a GIL with a server. The group commit is checked from outside: the LMDB
 environment's last transaction id is read before and after each window, giving the
 number of durable LMDB write transactions (fsyncs) per acknowledged commit. Server and
 client CPU use over each window come from /proc ("srv CPU ms/op" is the server's CPU
-time per operation, all threads; "srv CPU" / "cli CPU" are cores busy on average).
+time per operation, all threads; "srv CPU" / "cli CPU" are cores busy on average;
+"srv sys" is the kernel's share of the server's CPU: system calls, thread wake-ups,
+fsync, page faults).
 Recall indexes commits in the background, partly after the window: for the morphz rows
 the load starts once recall has indexed the set-up, and after the window the benchmark
 waits (bounded, --catchup-bound) until InspectIndex reports lag 0 for every context
@@ -394,8 +396,8 @@ def drive(args, what: str, driver, specs: list[dict], server,
     indexing included."""
     procs = server if isinstance(server, dict) else {"server": server}
 
-    def cpu() -> dict[str, float]:
-        return {k: p.cpu_seconds() for k, p in procs.items()}
+    def cpu(kernel: bool = False) -> dict[str, float]:
+        return {k: p.cpu_seconds(kernel) for k, p in procs.items()}
     start: dict = {}
 
     def before() -> None:
@@ -406,17 +408,18 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
     def during() -> dict:
         time.sleep(args.warmup)
-        c0, x0 = cpu(), last_txnid(store_path)
+        c0, k0, x0 = cpu(), cpu(kernel=True), last_txnid(store_path)
         with Progress(what, args.seconds):
             time.sleep(args.seconds)
-        c1, x1 = cpu(), last_txnid(store_path)
-        return {"cpu": {k: c1[k] - c0[k] for k in c1}, "txns": x1 - x0,
-                "end": time.monotonic()}
+        c1, k1, x1 = cpu(), cpu(kernel=True), last_txnid(store_path)
+        return {"cpu": {k: c1[k] - c0[k] for k in c1}, "kernel": sum(k1.values()) - sum(k0.values()),
+                "txns": x1 - x0, "end": time.monotonic()}
     res, seen = run_drivers(driver, specs, during=during, before=before)
     n = len(res.latencies_s)
     window_cpu = sum(seen["cpu"].values())
     extra = {"server_cpu_ms_per_op": window_cpu / n * 1e3 if n else float("nan"),
              "server_cpu_util": window_cpu / args.seconds,
+             "server_kernel_share": seen["kernel"] / window_cpu if window_cpu else float("nan"),
              "client_cpu_util": res.cpu_s / args.seconds}
     if len(procs) > 1:
         extra["process_cpu_util"] = {k: v / args.seconds for k, v in seen["cpu"].items()}
@@ -734,7 +737,8 @@ def print_spy(path: str, top: int) -> None:
 # -- report -----------------------------------------------------------------------------------
 COLUMNS = [("name", "measurement"), ("inflight", "in flight"), ("ops_per_s", "ops/s"),
            ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("server_cpu_ms_per_op", "srv CPU ms/op"),
-           ("server_cpu_util", "srv CPU"), ("client_cpu_util", "cli CPU"),
+           ("server_cpu_util", "srv CPU"), ("server_kernel_share", "srv sys"),
+           ("client_cpu_util", "cli CPU"),
            ("txns_per_op", "LMDB txns/op"), ("cpu_ms_per_commit_indexed", "CPU ms/commit+idx"),
            ("catch_up_s", "idx caught up s")]
 

@@ -66,15 +66,16 @@ def summarize(latencies_s: Sequence[float], seconds: float, **extra) -> dict:
             "mean_ms": (sum(latencies_s) / n * 1e3) if n else float("nan"), **extra}
 
 
-def cpu_seconds(pid, *, reaped: bool = False) -> float:
+def cpu_seconds(pid, *, reaped: bool = False, kernel: bool = False) -> float:
     """User + system CPU time of a process (all its threads) from /proc/PID/stat; `pid`
     may also be a path below /proc such as "self/task/TID" (one thread). `reaped`: with
-    the CPU of its children that ended and were waited for."""
+    the CPU of its children that ended and were waited for. `kernel`: system time only."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
+    # utime, stime, cutime, cstime
+    ticks = (0 if kernel else int(fields[11])) + int(fields[12])
     if reaped:
-        ticks += int(fields[13]) + int(fields[14])
+        ticks += (0 if kernel else int(fields[13])) + int(fields[14])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -98,14 +99,14 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of a process and all its descendants, living or ended. A child that ends
-    between two readings moves from the living into its parent's reaped time, so
-    differences hold."""
+def tree_cpu_seconds(pid: int, kernel: bool = False) -> float:
+    """CPU time of a process and all its descendants, living or ended (`kernel`: system
+    time only). A child that ends between two readings moves from the living into its
+    parent's reaped time, so differences hold."""
     total = 0.0
     for p in process_tree(pid):
         try:
-            total += cpu_seconds(p, reaped=True)
+            total += cpu_seconds(p, reaped=True, kernel=kernel)
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile (and counted in its parent's reaped time)
     return total
@@ -165,9 +166,9 @@ class ServerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def cpu_seconds(self) -> float:
-        """The server's CPU, its worker processes' included."""
-        return tree_cpu_seconds(self.pid)
+    def cpu_seconds(self, kernel: bool = False) -> float:
+        """The server's CPU, its worker processes' included (`kernel`: system time only)."""
+        return tree_cpu_seconds(self.pid, kernel)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
         if self.proc.poll() is None:
