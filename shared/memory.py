@@ -3,10 +3,18 @@ without ctypes, these do nothing).
 
 glibc keeps freed memory in its heaps: a large request's pieces (gRPC's receive buffers,
 a decoded message, a 30 MB text and its JSON) stay in the process after the request,
-~1 GB after 8 concurrent 30 MB appends. Two remedies: blocks of 1 MiB or more are
-always served by mmap (glibc otherwise raises that threshold to 32 MiB after freeing a
-large block), so freeing one unmaps it; and after a large request the heaps are trimmed
-(malloc_trim), on a thread of their own, at most every `interval` seconds.
+~1 GB after 8 concurrent 30 MB appends. Two remedies: blocks of MMAP_THRESHOLD or more
+are always served by mmap (glibc otherwise raises that threshold to 32 MiB after freeing
+a large block), so freeing one unmaps it; and after a large request the heaps are
+trimmed (malloc_trim), on a thread of their own, at most every `interval` seconds.
+
+The threshold sits above what every commit allocates: LMDB's nested write transaction
+(one per commit in a group) mallocs a 2 MiB dirty-page list and a 1 MiB free-page list.
+At 1 MiB both were mapped and unmapped at every commit (four system calls, two page
+faults, a TLB shootdown across the server's threads). Setting it also fixes glibc's
+trim threshold at its 128 KiB default, which would give those lists' pages back at every
+commit instead (an madvise each): TRIM_THRESHOLD keeps them; the trims after large
+requests give back the rest.
 """
 from __future__ import annotations
 
@@ -14,8 +22,10 @@ import threading
 import time
 from typing import Optional
 
-LARGE = 1 << 20  # bytes: a block served by mmap, and a request that gets a trim after it
-_M_MMAP_THRESHOLD = -3
+LARGE = 1 << 20  # bytes: a request that gets a trim after it
+MMAP_THRESHOLD = 4 << 20  # bytes: a block served by mmap
+TRIM_THRESHOLD = 8 << 20  # bytes free at a heap's top before free() gives them back
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 def _libc():
@@ -31,9 +41,11 @@ def _libc():
 _LIBC = _libc()
 
 
-def mmap_large_blocks(threshold: int = LARGE) -> bool:
-    """Serve every block of `threshold` bytes or more by mmap. False: not glibc."""
-    return bool(_LIBC and _LIBC.mallopt(_M_MMAP_THRESHOLD, threshold))
+def mmap_large_blocks(threshold: int = MMAP_THRESHOLD, trim: int = TRIM_THRESHOLD) -> bool:
+    """Serve every block of `threshold` bytes or more by mmap; keep up to `trim` bytes
+    free at a heap's top. False: not glibc."""
+    return bool(_LIBC and _LIBC.mallopt(_M_TRIM_THRESHOLD, trim)
+                and _LIBC.mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 class Trimmer:
