@@ -342,10 +342,12 @@ class LmdbStore(Store):
                         if isinstance(value, _Quarantine):
                             self._move_aside(child, db, key, value, current + 1)
                             continue
-                        if append_only and (value is None or child.get(key, db=db) is not None):
-                            raise MorphzError("STORAGE_APPEND_ONLY",
-                                              f"table {table} is append-only", table=table)
-                        if value is None:
+                        if append_only:  # a new row only: a put that overwrites nothing
+                            if value is None or not child.put(key, value, db=db,
+                                                              overwrite=False):
+                                raise MorphzError("STORAGE_APPEND_ONLY",
+                                                  f"table {table} is append-only", table=table)
+                        elif value is None:
                             child.delete(key, db=db)
                         else:
                             child.put(key, value, db=db)
