@@ -396,8 +396,11 @@ def drive(args, what: str, driver, specs: list[dict], server,
     indexing included."""
     procs = server if isinstance(server, dict) else {"server": server}
 
-    def cpu(kernel: bool = False) -> dict[str, float]:
-        return {k: p.cpu_seconds(kernel) for k, p in procs.items()}
+    def cpu() -> dict[str, float]:
+        return {k: p.cpu_seconds() for k, p in procs.items()}
+
+    def cpu_times() -> dict[str, tuple[float, float]]:  # (all, system), one /proc walk
+        return {k: p.cpu_times() for k, p in procs.items()}
     start: dict = {}
 
     def before() -> None:
@@ -408,11 +411,12 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
     def during() -> dict:
         time.sleep(args.warmup)
-        c0, k0, x0 = cpu(), cpu(kernel=True), last_txnid(store_path)
+        t0, x0 = cpu_times(), last_txnid(store_path)
         with Progress(what, args.seconds):
             time.sleep(args.seconds)
-        c1, k1, x1 = cpu(), cpu(kernel=True), last_txnid(store_path)
-        return {"cpu": {k: c1[k] - c0[k] for k in c1}, "kernel": sum(k1.values()) - sum(k0.values()),
+        t1, x1 = cpu_times(), last_txnid(store_path)
+        return {"cpu": {k: t1[k][0] - t0[k][0] for k in t1},
+                "kernel": sum(t1[k][1] - t0[k][1] for k in t1),
                 "txns": x1 - x0, "end": time.monotonic()}
     res, seen = run_drivers(driver, specs, during=during, before=before)
     n = len(res.latencies_s)

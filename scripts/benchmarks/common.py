@@ -66,17 +66,22 @@ def summarize(latencies_s: Sequence[float], seconds: float, **extra) -> dict:
             "mean_ms": (sum(latencies_s) / n * 1e3) if n else float("nan"), **extra}
 
 
-def cpu_seconds(pid, *, reaped: bool = False, kernel: bool = False) -> float:
-    """User + system CPU time of a process (all its threads) from /proc/PID/stat; `pid`
-    may also be a path below /proc such as "self/task/TID" (one thread). `reaped`: with
-    the CPU of its children that ended and were waited for. `kernel`: system time only."""
+def cpu_times(pid, *, reaped: bool = False) -> tuple[float, float]:
+    """(user + system, system) CPU time of a process (all its threads) from
+    /proc/PID/stat; `pid` may also be a path below /proc such as "self/task/TID" (one
+    thread). `reaped`: with the CPU of its children that ended and were waited for."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    # utime, stime, cutime, cstime
-    ticks = (0 if kernel else int(fields[11])) + int(fields[12])
+    user, system = int(fields[11]), int(fields[12])  # then cutime, cstime
     if reaped:
-        ticks += (0 if kernel else int(fields[13])) + int(fields[14])
-    return ticks / os.sysconf("SC_CLK_TCK")
+        user, system = user + int(fields[13]), system + int(fields[14])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + system) / tick, system / tick
+
+
+def cpu_seconds(pid, *, reaped: bool = False) -> float:
+    """User + system CPU time of a process or thread (see cpu_times)."""
+    return cpu_times(pid, reaped=reaped)[0]
 
 
 def process_tree(pid: int) -> list[int]:
@@ -99,17 +104,18 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def tree_cpu_seconds(pid: int, kernel: bool = False) -> float:
-    """CPU time of a process and all its descendants, living or ended (`kernel`: system
-    time only). A child that ends between two readings moves from the living into its
-    parent's reaped time, so differences hold."""
-    total = 0.0
+def tree_cpu_times(pid: int) -> tuple[float, float]:
+    """(user + system, system) CPU time of a process and all its descendants, living or
+    ended, from one walk of /proc. A child that ends between two readings moves from the
+    living into its parent's reaped time, so differences hold."""
+    total = kernel = 0.0
     for p in process_tree(pid):
         try:
-            total += cpu_seconds(p, reaped=True, kernel=kernel)
+            cpu, system = cpu_times(p, reaped=True)
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile (and counted in its parent's reaped time)
-    return total
+        total, kernel = total + cpu, kernel + system
+    return total, kernel
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -166,9 +172,12 @@ class ServerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def cpu_seconds(self, kernel: bool = False) -> float:
-        """The server's CPU, its worker processes' included (`kernel`: system time only)."""
-        return tree_cpu_seconds(self.pid, kernel)
+    def cpu_times(self) -> tuple[float, float]:
+        """The server's CPU, its worker processes' included: (user + system, system)."""
+        return tree_cpu_times(self.pid)
+
+    def cpu_seconds(self) -> float:
+        return self.cpu_times()[0]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
         if self.proc.poll() is None:
