@@ -1,30 +1,64 @@
 """Protobuf messages <-> plain dicts with the core's shapes (ints stay ints, unset
-message fields are None), so a remote client returns what an in-process core does."""
+message fields are None), so a remote client returns what an in-process core does.
+Both directions are on the path of every reply: an encoding's reply holds a thousand
+items and more, so neither walks a message's descriptor per message."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Callable, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
+M = TypeVar("M", bound=Message)
+_SCALAR, _MESSAGE, _SCALARS, _MESSAGES, _MAP, _MESSAGE_MAP, _ONEOF_SCALAR = range(7)
+
 
 def to_plain(msg: Message) -> dict:
-    out = {}
-    for field in msg.DESCRIPTOR.fields:
-        value = getattr(msg, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            vf = field.message_type.fields_by_name["value"]
-            out[field.name] = {k: (to_plain(v) if vf.message_type else v) for k, v in value.items()}
-        elif field.is_repeated:
-            out[field.name] = [to_plain(v) if field.message_type else v for v in value]
-        elif field.message_type is not None:
-            out[field.name] = to_plain(value) if msg.HasField(field.name) else None
-        elif field.containing_oneof is not None and not msg.HasField(field.name):
+    return _reader(msg.DESCRIPTOR)(msg)
+
+
+@cache
+def _reader(descriptor: Descriptor) -> Callable[[Message], dict]:
+    """A message type's converter to a dict, its fields in declaration order (made
+    once per type; the CLI prints the dicts as they are, order included). Every field
+    is read in one comprehension, then the few that are not plain scalars are replaced
+    in place (which keeps their position) or, for an unset oneof member, dropped."""
+    names = tuple(f.name for f in descriptor.fields)
+    fixups = []
+    for f in descriptor.fields:
+        kind = _kind(f)
+        if kind == _SCALAR and f.containing_oneof is not None:
+            kind = _ONEOF_SCALAR
+        elif kind == _SCALAR:
             continue
-        else:
-            out[field.name] = value
-    return out
+        sub = f.message_type
+        if kind == _MESSAGE_MAP:
+            sub = sub.fields_by_name["value"].message_type
+        fixups.append((f.name, kind, sub))  # a sub-reader is looked up when used: types nest
+
+    def read(msg: Message) -> dict:
+        out = {name: getattr(msg, name) for name in names}
+        for name, kind, sub in fixups:
+            value = out[name]
+            if kind == _MESSAGES:
+                read_sub = _reader(sub)
+                out[name] = [read_sub(v) for v in value]
+            elif kind == _SCALARS:
+                out[name] = list(value)
+            elif kind == _MESSAGE:
+                out[name] = _reader(sub)(value) if msg.HasField(name) else None
+            elif kind == _ONEOF_SCALAR:
+                if not msg.HasField(name):  # only the oneof's member that is set
+                    del out[name]
+            elif kind == _MAP:
+                out[name] = dict(value)
+            else:
+                read_sub = _reader(sub)
+                out[name] = {k: read_sub(v) for k, v in value.items()}
+        return out
+    return read
 
 
 class ReplyShapeError(Exception):
@@ -32,11 +66,17 @@ class ReplyShapeError(Exception):
     the proto, never trimmed silently (the servicer's boundary answers INTERNAL)."""
 
 
-def from_plain(d: dict, msg: Message) -> Message:
-    """Fill msg from a core dict; None values are left unset, any other key the message
-    does not have raises ReplyShapeError. Direct attribute assignment (every reply passes here,
-    json_format costs several times more); a value of another type than the field's (a
+def from_plain(d: dict, cls: type[M]) -> M:
+    """A message of type `cls` from a core dict; None values are left unset, any other key
+    the message does not have raises ReplyShapeError. The message's constructor takes
+    the nested dicts and lists whole (protobuf's C runtime converts them, several times
+    faster than assigning field by field); a value of another type than the field's (a
     float for an int, base64 text for bytes...) takes json_format's conversions instead."""
+    try:
+        return cls(**d)
+    except (TypeError, ValueError):
+        pass  # an unknown key or another type: find which, field by field
+    msg = cls()
     try:
         _fill(msg, d)
     except ReplyShapeError:
@@ -50,23 +90,20 @@ def from_plain(d: dict, msg: Message) -> Message:
     return msg
 
 
-_SCALAR, _MESSAGE, _SCALARS, _MESSAGES, _MAP, _MESSAGE_MAP = range(6)
+def _kind(f) -> int:
+    sub = f.message_type
+    if sub is not None and sub.GetOptions().map_entry:
+        value = sub.fields_by_name["value"]
+        return _MESSAGE_MAP if value.message_type is not None else _MAP
+    if f.is_repeated:
+        return _MESSAGES if sub is not None else _SCALARS
+    return _MESSAGE if sub is not None else _SCALAR
 
 
 @cache
 def _plan(descriptor: Descriptor) -> dict[str, int]:
     """How each field of a message type is filled (computed once per type)."""
-    plan = {}
-    for f in descriptor.fields:
-        sub = f.message_type
-        if sub is not None and sub.GetOptions().map_entry:
-            value = sub.fields_by_name["value"]
-            plan[f.name] = _MESSAGE_MAP if value.message_type is not None else _MAP
-        elif f.is_repeated:
-            plan[f.name] = _MESSAGES if sub is not None else _SCALARS
-        else:
-            plan[f.name] = _MESSAGE if sub is not None else _SCALAR
-    return plan
+    return {f.name: _kind(f) for f in descriptor.fields}
 
 
 def _fill(msg: Message, d: dict) -> None:

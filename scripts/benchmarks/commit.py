@@ -580,7 +580,7 @@ def measure_core(args, tmp: str) -> dict:
                 s, c = time.perf_counter(), time.process_time()
                 receipt = core.commit("core", tx_text(base, frames, "revise", i),
                                       caller=IN_PROCESS_CALLER)
-                from_plain(receipt, pb.Receipt())
+                from_plain(receipt, pb.Receipt)
                 if i > 50:  # the first ones warm caches
                     lat.append(time.perf_counter() - s)
                     cpu += time.process_time() - c

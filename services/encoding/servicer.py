@@ -31,7 +31,7 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
             model=request.model, evaluation_profile=request.evaluation_profile,
             bindings=dict(request.bindings), capabilities=request.capabilities,
             caller=caller_of(context))
-        return from_plain(reply, pb.Encoding())
+        return from_plain(reply, pb.Encoding)
 
     @rpc_boundary
     def ShowSnapshot(self, request, context):
@@ -42,21 +42,21 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
     def Replay(self, request, context):
         return from_plain(self._core.replay(request.context, request.snapshot,
                                             caller=caller_of(context)),
-                          pb.ReplayReport())
+                          pb.ReplayReport)
 
     @rpc_boundary
     def Check(self, request, context):
         return from_plain(self._core.check(request.context, request.snapshot,
-                                           caller=caller_of(context)), pb.CheckReport())
+                                           caller=caller_of(context)), pb.CheckReport)
 
     @rpc_boundary
     def Read(self, request, context):
         return from_plain(self._core.read(request.context, request.snapshot, request.ref,
                                           request.offset, request.limit,
-                                          caller=caller_of(context)), pb.ReadResult())
+                                          caller=caller_of(context)), pb.ReadResult)
 
     @rpc_boundary
     def Search(self, request, context):
         return from_plain(self._core.search(request.context, request.snapshot, request.query,
                                             request.limit,
-                                            caller=caller_of(context)), pb.SearchResult())
+                                            caller=caller_of(context)), pb.SearchResult)

@@ -36,7 +36,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         reply = self._core.read(request.context, request.ref, offset=request.offset,
                                 limit=request.limit, evaluation=_evaluation(request),
                                 caller=caller_of(context))
-        return from_plain(reply, pb.ReadResponse())
+        return from_plain(reply, pb.ReadResponse)
 
     @rpc_boundary
     def Traverse(self, request, context):
@@ -47,14 +47,14 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             include_events=request.include_events, max_nodes=request.max_nodes,
             max_bytes=request.max_bytes, cursor=request.cursor,
             evaluation=_evaluation(request), caller=caller_of(context))
-        return from_plain(reply, pb.TraverseResponse())
+        return from_plain(reply, pb.TraverseResponse)
 
     @rpc_boundary
     def InspectIndex(self, request, context):
         return from_plain(self._core.inspect(request.context,
-                                             caller=caller_of(context)), pb.IndexStatus())
+                                             caller=caller_of(context)), pb.IndexStatus)
 
     @rpc_boundary
     def RebuildIndex(self, request, context):
         return from_plain(self._core.rebuild(request.context,
-                                             caller=caller_of(context)), pb.IndexStatus())
+                                             caller=caller_of(context)), pb.IndexStatus)

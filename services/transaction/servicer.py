@@ -19,12 +19,12 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def CreateContext(self, request, context):
         return from_plain(self._core.create_context(request.context, request.window,
                                                     caller=caller_of(context)),
-                          pb.ContextStatus())
+                          pb.ContextStatus)
 
     @rpc_boundary
     def GetStatus(self, request, context):
         return from_plain(self._core.status(request.context,
-                                            caller=caller_of(context)), pb.ContextStatus())
+                                            caller=caller_of(context)), pb.ContextStatus)
 
     @rpc_boundary
     def AppendEvent(self, request, context):
@@ -34,18 +34,18 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             causal_refs=list(request.causal_refs), activation=request.activation,
             target_session=request.target_session, secret=request.secret,
             caller=caller_of(context))
-        return from_plain(reply, pb.AppendEventResponse())
+        return from_plain(reply, pb.AppendEventResponse)
 
     @rpc_boundary
     def Activate(self, request, context):
         return from_plain(self._core.activate(request.context, request.session,
-                                              caller=caller_of(context)), pb.Activation())
+                                              caller=caller_of(context)), pb.Activation)
 
     @rpc_boundary
     def Deliver(self, request, context):
         return from_plain(self._core.deliver(request.context, request.activation,
                                              caller=caller_of(context)),
-                          pb.Activation())
+                          pb.Activation)
 
     @rpc_boundary
     def Commit(self, request, context):
@@ -56,14 +56,14 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         receipt = self._core.commit(request.context, tx, session=request.session,
                                     request_id=request.request_id,
                                     activation=request.activation, caller=caller_of(context))
-        return from_plain(receipt, pb.Receipt())
+        return from_plain(receipt, pb.Receipt)
 
     @rpc_boundary
     def GetFrame(self, request, context):
         return from_plain(self._core.get_frame(request.context, request.frame_id,
                                                request.at_revision,
                                                reveal_secrets=request.reveal_secrets,
-                                               caller=caller_of(context)), pb.Frame())
+                                               caller=caller_of(context)), pb.Frame)
 
     @rpc_boundary
     def ListFrames(self, request, context):
@@ -71,36 +71,36 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
-                                                 caller=caller_of(context)), pb.FrameList())
+                                                 caller=caller_of(context)), pb.FrameList)
 
     @rpc_boundary
     def GetEvent(self, request, context):
         return from_plain(self._core.get_event(request.context, request.ref,
                                                reveal_secrets=request.reveal_secrets,
-                                               caller=caller_of(context)), pb.Event())
+                                               caller=caller_of(context)), pb.Event)
 
     @rpc_boundary
     def RebuildProjections(self, request, context):
         report = self._core.rebuild_projections(request.context, caller=caller_of(context))
-        return from_plain(report, pb.RebuildReport())
+        return from_plain(report, pb.RebuildReport)
 
     @rpc_boundary
     def Audit(self, request, context):
         return from_plain(self._core.audit(request.context,
-                                           caller=caller_of(context)), pb.AuditReport())
+                                           caller=caller_of(context)), pb.AuditReport)
 
     @rpc_boundary
     def SetPolicy(self, request, context):
         return from_plain(self._core.set_policy(
             request.context, request.op, request.principal, list(request.rights),
-            request.session, caller=caller_of(context)), pb.Policy())
+            request.session, caller=caller_of(context)), pb.Policy)
 
     @rpc_boundary
     def GetPolicy(self, request, context):
         return from_plain(self._core.get_policy(request.context, caller=caller_of(context)),
-                          pb.Policy())
+                          pb.Policy)
 
     @rpc_boundary
     def ListContexts(self, request, context):
         return from_plain(self._core.list_contexts(caller=caller_of(context)),
-                          pb.ContextList())
+                          pb.ContextList)

@@ -10,16 +10,16 @@ from morphz.shared.protojson import ReplyShapeError, from_plain
 
 def test_a_key_the_reply_lacks_is_an_error_not_trimmed():
     with pytest.raises(ReplyShapeError) as info:
-        from_plain({"context": "c", "revision": 1, "not_in_proto": 2}, pb.ContextStatus())
+        from_plain({"context": "c", "revision": 1, "not_in_proto": 2}, pb.ContextStatus)
     assert "not_in_proto" in str(info.value)
 
 
 def test_a_nested_key_the_reply_lacks_is_an_error_too():
     with pytest.raises(ReplyShapeError):
         from_plain({"context": "c", "sessions": [{"id": "s1", "bogus": True}]},
-                   pb.ContextStatus())
+                   pb.ContextStatus)
 
 
 def test_none_values_stay_unset_and_known_keys_fill():
-    msg = from_plain({"context": "c", "revision": 3, "window": None}, pb.ContextStatus())
+    msg = from_plain({"context": "c", "revision": 3, "window": None}, pb.ContextStatus)
     assert msg.context == "c" and msg.revision == 3 and msg.window == 0
