@@ -404,14 +404,28 @@ _JSON_KINDS = {type(None): "null", list: "an array", str: "a string", int: "a nu
 
 def snapshot_json(text: Union[bytes, str], snapshot_id: str) -> dict:
     """A snapshot record's JSON object, or SNAPSHOT_CORRUPT: text that is not UTF-8 JSON,
-    nests past the decoder's recursion limit, or holds anything but an object."""
+    nests past the decoder's recursion limit, or holds anything but an object. Stored
+    bytes of two lines are the head's JSON and the body's (the encoding service's
+    snapshot.pack): the head is parsed, the body's text is kept under "packed" for the
+    service to parse when it needs the body (a record of one line has it there already)."""
+    body = None
+    if isinstance(text, bytes):
+        cut = text.find(b"\n")
+        if cut >= 0:
+            text, body = text[:cut], text[cut + 1:]
     try:
         value = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+        if body is not None:
+            body = body.decode("utf-8")
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise snapshot_corrupt(snapshot_id, f"not JSON: {type(e).__name__}") from None
     if not isinstance(value, dict):
         raise snapshot_corrupt(snapshot_id, f"{_JSON_KINDS.get(type(value), 'a value')}, "
                                "not an object")
+    if body is not None:
+        if "packed" in value:
+            raise snapshot_corrupt(snapshot_id, "a body both in its head and after it")
+        value["packed"] = body
     return value
 
 

@@ -65,9 +65,9 @@ def frame_input(f: FrameIn) -> dict:
             "remaining_ticks": f.remaining_ticks}
 
 
-# The bulky parts of a record travel as one JSON text: the stored record stays
-# self-describing, and the write path serializes one string instead of walking
-# thousands of small dicts.
+# The bulky parts of a record are stored apart from its head: the head is one JSON line,
+# and these follow it as one JSON text (the write path serializes one body instead of
+# walking thousands of small dicts, and a read of the head alone parses a line).
 PACKED = ("inputs", "omitted", "regions", "items")
 
 
@@ -82,14 +82,17 @@ def item_rows(items: list[dict]) -> list[list]:
             for it in items]
 
 
-def pack(record: dict, rows: Optional[list[Sequence]] = None) -> dict:
-    """`rows`: item_rows(record["items"]) when the caller has them already (render)."""
-    out = {k: v for k, v in record.items() if k not in PACKED}
+def pack(record: dict, rows: Optional[list[Sequence]] = None) -> bytes:
+    """The stored form: the head's JSON, a newline, the body's JSON. Compact JSON holds no
+    raw newline, so the first one ends the head (shared/mind/view.py snapshot_json reads
+    it back; a record stored before had its body as a string under the head's "packed",
+    which escaped every quote of it). `rows`: item_rows(record["items"]) when the caller
+    has them already (render)."""
+    head = {k: v for k, v in record.items() if k not in PACKED}
     body = {k: record[k] for k in PACKED if k != "items"}
     body["item_fields"] = list(ITEM_FIELDS) + ["parts"]
     body["item_rows"] = item_rows(record["items"]) if rows is None else rows
-    out["packed"] = dumps(body).decode()
-    return out
+    return dumps(head) + b"\n" + dumps(body)
 
 
 def dumps(value) -> bytes:
@@ -103,8 +106,9 @@ def dumps(value) -> bytes:
 
 
 def unpack(stored: dict) -> dict:
-    """The record pack() stored; SNAPSHOT_CORRUPT when its packed body is not what pack()
-    makes (the fields' types are record_shape's to check)."""
+    """The whole record from what snapshot_json read of pack()'s bytes (the head, the
+    body's text under "packed"); SNAPSHOT_CORRUPT when the body is not what pack() makes
+    (the fields' types are record_shape's to check)."""
     if "packed" not in stored:
         return stored
     sid = str(stored.get("id", ""))

@@ -14,7 +14,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView, snapshot_corrupt
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import record_shape
-from morphz.services.encoding.core.snapshot import SCHEMA, dumps, pack, unpack
+from morphz.services.encoding.core.snapshot import SCHEMA, pack, unpack
 
 TABLE = "snapshots"
 
@@ -22,8 +22,7 @@ TABLE = "snapshots"
 def put(store: Store, context: str, record: dict,
         rows: Optional[list[tuple]] = None) -> None:
     """`rows`: the record's items as pack() stores them, when the renderer made them."""
-    raw = dumps(pack(record, rows))
-    store.put_record(context, TABLE, (record["id"],), raw)
+    store.put_record(context, TABLE, (record["id"],), pack(record, rows))
 
 
 def not_found(snapshot_id: str) -> MorphzError:
