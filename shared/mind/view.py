@@ -8,12 +8,13 @@ here and in records.py; no reader decodes rows itself.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterable, Iterator, Optional, TypeVar, Union
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.storage.api import Key, Reader
 
+T = TypeVar("T")
 _EVENT_CACHE, _EVENT_CACHE_BYTES = 1024, 32 << 20
 _DECODE_BYTES = 8 << 20  # rows event_dicts reads ahead and decodes together at most
 _STATE_CACHE = 256
@@ -253,14 +254,23 @@ class MindView:
         return [R.loads(R.Frame, raw) for _, raw in self.frame_rows_in_order()]
 
     def frame_rows_in_order(self) -> list[tuple[str, bytes]]:
-        """frames_in_order as (frame id, stored row), undecoded: for a reader that keeps
-        what it made of a row from one request to the next (encoding's FrameCache)."""
-        rows = {k[0]: raw for k, raw in self._scan("frames")}
-        order = [fid for fid in self.order() if fid in rows]
+        """frames_in_order as (frame id, stored row), undecoded."""
+        return self.in_placement_order({k[0]: (k[0], raw) for k, raw in self._scan("frames")})
+
+    def frame_rows(self) -> list[bytes]:
+        """Every frame's stored row, undecoded and keys unread: for a reader that keeps
+        what it made of a row from one request to the next (encoding's FrameCache), and
+        orders what it made with in_placement_order."""
+        return list(self._scan_values("frames"))
+
+    def in_placement_order(self, by_id: dict[str, T]) -> list[T]:
+        """The values of `by_id` (frame id -> what was made of that frame) in projection
+        order: the placed frames as `place` left them, then the rest by id."""
+        order = [fid for fid in self.order() if fid in by_id]
         placed = set(order)
-        if len(placed) < len(rows):  # placed is a subset of rows: equal sizes, no others
-            order += sorted(fid for fid in rows if fid not in placed)
-        return [(fid, rows[fid]) for fid in order]
+        if len(placed) < len(by_id):  # placed is a subset: equal sizes, no others
+            order += sorted(fid for fid in by_id if fid not in placed)
+        return [by_id[fid] for fid in order]
 
     def frame_at(self, frame_id: str, revision: int) -> Optional[R.Frame]:
         """The frame as it stood at context revision `revision` (committed state only)."""

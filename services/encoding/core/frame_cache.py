@@ -10,7 +10,7 @@ the values (render fills an item's template once, the same for every request).""
 from __future__ import annotations
 
 import threading
-from typing import Optional
+from typing import Optional, Union
 
 from morphz.services.encoding.core.material import FrameIn
 
@@ -25,17 +25,21 @@ MAX_BYTES = 128 << 20  # of that estimate: ~40,000 small frames
 class FrameCache:
     def __init__(self, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
         self._max_entries, self._max_bytes = max_entries, max_bytes
-        self._entries: dict[tuple[bytes, bool], FrameIn] = {}
+        # Keyed by the row, or (row, True) where secrets are revealed: the common lookup
+        # hashes the row alone, with no key to build.
+        self._entries: dict[Union[bytes, tuple[bytes, bool]], FrameIn] = {}
         self._bytes = 0
         self._lock = threading.Lock()  # put only: a get is one dict lookup
 
     def get(self, row: bytes, reveal: bool) -> Optional[FrameIn]:
-        return self._entries.get((row, reveal))
+        return self._entries.get((row, True) if reveal else row)
 
     def get_many(self, rows: list[bytes], reveal: bool) -> list[Optional[FrameIn]]:
         """get() of each row, in order."""
         entries = self._entries
-        return [entries.get((row, reveal)) for row in rows]
+        if reveal:
+            return [entries.get((row, True)) for row in rows]
+        return list(map(entries.get, rows))
 
     def put(self, row: bytes, reveal: bool, frame: FrameIn) -> None:
         cost = ENTRY_OVERHEAD + 4 * len(row)
@@ -44,11 +48,15 @@ class FrameCache:
             # a context with more frames than fit would otherwise empty it every compile.
             while self._entries and (len(self._entries) >= self._max_entries or
                                      self._bytes + cost > self._max_bytes):
-                old_row, _ = oldest = next(iter(self._entries))
+                oldest = next(iter(self._entries))
                 del self._entries[oldest]
-                self._bytes -= ENTRY_OVERHEAD + 4 * len(old_row)
-            self._entries[(row, reveal)] = frame
+                self._bytes -= ENTRY_OVERHEAD + 4 * len(_row_of(oldest))
+            self._entries[(row, True) if reveal else row] = frame
             self._bytes += cost
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _row_of(key: Union[bytes, tuple[bytes, bool]]) -> bytes:
+    return key[0] if isinstance(key, tuple) else key

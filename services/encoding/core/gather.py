@@ -96,12 +96,11 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []
     reveal = scope.reveal_secrets
-    rows = m.frame_rows_in_order()
+    rows = m.frame_rows()
     # One lookup per frame (hot: every frame, every compile); None: no cache.
-    cached = cache.get_many([row for _, row in rows], reveal) if cache is not None \
-        else [None] * len(rows)
-    retired, narrowed, add = R.RETIRED, bool(scope.frames), rendered.append  # hot loop
-    for (_, row), f in zip(rows, cached):
+    cached = cache.get_many(rows, reveal) if cache is not None else [None] * len(rows)
+    by_id = {}
+    for row, f in zip(rows, cached):
         if f is None:
             f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
             if f.state != R.RETIRING and cache is not None:  # see frame_cache.py
@@ -109,6 +108,9 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                     f.rendered = frame_item(f)
                 f.frozen = frame_input(f)
                 cache.put(row, reveal, f)
+        by_id[f.id] = f
+    retired, narrowed, add = R.RETIRED, bool(scope.frames), rendered.append  # hot loop
+    for f in m.in_placement_order(by_id):
         if f.state == retired:
             continue
         if narrowed and not scope.allows_frame(f.id):  # a scope naming no frames allows all
