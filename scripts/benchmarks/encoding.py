@@ -52,7 +52,7 @@ from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core import snapshot_store
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.encoding.core.frame_cache import FrameCache
+from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -84,7 +84,7 @@ class Bench:
             self.store = LmdbStore(os.path.join(data, "store"), map_size=1 << 32, sync=False)
             self.tx = TransactionCore(self.store)
             self.enc = EncodingCore(self.store, self.tx, write_snapshot=self._timed_write,
-                                    frame_cache=FrameCache())
+                                    row_cache=RowCache())
             self.as_caller = {"caller": IN_PROCESS_CALLER}
         self.write_ms = 0.0  # the last compile's snapshot write (in process only)
 

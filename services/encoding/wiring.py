@@ -4,7 +4,7 @@ from __future__ import annotations
 from morphz.api.encoding.v1 import encoding_pb2, encoding_pb2_grpc
 from morphz.shared.telemetry import core_tracer
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.encoding.core.frame_cache import FrameCache
+from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.servicer import EncodingServicer
 from morphz.services.server.wired import Wired
 
@@ -14,10 +14,10 @@ def register(app) -> Wired:
 
     The core reads projections and keeps its snapshots in app.store, and claims
     activations through app.transactions, the transaction service's interface; its
-    FrameCache keeps rendered frames between compiles.
+    RowCache keeps rendered frames between compiles.
     """
     core = EncodingCore(app.store, app.transactions,
                         tracer=core_tracer(app.tracer, "morphz.encoding"),
-                        frame_cache=FrameCache())
+                        row_cache=RowCache())
     encoding_pb2_grpc.add_EncodingServiceServicer_to_server(EncodingServicer(core), app.server)
     return Wired([encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"].full_name], core)

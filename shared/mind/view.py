@@ -259,7 +259,7 @@ class MindView:
 
     def frame_rows(self) -> list[bytes]:
         """Every frame's stored row, undecoded and keys unread: for a reader that keeps
-        what it made of a row from one request to the next (encoding's FrameCache), and
+        what it made of a row from one request to the next (encoding's RowCache), and
         orders what it made with in_placement_order."""
         return list(self._scan_values("frames"))
 

@@ -25,7 +25,7 @@ from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Reader, Store, read_at_one_version
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
-from morphz.services.encoding.core.frame_cache import FrameCache
+from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.gather import Gathered, gather
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
@@ -52,9 +52,9 @@ class EncodingCore:
                  tracer: Optional[trace.Tracer] = None,
                  maintenance_permille: int = MAINTENANCE_PERMILLE,
                  write_snapshot: Callable[..., None] = snapshot_store.put,
-                 frame_cache: Optional[FrameCache] = None) -> None:
+                 row_cache: Optional[RowCache] = None) -> None:
         self._store = store
-        self._frames = frame_cache  # None: every compile decodes and renders anew
+        self._rows = row_cache  # None: every compile decodes and renders anew
         self._write_snapshot = write_snapshot  # injected: the benchmark times it apart
         self._tx = transactions  # TransactionCore or TransactionClient: same interface
         self._clock = clock or (lambda: datetime.now().astimezone())
@@ -130,7 +130,7 @@ class EncodingCore:
                                    scope=frozen, budget=budget, env=env, must_read=wanted,
                                    time=self._clock().isoformat(timespec="seconds"),
                                    capabilities=CAPABILITIES if env.capabilities else {},
-                                   cache=self._frames)
+                                   cache=self._rows)
             with self._tracer.start_as_current_span("encoding.gather"):
                 act, g = read_at_one_version(self._store, context, read)
             if g.missing:

@@ -10,16 +10,18 @@ from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.records import ref_seq
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer, home, target_of
-from morphz.services.encoding.core.frame_cache import FrameCache
-from morphz.services.encoding.core.material import FULL, PREVIEW, FrameIn, Material, Obs
+from morphz.services.encoding.core.row_cache import RowCache
+from morphz.services.encoding.core.material import (
+    FULL, PREVIEW, FrameIn, Material, Obs, SeenEvent)
 from morphz.services.encoding.core.options import Budget, Environment
-from morphz.services.encoding.core.render import frame_item, preview_text
+from morphz.services.encoding.core.render import frame_item, inbox_item, preview_text
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.snapshot import frame_input
 
 PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
 READ_AHEAD_BYTES = 16 << 20
+MAX_ITEMS_PER_EVENT = 4
 
 
 @dataclass
@@ -45,7 +47,7 @@ def frame_in(f: R.Frame, tick: int, reveal: bool = False) -> FrameIn:
 
 def gather(m: MindView, *, context: str, session: str, act: R.Activation,
            scope: Scope, budget: Budget, env: Environment, must_read: list[str], time: str,
-           capabilities: dict, cache: Optional[FrameCache] = None) -> Gathered:
+           capabilities: dict, cache: Optional[RowCache] = None) -> Gathered:
     g = Gathered()
     meta = m.meta()
     # The scans below, in one round trip where the store is remote (not one each).
@@ -70,8 +72,10 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     read = set(inbox) | pending | claimed | {seq for seq, _ in calls}
     m.prefetch_tables({"observations": [(seq,) for seq in inbox],
                        "events": [(seq,) for seq in sorted(read)]}, max_bytes=READ_AHEAD_BYTES)
+    reveal, preview_bytes = scope.reveal_secrets, budget.preview_bytes
     for seq in inbox:
-        ev = m.event(seq)
+        seen = _seen(m, cache, seq, reveal)
+        ev = seen.event
         ref = R.ref(seq)
         if home(ev) != session and not viewer.sees(ev):
             continue  # another session's private evidence: not even named (CONC-07)
@@ -84,18 +88,18 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                 g.missing[ref] = why
             continue
         obs = m.observation(seq) or R.Observation()
-        text = secrets.shown_text(ev, scope.reveal_secrets)
-        total = len(text.encode("utf-8"))
-        preview = total > budget.preview_bytes and ref not in wanted
-        observations.append(Obs(seq, ev.kind, ev.session, ev.actor, ev.time,
-                                preview_text(text, budget.preview_bytes) if preview else text,
-                                PREVIEW if preview else FULL, obs.protected,
-                                "new" if seq in fresh else "seen", seq in roots,
-                                target_of(ev), total if preview else None))
+        text, total = seen.text, seen.total_bytes
+        preview = total > preview_bytes and ref not in wanted
+        o = Obs(seq, ev.kind, ev.session, ev.actor, ev.time,
+                preview_text(text, preview_bytes) if preview else text,
+                PREVIEW if preview else FULL, obs.protected, "new" if seq in fresh else "seen",
+                seq in roots, target_of(ev), total if preview else None)
+        if cache is not None:
+            o.rendered = _inbox_item(seen, o, preview_bytes)
+        observations.append(o)
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []
-    reveal = scope.reveal_secrets
     rows = m.frame_rows()
     # One lookup per frame (hot: every frame, every compile); None: no cache.
     cached = cache.get_many(rows, reveal) if cache is not None else [None] * len(rows)
@@ -103,7 +107,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     for row, f in zip(rows, cached):
         if f is None:
             f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
-            if f.state != R.RETIRING and cache is not None:  # see frame_cache.py
+            if f.state != R.RETIRING and cache is not None:  # see row_cache.py
                 if f.state == R.ACTIVE:
                     f.rendered = frame_item(f)
                 f.frozen = frame_input(f)
@@ -150,6 +154,30 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
         capabilities=capabilities, calls=_open_calls(m, calls),
         late_results=_late_results(m, pending, claimed))
     return g
+
+
+def _seen(m: MindView, cache: Optional[RowCache], seq: int, reveal: bool) -> SeenEvent:
+    """The event `seq` as compiles show it: from the cache by its row, or made now."""
+    row = m.event_row(seq)
+    seen = cache.get(row, reveal) if cache is not None else None
+    if seen is None:
+        ev = R.loads(R.Event, row)
+        text = secrets.shown_text(ev, reveal)
+        seen = SeenEvent(ev, text, len(text.encode("utf-8")))
+        if cache is not None:
+            cache.put(row, reveal, seen)
+    return seen
+
+
+def _inbox_item(seen: SeenEvent, o: Obs, preview_bytes: int):
+    """o's inbox item, made once per (residency, preview bytes, protected) of its event."""
+    key = (o.residency, preview_bytes, o.protected)
+    item = seen.items.get(key)
+    if item is None:
+        if len(seen.items) >= MAX_ITEMS_PER_EVENT:  # callers choosing many preview sizes
+            seen.items.clear()
+        item = seen.items[key] = inbox_item(o, preview_bytes)
+    return item
 
 
 def _open_calls(m: MindView, calls: list[tuple[int, str]]) -> list[dict]:

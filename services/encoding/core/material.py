@@ -32,6 +32,19 @@ class Obs:
     # The whole text's UTF-8 bytes when `text` holds only its preview (a large one is not
     # held whole for an encoding that shows a preview); None: `text` is whole.
     total_bytes: Optional[int] = None
+    # Its inbox item as render.inbox_item makes it, when a RowCache already made it.
+    rendered: Optional[Any] = field(default=None, compare=False, repr=False)
+
+
+@dataclass
+class SeenEvent:
+    """An event as compiles show it (a RowCache keeps it by the event's row): decoded,
+    its text as shown (secrets redacted or revealed) and that text's UTF-8 size, and
+    the inbox items made of it so far, by (residency, preview bytes, protected)."""
+    event: Any  # records.Event, never changed
+    text: str
+    total_bytes: int
+    items: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -45,7 +58,7 @@ class FrameIn:
     retire_reason: str = ""
     due_tick: int = 0
     remaining_ticks: int = 0
-    # Its item as render.frame_item makes it, when a FrameCache already made it.
+    # Its item as render.frame_item makes it, when a RowCache already made it.
     rendered: Optional[Any] = field(default=None, compare=False, repr=False)
     # Its snapshot input record as snapshot.frame_input makes it, likewise.
     frozen: Optional[dict] = field(default=None, compare=False, repr=False)

@@ -16,7 +16,7 @@ from typing import Optional
 from morphz.shared import sexpr
 from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
-from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, FrameIn, Material
+from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
 
@@ -134,27 +134,30 @@ def _yn(flag: bool) -> str:
 
 
 def inbox(m: Material) -> list[Item]:
-    out = []
-    for o in m.observations:
-        total = o.total_bytes if o.total_bytes is not None else len(o.text.encode("utf-8"))
-        # A message names where it comes from and goes to, and carries its text only.
-        whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
-                 else f"(session {atom_text(o.session)})")
-        meta = (f"(kind {atom_text(o.kind)}) {whose} "
-                f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) ")
-        if o.residency == PREVIEW:
-            shown = preview_text(o.text, m.budget.preview_bytes)
-            shown_bytes = len(shown.encode("utf-8"))
-            body = (f"(preview (shown-bytes {shown_bytes}) (total-bytes {total}) "
-                    f"(full-text @e{o.seq}) (text {sexpr.render(shown)}))")
-        else:
-            shown_bytes = total
-            body = f"(text {sexpr.render(o.text)})"
-        out.append(Item("observation", f"@e{o.seq}", f"observation @e{o.seq}",
-                        [(RUNTIME, meta + body)],
-                        {"residency": o.residency, "shown_bytes": shown_bytes,
-                         "total_bytes": total, "protected": o.protected}))
-    return out
+    return [o.rendered or inbox_item(o, m.budget.preview_bytes) for o in m.observations]
+
+
+def inbox_item(o: Obs, preview_bytes: int) -> Item:
+    """An observation's inbox item: its event's facts and text (a RowCache keeps it with
+    the event, by residency, preview bytes and protection)."""
+    total = o.total_bytes if o.total_bytes is not None else len(o.text.encode("utf-8"))
+    # A message names where it comes from and goes to, and carries its text only.
+    whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
+             else f"(session {atom_text(o.session)})")
+    meta = (f"(kind {atom_text(o.kind)}) {whose} "
+            f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) ")
+    if o.residency == PREVIEW:
+        shown = preview_text(o.text, preview_bytes)
+        shown_bytes = len(shown.encode("utf-8"))
+        body = (f"(preview (shown-bytes {shown_bytes}) (total-bytes {total}) "
+                f"(full-text @e{o.seq}) (text {sexpr.render(shown)}))")
+    else:
+        shown_bytes = total
+        body = f"(text {sexpr.render(o.text)})"
+    return Item("observation", f"@e{o.seq}", f"observation @e{o.seq}",
+                [(RUNTIME, meta + body)],
+                {"residency": o.residency, "shown_bytes": shown_bytes,
+                 "total_bytes": total, "protected": o.protected})
 
 
 def observation_state(m: Material) -> list[Item]:
@@ -188,7 +191,7 @@ def frame_item(f: FrameIn) -> Item:
               {"revision": f.revision, "state": f.state, "protected": f.protected,
                "remaining_ticks": f.remaining_ticks})
     # Frames land in the mind region: render copies this for each compile that shows
-    # the item (a FrameCache keeps it between compiles).
+    # the item (a RowCache keeps it between compiles).
     it.template = {"region": "mind", "kind": it.kind, "key": it.key, "start": 0, "end": 0,
                    "parts": None, **it.fields}
     return it

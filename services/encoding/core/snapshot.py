@@ -58,7 +58,7 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
 
 
 def frame_input(f: FrameIn) -> dict:
-    """A frame as a snapshot's inputs record it (shared, never changed: a FrameCache
+    """A frame as a snapshot's inputs record it (shared, never changed: a RowCache
     keeps it with the frame)."""
     return {"id": f.id, "revision": f.revision, "state": f.state, "protected": f.protected,
             "retire_reason": f.retire_reason, "due_tick": f.due_tick,

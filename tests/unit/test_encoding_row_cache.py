@@ -1,6 +1,7 @@
-"""The FrameCache EncodingCore keeps between compiles (services/encoding/core/frame_cache.py):
-a warm cache renders the bytes a cold one does, a frame revealed once stays redacted
-for a compile that does not reveal, and the cache stays within its bounds."""
+"""The RowCache EncodingCore keeps between compiles (services/encoding/core/row_cache.py):
+a warm cache renders the bytes a cold one does, frames and inbox events alike, a row
+revealed once stays redacted for a compile that does not reveal, and the cache stays
+within its bounds."""
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,7 @@ from datetime import datetime, timezone
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.encoding.core.frame_cache import ENTRY_OVERHEAD, FrameCache
+from morphz.services.encoding.core.row_cache import ENTRY_OVERHEAD, MAX_ROW_BYTES, RowCache
 from morphz.services.encoding.core.material import FrameIn
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -40,7 +41,7 @@ def _commit(tx, ops: str, reason: str = "") -> None:
 def _engine(store, tx, prefix: str, cache=None, ids=None) -> EncodingCore:
     ids = ids if ids is not None else itertools.count()
     return EncodingCore(store, tx, clock=CLOCK, new_id=lambda: f"{prefix}-{next(ids):03}",
-                        frame_cache=cache)
+                        row_cache=cache)
 
 
 def _compile(enc: EncodingCore, store, act: str, **kw) -> tuple[dict, bytes]:
@@ -51,27 +52,32 @@ def _compile(enc: EncodingCore, store, act: str, **kw) -> tuple[dict, bytes]:
     return e, stored
 
 
-def test_asm_03_a_warm_frame_cache_renders_the_bytes_a_cold_one_does(parts):
+def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
     store, tx = parts
     _commit(tx, " ".join(f'(create f{i} (goal "keep {i} ✓") (n {i}))' for i in range(40)))
     _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
-    cache = FrameCache()
+    refs = [tx.append_event("c", "s1", "tool-result", f"output {i} ✓ " + "line " * 1000 * i,
+                            secret=i == 3, caller=CALLER)["ref"]
+            for i in range(4)]  # inbox events: long ones shown as previews, one secret
+    cache = RowCache()
     warm, cold_ids = _engine(store, tx, "warm", cache), itertools.count()
     steps = ['(revise f1 (goal "changed"))', "(retire f2 f3)", "(protect f4)",
-             "(relate f5 refines f6)", '(revise f1 (goal "changed again"))']
+             "(relate f5 refines f6)", '(revise f1 (goal "changed again"))',
+             f"(protect {refs[1]})", f"(retire {refs[0]})", f"(unprotect {refs[1]})"]
+    asks = [{}, {"preview_bytes": 64}, {"must_read": [refs[2]]}, {"preview_bytes": 0}]
     for i, step in enumerate([""] + steps):
         if step:
             _commit(tx, step, reason="step")
         act = tx.activate("c", "s1", caller=CALLER)["id"]
-        for reveal in (False, True, False):
+        for reveal, ask in itertools.product((False, True, False), asks):
             scope = {"reveal_secrets": True} if reveal else None
             cached = len(cache)
-            got, got_raw = _compile(warm, store, act, scope=scope)
+            got, got_raw = _compile(warm, store, act, scope=scope, **ask)
             if i or reveal:  # past the first compile the warm engine renders from its cache
                 assert cached >= 40
             # No cache: every frame decoded and rendered by the uncached path.
             want, want_raw = _compile(_engine(store, tx, "cold", None, cold_ids), store, act,
-                                      scope=scope)
+                                      scope=scope, **ask)
             assert got["text"] == want["text"] and got["hash"] == want["hash"]
             assert got["items"] == want["items"] and got["regions"] == want["regions"]
             assert got_raw.replace(got["snapshot"].encode(), b"") == \
@@ -80,35 +86,56 @@ def test_asm_03_a_warm_frame_cache_renders_the_bytes_a_cold_one_does(parts):
         if i == 0:
             assert 'f1 (runtime (revision 1)' in got["text"]
     assert "(state retiring)" in got["text"] and '(goal "changed again")' in got["text"]
+    assert "(preview (shown-bytes" in got["text"] and f"observation {refs[0]}" not in got["text"]
 
 
 def test_sec_04_a_frame_revealed_once_stays_redacted_for_a_compile_that_does_not_reveal(parts):
     store, tx = parts
     _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
-    cache = FrameCache()
+    cache = RowCache()
     enc = _engine(store, tx, "enc", cache)
     act = tx.activate("c", "s1", caller=CALLER)["id"]
     revealed, _ = _compile(enc, store, act, scope={"reveal_secrets": True})
-    assert SECRET in revealed["text"] and len(cache) == 1
+    assert SECRET in revealed["text"] and len(cache) == 2  # the frame's row, the event's
     plain, raw = _compile(enc, store, act)
     assert SECRET not in plain["text"] and "[secret db]" in plain["text"]
     assert SECRET.encode() not in raw
-    assert len(cache) == 2  # the same row, kept once per reveal
+    assert len(cache) == 4  # the same rows, kept once per reveal
+
+
+def test_sec_04_an_event_revealed_once_stays_redacted_for_a_compile_that_does_not_reveal(
+        parts):
+    store, tx = parts
+    ref = tx.append_event("c", "s1", "tool-result", f"token {SECRET}", secret=True,
+                          caller=CALLER)["ref"]
+    enc = _engine(store, tx, "enc", RowCache())
+    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    revealed, _ = _compile(enc, store, act, scope={"reveal_secrets": True})
+    plain, raw = _compile(enc, store, act)
+    assert SECRET in revealed["text"] and SECRET not in plain["text"]
+    assert f"[secret {ref}]" in plain["text"] and SECRET.encode() not in raw
 
 
 def _frame(i: int) -> FrameIn:
     return FrameIn(f"f{i}", 1, "(x 1)", [], "active")
 
 
-def test_frame_cache_starts_over_past_its_entry_and_byte_bounds():
-    by_entries = FrameCache(max_entries=3, max_bytes=1 << 20)
+def test_row_cache_keeps_no_row_past_its_row_bound():
+    cache = RowCache()
+    cache.put(bytes(MAX_ROW_BYTES + 1), False, _frame(0))
+    cache.put(bytes(MAX_ROW_BYTES), False, _frame(1))
+    assert len(cache) == 1 and cache.get(bytes(MAX_ROW_BYTES), False) is not None
+
+
+def test_row_cache_starts_over_past_its_entry_and_byte_bounds():
+    by_entries = RowCache(max_entries=3, max_bytes=1 << 20)
     for i in range(7):
         by_entries.put(b"row %d" % i, False, _frame(i))
         assert len(by_entries) <= 3
     assert by_entries.get(b"row 6", False) is not None
     assert by_entries.get(b"row 0", False) is None
     row_cost = ENTRY_OVERHEAD + 4 * 41
-    by_bytes = FrameCache(max_entries=100, max_bytes=2 * row_cost + 1)
+    by_bytes = RowCache(max_entries=100, max_bytes=2 * row_cost + 1)
     for i in range(10):
         by_bytes.put(bytes(40) + bytes([i]), False, _frame(i))
         assert len(by_bytes) <= 2  # a third row would pass the bound

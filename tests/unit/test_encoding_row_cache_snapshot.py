@@ -1,5 +1,6 @@
-"""A FrameCache shares what it made of a frame between compiles: the rendered item, its
-template and the frame's snapshot input record (snapshot.frame_input). A compile
+"""A RowCache shares what it made of a frame between compiles: the rendered item, its
+template and the frame's snapshot input record (snapshot.frame_input), and of an event
+its decoding, shown text and inbox items. A compile
 through a warm cache replies and stores the bytes an engine without a cache does."""
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 from datetime import datetime, timezone
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.encoding.core.frame_cache import FrameCache
+from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -29,7 +30,7 @@ def _compile(enc: EncodingCore, store, act: str, reveal: bool) -> tuple[dict, by
         return e, r.get("snapshots", (e["snapshot"],))
 
 
-def test_a_warm_frame_cache_replies_and_stores_the_bytes_no_cache_does(tmp_path):
+def test_a_warm_row_cache_replies_and_stores_the_bytes_no_cache_does(tmp_path):
     store = LmdbStore(os.path.join(tmp_path, "store"), map_size=1 << 28, sync=False)
     try:
         tx = TransactionCore(store)
@@ -37,10 +38,10 @@ def test_a_warm_frame_cache_replies_and_stores_the_bytes_no_cache_does(tmp_path)
         tx.append_event("c", "s1", "user-message", "hello ✓", caller=CALLER)
         _commit(tx, " ".join(f'(create f{i} (goal "keep {i} ✓") (n {i}))' for i in range(30)))
         _commit(tx, '(create db (password (secret "wombatsecret")))')
-        cache = FrameCache()
+        cache = RowCache()
         ids = [itertools.count(), itertools.count()]
         warm = EncodingCore(store, tx, clock=CLOCK, new_id=lambda: f"warm-{next(ids[0]):03}",
-                            frame_cache=cache)
+                            row_cache=cache)
         cold = EncodingCore(store, tx, clock=CLOCK, new_id=lambda: f"cold-{next(ids[1]):03}")
         steps = ["", '(revise f1 (goal "changed"))', "(retire f2 f3)", "(protect f4)",
                  "(relate f5 refines f6)", "(place f7 (before f0))"]
