@@ -36,7 +36,7 @@ class MindView:
         self._events: dict[int, R.Event] = {}
         self._event_bytes = 0  # their stored size
         # Observation rows repeat byte for byte (most say active): each form decoded once.
-        self._states: dict[bytes, str] = {}
+        self._states: dict[bytes, R.Observation] = {}
         # Rows read ahead by prefetch (what the snapshot holds; MindState's own writes
         # lie over them).
         self._rows: dict[tuple[str, Key], Optional[bytes]] = {}
@@ -212,16 +212,27 @@ class MindView:
 
     def observation_state(self, seq: int) -> str:
         """An input's lifecycle (active or retired); '' for runtime events, which have none."""
+        obs = self._shared_observation(seq)
+        return "" if obs is None else R.RETIRED if obs.retired else R.ACTIVE
+
+    def observation_protected(self, seq: int) -> bool:
+        """Whether an input is protected (False for runtime events, which have no state)."""
+        obs = self._shared_observation(seq)
+        return obs is not None and obs.protected
+
+    def _shared_observation(self, seq: int) -> Optional[R.Observation]:
+        """The input's observation state, decoded once per form of its row in this view
+        (shared: never change it; observation() gives one to change)."""
         raw = self._get("observations", (seq,))
         if raw is None:
-            return ""
-        state = self._states.get(raw)
-        if state is None:
-            state = R.RETIRED if R.loads(R.Observation, raw).retired else R.ACTIVE
+            return None
+        obs = self._states.get(raw)
+        if obs is None:
+            obs = R.loads(R.Observation, raw)
             if len(self._states) >= _STATE_CACHE:
                 self._states.clear()
-            self._states[bytes(raw)] = state
-        return state
+            self._states[bytes(raw)] = obs
+        return obs
 
     def inbox(self) -> list[int]:
         """Active (not retired) observations in event sequence order."""

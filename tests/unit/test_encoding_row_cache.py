@@ -63,7 +63,9 @@ def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
     warm, cold_ids = _engine(store, tx, "warm", cache), itertools.count()
     steps = ['(revise f1 (goal "changed"))', "(retire f2 f3)", "(protect f4)",
              "(relate f5 refines f6)", '(revise f1 (goal "changed again"))',
-             f"(protect {refs[1]})", f"(retire {refs[0]})", f"(unprotect {refs[1]})"]
+             f"(protect {refs[1]})", f"(retire {refs[0]})", f"(unprotect {refs[1]})",
+             f"(derive d1 (from {refs[1]} {refs[2]}) (note cites))",
+             f"(revise d1 (from {refs[2]}) (note cites one))"]
     asks = [{}, {"preview_bytes": 64}, {"must_read": [refs[2]]}, {"preview_bytes": 0}]
     for i, step in enumerate([""] + steps):
         if step:
@@ -87,6 +89,8 @@ def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
             assert 'f1 (runtime (revision 1)' in got["text"]
     assert "(state retiring)" in got["text"] and '(goal "changed again")' in got["text"]
     assert "(preview (shown-bytes" in got["text"] and f"observation {refs[0]}" not in got["text"]
+    assert f"(state {refs[2]} (runtime (protected no) (residency preview) (freshness seen) " \
+           "(usage (cited-by d1)))" in got["text"]
 
 
 def test_sec_04_a_frame_revealed_once_stays_redacted_for_a_compile_that_does_not_reveal(parts):

@@ -14,14 +14,13 @@ from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.material import (
     FULL, PREVIEW, FrameIn, Material, Obs, SeenEvent)
 from morphz.services.encoding.core.options import Budget, Environment
-from morphz.services.encoding.core.render import frame_item, inbox_item, preview_text
+from morphz.services.encoding.core.render import frame_item, preview_text
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.snapshot import frame_input
 
 PENDING = "pending: arrives with the next activation"
 MAX_OMISSIONS_LISTED = 1000
 READ_AHEAD_BYTES = 16 << 20
-MAX_ITEMS_PER_EVENT = 4
 
 
 @dataclass
@@ -87,15 +86,14 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
             if ref in wanted:
                 g.missing[ref] = why
             continue
-        obs = m.observation(seq) or R.Observation()
         text, total = seen.text, seen.total_bytes
         preview = total > preview_bytes and ref not in wanted
         o = Obs(seq, ev.kind, ev.session, ev.actor, ev.time,
                 preview_text(text, preview_bytes) if preview else text,
-                PREVIEW if preview else FULL, obs.protected, "new" if seq in fresh else "seen",
-                seq in roots, target_of(ev), total if preview else None)
-        if cache is not None:
-            o.rendered = _inbox_item(seen, o, preview_bytes)
+                PREVIEW if preview else FULL, m.observation_protected(seq),
+                "new" if seq in fresh else "seen",
+                seq in roots, target_of(ev), total if preview else None,
+                seen if cache is not None else None)
         observations.append(o)
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
@@ -167,17 +165,6 @@ def _seen(m: MindView, cache: Optional[RowCache], seq: int, reveal: bool) -> See
         if cache is not None:
             cache.put(row, reveal, seen)
     return seen
-
-
-def _inbox_item(seen: SeenEvent, o: Obs, preview_bytes: int):
-    """o's inbox item, made once per (residency, preview bytes, protected) of its event."""
-    key = (o.residency, preview_bytes, o.protected)
-    item = seen.items.get(key)
-    if item is None:
-        if len(seen.items) >= MAX_ITEMS_PER_EVENT:  # callers choosing many preview sizes
-            seen.items.clear()
-        item = seen.items[key] = inbox_item(o, preview_bytes)
-    return item
 
 
 def _open_calls(m: MindView, calls: list[tuple[int, str]]) -> list[dict]:

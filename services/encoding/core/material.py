@@ -5,7 +5,7 @@ the same bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.scope import Scope
@@ -32,19 +32,33 @@ class Obs:
     # The whole text's UTF-8 bytes when `text` holds only its preview (a large one is not
     # held whole for an encoding that shows a preview); None: `text` is whole.
     total_bytes: Optional[int] = None
-    # Its inbox item as render.inbox_item makes it, when a RowCache already made it.
-    rendered: Optional[Any] = field(default=None, compare=False, repr=False)
+    # Its event as a RowCache keeps it (render keeps the items made of it there).
+    seen: Optional["SeenEvent"] = field(default=None, compare=False, repr=False)
+
+
+MAX_ITEMS_PER_EVENT = 8
 
 
 @dataclass
 class SeenEvent:
     """An event as compiles show it (a RowCache keeps it by the event's row): decoded,
     its text as shown (secrets redacted or revealed) and that text's UTF-8 size, and
-    the inbox items made of it so far, by (residency, preview bytes, protected)."""
+    the items render made of it so far, by what else they show (residency, preview
+    bytes, protection...)."""
     event: Any  # records.Event, never changed
     text: str
     total_bytes: int
     items: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def item(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """The item made for `key`, made now if it was not (at most MAX_ITEMS_PER_EVENT
+        are kept: callers choosing many preview sizes start it over)."""
+        it = self.items.get(key)
+        if it is None:
+            if len(self.items) >= MAX_ITEMS_PER_EVENT:
+                self.items.clear()
+            it = self.items[key] = make()
+        return it
 
 
 @dataclass

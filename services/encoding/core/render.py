@@ -134,12 +134,14 @@ def _yn(flag: bool) -> str:
 
 
 def inbox(m: Material) -> list[Item]:
-    return [o.rendered or inbox_item(o, m.budget.preview_bytes) for o in m.observations]
+    n = m.budget.preview_bytes
+    return [inbox_item(o, n) if o.seen is None else
+            o.seen.item(("inbox", o.residency, n, o.protected), lambda o=o: inbox_item(o, n))
+            for o in m.observations]
 
 
 def inbox_item(o: Obs, preview_bytes: int) -> Item:
-    """An observation's inbox item: its event's facts and text (a RowCache keeps it with
-    the event, by residency, preview bytes and protection)."""
+    """An observation's inbox item: its event's facts and text."""
     total = o.total_bytes if o.total_bytes is not None else len(o.text.encode("utf-8"))
     # A message names where it comes from and goes to, and carries its text only.
     whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
@@ -167,15 +169,24 @@ def observation_state(m: Material) -> list[Item]:
             cited.setdefault(s, []).append(f.id)
     out = []
     for o in m.observations:
-        ref = f"@e{o.seq}"
-        users = cited.get(ref, [])
-        usage = ("(usage (cited-by " + " ".join(map(atom_text, users)) + "))" if users
-                 else "(usage uncited)")
-        facts = (f"(protected {_yn(o.protected)}) (residency {o.residency}) "
-                 f"(freshness {o.freshness}) {usage}" + (" (root-request yes)" if o.root else ""))
-        out.append(Item("state", ref, f"state {ref}", [(RUNTIME, facts)],
-                        {"residency": o.residency, "protected": o.protected}))
+        users = tuple(cited.get(f"@e{o.seq}", ()))
+        if o.seen is None:
+            out.append(state_item(o, users))
+        else:
+            out.append(o.seen.item(("state", o.protected, o.residency, o.freshness, o.root,
+                                    users), lambda o=o, u=users: state_item(o, u)))
     return out
+
+
+def state_item(o: Obs, users: tuple[str, ...]) -> Item:
+    """An observation's state item; `users`: the frames citing it."""
+    ref = f"@e{o.seq}"
+    usage = ("(usage (cited-by " + " ".join(map(atom_text, users)) + "))" if users
+             else "(usage uncited)")
+    facts = (f"(protected {_yn(o.protected)}) (residency {o.residency}) "
+             f"(freshness {o.freshness}) {usage}" + (" (root-request yes)" if o.root else ""))
+    return Item("state", ref, f"state {ref}", [(RUNTIME, facts)],
+                {"residency": o.residency, "protected": o.protected})
 
 
 def frame_item(f: FrameIn) -> Item:
