@@ -144,3 +144,18 @@ def test_row_cache_starts_over_past_its_entry_and_byte_bounds():
         by_bytes.put(bytes(40) + bytes([i]), False, _frame(i))
         assert len(by_bytes) <= 2  # a third row would pass the bound
     assert len(by_bytes) == 2
+
+
+def test_an_event_shown_whole_keeps_one_inbox_item_at_any_preview_size(parts):
+    """The items kept with an event are bounded by what they show: a whole text's item is
+    the same at every preview size, so callers varying it do not multiply it."""
+    store, tx = parts
+    cache = RowCache()
+    enc = _engine(store, tx, "enc", cache)
+    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    for size in (64, 128, 256, 512, 1024):
+        _compile(enc, store, act, preview_bytes=size)
+    with store.reader("c") as r:
+        seq = next(s for (s,), _ in r.scan("inbox"))
+        seen = cache.get(r.get("events", (seq,)), False)
+    assert sorted(k[0] for k in seen.items) == ["inbox", "state"]

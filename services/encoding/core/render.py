@@ -135,8 +135,10 @@ def _yn(flag: bool) -> str:
 
 def inbox(m: Material) -> list[Item]:
     n = m.budget.preview_bytes
+    # A whole text's item is the same at any preview size: one key for all of them.
     return [inbox_item(o, n) if o.seen is None else
-            o.seen.item(("inbox", o.residency, n, o.protected), lambda o=o: inbox_item(o, n))
+            o.seen.item(("inbox", o.residency, n if o.residency == PREVIEW else 0,
+                         o.protected), lambda o=o: inbox_item(o, n))
             for o in m.observations]
 
 
