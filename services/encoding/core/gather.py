@@ -73,7 +73,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                        "events": [(seq,) for seq in sorted(read)]}, max_bytes=READ_AHEAD_BYTES)
     reveal, preview_bytes = scope.reveal_secrets, budget.preview_bytes
     for seq in inbox:
-        seen = _seen(m, cache, seq, reveal)
+        seen, kept = _seen(m, cache, seq, reveal)
         ev = seen.event
         ref = R.ref(seq)
         if home(ev) != session and not viewer.sees(ev):
@@ -93,7 +93,9 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                 PREVIEW if preview else FULL, m.observation_protected(seq),
                 "new" if seq in fresh else "seen",
                 seq in roots, target_of(ev), total if preview else None,
-                seen if cache is not None else None)
+                # Only what the cache keeps: a large event not kept is held no longer
+                # than this step (the Obs holds its preview).
+                seen if kept else None)
         observations.append(o)
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
@@ -154,17 +156,18 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     return g
 
 
-def _seen(m: MindView, cache: Optional[RowCache], seq: int, reveal: bool) -> SeenEvent:
-    """The event `seq` as compiles show it: from the cache by its row, or made now."""
+def _seen(m: MindView, cache: Optional[RowCache], seq: int,
+          reveal: bool) -> tuple[SeenEvent, bool]:
+    """The event `seq` as compiles show it, from the cache by its row or made now; and
+    whether the cache keeps it."""
     row = m.event_row(seq)
     seen = cache.get(row, reveal) if cache is not None else None
-    if seen is None:
-        ev = R.loads(R.Event, row)
-        text = secrets.shown_text(ev, reveal)
-        seen = SeenEvent(ev, text, len(text.encode("utf-8")))
-        if cache is not None:
-            cache.put(row, reveal, seen)
-    return seen
+    if seen is not None:
+        return seen, True
+    ev = R.loads(R.Event, row)
+    text = secrets.shown_text(ev, reveal)
+    seen = SeenEvent(ev, text, len(text.encode("utf-8")))
+    return seen, cache is not None and cache.put(row, reveal, seen)
 
 
 def _open_calls(m: MindView, calls: list[tuple[int, str]]) -> list[dict]:

@@ -51,9 +51,10 @@ class RowCache:
             return [entries.get((row, True)) for row in rows]
         return list(map(entries.get, rows))
 
-    def put(self, row: bytes, reveal: bool, value: Any) -> None:
+    def put(self, row: bytes, reveal: bool, value: Any) -> bool:
+        """Keep `value` for the row; False: the row is past MAX_ROW_BYTES, not kept."""
         if len(row) > MAX_ROW_BYTES:
-            return
+            return False
         cost = ENTRY_OVERHEAD + 4 * len(row)
         with self._lock:
             # Full: the oldest entries go (dicts keep insertion order), not all of them:
@@ -65,6 +66,7 @@ class RowCache:
                 self._bytes -= ENTRY_OVERHEAD + 4 * len(_row_of(oldest))
             self._entries[(row, True) if reveal else row] = value
             self._bytes += cost
+        return True
 
     def __len__(self) -> int:
         return len(self._entries)
