@@ -17,6 +17,10 @@ rendered, not the history (100k events within 1.5x of 10k at the same active set
   scripts/bench encoding -- --grpc            # through the all-in-one server over gRPC
   scripts/bench encoding -- --quick --profile 20   # plus a cProfile top-10 of 20 compiles
 
+In process, each round also times a floor on the encoding just compiled (floor(): one
+dict per item, the rows packed, one LMDB put): these machines' speed swings by 2x within
+minutes, and compile p50 / floor p50 shows a change of the code apart from the machine's.
+
 The bulk session claims and delivers each batch before it is retired, as a live
 agent's would: inputs no activation ever claims stay pending, and the session
 directory counts the messages among every session's pending inputs, so --unclaimed
@@ -44,6 +48,7 @@ import tempfile
 import time
 
 import grpc
+import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import log, percentile, target  # noqa: E402
@@ -144,8 +149,10 @@ class Bench:
                 log(f"  history {have}/{target} events ({have / (last - t0):.0f}/s)")
 
     def measure(self, ctxs: list[str]) -> dict:
-        """Round-robin compiles; per context: wall ms, CPU ms and encoding size."""
+        """Round-robin compiles; per context: wall ms, CPU ms and encoding size; and, in
+        process, the floor's wall ms once a round (on the last context's encoding)."""
         out = {c: {"wall": [], "cpu": [], "write": [], "bytes": 0} for c in ctxs}
+        out["floor"] = []
         for i in range(self.args.warmup + self.args.samples):
             for c in ctxs:
                 w, p = time.perf_counter(), time.process_time()
@@ -157,9 +164,25 @@ class Bench:
                     out[c]["cpu"].append(p * 1000)
                     out[c]["write"].append(self.write_ms)
                 out[c]["bytes"] = e["bytes"]
+            if self.app is None:
+                w = time.perf_counter()
+                floor(self.store, c, e, f"floor-{len(ctxs)}-{i}-{e['snapshot']}")
+                if i >= self.args.warmup:
+                    out["floor"].append((time.perf_counter() - w) * 1000)
             if i and i % 10 == 0:
                 log(f"  round {i}/{self.args.warmup + self.args.samples}")
         return out
+
+
+def floor(store: LmdbStore, context: str, encoding: dict, key: str) -> None:
+    """Timed beside the compiles as the machine's speed at the time: the least any compile
+    of this encoding does in Python, one dict per item as the reply holds them, the items
+    packed as rows by orjson and stored by one LMDB put."""
+    items = [dict(it, parts=[dict(p) for p in it["parts"]]) for it in encoding["items"]]
+    rows = [[*(v for k, v in it.items() if k != "parts"),
+             [x for p in it["parts"] for x in p.values()]] for it in items]
+    store.put_record(context, snapshot_store.TABLE, (key,),
+                     orjson.dumps({"text": encoding["text"], "rows": rows}))
 
 
 def profile(bench: "Bench", ctx: str, n: int) -> None:
@@ -204,7 +227,7 @@ def main() -> int:
     data = args.data or tempfile.mkdtemp(prefix="morphz-bench-encoding-")
     bench = Bench(args, data)
     ctxs = {n: f"bench-e{n}" for n in args.events}
-    rows = []
+    rows, floors = [], {}
     try:
         for n, ctx in ctxs.items():
             log(f"== history of {n} events in {ctx}")
@@ -217,6 +240,7 @@ def main() -> int:
             have = frames
             log(f"== timing {frames} frames, {args.active} active observations")
             got = bench.measure(list(ctxs.values()))
+            floors[frames] = got.pop("floor")
             for n, ctx in ctxs.items():
                 g = got[ctx]
                 rows.append({"frames": frames, "events": n,
@@ -270,6 +294,10 @@ def main() -> int:
                ratio <= 1.5, "x")
     print(f"INFO snapshot write at 1,000 active frames: p50 {hi['write']:.3f} ms (included "
           f"above); compile without it p50 {hi['bare']:.3f} ms, cpu p50 {hi['cpu']:.3f} ms")
+    fl = statistics.median(floors[1000])
+    print(f"INFO floor at 1,000 active frames (one dict per item, the rows packed by orjson, "
+          f"one LMDB put; timed once a round): p50 {fl:.3f} ms; compile p50 / floor p50 "
+          f"{hi['p50'] / fl:.2f} (the machine's speed at the time divides out)")
     return 0
 
 
