@@ -58,6 +58,7 @@ from morphz.services.encoding.client import EncodingClient
 from morphz.services.encoding.core import snapshot_store
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.row_cache import RowCache
+from morphz.services.encoding.core.snapshot import item_rows
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -166,7 +167,7 @@ class Bench:
                 out[c]["bytes"] = e["bytes"]
             if self.app is None:
                 w = time.perf_counter()
-                floor(self.store, c, e, f"floor-{len(ctxs)}-{i}-{e['snapshot']}")
+                floor(self.store, c, e)
                 if i >= self.args.warmup:
                     out["floor"].append((time.perf_counter() - w) * 1000)
             if i and i % 10 == 0:
@@ -174,15 +175,14 @@ class Bench:
         return out
 
 
-def floor(store: LmdbStore, context: str, encoding: dict, key: str) -> None:
+def floor(store: LmdbStore, context: str, encoding: dict) -> None:
     """Timed beside the compiles as the machine's speed at the time: the least any compile
     of this encoding does in Python, one dict per item as the reply holds them, the items
-    packed as rows by orjson and stored by one LMDB put."""
+    packed as the snapshot's rows (snapshot.item_rows) by orjson and stored by one LMDB
+    put (beside the compile's own snapshot, under the snapshot's id and a suffix)."""
     items = [dict(it, parts=[dict(p) for p in it["parts"]]) for it in encoding["items"]]
-    rows = [[*(v for k, v in it.items() if k != "parts"),
-             [x for p in it["parts"] for x in p.values()]] for it in items]
-    store.put_record(context, snapshot_store.TABLE, (key,),
-                     orjson.dumps({"text": encoding["text"], "rows": rows}))
+    store.put_record(context, snapshot_store.TABLE, (encoding["snapshot"] + "-floor",),
+                     orjson.dumps({"text": encoding["text"], "rows": item_rows(items)}))
 
 
 def profile(bench: "Bench", ctx: str, n: int) -> None:

@@ -14,7 +14,7 @@ def register(app) -> Wired:
 
     The core reads projections and keeps its snapshots in app.store, and claims
     activations through app.transactions, the transaction service's interface; its
-    RowCache keeps rendered frames between compiles.
+    RowCache keeps what compiles made of frames and inbox events between compiles.
     """
     core = EncodingCore(app.store, app.transactions,
                         tracer=core_tracer(app.tracer, "morphz.encoding"),

@@ -54,7 +54,7 @@ class EncodingCore:
                  write_snapshot: Callable[..., None] = snapshot_store.put,
                  row_cache: Optional[RowCache] = None) -> None:
         self._store = store
-        self._rows = row_cache  # None: every compile decodes and renders anew
+        self._row_cache = row_cache  # None: every compile decodes and renders anew
         self._write_snapshot = write_snapshot  # injected: the benchmark times it apart
         self._tx = transactions  # TransactionCore or TransactionClient: same interface
         self._clock = clock or (lambda: datetime.now().astimezone())
@@ -130,7 +130,7 @@ class EncodingCore:
                                    scope=frozen, budget=budget, env=env, must_read=wanted,
                                    time=self._clock().isoformat(timespec="seconds"),
                                    capabilities=CAPABILITIES if env.capabilities else {},
-                                   cache=self._rows)
+                                   cache=self._row_cache)
             with self._tracer.start_as_current_span("encoding.gather"):
                 act, g = read_at_one_version(self._store, context, read)
             if g.missing:

@@ -12,9 +12,10 @@ record is a new row, never a stale hit. Two kinds of rows are kept:
   context, sequence number and id, so a row names one event of one context.
 
 Bounded by entries and by an estimate of the memory held; a full cache drops its
-oldest entries, and a row past MAX_ROW_BYTES is not kept. One per EncodingCore (injected), shared by its requests, which only
-read the values (render fills an item's template once, the same for every request;
-an inbox item made twice by two requests at once is the same item)."""
+oldest entries, and a row past MAX_ROW_BYTES is not kept. One per EncodingCore
+(injected), shared by its requests, which only read the values (render fills an item's
+template once, the same for every request; an inbox item made twice by two requests at
+once is the same item)."""
 from __future__ import annotations
 
 import threading
