@@ -34,6 +34,7 @@ from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
 from morphz.shared.faults import Faults
 from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS
+from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
 
@@ -102,9 +103,13 @@ class AllInOne:
         self.store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
+        # The write path keeps the rows it reads and writes (owner_cache.py), as over a
+        # remote store; here what it saves is LMDB calls, each of which lets go of the
+        # interpreter's lock: at 64 commits in flight, half the thread switches a commit.
+        self.owner_cache = OwnerCache(self.store)
         self.transactions = TransactionCore(
             self.store, faults=faults, rules_version=config.rules_version,
-            tracer=core_tracer(self.tracer, "morphz.transaction"))
+            tracer=core_tracer(self.tracer, "morphz.transaction"), cache=self.owner_cache)
         # LMDB itself recovers by design (copy-on-write); check the projections' ends.
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:

@@ -29,7 +29,14 @@ through the pending writes, and a row the cache lacks can be read from the store
 later version than the cache's, as long as that version adds only such commits. A row
 read so is kept only if none of this writer's commits between the two versions wrote
 it (else the cache gets it from that commit). Bounded: ROWS rows per context (the
-oldest half go when it is full), CONTEXTS contexts (the least recently used go).
+oldest half go when it is full), CONTEXTS contexts, and BYTES of values in all (the least
+recently used contexts go); a row larger than ROW_BYTES (an event's text, a large frame)
+is never kept.
+
+Over an in-process store (the all-in-one server) the cache saves no round trips but LMDB
+calls: py-lmdb lets go of the interpreter's lock for each get and each step of a scan,
+so with many requests in flight every read of a commit is a chance for another thread
+to take the lock, and a thread switch to get it back.
 """
 from __future__ import annotations
 
@@ -43,6 +50,8 @@ from morphz.shared.storage.api import Key, Reader, StaleRead, Store, Ticket, Wri
 ROWS = 16384      # rows (scanned rows included) a context's cache holds at most
 SCAN_ROWS = 256   # a prefix scan longer than this is not kept
 CONTEXTS = 1024   # contexts cached at most
+BYTES = 64 << 20  # bytes of row values held in all
+ROW_BYTES = 64 << 10  # a larger row is read from the store each time
 
 _MISSING = object()
 
@@ -57,19 +66,49 @@ class _Context:
         self.scans: dict[tuple[str, Key], list[tuple[Key, bytes]]] = {}
         self.scan_lengths: dict[str, set[int]] = {}  # table -> prefix lengths scanned
         self.scanned = 0  # rows held by scans
+        self.bytes = 0  # of the values held, in rows and scans
         self.pending: list[tuple[int, list[Write], Ticket]] = []  # (expect, writes, ticket)
 
     def apply(self, writes: list[Write]) -> bool:
         """Move to the next version: these rows written. False: cannot (start over)."""
+        rows = self.rows
         for w in writes:
             if w.quarantine:  # a repair moves rows aside: rare, read everything again
                 return False
-            self.rows[(w.table, w.key)] = w.value
+            key, value = (w.table, w.key), w.value
+            if value is None or len(value) <= ROW_BYTES:
+                old = rows.get(key)
+                rows[key] = value
+                self.bytes += (len(value) if value else 0) - (len(old) if old else 0)
+            else:  # too large to keep: the store has it
+                old = rows.pop(key, None)
+                self.bytes -= len(old) if old else 0
             for n in self.scan_lengths.get(w.table, ()):
-                gone = self.scans.pop((w.table, w.key[:n]), None)
-                self.scanned -= len(gone) if gone is not None else 0
+                self._drop_scan((w.table, w.key[:n]))
         self.seq += 1
         return True
+
+    def keep_row(self, table: str, key: Key, value: Optional[bytes]) -> None:
+        """A row read at this version, unless it is held already or too large."""
+        if (value is None or len(value) <= ROW_BYTES) and (table, key) not in self.rows:
+            self.rows[(table, key)] = value
+            self.bytes += len(value) if value else 0
+
+    def keep_scan(self, table: str, prefix: Key, rows: list[tuple[Key, bytes]]) -> None:
+        size = sum(len(v) for _, v in rows)
+        if size > ROW_BYTES:  # one large row or many: read again when asked
+            return
+        self._drop_scan((table, prefix))
+        self.scans[(table, prefix)] = rows
+        self.scan_lengths.setdefault(table, set()).add(len(prefix))
+        self.scanned += len(rows) + 1
+        self.bytes += size
+
+    def _drop_scan(self, at: tuple[str, Key]) -> None:
+        gone = self.scans.pop(at, None)
+        if gone is not None:
+            self.scanned -= len(gone) + 1
+            self.bytes -= sum(len(v) for _, v in gone)
 
     def written_since(self, seq: int, table: str) -> Optional[set[Key]]:
         """The keys of `table` this writer's pending commits wrote between this version
@@ -84,24 +123,27 @@ class _Context:
     def size(self) -> int:
         return len(self.rows) + self.scanned
 
-    def trim(self, limit: int) -> None:
-        """Past `limit`: drop the oldest half of the rows and every scan."""
-        if self.size() <= limit:
-            return
-        keep = list(self.rows.items())[len(self.rows) // 2:]
-        self.rows = dict(keep)
-        self.scans.clear()
-        self.scan_lengths.clear()
-        self.scanned = 0
+    def trim(self, limit: int, limit_bytes: int) -> None:
+        """Past `limit` rows or `limit_bytes`: drop every scan and the oldest half of the
+        rows, as often as it takes."""
+        while self.rows and (self.size() > limit or self.bytes > limit_bytes):
+            keep = list(self.rows.items())[len(self.rows) // 2:]
+            self.rows = dict(keep)
+            self.scans.clear()
+            self.scan_lengths.clear()
+            self.scanned = 0
+            self.bytes = sum(len(v) for _, v in keep if v)
 
 
 class OwnerCache:
     """reader/submit/wait over `store` for TransactionCore's write path (see above)."""
 
-    def __init__(self, store: Store, *, rows: int = ROWS, contexts: int = CONTEXTS) -> None:
+    def __init__(self, store: Store, *, rows: int = ROWS, contexts: int = CONTEXTS,
+                 max_bytes: int = BYTES) -> None:
         self._store = store
-        self._rows, self._max_contexts = rows, contexts
+        self._rows, self._max_contexts, self._max_bytes = rows, contexts, max_bytes
         self._contexts: "OrderedDict[str, _Context]" = OrderedDict()
+        self._bytes = 0  # held by every context, as each context's `bytes` says
         self._submitted: dict[int, str] = {}  # id(ticket) -> its context, while pending
         self._lock = threading.Lock()
 
@@ -153,6 +195,11 @@ class OwnerCache:
             entry = self._contexts.get(context)
             return entry.size() if entry else 0
 
+    def held_bytes(self) -> int:
+        """The bytes of row values held, every context's."""
+        with self._lock:
+            return self._bytes
+
     # -- versions ----------------------------------------------------------------------
     def _settle(self, ticket: Ticket, ok: bool) -> None:
         """A submitted commit finished. Durable: it and every commit submitted before it
@@ -169,18 +216,32 @@ class OwnerCache:
                 self._drop(context)
                 return
             done, entry.pending = entry.pending[:upto + 1], entry.pending[upto + 1:]
+            before = entry.bytes
             for expect, writes, t in done:
                 self._submitted.pop(id(t), None)
                 if expect != entry.seq or not entry.apply(writes):
+                    self._bytes += entry.bytes - before
                     self._drop(context)
                     return
-            entry.trim(self._rows)
+            self._resized(entry, before)
 
     def _drop(self, context: str) -> None:
         """Forget a context's rows and its pending commits (lock held)."""
         entry = self._contexts.pop(context, None)
+        if entry is not None:
+            self._bytes -= entry.bytes
         for p in entry.pending if entry else ():
             self._submitted.pop(id(p[2]), None)
+
+    def _resized(self, entry: _Context, before: int) -> None:
+        """After `entry` took rows in (it held `before` bytes): trim it to the bounds, then
+        let the least recently used other contexts go while all hold more than BYTES
+        (lock held)."""
+        entry.trim(self._rows, self._max_bytes)
+        self._bytes += entry.bytes - before
+        while self._bytes > self._max_bytes and len(self._contexts) > 1:
+            oldest = next(iter(self._contexts))
+            self._drop(oldest if oldest != entry.context else list(self._contexts)[1])
 
     def _start(self, context: str, fence: int, seq: int) -> _Context:
         """A context's first version: the store's `seq`, read by a reader just now."""
@@ -202,10 +263,11 @@ class OwnerCache:
             written = entry.written_since(seq, table)
             if written is None:
                 return
+            before = entry.bytes
             for key, value in found.items():
                 if key not in written:
-                    entry.rows.setdefault((table, key), value)
-            entry.trim(self._rows)
+                    entry.keep_row(table, key, value)
+            self._resized(entry, before)
 
     def _keep_scan(self, entry: _Context, seq: int, table: str, prefix: Key,
                    rows: list[tuple[Key, bytes]]) -> None:
@@ -214,10 +276,9 @@ class OwnerCache:
                 return
             written = entry.written_since(seq, table)
             if written is not None and not any(k[:len(prefix)] == prefix for k in written):
-                entry.scans[(table, prefix)] = rows
-                entry.scan_lengths.setdefault(table, set()).add(len(prefix))
-                entry.scanned += len(rows) + 1
-                entry.trim(self._rows)
+                before = entry.bytes
+                entry.keep_scan(table, prefix, rows)
+                self._resized(entry, before)
 
 
 class CachedReader(Reader):

@@ -16,7 +16,7 @@ from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Write
-from morphz.shared.storage.owner_cache import OwnerCache
+from morphz.shared.storage.owner_cache import ROW_BYTES, OwnerCache
 
 from tests.rpc_count import storage_service
 
@@ -175,3 +175,53 @@ def test_dist_05_owner_cache_a_scan_too_long_to_keep_is_read_once(storage):
         assert len(list(r.scan("relations", ("s",)))) == 300
     assert count.methods() == ["Scan", "CloseSnapshot"]  # one pass, not kept
     assert cache.held("c") == 1
+
+
+def test_dist_05_owner_cache_keeps_no_row_larger_than_row_bytes(tmp_path):
+    """An event's text or a large frame is read from the store each time, never held."""
+    store = LmdbStore(str(tmp_path / "store"))
+    cache = OwnerCache(store)
+    large = b"x" * (ROW_BYTES + 1)
+    with cache.reader("c") as r:
+        assert r.get("meta", ()) is None  # the context's first version
+    cache.wait(cache.submit("c", 0, [Write("frames", ("small",), b"s"),
+                                     Write("frames", ("large",), large)]))
+    assert cache.cached("c") == 1 and cache.held_bytes() == 1
+    with cache.reader("c") as r:
+        assert r.get("frames", ("large",)) == large  # from the store
+        assert r.get("frames", ("small",)) == b"s"
+    assert cache.held_bytes() == 1  # read, not kept
+    # Rewritten small, the row is held again; rewritten large, it goes.
+    cache.wait(cache.submit("c", 1, [Write("frames", ("large",), b"now small")]))
+    assert cache.held_bytes() == 1 + len(b"now small")
+    cache.wait(cache.submit("c", 2, [Write("frames", ("small",), large)]))
+    assert cache.held_bytes() == len(b"now small")
+    with cache.reader("c") as r:
+        assert r.get("frames", ("small",)) == large
+        assert r.get("frames", ("large",)) == b"now small"
+    store.close()
+
+
+def test_dist_05_owner_cache_holds_at_most_its_bytes_across_contexts(tmp_path):
+    """Past max_bytes the least recently used contexts go; reads stay the store's."""
+    store = LmdbStore(str(tmp_path / "store"))
+    cache = OwnerCache(store, max_bytes=10_000)
+    row = b"r" * 1000
+    for c in range(5):
+        ctx = f"c{c}"
+        with cache.reader(ctx) as r:
+            assert r.get("meta", ()) is None
+        cache.wait(cache.submit(ctx, 0, [Write("frames", (f"f{i}",), row) for i in range(4)]))
+        assert cache.held_bytes() <= 10_000
+    assert cache.cached("c4") == 1  # the latest is kept...
+    assert cache.cached("c0") is None  # ...the least recently used went
+    # One context past the bound alone is trimmed, oldest rows first.
+    cache.wait(cache.submit("c4", 1, [Write("frames", (f"g{i}",), row) for i in range(12)]))
+    assert cache.held_bytes() <= 10_000 and cache.cached("c4") == 2
+    for c in range(5):
+        with cache.reader(f"c{c}") as r:
+            assert [r.get("frames", (f"f{i}",)) for i in range(4)] == [row] * 4
+    with cache.reader("c4") as r:
+        assert [r.get("frames", (f"g{i}",)) for i in range(12)] == [row] * 12
+    assert cache.held_bytes() <= 10_000
+    store.close()
