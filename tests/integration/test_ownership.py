@@ -358,8 +358,11 @@ def fence_cycle(x_proc: ServerProcess, x, b, storage: ServerProcess, context: st
     wait_until(lambda: paused(x_proc) or not thread.is_alive(), "x frozen before its commit")
     assert not outcome, f"x answered without freezing: {outcome}"
     # b is refused (NOT_OWNER) until x's lease expires, then takes over and creates it.
+    # On a loaded machine b's own renewal may come late (TTL 3 s): b then refuses
+    # (OWNERSHIP_LOST) rather than commit unsure of its lease, and takes over once renewed.
     status, refusals = eventually(lambda: b.create_context(context), "b takes over")
-    assert {e.reason for e in refusals} <= {"NOT_OWNER"}, [e.to_dict() for e in refusals]
+    assert {e.reason for e in refusals} <= {"NOT_OWNER", "OWNERSHIP_LOST"}, \
+        [e.to_dict() for e in refusals]
     resumed.set()
     x_proc.proc.send_signal(signal.SIGCONT)
     thread.join(BOUND)
