@@ -29,9 +29,9 @@ through the pending writes, and a row the cache lacks can be read from the store
 later version than the cache's, as long as that version adds only such commits. A row
 read so is kept only if none of this writer's commits between the two versions wrote
 it (else the cache gets it from that commit). Bounded: ROWS rows per context (the
-oldest half go when it is full), CONTEXTS contexts, and BYTES of values in all (the least
-recently used contexts go); a row larger than ROW_BYTES (an event's text, a large frame)
-is never kept.
+oldest half go when it is full), CONTEXTS contexts, and BYTES in all, values and ROW_COST
+a row (the least recently used contexts go); a row larger than ROW_BYTES (an event's
+text, a large frame) is never kept.
 
 Over an in-process store (the all-in-one server) the cache saves no round trips but LMDB
 calls: py-lmdb lets go of the interpreter's lock for each get and each step of a scan,
@@ -50,10 +50,16 @@ from morphz.shared.storage.api import Key, Reader, StaleRead, Store, Ticket, Wri
 ROWS = 16384      # rows (scanned rows included) a context's cache holds at most
 SCAN_ROWS = 256   # a prefix scan longer than this is not kept
 CONTEXTS = 1024   # contexts cached at most
-BYTES = 64 << 20  # bytes of row values held in all
+BYTES = 64 << 20  # bytes held in all (values, and ROW_COST a row)
 ROW_BYTES = 64 << 10  # a larger row is read from the store each time
+ROW_COST = 200  # a held row's memory besides its value: its key's tuples, a dict entry
 
 _MISSING = object()
+
+
+def _cost(value: Optional[bytes]) -> int:
+    """What keeping one row counts against BYTES (None: a row known absent)."""
+    return ROW_COST + (len(value) if value else 0)
 
 
 class _Context:
@@ -66,7 +72,7 @@ class _Context:
         self.scans: dict[tuple[str, Key], list[tuple[Key, bytes]]] = {}
         self.scan_lengths: dict[str, set[int]] = {}  # table -> prefix lengths scanned
         self.scanned = 0  # rows held by scans
-        self.bytes = 0  # of the values held, in rows and scans
+        self.bytes = 0  # held in rows and scans: values, and ROW_COST a row
         self.pending: list[tuple[int, list[Write], Ticket]] = []  # (expect, writes, ticket)
 
     def apply(self, writes: list[Write]) -> bool:
@@ -76,13 +82,13 @@ class _Context:
             if w.quarantine:  # a repair moves rows aside: rare, read everything again
                 return False
             key, value = (w.table, w.key), w.value
+            old = rows.pop(key, _MISSING)
+            if old is not _MISSING:
+                self.bytes -= _cost(old)
             if value is None or len(value) <= ROW_BYTES:
-                old = rows.get(key)
                 rows[key] = value
-                self.bytes += (len(value) if value else 0) - (len(old) if old else 0)
-            else:  # too large to keep: the store has it
-                old = rows.pop(key, None)
-                self.bytes -= len(old) if old else 0
+                self.bytes += _cost(value)
+            # else too large to keep: the store has it
             for n in self.scan_lengths.get(w.table, ()):
                 self._drop_scan((w.table, w.key[:n]))
         self.seq += 1
@@ -92,7 +98,7 @@ class _Context:
         """A row read at this version, unless it is held already or too large."""
         if (value is None or len(value) <= ROW_BYTES) and (table, key) not in self.rows:
             self.rows[(table, key)] = value
-            self.bytes += len(value) if value else 0
+            self.bytes += _cost(value)
 
     def keep_scan(self, table: str, prefix: Key, rows: list[tuple[Key, bytes]]) -> None:
         size = sum(len(v) for _, v in rows)
@@ -102,13 +108,13 @@ class _Context:
         self.scans[(table, prefix)] = rows
         self.scan_lengths.setdefault(table, set()).add(len(prefix))
         self.scanned += len(rows) + 1
-        self.bytes += size
+        self.bytes += size + ROW_COST * (len(rows) + 1)
 
     def _drop_scan(self, at: tuple[str, Key]) -> None:
         gone = self.scans.pop(at, None)
         if gone is not None:
             self.scanned -= len(gone) + 1
-            self.bytes -= sum(len(v) for _, v in gone)
+            self.bytes -= sum(len(v) for _, v in gone) + ROW_COST * (len(gone) + 1)
 
     def written_since(self, seq: int, table: str) -> Optional[set[Key]]:
         """The keys of `table` this writer's pending commits wrote between this version
@@ -132,7 +138,7 @@ class _Context:
             self.scans.clear()
             self.scan_lengths.clear()
             self.scanned = 0
-            self.bytes = sum(len(v) for _, v in keep if v)
+            self.bytes = sum(_cost(v) for _, v in keep)
 
 
 class OwnerCache:
@@ -196,7 +202,7 @@ class OwnerCache:
             return entry.size() if entry else 0
 
     def held_bytes(self) -> int:
-        """The bytes of row values held, every context's."""
+        """The bytes held, every context's: values, and ROW_COST a row."""
         with self._lock:
             return self._bytes
 

@@ -16,7 +16,7 @@ from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Write
-from morphz.shared.storage.owner_cache import ROW_BYTES, OwnerCache
+from morphz.shared.storage.owner_cache import ROW_BYTES, ROW_COST, OwnerCache
 
 from tests.rpc_count import storage_service
 
@@ -182,20 +182,23 @@ def test_dist_05_owner_cache_keeps_no_row_larger_than_row_bytes(tmp_path):
     store = LmdbStore(str(tmp_path / "store"))
     cache = OwnerCache(store)
     large = b"x" * (ROW_BYTES + 1)
+
+    def held(*values: bytes) -> int:  # the meta row (known absent) and these
+        return ROW_COST * (1 + len(values)) + sum(map(len, values))
     with cache.reader("c") as r:
         assert r.get("meta", ()) is None  # the context's first version
     cache.wait(cache.submit("c", 0, [Write("frames", ("small",), b"s"),
                                      Write("frames", ("large",), large)]))
-    assert cache.cached("c") == 1 and cache.held_bytes() == 1
+    assert cache.cached("c") == 1 and cache.held_bytes() == held(b"s")
     with cache.reader("c") as r:
         assert r.get("frames", ("large",)) == large  # from the store
         assert r.get("frames", ("small",)) == b"s"
-    assert cache.held_bytes() == 1  # read, not kept
+    assert cache.held_bytes() == held(b"s")  # read, not kept
     # Rewritten small, the row is held again; rewritten large, it goes.
     cache.wait(cache.submit("c", 1, [Write("frames", ("large",), b"now small")]))
-    assert cache.held_bytes() == 1 + len(b"now small")
+    assert cache.held_bytes() == held(b"s", b"now small")
     cache.wait(cache.submit("c", 2, [Write("frames", ("small",), large)]))
-    assert cache.held_bytes() == len(b"now small")
+    assert cache.held_bytes() == held(b"now small")
     with cache.reader("c") as r:
         assert r.get("frames", ("small",)) == large
         assert r.get("frames", ("large",)) == b"now small"
@@ -224,4 +227,13 @@ def test_dist_05_owner_cache_holds_at_most_its_bytes_across_contexts(tmp_path):
     with cache.reader("c4") as r:
         assert [r.get("frames", (f"g{i}",)) for i in range(12)] == [row] * 12
     assert cache.held_bytes() <= 10_000
+    # Rows count by what holding them costs, not their values alone: 100 one-byte
+    # rows (boundary stamps are such) would be 100 bytes of values.
+    with cache.reader("tiny") as r:
+        assert r.get("meta", ()) is None
+    cache.wait(cache.submit("tiny", 0, [Write("boundaries", (f"b{i}",), b"\x01")
+                                        for i in range(100)]))
+    assert cache.held_bytes() <= 10_000 and cache.held("tiny") <= 50  # 10,000 / ROW_COST
+    with cache.reader("tiny") as r:
+        assert [r.get("boundaries", (f"b{i}",)) for i in range(100)] == [b"\x01"] * 100
     store.close()
