@@ -30,7 +30,8 @@ number of durable LMDB write transactions (fsyncs) per acknowledged commit. Serv
 client CPU use over each window come from /proc ("srv CPU ms/op" is the server's CPU
 time per operation, all threads; "srv CPU" / "cli CPU" are cores busy on average;
 "srv sys" is the kernel's share of the server's CPU: system calls, thread wake-ups,
-fsync, page faults).
+fsync, page faults; "switches/op" the context switches of the server's threads per
+operation: a thread waiting for the GIL, a lock or the disk switches out).
 Recall indexes commits in the background, partly after the window: for the morphz rows
 the load starts once recall has indexed the set-up, and after the window the benchmark
 waits (bounded, --catchup-bound) until InspectIndex reports lag 0 for every context
@@ -401,6 +402,9 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
     def cpu_times() -> dict[str, tuple[float, float]]:  # (all, system), one /proc walk
         return {k: p.cpu_times() for k, p in procs.items()}
+
+    def switches() -> int:
+        return sum(p.switches() for p in procs.values())
     start: dict = {}
 
     def before() -> None:
@@ -411,19 +415,20 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
     def during() -> dict:
         time.sleep(args.warmup)
-        t0, x0 = cpu_times(), last_txnid(store_path)
+        t0, x0, s0 = cpu_times(), last_txnid(store_path), switches()
         with Progress(what, args.seconds):
             time.sleep(args.seconds)
-        t1, x1 = cpu_times(), last_txnid(store_path)
+        t1, x1, s1 = cpu_times(), last_txnid(store_path), switches()
         return {"cpu": {k: t1[k][0] - t0[k][0] for k in t1},
                 "kernel": sum(t1[k][1] - t0[k][1] for k in t1),
-                "txns": x1 - x0, "end": time.monotonic()}
+                "switches": s1 - s0, "txns": x1 - x0, "end": time.monotonic()}
     res, seen = run_drivers(driver, specs, during=during, before=before)
     n = len(res.latencies_s)
     window_cpu = sum(seen["cpu"].values())
     extra = {"server_cpu_ms_per_op": window_cpu / n * 1e3 if n else float("nan"),
              "server_cpu_util": window_cpu / args.seconds,
              "server_kernel_share": seen["kernel"] / window_cpu if window_cpu else float("nan"),
+             "server_switches_per_op": seen["switches"] / n if n else float("nan"),
              "client_cpu_util": res.cpu_s / args.seconds}
     if len(procs) > 1:
         extra["process_cpu_util"] = {k: v / args.seconds for k, v in seen["cpu"].items()}
@@ -742,7 +747,7 @@ def print_spy(path: str, top: int) -> None:
 COLUMNS = [("name", "measurement"), ("inflight", "in flight"), ("ops_per_s", "ops/s"),
            ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("server_cpu_ms_per_op", "srv CPU ms/op"),
            ("server_cpu_util", "srv CPU"), ("server_kernel_share", "srv sys"),
-           ("client_cpu_util", "cli CPU"),
+           ("server_switches_per_op", "switches/op"), ("client_cpu_util", "cli CPU"),
            ("txns_per_op", "LMDB txns/op"), ("cpu_ms_per_commit_indexed", "CPU ms/commit+idx"),
            ("catch_up_s", "idx caught up s")]
 

@@ -118,6 +118,26 @@ def tree_cpu_times(pid: int) -> tuple[float, float]:
     return total, kernel
 
 
+def tree_switches(pid: int) -> int:
+    """Context switches (voluntary and not) of the living threads of a process and its
+    descendants, from /proc: a thread that waits for the GIL, a lock or the disk switches
+    out, so the count per call shows how much a server's threads hand work back and forth."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/status") as f:
+                    total += sum(int(line.split()[1]) for line in f
+                                 if "ctxt_switches:" in line)
+            except (OSError, ValueError):
+                continue  # ended meanwhile: its switches go uncounted
+    return total
+
+
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of a process and its living descendants."""
     total = 0
@@ -178,6 +198,10 @@ class ServerProcess:
 
     def cpu_seconds(self) -> float:
         return self.cpu_times()[0]
+
+    def switches(self) -> int:
+        """Context switches of the server's living threads (tree_switches)."""
+        return tree_switches(self.pid)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
         if self.proc.poll() is None:
