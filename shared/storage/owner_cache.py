@@ -62,6 +62,11 @@ def _cost(value: Optional[bytes]) -> int:
     return ROW_COST + (len(value) if value else 0)
 
 
+def _scan_cost(rows: list[tuple[Key, bytes]]) -> int:
+    """What keeping a scan counts against BYTES: its rows, and one more for the scan."""
+    return ROW_COST * (len(rows) + 1) + sum(len(v) for _, v in rows)
+
+
 class _Context:
     """A context's rows as of version `seq`: rows (None: known absent) and whole prefix
     scans, and this writer's commits submitted on top of them, in submission order."""
@@ -101,20 +106,21 @@ class _Context:
             self.bytes += _cost(value)
 
     def keep_scan(self, table: str, prefix: Key, rows: list[tuple[Key, bytes]]) -> None:
-        size = sum(len(v) for _, v in rows)
-        if size > ROW_BYTES:  # one large row or many: read again when asked
+        """A whole prefix scan read at this version, unless one of its rows is too large
+        (the scan is read from the store again when asked)."""
+        if any(len(v) > ROW_BYTES for _, v in rows):
             return
         self._drop_scan((table, prefix))
         self.scans[(table, prefix)] = rows
         self.scan_lengths.setdefault(table, set()).add(len(prefix))
         self.scanned += len(rows) + 1
-        self.bytes += size + ROW_COST * (len(rows) + 1)
+        self.bytes += _scan_cost(rows)
 
     def _drop_scan(self, at: tuple[str, Key]) -> None:
         gone = self.scans.pop(at, None)
         if gone is not None:
             self.scanned -= len(gone) + 1
-            self.bytes -= sum(len(v) for _, v in gone) + ROW_COST * (len(gone) + 1)
+            self.bytes -= _scan_cost(gone)
 
     def written_since(self, seq: int, table: str) -> Optional[set[Key]]:
         """The keys of `table` this writer's pending commits wrote between this version

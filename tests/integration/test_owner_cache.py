@@ -177,7 +177,7 @@ def test_dist_05_owner_cache_a_scan_too_long_to_keep_is_read_once(storage):
     assert cache.held("c") == 1
 
 
-def test_dist_05_owner_cache_keeps_no_row_larger_than_row_bytes(tmp_path):
+def test_owner_cache_keeps_no_row_larger_than_row_bytes(tmp_path):
     """An event's text or a large frame is read from the store each time, never held."""
     store = LmdbStore(str(tmp_path / "store"))
     cache = OwnerCache(store)
@@ -202,10 +202,13 @@ def test_dist_05_owner_cache_keeps_no_row_larger_than_row_bytes(tmp_path):
     with cache.reader("c") as r:
         assert r.get("frames", ("small",)) == large
         assert r.get("frames", ("large",)) == b"now small"
+        # Nor is a scan holding such a row.
+        assert dict(r.scan("frames")) == {("large",): b"now small", ("small",): large}
+    assert cache.held_bytes() == held(b"now small")
     store.close()
 
 
-def test_dist_05_owner_cache_holds_at_most_its_bytes_across_contexts(tmp_path):
+def test_owner_cache_holds_at_most_its_bytes_across_contexts(tmp_path):
     """Past max_bytes the least recently used contexts go; reads stay the store's."""
     store = LmdbStore(str(tmp_path / "store"))
     cache = OwnerCache(store, max_bytes=10_000)
