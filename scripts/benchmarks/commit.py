@@ -400,11 +400,8 @@ def drive(args, what: str, driver, specs: list[dict], server,
     def cpu() -> dict[str, float]:
         return {k: p.cpu_seconds() for k, p in procs.items()}
 
-    def cpu_times() -> dict[str, tuple[float, float]]:  # (all, system), one /proc walk
-        return {k: p.cpu_times() for k, p in procs.items()}
-
-    def switches() -> int:
-        return sum(p.switches() for p in procs.values())
+    def usage() -> dict[str, tuple[float, float, int]]:  # (all, system, switches)
+        return {k: p.usage() for k, p in procs.items()}  # one /proc walk a process
     start: dict = {}
 
     def before() -> None:
@@ -415,13 +412,14 @@ def drive(args, what: str, driver, specs: list[dict], server,
 
     def during() -> dict:
         time.sleep(args.warmup)
-        t0, x0, s0 = cpu_times(), last_txnid(store_path), switches()
+        t0, x0 = usage(), last_txnid(store_path)
         with Progress(what, args.seconds):
             time.sleep(args.seconds)
-        t1, x1, s1 = cpu_times(), last_txnid(store_path), switches()
+        t1, x1 = usage(), last_txnid(store_path)
         return {"cpu": {k: t1[k][0] - t0[k][0] for k in t1},
                 "kernel": sum(t1[k][1] - t0[k][1] for k in t1),
-                "switches": s1 - s0, "txns": x1 - x0, "end": time.monotonic()}
+                "switches": sum(t1[k][2] - t0[k][2] for k in t1),
+                "txns": x1 - x0, "end": time.monotonic()}
     res, seen = run_drivers(driver, specs, during=during, before=before)
     n = len(res.latencies_s)
     window_cpu = sum(seen["cpu"].values())

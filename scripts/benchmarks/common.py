@@ -108,34 +108,42 @@ def tree_cpu_times(pid: int) -> tuple[float, float]:
     """(user + system, system) CPU time of a process and all its descendants, living or
     ended, from one walk of /proc. A child that ends between two readings moves from the
     living into its parent's reaped time, so differences hold."""
+    return tree_usage(pid)[:2]
+
+
+def tree_usage(pid: int, *, switches: bool = False) -> tuple[float, float, int]:
+    """tree_cpu_times, and with `switches` the context switches (voluntary and not) of
+    the tree's living threads, all from one walk of /proc (so they are of one instant):
+    a thread that waits for the GIL, a lock or the disk switches out, so the count per
+    call shows how much a server's threads hand work back and forth."""
     total = kernel = 0.0
+    count = 0
     for p in process_tree(pid):
         try:
             cpu, system = cpu_times(p, reaped=True)
         except (OSError, ValueError, IndexError):
             continue  # ended meanwhile (and counted in its parent's reaped time)
         total, kernel = total + cpu, kernel + system
-    return total, kernel
+        if switches:
+            count += _switches(p)
+    return total, kernel, count
 
 
-def tree_switches(pid: int) -> int:
-    """Context switches (voluntary and not) of the living threads of a process and its
-    descendants, from /proc: a thread that waits for the GIL, a lock or the disk switches
-    out, so the count per call shows how much a server's threads hand work back and forth."""
-    total = 0
-    for p in process_tree(pid):
+def _switches(pid: int) -> int:
+    """Context switches of a process's living threads (one that ends meanwhile is left
+    out)."""
+    count = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for t in tasks:
         try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                count += sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+        except (OSError, ValueError):
             continue
-        for t in tasks:
-            try:
-                with open(f"/proc/{p}/task/{t}/status") as f:
-                    total += sum(int(line.split()[1]) for line in f
-                                 if "ctxt_switches:" in line)
-            except (OSError, ValueError):
-                continue  # ended meanwhile: its switches go uncounted
-    return total
+    return count
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -199,9 +207,10 @@ class ServerProcess:
     def cpu_seconds(self) -> float:
         return self.cpu_times()[0]
 
-    def switches(self) -> int:
-        """Context switches of the server's living threads (tree_switches)."""
-        return tree_switches(self.pid)
+    def usage(self) -> tuple[float, float, int]:
+        """cpu_times() and the context switches of the server's living threads, read
+        together (tree_usage)."""
+        return tree_usage(self.pid, switches=True)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
         if self.proc.poll() is None:
