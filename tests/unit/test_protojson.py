@@ -47,21 +47,18 @@ def test_from_plain_assigns_directly_when_types_match():
         assert msg == reference(d, cls())
 
 
-def test_from_plain_builds_through_the_constructor_when_types_match():
+def test_from_plain_builds_through_the_constructor_when_types_match(monkeypatch):
     # Replies shaped like the core's take the constructor path; a None for a key the
     # message lacks (CASES[0]'s "extra") is left out by the field-by-field fallback.
     import morphz.shared.protojson as pj
     calls = []
     real = pj._fill
-    pj._fill = lambda *a: calls.append(a) or real(*a)
-    try:
-        for cls, d in CASES[1:3]:
-            assert from_plain(d, cls) == reference(d, cls())
-        assert calls == []
-        assert from_plain(CASES[0][1], CASES[0][0]) == reference(CASES[0][1], CASES[0][0]())
-        assert calls
-    finally:
-        pj._fill = real
+    monkeypatch.setattr(pj, "_fill", lambda *a: calls.append(a) or real(*a))
+    for cls, d in CASES[1:3]:
+        assert from_plain(d, cls) == reference(d, cls())
+    assert calls == []
+    assert from_plain(CASES[0][1], CASES[0][0]) == reference(CASES[0][1], CASES[0][0]())
+    assert calls
 
 
 def descriptor_walk(msg) -> dict:
