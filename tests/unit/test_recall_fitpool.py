@@ -216,3 +216,62 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
         assert len(starts) == 2
     finally:
         f.close()
+
+
+def test_closing_the_fitter_during_a_call_ends_it_and_leaves_the_pipe_to_the_caller(
+        monkeypatch):
+    """close() while a call waits on the worker: the worker is killed (the call raises
+    WorkerUnavailable, not the 30 s of work later), and the pipe is closed by the
+    calling thread, never under its poll or read (a descriptor closed there may be
+    reused by a file opened meanwhile). No warning of a dead worker: it was stopped."""
+    import logging
+    import threading
+
+    from morphz.services.recall.core.fitpool import WorkerUnavailable
+    from morphz.services.recall.core.worker_process import WorkerProcess
+
+    closed_by: list[str] = []
+    stop = WorkerProcess.stop
+
+    def recorded_stop(self):
+        closed_by.append(threading.current_thread().name)
+        stop(self)
+    monkeypatch.setattr(WorkerProcess, "stop", recorded_stop)
+    warnings: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = warnings.append
+    logging.getLogger("morphz.recall.fitpool").addHandler(handler)
+    fitter = Fitter(in_worker_min=1)
+    try:
+        pid = fitter.call(os.getpid)
+        outcome: list = []
+
+        def caller():
+            try:
+                outcome.append(fitter.call(time.sleep, 30))
+            except WorkerUnavailable as e:
+                outcome.append(e)
+        t = threading.Thread(target=caller, name="the-caller")
+        t.start()
+        time.sleep(0.5)  # the call is on the pipe
+        fitter.close()
+        t.join(20)
+        assert not t.is_alive(), "the call outlived close() by 20 s"
+        assert len(outcome) == 1 and isinstance(outcome[0], WorkerUnavailable)
+        assert closed_by == ["the-caller"]
+        assert _gone(pid)
+        with pytest.raises(WorkerUnavailable):
+            fitter.call(os.getpid)  # closed: no worker is started again
+        assert closed_by == ["the-caller"]
+        assert not [w for w in warnings if w.levelno >= logging.WARNING]
+    finally:
+        logging.getLogger("morphz.recall.fitpool").removeHandler(handler)
+        fitter.close()
+
+
+def test_closing_an_idle_fitter_stops_its_worker_in_the_closing_thread():
+    fitter = Fitter(in_worker_min=1)
+    pid = fitter.call(os.getpid)
+    fitter.close()
+    assert _gone(pid, bound=10)
+    assert not fitter.takes(10_000)

@@ -66,23 +66,32 @@ class Fitter:
         """fn(*args) in the worker (started if need be); fn's own errors are raised
         here, and WorkerUnavailable when the worker cannot do it."""
         with self._calling:
-            proc = self._current()
             try:
-                value = proc.call(fn, *args)
-            except WorkerUnavailable:
-                if proc.answered:
-                    _log.warning("the recall worker process died; its work is done here")
-                else:  # it cannot start (a program that runs a server without a
-                    # `__main__` guard: spawn runs the module again): not at every call
-                    _log.warning("the recall worker process did not start; work is done "
-                                 "here for %.0f s", START_BACKOFF_SECONDS)
-                    self._start_again = time.monotonic() + START_BACKOFF_SECONDS
-                self._forget(proc)
-                raise
+                return self._call(fn, *args)
             finally:
-                self._used()
-            self.calls_done += 1
-            return value
+                if self._closed:  # close() left the worker to this thread, the pipe's user
+                    self._stop_worker()
+
+    def _call(self, fn: Callable, *args) -> Any:
+        proc = self._current()
+        try:
+            value = proc.call(fn, *args)
+        except WorkerUnavailable:
+            if self._closed:
+                pass  # close() cut the call short: no warning, nothing to wait out
+            elif proc.answered:
+                _log.warning("the recall worker process died; its work is done here")
+            else:  # it cannot start (a program that runs a server without a
+                # `__main__` guard: spawn runs the module again): not at every call
+                _log.warning("the recall worker process did not start; work is done "
+                             "here for %.0f s", START_BACKOFF_SECONDS)
+                self._start_again = time.monotonic() + START_BACKOFF_SECONDS
+            self._forget(proc)
+            raise
+        finally:
+            self._used()
+        self.calls_done += 1
+        return value
 
     def fitted(self, base: Embedder, sample: Sequence[str]) -> Embedder:
         if not self.takes(len(sample)):
@@ -99,14 +108,26 @@ class Fitter:
         return base.restore(state)
 
     def close(self) -> None:
+        """Stop the worker. A call on it is cut short: the worker is killed, and the
+        calling thread, which sees it gone (WorkerUnavailable: the caller does the work
+        itself), stops it when the call ends. Only the thread using the pipe closes it:
+        a descriptor closed under another thread's poll or read may be reused by a file
+        opened meanwhile, and that thread would read the file."""
         with self._lock:
             self._closed = True
-            proc, self._proc = self._proc, None
+            proc = self._proc
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-        if proc is not None:
-            proc.stop()
+        if proc is None:
+            return
+        if self._calling.acquire(blocking=False):
+            try:
+                self._stop_worker()
+            finally:
+                self._calling.release()
+        else:  # a call, or the idle timer, holds the pipe: it stops the worker after
+            proc.kill()
 
     # -- the worker's life -------------------------------------------------------------
     def _current(self) -> WorkerProcess:
@@ -119,6 +140,8 @@ class Fitter:
 
     def _used(self) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._last_used = time.monotonic()
             if self._timer is None:  # one timer at a time, however many calls come
                 self._timer = self._start_timer(self._idle)
@@ -136,17 +159,23 @@ class Fitter:
             return  # busy: the call's _used() starts the next timer
         try:
             with self._lock:
-                if self._proc is None or self._closed:
+                if self._proc is None:
                     return
                 left = self._idle - (time.monotonic() - self._last_used)
-                if left > 0:  # used since this timer started: look again then
+                if left > 0 and not self._closed:  # used since this timer started
                     if self._timer is None:
                         self._timer = self._start_timer(left)
                     return
-                proc, self._proc = self._proc, None
-            proc.stop()
+            self._stop_worker()
         finally:
             self._calling.release()
+
+    def _stop_worker(self) -> None:
+        """Stop the worker, if any (with `_calling` held: nobody else uses its pipe)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.stop()
 
     def _forget(self, proc: WorkerProcess) -> None:
         with self._lock:

@@ -47,7 +47,10 @@ def _serve(conn) -> None:
             reply = (True, fn(*args))
         except BaseException as e:  # noqa: BLE001 - the caller gets it, raised there
             reply = (False, e)
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:  # this process closed the pipe (stopping): nobody waits for it
+            return
 
 
 class WorkerProcess:
@@ -87,7 +90,14 @@ class WorkerProcess:
         self.send(fn, *args)
         return self.receive()
 
+    def kill(self) -> None:
+        """End the worker now, from any thread: a call waiting on it raises
+        WorkerUnavailable, and its thread then stops it (the pipe is left to that thread)."""
+        self.proc.kill()
+
     def stop(self) -> None:
+        """Close the pipe and end the worker. By the thread that calls it, or while no
+        call is on it (see kill)."""
         self.conn.close()  # the worker reads EOF and returns
         self.proc.join(5)
         if self.proc.is_alive():
