@@ -53,6 +53,13 @@ CONTEXTS = 1024   # contexts cached at most
 BYTES = 64 << 20  # bytes held in all (values, and ROW_COST a row)
 ROW_BYTES = 64 << 10  # a larger row is read from the store each time
 ROW_COST = 200  # a held row's memory besides its value: its key's tuples, a dict entry
+# Rows written once and seldom read by a later commit: the history's events and their
+# ids, a frame's past versions. A commit writes them (a 5-op revise: an event, its id,
+# five versions) but reads none of them back, so kept as written they filled a context's
+# ROWS with rows never read, and the trims that made room dropped the frames and meta
+# every commit reads. Written, they are kept only where the cache holds the key already;
+# a read of one reads the store and keeps it.
+WRITE_ONCE = frozenset({"events", "event_ids", "frame_versions"})
 
 _MISSING = object()
 
@@ -90,10 +97,11 @@ class _Context:
             old = rows.pop(key, _MISSING)
             if old is not _MISSING:
                 self.bytes -= _cost(old)
-            if value is None or len(value) <= ROW_BYTES:
+            if (value is None or len(value) <= ROW_BYTES) and \
+                    (old is not _MISSING or w.table not in WRITE_ONCE):
                 rows[key] = value
                 self.bytes += _cost(value)
-            # else too large to keep: the store has it
+            # else too large to keep, or written once and not asked for: the store has it
             for n in self.scan_lengths.get(w.table, ()):
                 self._drop_scan((w.table, w.key[:n]))
         self.seq += 1

@@ -240,3 +240,29 @@ def test_owner_cache_holds_at_most_its_bytes_across_contexts(tmp_path):
     with cache.reader("tiny") as r:
         assert [r.get("boundaries", (f"b{i}",)) for i in range(100)] == [b"\x01"] * 100
     store.close()
+
+
+def test_owner_cache_does_not_grow_with_the_history(tmp_path):
+    """A commit's event, its id and its frames' past versions are written once and not
+    read back by the commits after it: the cache does not keep them, so a context's
+    cache holds what its commits read (frames, meta, stamps), not its history. A commit
+    that does read one (an event cited as a source) reads the store and is right."""
+    store = LmdbStore(str(tmp_path / "store"))
+    cache = OwnerCache(store)
+    core = TransactionCore(store, cache=cache)
+    core.create_context("c", caller=ME)
+    frames = [f"f{i}" for i in range(5)]
+    core.commit("c", tx(0, " ".join(f"(create {f} (v 0))" for f in frames)), caller=ME)
+    held = []
+    for n in range(1, 41):
+        core.commit("c", revise_all(n, frames, n), caller=ME)
+        held.append(cache.held("c"))
+    assert held[9] == held[-1] < 60, held  # steady after 10 commits (it grew ~7 a commit)
+    ref = core.append_event("c", "s", "tool-result", "the disk is full",
+                            caller=ME)["ref"]
+    receipt = core.commit("c", tx(41, f"(derive cause (from {ref}) (v disk))"), caller=ME)
+    assert receipt["revision"] == 42
+    with store.reader("c") as r:
+        assert MindState(r).frame("cause").sources == [ref]
+        assert cache.cached("c") == r.commit_seq
+    store.close()
