@@ -10,8 +10,11 @@ the renderer never rewrites or shortens agent-written content (CORE-25).
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field
 from typing import Optional
+
+import orjson
 
 from morphz.shared import sexpr
 from morphz.shared.mind import records as R
@@ -96,6 +99,21 @@ class Item:
         self.template = None
         self.row_fields = (nbytes, f["residency"], f["shown_bytes"], f["total_bytes"],
                            f["revision"], f["state"], f["remaining_ticks"], f["protected"])
+        self.stored: Optional[tuple[str, orjson.Fragment]] = None  # see stored_row
+
+
+def stored_row(region: str, it: Item) -> orjson.Fragment:
+    """The item's row in a stored snapshot past its start (snapshot.ITEM_ROW_FIELDS),
+    serialized: everything but the start is the item's own (the end and the parts'
+    ranges are relative to it), so an item shown again (a RowCache keeps frame items)
+    is serialized once, and each compile stores (start, these bytes)."""
+    row = [region, it.kind, it.key, it.chars, *it.row_fields,
+           [x for part in it.rel_parts for x in part]]
+    try:
+        return orjson.Fragment(orjson.dumps(row))
+    except TypeError:  # what orjson refuses (snapshot.dumps): json writes the same bytes
+        return orjson.Fragment(json.dumps(row, ensure_ascii=False,
+                                          separators=(",", ":")).encode())
 
 
 def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:
@@ -326,7 +344,7 @@ class Rendered:
     items: list[dict]
     pressure: Pressure
     bytes: int
-    # The items as the stored snapshot packs them (snapshot.ITEM_FIELDS + flat parts).
+    # The items as the stored snapshot packs them: (start, stored_row(...)).
     rows: list[tuple] = field(default_factory=list)
 
 
@@ -397,14 +415,11 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
                 (o1, s1, e1), (o2, s2, e2) = rp
                 parts = [{"owner": o1, "start": off + s1, "end": off + e1},
                          {"owner": o2, "start": off + s2, "end": off + e2}]
-                flat = (o1, off + s1, off + e1, o2, off + s2, off + e2)
             elif len(rp) == 1:
                 (o1, s1, e1), = rp
                 parts = [{"owner": o1, "start": off + s1, "end": off + e1}]
-                flat = (o1, off + s1, off + e1)
             else:
                 parts = [{"owner": o, "start": off + s, "end": off + e} for o, s, e in rp]
-                flat = tuple(x for o, s, e in rp for x in (o, off + s, off + e))
             tpl = it.template
             if tpl is not None and tpl["region"] == name:
                 d = tpl.copy()  # a copy beats building the 14 keys anew
@@ -413,8 +428,10 @@ def render(m: Material, maintenance_permille: int = MAINTENANCE_PERMILLE) -> Ren
                 d = {"region": name, "kind": it.kind, "key": it.key, "start": off,
                      "end": cur, "parts": parts, **it.fields}
             add_item(d)
-            # Tuples: JSON arrays all the same, and the collector stops tracking them.
-            add_row((name, it.kind, it.key, off, cur, *it.row_fields, flat))
+            stored = it.stored
+            if stored is None or stored[0] != name:
+                stored = it.stored = (name, stored_row(name, it))
+            add_row((off, stored[1]))
         pos += len(texts[i])
         region_ranges.append({"name": name, "start": start, "end": pos})
     text = "\n".join(texts)

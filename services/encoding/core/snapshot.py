@@ -21,7 +21,11 @@ from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.render import Rendered
 from morphz.services.encoding.core.scope import Scope
 
-SCHEMA = 1
+# 2: an item's stored row is [start, [the rest, end and parts relative to start]]
+# (ITEM_ROW_FIELDS); 1 stored [ITEM_FIELDS..., parts] with every offset absolute. Both
+# are read; a server reading 1 only refuses a 2 as a newer schema, not as corrupt.
+SCHEMA = 2
+SCHEMAS = (1, 2)
 
 
 def text_hash(text: str) -> str:
@@ -71,15 +75,61 @@ def frame_input(f: FrameIn) -> dict:
 PACKED = ("inputs", "omitted", "regions", "items")
 
 
-# Items are stored as rows of these fields (parts flattened to owner, start, end...).
+# An item's structured fields (parts aside), as the record's items hold them.
 ITEM_FIELDS = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
                "total_bytes", "revision", "state", "remaining_ticks", "protected")
+# Schema 2 stores an item as [start, row], the row these fields (render.stored_row):
+# "length" is end - start, "parts" the parts flattened to owner, start, end relative
+# to the item's start. The row is the item's own wherever it lands, so an item shown
+# again is serialized once.
+ITEM_ROW_FIELDS = ("region", "kind", "key", "length") + ITEM_FIELDS[5:] + ("parts",)
 
 
 def item_rows(items: list[dict]) -> list[list]:
-    return [[it[f] for f in ITEM_FIELDS] +
-            [[x for p in it["parts"] for x in (p["owner"], p["start"], p["end"])]]
-            for it in items]
+    """Schema 2 rows of structured items (what render makes as it renders them)."""
+    out = []
+    for it in items:
+        start = it["start"]
+        out.append([start, [it["region"], it["kind"], it["key"], it["end"] - start,
+                            *(it[f] for f in ITEM_FIELDS[5:]),
+                            [x for p in it["parts"]
+                             for x in (p["owner"], p["start"] - start, p["end"] - start)]]])
+    return out
+
+
+def _items_1(rows: list, sid: str) -> list[dict]:
+    """Schema 1's rows: [ITEM_FIELDS..., flat parts], offsets absolute."""
+    width = len(ITEM_FIELDS) + 1
+    if any(type(r) is not list or len(r) != width or type(r[-1]) is not list or len(r[-1]) % 3
+           for r in rows):
+        raise snapshot_corrupt(sid, f"the packed items are not rows of {width} fields")
+    items = []
+    for row in rows:
+        it = dict(zip(ITEM_FIELDS, row))
+        flat = row[-1]
+        it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
+                       for i in range(0, len(flat), 3)]
+        items.append(it)
+    return items
+
+
+def _items_2(rows: list, sid: str) -> list[dict]:
+    """Schema 2's rows: [start, ITEM_ROW_FIELDS], offsets past the start relative to it."""
+    width = len(ITEM_ROW_FIELDS)
+    if any(type(r) is not list or len(r) != 2 or type(r[0]) is not int or
+           type(r[1]) is not list or len(r[1]) != width or type(r[1][3]) is not int or
+           type(r[1][-1]) is not list or len(r[1][-1]) % 3 or
+           any(type(x) is not int for x in r[1][-1][1::3] + r[1][-1][2::3]) for r in rows):
+        raise snapshot_corrupt(sid, f"the packed items are not [start, {width} fields]")
+    items = []
+    for start, row in rows:
+        region, kind, key, length, *fields, flat = row
+        it = {"region": region, "kind": kind, "key": key, "start": start,
+              "end": start + length, **dict(zip(ITEM_FIELDS[5:], fields))}
+        it["parts"] = [{"owner": flat[i], "start": start + flat[i + 1],
+                        "end": start + flat[i + 2]} for i in range(0, len(flat), 3)]
+        items.append(it)
+    return items
 
 
 def pack(record: dict, rows: Optional[list[Sequence]] = None) -> bytes:
@@ -87,12 +137,17 @@ def pack(record: dict, rows: Optional[list[Sequence]] = None) -> bytes:
     raw newline, so the first one ends the head (shared/mind/view.py snapshot_json reads
     it back; a record stored before had its body as a string under the head's "packed",
     which escaped every quote of it). `rows`: item_rows(record["items"]) when the caller
-    has them already (render)."""
+    has them already (render's, each row's part past the start serialized already)."""
     head = {k: v for k, v in record.items() if k not in PACKED}
     body = {k: record[k] for k in PACKED if k != "items"}
-    body["item_fields"] = list(ITEM_FIELDS) + ["parts"]
+    body["item_fields"] = ["start", list(ITEM_ROW_FIELDS)]
     body["item_rows"] = item_rows(record["items"]) if rows is None else rows
-    return dumps(head) + b"\n" + dumps(body)
+    try:
+        packed = orjson.dumps(body)
+    except TypeError:  # as dumps(); json cannot write render's serialized rows: plain ones
+        body["item_rows"] = item_rows(record["items"])
+        packed = dumps(body)
+    return dumps(head) + b"\n" + packed
 
 
 def dumps(value) -> bytes:
@@ -115,19 +170,9 @@ def unpack(stored: dict) -> dict:
     body = snapshot_json(stored["packed"], sid)
     rows = body.pop("item_rows", None)
     body.pop("item_fields", None)
-    width = len(ITEM_FIELDS) + 1
-    if type(rows) is not list or any(type(r) is not list or len(r) != width or
-                                     type(r[-1]) is not list or len(r[-1]) % 3
-                                     for r in rows):
-        raise snapshot_corrupt(sid, "the packed items are not rows of "
-                               f"{width} fields")
-    items = []
-    for row in rows:
-        it = dict(zip(ITEM_FIELDS, row))
-        flat = row[-1]
-        it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
-                       for i in range(0, len(flat), 3)]
-        items.append(it)
+    if type(rows) is not list:
+        raise snapshot_corrupt(sid, "the packed items are not a list of rows")
+    items = _items_1(rows, sid) if stored.get("schema") == 1 else _items_2(rows, sid)
     return {**{k: v for k, v in stored.items() if k != "packed"}, **body, "items": items}
 
 
@@ -140,7 +185,7 @@ def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
     """The Material a snapshot was rendered from, bodies re-read from history; plus
     the problems found where history no longer yields what the record names."""
     sid = str(record.get("id", ""))
-    if record.get("schema") != SCHEMA or record.get("version") != ENCODING_VERSION:
+    if record.get("schema") not in SCHEMAS or record.get("version") != ENCODING_VERSION:
         raise _invalid(sid, f"unknown schema/version {record.get('schema')}/"
                        f"{record.get('version')}")
     try:

@@ -14,7 +14,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView, snapshot_corrupt
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import record_shape
-from morphz.services.encoding.core.snapshot import SCHEMA, pack, unpack
+from morphz.services.encoding.core.snapshot import SCHEMAS, pack, unpack
 
 TABLE = "snapshots"
 
@@ -42,9 +42,10 @@ def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
     if stored is None:
         raise not_found(snapshot_id)
     schema = stored.get("schema")
-    if type(schema) is int and schema != SCHEMA:
+    if type(schema) is int and schema not in SCHEMAS:
         raise MorphzError("SNAPSHOT_INVALID", f"snapshot {snapshot_id[:80]} has record "
-                          f"schema {schema}; this server reads {SCHEMA}",
+                          f"schema {schema}; this server reads schemas "
+                          f"{', '.join(map(str, SCHEMAS))}",
                           snapshot=snapshot_id[:80])
     record_shape.check_head(stored, snapshot_id, context)
     return stored
