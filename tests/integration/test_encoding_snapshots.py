@@ -159,3 +159,34 @@ def test_a_compile_writes_its_snapshot_without_moving_the_context_version(client
         assert r.commit_seq == before
         assert r.get("snapshots", (e["snapshot"],)) is not None
     assert enc.show(ctx, e["snapshot"])["hash"] == e["hash"]
+
+
+def test_asm_03_a_record_of_schema_1_reads_and_replays_and_a_newer_schema_is_invalid(
+        good, enc, storage):
+    """Schema 1 stored every item as one row of absolute offsets; a server of schema 2
+    reads such a record on every RPC as it was written, and replays it byte for byte. A
+    record of a schema it does not know is SNAPSHOT_INVALID, not corrupt."""
+    ctx = good["context"]
+    record = enc.show(ctx, good["snapshot"])
+    fields = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
+              "total_bytes", "revision", "state", "remaining_ticks", "protected")
+    body = dict(good["body"], item_fields=list(fields) + ["parts"], item_rows=[
+        [it[f] for f in fields] + [[x for p in it["parts"]
+                                    for x in (p["owner"], p["start"], p["end"])]]
+        for it in record["items"]])
+    old = json.dumps(dict(good["stored"], id="schema-1", schema=1)).encode() + b"\n" + \
+        json.dumps(body).encode()
+    storage.put_record(ctx, "snapshots", ("schema-1",), old)
+    for rpc, attempt in _readers(enc, ctx, "schema-1").items():
+        assert attempt(), rpc
+    shown = enc.show(ctx, "schema-1")
+    assert shown["items"] == record["items"] and shown["schema"] == 1
+    assert enc.replay(ctx, "schema-1")["match"]
+    newer = _two_lines(good, "schema-3", json.dumps(good["body"]).encode()).replace(
+        b'"schema": 2', b'"schema": 3', 1)
+    assert b'"schema": 3' in newer
+    storage.put_record(ctx, "snapshots", ("schema-3",), newer)
+    for rpc, attempt in _readers(enc, ctx, "schema-3").items():
+        with pytest.raises(MorphzError) as e:
+            attempt()
+        assert e.value.reason == "SNAPSHOT_INVALID", rpc
