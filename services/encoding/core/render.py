@@ -10,7 +10,6 @@ the renderer never rewrites or shortens agent-written content (CORE-25).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -19,6 +18,7 @@ import orjson
 from morphz.shared import sexpr
 from morphz.shared.mind import records as R
 from morphz.shared.sexpr import Ref, Symbol
+from morphz.services.encoding.core.compact_json import dumps
 from morphz.services.encoding.core.material import AGENT, PREVIEW, RUNTIME, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
 from morphz.services.encoding.core.pressure import MAINTENANCE_HINT, Pressure, pressure_of, tokens_of
@@ -107,13 +107,8 @@ def stored_row(region: str, it: Item) -> orjson.Fragment:
     serialized: everything but the start is the item's own (the end and the parts'
     ranges are relative to it), so an item shown again (a RowCache keeps frame items)
     is serialized once, and each compile stores (start, these bytes)."""
-    row = [region, it.kind, it.key, it.chars, *it.row_fields,
-           [x for part in it.rel_parts for x in part]]
-    try:
-        return orjson.Fragment(orjson.dumps(row))
-    except TypeError:  # what orjson refuses (snapshot.dumps): json writes the same bytes
-        return orjson.Fragment(json.dumps(row, ensure_ascii=False,
-                                          separators=(",", ":")).encode())
+    return orjson.Fragment(dumps([region, it.kind, it.key, it.chars, *it.row_fields,
+                                  [x for part in it.rel_parts for x in part]]))
 
 
 def item(kind: str, key: Optional[str], parts: list[tuple[str, list]], **facts) -> Item:

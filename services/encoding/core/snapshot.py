@@ -8,7 +8,6 @@ snapshot's context revision (frame_versions). The hash is over the exact bytes."
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Optional, Sequence
 
 import orjson
@@ -16,6 +15,7 @@ import orjson
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import secrets
 from morphz.shared.mind.view import MindView, snapshot_corrupt, snapshot_json
+from morphz.services.encoding.core.compact_json import dumps
 from morphz.services.encoding.core.material import ENCODING_VERSION, FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.render import Rendered
@@ -144,20 +144,10 @@ def pack(record: dict, rows: Optional[list[Sequence]] = None) -> bytes:
     body["item_rows"] = item_rows(record["items"]) if rows is None else rows
     try:
         packed = orjson.dumps(body)
-    except TypeError:  # as dumps(); json cannot write render's serialized rows: plain ones
+    except TypeError:  # for json (dumps), render's serialized rows become plain ones
         body["item_rows"] = item_rows(record["items"])
         packed = dumps(body)
     return dumps(head) + b"\n" + packed
-
-
-def dumps(value) -> bytes:
-    """Compact UTF-8 JSON, the bytes json.dumps(ensure_ascii=False, separators=(",", ":"))
-    gives, made by orjson (several times faster on a snapshot's thousands of rows); json
-    takes what orjson refuses (integers past 64 bits, keys that are not strings)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def unpack(stored: dict) -> dict:
