@@ -14,8 +14,8 @@ record is a new row, never a stale hit. Two kinds of rows are kept:
 Bounded by entries and by an estimate of the memory held; a full cache drops its
 oldest entries, and a row past MAX_ROW_BYTES is not kept. One per EncodingCore
 (injected), shared by its requests, which only read the values (render fills an item's
-template once, the same for every request; an inbox item made twice by two requests at
-once is the same item)."""
+template and its stored row once, the same for every request; an inbox item made twice by
+two requests at once is the same item)."""
 from __future__ import annotations
 
 import threading
