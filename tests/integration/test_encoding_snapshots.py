@@ -12,6 +12,7 @@ import pytest
 
 from morphz.services.encoding.client import EncodingClient
 from morphz.shared.errors import MorphzError
+from tests.unit.test_encoding_snapshot import schema_1_body
 
 
 @pytest.fixture(scope="module")
@@ -168,12 +169,7 @@ def test_asm_03_a_record_of_schema_1_reads_and_replays_and_a_newer_schema_is_inv
     record of a schema it does not know is SNAPSHOT_INVALID, not corrupt."""
     ctx = good["context"]
     record = enc.show(ctx, good["snapshot"])
-    fields = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
-              "total_bytes", "revision", "state", "remaining_ticks", "protected")
-    body = dict(good["body"], item_fields=list(fields) + ["parts"], item_rows=[
-        [it[f] for f in fields] + [[x for p in it["parts"]
-                                    for x in (p["owner"], p["start"], p["end"])]]
-        for it in record["items"]])
+    body = schema_1_body(good["body"], record["items"])
     old = json.dumps(dict(good["stored"], id="schema-1", schema=1)).encode() + b"\n" + \
         json.dumps(body).encode()
     storage.put_record(ctx, "snapshots", ("schema-1",), old)

@@ -92,17 +92,25 @@ def test_sec_03_a_stored_form_of_two_lines_that_is_not_packs_is_corrupt(raw, why
     assert e.value.reason == "SNAPSHOT_CORRUPT" and why in e.value.details["why"]
 
 
+SCHEMA_1_FIELDS = ("region", "kind", "key", "start", "end", "bytes", "residency",
+                   "shown_bytes", "total_bytes", "revision", "state", "remaining_ticks",
+                   "protected")
+
+
+def schema_1_body(body: dict, items: list[dict]) -> dict:
+    """A packed body as a schema-1 server wrote it: each item one row of every field and
+    its parts, offsets absolute."""
+    return dict(body, item_fields=list(SCHEMA_1_FIELDS) + ["parts"], item_rows=[
+        [it[f] for f in SCHEMA_1_FIELDS] +
+        [[x for p in it["parts"] for x in (p["owner"], p["start"], p["end"])]]
+        for it in items])
+
+
 def _schema_1(rec: dict) -> bytes:
-    """`rec` stored as a schema-1 server stored it: rows of every field, offsets absolute."""
-    fields = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
-              "total_bytes", "revision", "state", "remaining_ticks", "protected")
+    """`rec` stored as a schema-1 server stored it."""
     head = {k: v for k, v in rec.items() if k not in ("inputs", "omitted", "regions", "items")}
     head["schema"] = 1
-    body = {k: rec[k] for k in ("inputs", "omitted", "regions")}
-    body["item_fields"] = list(fields) + ["parts"]
-    body["item_rows"] = [[it[f] for f in fields] +
-                         [[x for p in it["parts"] for x in (p["owner"], p["start"], p["end"])]]
-                         for it in rec["items"]]
+    body = schema_1_body({k: rec[k] for k in ("inputs", "omitted", "regions")}, rec["items"])
     return json.dumps(head).encode() + b"\n" + json.dumps(body).encode()
 
 
