@@ -144,14 +144,17 @@ class _Context:
         return len(self.rows) + self.scanned
 
     def trim(self, limit: int, limit_bytes: int) -> None:
-        """Past `limit` rows or `limit_bytes`: drop every scan and the oldest half of the
-        rows, as often as it takes."""
-        while self.rows and (self.size() > limit or self.bytes > limit_bytes):
-            keep = list(self.rows.items())[len(self.rows) // 2:]
+        """Past `limit` rows or `limit_bytes`: drop every scan, then the oldest half of the
+        rows as often as it takes."""
+        if self.size() <= limit and self.bytes <= limit_bytes:
+            return
+        self.scans.clear()
+        self.scan_lengths.clear()
+        self.scanned = 0
+        self.bytes = sum(_cost(v) for v in self.rows.values())
+        while self.rows and (len(self.rows) > limit or self.bytes > limit_bytes):
+            keep = list(self.rows.items())[(len(self.rows) + 1) // 2:]  # one row: none
             self.rows = dict(keep)
-            self.scans.clear()
-            self.scan_lengths.clear()
-            self.scanned = 0
             self.bytes = sum(_cost(v) for _, v in keep)
 
 
@@ -256,12 +259,12 @@ class OwnerCache:
     def _resized(self, entry: _Context, before: int) -> None:
         """After `entry` took rows in (it held `before` bytes): trim it to the bounds, then
         let the least recently used other contexts go while all hold more than BYTES
-        (lock held)."""
+        (lock held). Taking rows in is a use: the entry goes last, never dropped here."""
         entry.trim(self._rows, self._max_bytes)
         self._bytes += entry.bytes - before
+        self._contexts.move_to_end(entry.context)
         while self._bytes > self._max_bytes and len(self._contexts) > 1:
-            oldest = next(iter(self._contexts))
-            self._drop(oldest if oldest != entry.context else list(self._contexts)[1])
+            self._drop(next(iter(self._contexts)))
 
     def _start(self, context: str, fence: int, seq: int) -> _Context:
         """A context's first version: the store's `seq`, read by a reader just now."""

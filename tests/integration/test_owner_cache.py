@@ -266,3 +266,23 @@ def test_owner_cache_does_not_grow_with_the_history(tmp_path):
         assert MindState(r).frame("cause").sources == [ref]
         assert cache.cached("c") == r.commit_seq
     store.close()
+
+
+def test_owner_cache_trims_a_context_that_holds_only_scans(tmp_path):
+    """A context whose first reads are scans holds no single row: past max_bytes its
+    scans go all the same (the trim only halved rows, and stopped when there were none),
+    and a lone row over the bound goes too. Reads stay the store's."""
+    store = LmdbStore(str(tmp_path / "store"))
+    row = b"r" * 1000
+    store.commit("c", 0, [Write("relations", ("s", "n", f"o{i}"), row) for i in range(10)])
+    cache = OwnerCache(store, max_bytes=5_000)
+    with cache.reader("c") as r:
+        assert len(list(r.scan("relations", ("s",)))) == 10
+    assert cache.cached("c") == 1 and cache.held_bytes() <= 5_000
+    with cache.reader("c") as r:
+        assert dict(r.scan("relations", ("s",)))[("s", "n", "o3")] == row
+    tiny = OwnerCache(store, max_bytes=100)  # under one row's ROW_COST
+    with tiny.reader("c") as r:
+        assert r.get("relations", ("s", "n", "o1")) == row
+    assert tiny.held_bytes() <= 100
+    store.close()
