@@ -104,18 +104,13 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def tree_cpu_times(pid: int) -> tuple[float, float]:
-    """(user + system, system) CPU time of a process and all its descendants, living or
-    ended, from one walk of /proc. A child that ends between two readings moves from the
-    living into its parent's reaped time, so differences hold."""
-    return tree_usage(pid)[:2]
-
-
 def tree_usage(pid: int, *, switches: bool = False) -> tuple[float, float, int]:
-    """tree_cpu_times, and with `switches` the context switches (voluntary and not) of
-    the tree's living threads, all from one walk of /proc (so they are of one instant):
-    a thread that waits for the GIL, a lock or the disk switches out, so the count per
-    call shows how much a server's threads hand work back and forth."""
+    """(user + system, system) CPU time of a process and all its descendants, living or
+    ended, and with `switches` the context switches (voluntary and not) of the tree's
+    living threads, all from one walk of /proc (so they are of one instant). A child that
+    ends between two readings moves from the living into its parent's reaped time, so
+    differences hold. A thread that waits for the GIL, a lock or the disk switches out,
+    so switches per call show how much a server's threads hand work back and forth."""
     total = kernel = 0.0
     count = 0
     for p in process_tree(pid):
@@ -200,16 +195,13 @@ class ServerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def cpu_times(self) -> tuple[float, float]:
-        """The server's CPU, its worker processes' included: (user + system, system)."""
-        return tree_cpu_times(self.pid)
-
     def cpu_seconds(self) -> float:
-        return self.cpu_times()[0]
+        """The server's CPU, its worker processes' included."""
+        return tree_usage(self.pid)[0]
 
     def usage(self) -> tuple[float, float, int]:
-        """cpu_times() and the context switches of the server's living threads, read
-        together (tree_usage)."""
+        """The server's CPU (user + system, system), its worker processes' included, and
+        its living threads' context switches, read together (tree_usage)."""
         return tree_usage(self.pid, switches=True)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
