@@ -178,11 +178,14 @@ def test_asm_03_a_record_of_schema_1_reads_and_replays_and_a_newer_schema_is_inv
     shown = enc.show(ctx, "schema-1")
     assert shown["items"] == record["items"] and shown["schema"] == 1
     assert enc.replay(ctx, "schema-1")["match"]
-    newer = _two_lines(good, "schema-3", json.dumps(good["body"]).encode()).replace(
-        b'"schema": 2', b'"schema": 3', 1)
-    assert b'"schema": 3' in newer
-    storage.put_record(ctx, "snapshots", ("schema-3",), newer)
-    for rpc, attempt in _readers(enc, ctx, "schema-3").items():
-        with pytest.raises(MorphzError) as e:
-            attempt()
-        assert e.value.reason == "SNAPSHOT_INVALID", rpc
+    # A newer schema, and one past any schema (4,000 digits), which the error never echoes.
+    for sid, schema in (("schema-3", b"3"), ("schema-huge", b"9" * 4000)):
+        newer = _two_lines(good, sid, json.dumps(good["body"]).encode()).replace(
+            b'"schema": 2', b'"schema": ' + schema, 1)
+        assert b'"schema": ' + schema in newer
+        storage.put_record(ctx, "snapshots", (sid,), newer)
+        for rpc, attempt in _readers(enc, ctx, sid).items():
+            with pytest.raises(MorphzError) as e:
+                attempt()
+            assert e.value.reason == "SNAPSHOT_INVALID", (rpc, sid)
+            assert len(e.value.message) < 300, (rpc, sid)

@@ -43,8 +43,9 @@ def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
         raise not_found(snapshot_id)
     schema = stored.get("schema")
     if type(schema) is int and schema not in SCHEMAS:
+        shown = schema if abs(schema) < 1 << 63 else "past 64 bits"  # a stored value
         raise MorphzError("SNAPSHOT_INVALID", f"snapshot {snapshot_id[:80]} has record "
-                          f"schema {schema}; this server reads schemas "
+                          f"schema {shown}; this server reads schemas "
                           f"{', '.join(map(str, SCHEMAS))}",
                           snapshot=snapshot_id[:80])
     record_shape.check_head(stored, snapshot_id, context)
