@@ -218,8 +218,23 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
         f.close()
 
 
+def _record_stops(monkeypatch) -> list[str]:
+    """The names of the threads that stop (close the pipe of) a worker, as they do."""
+    import threading
+
+    from morphz.services.recall.core.worker_process import WorkerProcess
+    stopped_by: list[str] = []
+    stop = WorkerProcess.stop
+
+    def recorded_stop(self):
+        stopped_by.append(threading.current_thread().name)
+        stop(self)
+    monkeypatch.setattr(WorkerProcess, "stop", recorded_stop)
+    return stopped_by
+
+
 def test_closing_the_fitter_during_a_call_ends_it_and_leaves_the_pipe_to_the_caller(
-        monkeypatch):
+        monkeypatch, caplog):
     """close() while a call waits on the worker: the worker is killed (the call raises
     WorkerUnavailable, not the 30 s of work later), and the pipe is closed by the
     calling thread, never under its poll or read (a descriptor closed there may be
@@ -228,19 +243,9 @@ def test_closing_the_fitter_during_a_call_ends_it_and_leaves_the_pipe_to_the_cal
     import threading
 
     from morphz.services.recall.core.fitpool import WorkerUnavailable
-    from morphz.services.recall.core.worker_process import WorkerProcess
 
-    closed_by: list[str] = []
-    stop = WorkerProcess.stop
-
-    def recorded_stop(self):
-        closed_by.append(threading.current_thread().name)
-        stop(self)
-    monkeypatch.setattr(WorkerProcess, "stop", recorded_stop)
-    warnings: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = warnings.append
-    logging.getLogger("morphz.recall.fitpool").addHandler(handler)
+    stopped_by = _record_stops(monkeypatch)
+    caplog.set_level(logging.WARNING, logger="morphz.recall.fitpool")
     fitter = Fitter(in_worker_min=1)
     try:
         pid = fitter.call(os.getpid)
@@ -258,20 +263,23 @@ def test_closing_the_fitter_during_a_call_ends_it_and_leaves_the_pipe_to_the_cal
         t.join(20)
         assert not t.is_alive(), "the call outlived close() by 20 s"
         assert len(outcome) == 1 and isinstance(outcome[0], WorkerUnavailable)
-        assert closed_by == ["the-caller"]
+        assert stopped_by == ["the-caller"]
         assert _gone(pid)
         with pytest.raises(WorkerUnavailable):
             fitter.call(os.getpid)  # closed: no worker is started again
-        assert closed_by == ["the-caller"]
-        assert not [w for w in warnings if w.levelno >= logging.WARNING]
+        assert stopped_by == ["the-caller"]
+        assert not [r for r in caplog.records if r.name == "morphz.recall.fitpool"]
     finally:
-        logging.getLogger("morphz.recall.fitpool").removeHandler(handler)
         fitter.close()
 
 
-def test_closing_an_idle_fitter_stops_its_worker_in_the_closing_thread():
+def test_closing_an_idle_fitter_stops_its_worker_in_the_closing_thread(monkeypatch):
+    import threading
+
+    stopped_by = _record_stops(monkeypatch)
     fitter = Fitter(in_worker_min=1)
     pid = fitter.call(os.getpid)
     fitter.close()
+    assert stopped_by == [threading.current_thread().name]
     assert _gone(pid, bound=10)
     assert not fitter.takes(10_000)
