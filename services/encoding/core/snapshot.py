@@ -103,14 +103,7 @@ def _items_1(rows: list, sid: str) -> list[dict]:
     if any(type(r) is not list or len(r) != width or type(r[-1]) is not list or len(r[-1]) % 3
            for r in rows):
         raise snapshot_corrupt(sid, f"the packed items are not rows of {width} fields")
-    items = []
-    for row in rows:
-        it = dict(zip(ITEM_FIELDS, row))
-        flat = row[-1]
-        it["parts"] = [{"owner": flat[i], "start": flat[i + 1], "end": flat[i + 2]}
-                       for i in range(0, len(flat), 3)]
-        items.append(it)
-    return items
+    return [{**dict(zip(ITEM_FIELDS, row)), "parts": _parts(row[-1], 0)} for row in rows]
 
 
 def _items_2(rows: list, sid: str) -> list[dict]:
@@ -124,12 +117,16 @@ def _items_2(rows: list, sid: str) -> list[dict]:
     items = []
     for start, row in rows:
         region, kind, key, length, *fields, flat = row
-        it = {"region": region, "kind": kind, "key": key, "start": start,
-              "end": start + length, **dict(zip(ITEM_FIELDS[5:], fields))}
-        it["parts"] = [{"owner": flat[i], "start": start + flat[i + 1],
-                        "end": start + flat[i + 2]} for i in range(0, len(flat), 3)]
-        items.append(it)
+        items.append({"region": region, "kind": kind, "key": key, "start": start,
+                      "end": start + length, **dict(zip(ITEM_FIELDS[5:], fields)),
+                      "parts": _parts(flat, start)})
     return items
+
+
+def _parts(flat: list, start: int) -> list[dict]:
+    """Parts flattened to owner, start, end..., their offsets `start` on."""
+    return [{"owner": flat[i], "start": start + flat[i + 1], "end": start + flat[i + 2]}
+            for i in range(0, len(flat), 3)]
 
 
 def pack(record: dict, rows: Optional[list[Sequence]] = None) -> bytes:
