@@ -10,7 +10,7 @@ import threading
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.roles import ServiceProcess, check_addresses
-from morphz.shared import memory
+from morphz.shared import collector, memory
 
 ALL = "all"
 
@@ -35,6 +35,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     check_addresses(role, config)
     memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
+    collector.freeze_started_heap()  # full collections skip what lives as long as the process
     host = listen.rsplit(":", 1)[0]
     # Handled before the line below says it serves: a SIGTERM sent as soon as it is read
     # stops the server cleanly (before, it could kill it: the default action).
