@@ -11,4 +11,6 @@ from typing import Callable
 class Wired:
     names: list[str]  # the gRPC services added to the server
     core: object
-    stoppers: list[Callable[[], None]] = field(default_factory=list)  # background work
+    # Background work, stopped in this order when the server stops (what the others use,
+    # a folder's lock say, last).
+    stoppers: list[Callable[[], None]] = field(default_factory=list)

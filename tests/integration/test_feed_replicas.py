@@ -168,3 +168,46 @@ def test_dist_06_two_replicas_cannot_share_an_index_folder(replicas):
     assert second.returncode != 0
     assert json.loads(second.stdout)["error"]["reason"] == "RECALL_INDEX_LOCKED"
     assert not first.died()  # the replica holding the folder goes on serving
+
+
+@pytest.mark.parametrize("role", ["all", "recall"])
+def test_dist_06_a_stopping_server_holds_its_index_folder_until_its_followers_stop(
+        tmp_path, monkeypatch, role):
+    """Recall's folder lock is let go last, by the all-in-one server and by a recall
+    process: while the feed followers are stopping (an application may still be writing
+    indexes and the feed position), another process taking the folder would interleave
+    its writes with theirs."""
+
+    from morphz.services.recall.core.feeds import Feeds
+    from morphz.services.recall.index.tantivy_index import lock_root
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.services.server.roles import ServiceProcess
+
+    seen = []
+    stop_feeds = Feeds.stop
+
+    def stop(self):
+        try:
+            lock_root(root)()  # what a second process would do: take it (and let go)
+            seen.append("taken")
+        except MorphzError as e:
+            seen.append(e.reason)
+        stop_feeds(self)
+    monkeypatch.setattr(Feeds, "stop", stop)
+    home = AllInOne(ServerConfig(str(tmp_path / "home"), "127.0.0.1:0",
+                                 storage_listen="127.0.0.1:0")).start()
+    try:
+        if role == "all":
+            server, root = home, str(tmp_path / "home" / "recall")
+        else:
+            server = ServiceProcess("recall", ServerConfig(
+                str(tmp_path / "replica"), "127.0.0.1:0",
+                storage=f"127.0.0.1:{home.storage_port}",
+                transaction=f"127.0.0.1:{home.port}")).start()
+            root = str(tmp_path / "replica" / "recall")
+        server.stop(grace=1)
+        assert seen == ["RECALL_INDEX_LOCKED"]
+        lock_root(root)()  # and let go once the server has stopped
+    finally:
+        if role != "all":
+            home.stop(grace=1)
