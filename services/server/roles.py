@@ -299,8 +299,7 @@ class ServiceProcess:
 
     def adopt(self, wired: Wired) -> list[str]:
         """Take on what a service's wiring added: its stoppers; returns its names."""
-        for stopper in reversed(wired.stoppers):  # stoppers run in reverse: in its order
-            self.on_stop(stopper)
+        self.on_stop(wired.stop)
         return wired.names
 
     def start(self) -> "ServiceProcess":

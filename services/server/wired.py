@@ -11,6 +11,11 @@ from typing import Callable
 class Wired:
     names: list[str]  # the gRPC services added to the server
     core: object
-    # Background work, stopped in this order when the server stops (what the others use,
-    # a folder's lock say, last).
+    # Background work, stopped in this order (what the others use, a folder's lock say,
+    # last).
     stoppers: list[Callable[[], None]] = field(default_factory=list)
+
+    def stop(self) -> None:
+        """Run the stoppers in their order (the composition root's on_stop takes this)."""
+        for stopper in self.stoppers:
+            stopper()

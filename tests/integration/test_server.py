@@ -166,7 +166,6 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert recall.core.inspect("c",
                                    caller=IN_PROCESS_CALLER)["context"] == "c"  # the core it handed back serves
     finally:
-        for stop in recall.stoppers:
-            stop()
+        recall.stop()
         app.tracer.shutdown()
         store.close()
