@@ -59,7 +59,7 @@ def _blas_threads() -> list[int]:
     return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 
 
-def test_recall_10_the_worker_runs_one_blas_thread(fitter):
+def test_the_worker_runs_one_blas_thread(fitter):
     """As the server does (wiring.py): its BLAS's own thread pool would spin beside the
     server's threads on the same cores (on two cores: two threads, before)."""
     fitter.fitted(LsaEmbedder(), _sample())  # starts the worker
@@ -207,7 +207,7 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
     starts: list[WorkerProcess] = []
 
     class Stillborn(WorkerProcess):
-        def __init__(self, name: str, env=None) -> None:  # exits before serving
+        def __init__(self, name: str) -> None:  # a process that exits before serving
             ctx = multiprocessing.get_context("spawn")
             self.conn, theirs = ctx.Pipe()
             self.proc = ctx.Process(target=os._exit, args=(3,), daemon=True, name=name)

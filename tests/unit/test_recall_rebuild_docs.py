@@ -80,8 +80,8 @@ def test_recall_10_a_rebuild_worker_killed_midway_leaves_its_batches_to_this_pro
     started: list[worker_process.WorkerProcess] = []
 
     class Seen(worker_process.WorkerProcess):
-        def __init__(self, name: str, env=None) -> None:
-            super().__init__(name, env)
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
             started.append(self)
     monkeypatch.setattr(tokenpool, "WorkerProcess", Seen)
     monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)

@@ -22,8 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from morphz.services.recall.core.worker_process import (
-    ONE_BLAS_THREAD, WorkerProcess, WorkerUnavailable)
+from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.embedding.api import Embedder
 
 _log = logging.getLogger("morphz.recall.fitpool")
@@ -136,7 +135,7 @@ class Fitter:
             if self._closed:
                 raise WorkerUnavailable("stopping")
             if self._proc is None:
-                self._proc = WorkerProcess("morphz-fit-worker", ONE_BLAS_THREAD)
+                self._proc = WorkerProcess("morphz-fit-worker")
             return self._proc
 
     def _used(self) -> None:

@@ -25,8 +25,7 @@ import numpy as np
 
 from morphz.services.recall.core.documents import event_key, raw_event_text
 from morphz.services.recall.core.fitpool import Fitter
-from morphz.services.recall.core.worker_process import (
-    ONE_BLAS_THREAD, WorkerProcess, WorkerUnavailable)
+from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
@@ -134,7 +133,7 @@ def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
     """event_batches over worker processes of this rebuild's own, AHEAD batches sent to
     each and the next as soon as a result is in; a batch whose worker died (or never
     started) is analyzed here, and so is every later one of that worker's turn."""
-    procs = [WorkerProcess("morphz-rebuild-worker", ONE_BLAS_THREAD) for _ in range(workers)]
+    procs = [WorkerProcess("morphz-rebuild-worker") for _ in range(workers)]
     try:
         ready: list[Optional[WorkerProcess]] = []
         for proc in procs:

@@ -21,11 +21,11 @@ import multiprocessing
 import os
 import queue
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 ALIVE_CHECK_SECONDS = 1.0  # while waiting for a reply, how often the worker's life is seen
-# A worker's env for one BLAS thread, as the server has (wiring.py): set before numpy loads
-# its BLAS, which otherwise starts a thread a core that spins. Starting a fit worker (its
+# One BLAS thread in a worker, as in the server (wiring.py): set before numpy loads its
+# BLAS, which otherwise starts a thread a core that spins. Starting a fit worker (its
 # imports included) took 370-530 ms of CPU with them, 290-340 without; the rebuild's
 # workers, one a core, each started as many.
 ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -35,12 +35,12 @@ class WorkerUnavailable(Exception):
     """The worker cannot do this call (stopping, or its process died): do it here."""
 
 
-def _serve(conn, env: dict[str, str]) -> None:
+def _serve(conn) -> None:
     """The worker process: (fn, args) in, (ok, result or exception) out, until EOF.
-    `env` is set first: before the first call's unpickling imports anything (only the
-    program's main module, which spawn imports here first, comes before it: `morphz
-    serve`'s loads no numpy)."""
-    os.environ.update(env)
+    ONE_BLAS_THREAD is set first: before the first call's unpickling imports anything
+    (only the program's main module, which spawn imports here first, comes before it:
+    `morphz serve`'s loads no numpy)."""
+    os.environ.update(ONE_BLAS_THREAD)
     calls: queue.SimpleQueue = queue.SimpleQueue()
 
     def read() -> None:
@@ -66,13 +66,10 @@ def _serve(conn, env: dict[str, str]) -> None:
 class WorkerProcess:
     """One spawned worker and this process's end of its pipe."""
 
-    def __init__(self, name: str, env: Optional[dict[str, str]] = None) -> None:
-        """`env`: variables the worker sets in its environment before it serves (read
-        by libraries it loads then: thread pools, say)."""
+    def __init__(self, name: str) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conn, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(theirs, dict(env or {})), daemon=True,
-                                name=name)
+        self.proc = ctx.Process(target=_serve, args=(theirs,), daemon=True, name=name)
         self.proc.start()
         theirs.close()  # only the worker holds its end: its death is an end of file here
         self.answered = 0  # results received (0 after a death: it never started)
