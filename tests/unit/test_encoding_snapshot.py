@@ -168,3 +168,23 @@ def test_a_body_orjson_refuses_is_packed_by_json_with_the_same_items():
     back = unpack(snapshot_json(pack(rec, r.rows), "enc-1"))
     assert back["items"] == json.loads(json.dumps(rec["items"]))
     assert back["omitted"][0]["big"] == 1 << 70
+
+
+@pytest.mark.parametrize("damage", [
+    lambda rows: rows.append("not a row"),
+    lambda rows: rows[0].append(0),                      # [start, row, extra]
+    lambda rows: rows[0].__setitem__(0, "0"),            # a start that is not a number
+    lambda rows: rows[0][1].pop(),                       # a row one field short
+    lambda rows: rows[0][1].__setitem__(3, None),        # a length that is not a number
+    lambda rows: rows[0][1][-1].append("x"),             # parts not in threes
+    lambda rows: rows[0][1][-1].__setitem__(1, "1"),     # a part's start not a number
+    lambda rows: rows[0][1][-1].__setitem__(2, 2.5),     # a part's end not an integer
+])
+def test_sec_03_damaged_item_rows_of_schema_2_are_corrupt_not_an_internal_error(damage):
+    head, body = pack(_record()).split(b"\n")
+    packed = json.loads(body)
+    assert packed["item_rows"][0][1][-1]  # the first item has parts to damage
+    damage(packed["item_rows"])
+    with pytest.raises(MorphzError) as e:
+        unpack(snapshot_json(head + b"\n" + json.dumps(packed).encode(), "enc-1"))
+    assert e.value.reason == "SNAPSHOT_CORRUPT" and "[start, 13 fields]" in e.value.details["why"]

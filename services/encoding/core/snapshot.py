@@ -106,14 +106,25 @@ def _items_1(rows: list, sid: str) -> list[dict]:
     return [{**dict(zip(ITEM_FIELDS, row)), "parts": _parts(row[-1], 0)} for row in rows]
 
 
+def _readable_2(r: object) -> bool:
+    """Whether `r` is a schema-2 row whose offsets can be added up: [start, row of
+    ITEM_ROW_FIELDS], the start, length and parts' offsets integers (record_shape checks
+    the other fields of the items made)."""
+    if type(r) is not list or len(r) != 2 or type(r[0]) is not int:
+        return False
+    row = r[1]
+    if type(row) is not list or len(row) != len(ITEM_ROW_FIELDS) or type(row[3]) is not int:
+        return False
+    flat = row[-1]
+    return (type(flat) is list and len(flat) % 3 == 0 and
+            all(type(x) is int for x in flat[1::3]) and all(type(x) is int for x in flat[2::3]))
+
+
 def _items_2(rows: list, sid: str) -> list[dict]:
     """Schema 2's rows: [start, ITEM_ROW_FIELDS], offsets past the start relative to it."""
-    width = len(ITEM_ROW_FIELDS)
-    if any(type(r) is not list or len(r) != 2 or type(r[0]) is not int or
-           type(r[1]) is not list or len(r[1]) != width or type(r[1][3]) is not int or
-           type(r[1][-1]) is not list or len(r[1][-1]) % 3 or
-           any(type(x) is not int for x in r[1][-1][1::3] + r[1][-1][2::3]) for r in rows):
-        raise snapshot_corrupt(sid, f"the packed items are not [start, {width} fields]")
+    if not all(_readable_2(r) for r in rows):
+        raise snapshot_corrupt(sid, f"the packed items are not [start, "
+                               f"{len(ITEM_ROW_FIELDS)} fields]")
     items = []
     for start, row in rows:
         region, kind, key, length, *fields, flat = row
