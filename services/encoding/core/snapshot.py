@@ -117,7 +117,7 @@ def _readable_2(r: object) -> bool:
         return False
     flat = row[-1]
     return (type(flat) is list and len(flat) % 3 == 0 and
-            all(type(x) is int for x in flat[1::3]) and all(type(x) is int for x in flat[2::3]))
+            all(type(x) is int for x in flat[1::3] + flat[2::3]))
 
 
 def _items_2(rows: list, sid: str) -> list[dict]:
