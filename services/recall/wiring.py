@@ -54,7 +54,7 @@ def register(app) -> Wired:
                       feed_status=feeds.status, catch_up=feeds.catch_up)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [feeds.stop, fitter.close, release])
+                 core, [feeds.stop, fitter.close, lambda: feeds.release_when_stopped(release)])
 
 
 def embedder_for(spec: str) -> Embedder:

@@ -5,6 +5,7 @@ every event and frame indexed exactly once."""
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 import pytest
@@ -211,3 +212,46 @@ def test_dist_06_a_stopping_server_holds_its_index_folder_until_its_followers_st
     finally:
         if role != "all":
             home.stop(grace=1)
+
+
+def test_dist_06_an_application_outliving_the_stop_keeps_the_index_folder_locked(
+        tmp_path, monkeypatch):
+    """A follower's application is not cut short by the server's stop, which waits for
+    it only so long (STOP_SECONDS). Should it still run after that, the folder stays
+    locked until it ends: it still writes indexes and the feed position there."""
+    from morphz.services.recall.core import follower
+    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.index.tantivy_index import lock_root
+    from morphz.services.server.app import AllInOne, ServerConfig
+    from morphz.shared.auth import IN_PROCESS_CALLER
+
+    applying, finish = threading.Event(), threading.Event()
+    apply = Indexer.apply
+
+    def slow_apply(self, context, changes):
+        if context == "slow":
+            applying.set()
+            finish.wait(60)
+        return apply(self, context, changes)
+    monkeypatch.setattr(Indexer, "apply", slow_apply)
+    monkeypatch.setattr(follower, "STOP_SECONDS", 0.2)
+    root = str(tmp_path / "recall")
+    server = AllInOne(ServerConfig(str(tmp_path), "127.0.0.1:0",
+                                   recall_idle_seconds=0)).start()
+    try:
+        server.transactions.create_context("slow", caller=IN_PROCESS_CALLER)
+        assert applying.wait(30)  # the follower applies the creation, and stays there
+        server.stop(grace=1)  # returns with the application still under way
+        with pytest.raises(MorphzError) as refused:
+            lock_root(root)
+        assert refused.value.reason == "RECALL_INDEX_LOCKED"
+    finally:
+        finish.set()
+    deadline = time.monotonic() + 30
+    while True:  # let go once the application has ended
+        try:
+            lock_root(root)()
+            break
+        except MorphzError:
+            assert time.monotonic() < deadline, "the index folder stayed locked"
+            time.sleep(0.05)

@@ -1,7 +1,7 @@
 """A recall replica's feed followers track the shards registered now (DIST-06): a
 shard added later is followed, one registered again at another address is followed
 through its new store, one no longer registered is let go. The followers here are
-small records of what Feeds asked of them (Feeds needs only start/stop/status); the
+small records of what Feeds asked of them (Feeds needs only stop, status and running); the
 real FeedFollower over real shards: tests/integration/test_placement.py."""
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class _Follower:
 
     def stop(self) -> None:
         self.stopped = True
+
+    def running(self) -> bool:
+        return False
 
 
 def test_dist_06_followers_follow_the_shards_registered_now():

@@ -21,8 +21,9 @@ class Feeds:
         """`feeds()`: feed name -> store (name "" for a store's single feed);
         `follow(name, store)`: a started follower; `interval`: None for a fixed set."""
         self._feeds, self._follow, self._interval = feeds, follow, interval
-        self._lock = threading.Lock()  # guards self._followers
+        self._lock = threading.Lock()  # guards self._followers and self._stopped
         self._followers: dict[str, tuple[Store, FeedFollower]] = {}  # name -> (store, it)
+        self._stopped: list[FeedFollower] = []  # stopped ones, for release_when_stopped
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="recall-feeds", daemon=True)
 
@@ -43,6 +44,8 @@ class Feeds:
             ended = [self._followers.pop(n)[1] for n in stale]
         for follower in ended:
             follower.stop()
+        with self._lock:
+            self._stopped = [f for f in self._stopped if f.running()] + ended
         for name, store in sorted(feeds.items()):
             with self._lock:
                 if name in self._followers:
@@ -84,5 +87,26 @@ class Feeds:
             self._thread.join()
         with self._lock:
             followers = [f for _, f in self._followers.values()]
+            self._stopped += followers
         for f in followers:
             f.stop()
+
+    def release_when_stopped(self, release: Callable[[], None]) -> None:
+        """After stop(): run `release` (the index folder's lock) once no follower thread
+        is left: now, or, when an application outlived stop()'s wait, on a thread that
+        waits for it to end. Until then another process must not take the folder: the
+        application still writes indexes and the feed position there."""
+        with self._lock:
+            lingering = [f for f in self._stopped if f.running()]
+        if not lingering:
+            release()
+            return
+        _log.warning("%d feed follower(s) still applying after the stop: the index folder "
+                     "stays locked until they end", len(lingering))
+
+        def release_after() -> None:
+            for f in lingering:
+                f.join()
+            release()
+        threading.Thread(target=release_after, name="recall-feeds-release",
+                         daemon=True).start()

@@ -52,6 +52,7 @@ BACKLOG_WAIT_SECONDS = 1.0  # for the next page of a backlog being read
 # and took it for each commit: at one client, 10-15% of the server's CPU a commit. A
 # pushed feed (a storage service's) is asked to gather its pages as long.
 MIN_REST_SECONDS = 0.05
+STOP_SECONDS = 10.0  # how long stop() waits for an application under way
 
 
 class _PageQueue:
@@ -137,10 +138,22 @@ class FeedFollower:
             t.start()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stop reading and applying, waiting up to `timeout` (STOP_SECONDS) for each
+        thread; an application under way is not cut short (running() says if one is)."""
         self._stop.set()
         for t in self._threads:
-            t.join(timeout)
+            t.join(STOP_SECONDS if timeout is None else timeout)
+
+    def running(self) -> bool:
+        """Whether a thread of this follower is still alive (after stop(): an
+        application outlived its wait and may still write indexes and the position)."""
+        return any(t.is_alive() for t in self._threads)
+
+    def join(self) -> None:
+        """Wait, however long it takes, until every thread has ended."""
+        for t in self._threads:
+            t.join()
 
     def status(self) -> dict:
         """This replica's place in the feed: the position everything up to which is
