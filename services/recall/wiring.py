@@ -6,6 +6,7 @@ import os
 from threadpoolctl import threadpool_limits
 
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
+from morphz.services.recall.core.beside import Beside
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.feeds import Feeds
 from morphz.services.recall.core.fitpool import Fitter
@@ -22,6 +23,7 @@ from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
 
 SHARD_LOOKUP_SECONDS = 2.0  # how soon a storage shard registered later is followed
+HYBRID_HELPERS = 2  # hybrid searches whose lexical leg may run beside the vector leg at once
 
 
 def register(app) -> Wired:
@@ -50,11 +52,13 @@ def register(app) -> Wired:
                       store, indexer, indexes, feed=name,
                       idle_seconds=app.config.recall_idle_seconds).start(),
                   interval=SHARD_LOOKUP_SECONDS if sharded else None).start()
+    beside = Beside(HYBRID_HELPERS)
     core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
-                      feed_status=feeds.status, catch_up=feeds.catch_up)
+                      feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [feeds.stop, fitter.close, lambda: feeds.release_when_stopped(release)])
+                 core, [beside.close, feeds.stop, fitter.close,
+                        lambda: feeds.release_when_stopped(release)])
 
 
 def embedder_for(spec: str) -> Embedder:

@@ -28,6 +28,7 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
+from morphz.services.recall.core.beside import INLINE, Beside
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import embed_texts
 from morphz.services.recall.core.pins import SearchPins
@@ -87,9 +88,10 @@ class RecallCore:
                  tracer: Optional[trace.Tracer] = None,
                  pins: Optional[SearchPins] = None,
                  feed_status: Callable[[], dict] = dict,
-                 catch_up: Callable[[str, bool], None] = lambda context, search: None
-                 ) -> None:
+                 catch_up: Callable[[str, bool], None] = lambda context, search: None,
+                 beside: Beside = INLINE) -> None:
         self._store = store
+        self._beside = beside  # a hybrid search's lexical leg runs beside its vector leg
         self._feed_status = feed_status  # this replica's place in the change feed
         # Before a context's index is read (a search or not): apply the feed changes
         # held back for it.
@@ -251,14 +253,17 @@ class RecallCore:
                 f"`morphz context recall-index rebuild {context}` (lexical search still "
                 "works)", context=context, built_by=built,
                 embedder=self._indexer.embedder.identity.label())
-        qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
-        vec = leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
-                         since_us=since_us, until_us=until_us,
-                         min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
+
+        def vector_leg() -> list:
+            qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
+            return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
+                              since_us=since_us, until_us=until_us,
+                              min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
         if mode == "vector":
-            ranked = hybrid.ranked(vec, "vector")
+            ranked = hybrid.ranked(vector_leg(), "vector")
         else:
-            lex = idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH)
+            lex, vec = self._beside.both(
+                lambda: idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH), vector_leg)
             ranked = hybrid.fuse(lex, vec)
 
         def empty() -> str:
