@@ -26,6 +26,7 @@ class Beside:
         outlives the call: an error of either is raised once both have ended."""
         if self._pool is None or not self._free.acquire(blocking=False):
             return first(), second()
+
         def on_helper() -> A:
             try:
                 return first()
