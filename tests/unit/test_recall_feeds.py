@@ -1,9 +1,11 @@
 """A recall replica's feed followers track the shards registered now (DIST-06): a
 shard added later is followed, one registered again at another address is followed
 through its new store, one no longer registered is let go. The followers here are
-small records of what Feeds asked of them (Feeds needs only stop, status and running); the
+small records of what Feeds asked of them (Feeds needs only stop, status, running and join); the
 real FeedFollower over real shards: tests/integration/test_placement.py."""
 from __future__ import annotations
+
+import threading
 
 from morphz.services.recall.core.feeds import Feeds
 
@@ -11,6 +13,8 @@ from morphz.services.recall.core.feeds import Feeds
 class _Follower:
     def __init__(self, name: str, store: object) -> None:
         self.name, self.store, self.stopped = name, store, False
+        self.ended = threading.Event()  # its threads have ended (set: none ever ran)
+        self.ended.set()
 
     def status(self) -> dict:
         return {"feed_position": 1, "feed_head": 2, "feed_lag": 1}
@@ -19,7 +23,10 @@ class _Follower:
         self.stopped = True
 
     def running(self) -> bool:
-        return False
+        return not self.ended.is_set()
+
+    def join(self) -> None:
+        self.ended.wait()
 
 
 def test_dist_06_followers_follow_the_shards_registered_now():
@@ -46,3 +53,41 @@ def test_dist_06_followers_follow_the_shards_registered_now():
     assert feeds.status() == {"feed_position": 1, "feed_head": 2, "feed_lag": 1}
     feeds.stop()
     assert made[2].stopped and len(made) == 3
+
+
+def _released_feeds(names: list[str]):
+    registered = {n: object() for n in names}
+    made: dict[str, _Follower] = {}
+
+    def follow(name, store):
+        made[name] = _Follower(name, store)
+        return made[name]
+    return Feeds(lambda: dict(registered), follow, interval=None).start(), registered, made
+
+
+def test_dist_06_the_folder_is_released_at_once_when_no_follower_runs():
+    feeds, _, _ = _released_feeds(["a", "b"])
+    released = threading.Event()
+    feeds.stop()
+    feeds.release_when_stopped(released.set)
+    assert released.is_set()
+
+
+def test_dist_06_the_folder_waits_for_every_follower_still_applying():
+    """Those stopped at the end, and one let go earlier (its shard moved) whose
+    application outlived its stop: the release waits for both."""
+    feeds, registered, made = _released_feeds(["a", "b"])
+    let_go = made["b"]
+    let_go.ended.clear()  # still applying when it is let go
+    registered["b"] = object()  # moved: followed anew, the old follower stopped
+    feeds._sync()
+    assert let_go.stopped and made["b"] is not let_go
+    made["a"].ended.clear()
+    released = threading.Event()
+    feeds.stop()
+    feeds.release_when_stopped(released.set)
+    assert not released.wait(0.1)
+    made["a"].ended.set()
+    assert not released.wait(0.1)  # the one let go earlier still runs
+    let_go.ended.set()
+    assert released.wait(5)

@@ -138,12 +138,12 @@ class FeedFollower:
             t.start()
         return self
 
-    def stop(self, timeout: Optional[float] = None) -> None:
-        """Stop reading and applying, waiting up to `timeout` (STOP_SECONDS) for each
-        thread; an application under way is not cut short (running() says if one is)."""
+    def stop(self) -> None:
+        """Stop reading and applying, waiting up to STOP_SECONDS for each thread; an
+        application under way is not cut short (running() says if one is)."""
         self._stop.set()
         for t in self._threads:
-            t.join(STOP_SECONDS if timeout is None else timeout)
+            t.join(STOP_SECONDS)
 
     def running(self) -> bool:
         """Whether a thread of this follower is still alive (after stop(): an
