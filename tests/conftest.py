@@ -8,6 +8,7 @@ tests marked `all_in_one` are deselected then, as they need the all-in-one serve
 from __future__ import annotations
 
 import itertools
+import os
 
 import grpc
 import pytest
@@ -19,6 +20,10 @@ __all__ = ["ServerProcess"]  # tests import it from here
 # The authenticated servers the security tests share (one per mode, for the session).
 pytest_plugins = ("tests.security_servers",)
 _names = itertools.count(1)
+# Servers the tests start (in this process or as children) embed with the hashing
+# embedder unless a test names another: the default (e5, ~24 ms a text) would slow
+# every test that appends. The quality tests and HYB-04/05 use the default explicitly.
+os.environ.setdefault("MORPHZ_EMBEDDER", "hashing")
 
 
 def pytest_addoption(parser):

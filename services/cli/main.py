@@ -27,7 +27,7 @@ from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_
                                         global_options, print_json, seconds_up_to_a_day,
                                         unsigned)
 from morphz.services.cli.tracing import command_trace
-from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
+from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
@@ -426,12 +426,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
-    serve.add_argument("--embedder", metavar="NAME", default="default",
-                       help="all, recall: the vector leg's embedder: default (LSA learned "
-                       "from each context's own text), hashing[:DIMENSION] (feature hashing "
-                       "of terms and character trigrams, nothing learned) or onnx:PATH; an "
+    serve.add_argument("--embedder", metavar="NAME", default=os.environ.get(EMBEDDER_ENV) or "default",
+                       help="all, recall: the vector leg's embedder: default (e5, or USE "
+                       "where the CPU lacks AVX2), e5 (multilingual-e5-small), use (USE "
+                       "multilingual v3), lsa (learned from each context's own text), "
+                       "hashing[:DIMENSION] (feature hashing, nothing learned) or onnx:PATH; an "
                        "index built by another embedder needs `recall-index rebuild` before "
-                       "vector/hybrid search")
+                       f"vector/hybrid search (default: ${EMBEDDER_ENV} or default)")
     serve.add_argument("--recall-idle", metavar="SECONDS", type=seconds_up_to_a_day,
                        default=RECALL_IDLE_SECONDS,
                        help="all, recall: a context no search has asked for in this long has "

@@ -13,8 +13,12 @@ from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.cpu import runs_e5_engine
 from morphz.services.recall.embedding.default import default_embedder
+from morphz.services.recall.embedding.e5 import E5Embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
+from morphz.services.recall.embedding.lsa import LsaEmbedder
+from morphz.services.recall.embedding.use import UseEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.wired import Wired
@@ -62,10 +66,21 @@ def register(app) -> Wired:
 
 
 def embedder_for(spec: str) -> Embedder:
-    """`default` (LSA learned from each context's own text), `hashing[:DIMENSION]`
-    (nothing learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
+    """`default` (e5, or USE where e5's engine cannot run: embedding/default.py), `e5`,
+    `use`, `lsa` (learned from each context's own text), `hashing[:DIMENSION]` (nothing
+    learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
     if spec in ("", "default"):
         return default_embedder()
+    if spec == "e5":
+        runs, why = runs_e5_engine()
+        if not runs:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--embedder e5: {why}; use "
+                              "`default` (which falls back to USE) or `use`", field="embedder")
+        return E5Embedder()
+    if spec == "use":
+        return UseEmbedder()
+    if spec == "lsa":
+        return LsaEmbedder()
     if spec == "hashing":
         return HashingEmbedder()
     if spec.startswith("hashing:") and spec[len("hashing:"):].isdigit():
@@ -85,6 +100,6 @@ def embedder_for(spec: str) -> Embedder:
         except Exception as e:  # noqa: BLE001 - a missing or unusable model: the operator's input
             raise MorphzError("CONTEXT_INPUT_INVALID", f"cannot load the ONNX model in "
                               f"{path[:200]!r}: {str(e)[:300]}", field="embedder") from None
-    raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: hashing, "
-                      "default or onnx:PATH", field="embedder")
+    raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: default, "
+                      "e5, use, lsa, hashing[:DIMENSION] or onnx:PATH", field="embedder")
 

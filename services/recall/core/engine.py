@@ -30,7 +30,7 @@ from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.beside import INLINE, Beside
 from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.embedding.api import embed_texts
+from morphz.services.recall.embedding.api import QUERY, embed_texts
 from morphz.services.recall.core.pins import SearchPins
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
@@ -392,7 +392,8 @@ class RecallCore:
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context),
                 "vectors": self._vector_status(idx),
-                "embedder": self._indexer.embedder.identity.label()}
+                "embedder": self._indexer.embedder.identity.label(),
+                "embedder_note": getattr(self._indexer.embedder, "note", "")}
 
     def _vector_status(self, idx: ContextIndex) -> dict:
         """The vector leg beside the lexical one: who built it, how many, its fingerprint."""
@@ -428,7 +429,7 @@ def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
 
 def _query_vector(embedder, query: str):
     """The query's unit vector, or None when it has nothing to embed (all zeros)."""
-    v = embed_texts(embedder, [query])[0]
+    v = embed_texts(embedder, [query], role=QUERY)[0]
     return v if np.any(v) else None
 
 

@@ -1,8 +1,13 @@
 """What the recall index asks of an embedder: text in, unit-length vectors out.
 
-An embedder is named by its identity (name, version, dimension). The vector leg of an
-index records the identity it was built with, and a query embedded by any other
-identity is refused as stale: vectors of two embedders are never compared.
+An embedder is named by its identity (name, version, dimension, build). The vector leg
+of an index records the identity it was built with, and a query embedded by any other
+identity is refused as stale: vectors of two embedders are never compared. A pretrained
+model's version covers its package version and a hash of its weights, and its build the
+engine that runs them (an x86 and an arm build may round differently).
+
+Texts are embedded in a role: "passage" (what is stored) or "query" (what is asked).
+A question-to-passage model (e5) embeds the two differently; the others ignore it.
 
 Some embedders are pretrained (fixed weights); others learn from the context's own
 text (for example LSA over character n-grams). Both look the same to the index: it
@@ -23,17 +28,24 @@ class EmbedderIdentity:
     name: str
     version: str
     dimension: int
+    build: str = ""  # the engine/platform the weights run on; "" when it cannot matter
 
     def label(self) -> str:
-        return f"{self.name}@{self.version}/{self.dimension}"
+        base = f"{self.name}@{self.version}/{self.dimension}"
+        return f"{base}+{self.build}" if self.build else base
+
+
+PASSAGE, QUERY = "passage", "query"
+ROLES = (PASSAGE, QUERY)
 
 
 class Embedder(Protocol):
     identity: EmbedderIdentity
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], role: str = PASSAGE) -> list[list[float]]:
         """One L2-normalized vector of `identity.dimension` floats per text, in order
-        (all zeros for a text with nothing to embed); deterministic."""
+        (all zeros for a text with nothing to embed); deterministic. `role`: PASSAGE
+        for what is indexed, QUERY for what is searched with."""
         ...
 
     def fitted(self, corpus: Sequence[str]) -> "Embedder":
@@ -49,8 +61,10 @@ class Embedder(Protocol):
         ...
 
 
-def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+def embed_texts(embedder: Embedder, texts: Sequence[str], role: str = PASSAGE) -> np.ndarray:
     """Vectors of texts as a float32 array (an embedder with embed_array gives one
     directly, without the lists)."""
     direct = getattr(embedder, "embed_array", None)
-    return direct(texts) if direct else np.asarray(embedder.embed(texts), dtype=np.float32)
+    if direct:
+        return direct(texts, role=role)
+    return np.asarray(embedder.embed(texts, role=role), dtype=np.float32)

@@ -48,10 +48,10 @@ class HashingEmbedder:
             raise ValueError(f"dimension must be 16..4096, got {dimension}")
         self.identity = EmbedderIdentity(NAME, VERSION, dimension)
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed_array(texts).tolist()
+    def embed(self, texts: Sequence[str], role: str = "passage") -> list[list[float]]:
+        return self.embed_array(texts).tolist()  # one space for queries and passages
 
-    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_array(self, texts: Sequence[str], role: str = "passage") -> np.ndarray:
         """embed() as a float32 array of shape (len(texts), dimension)."""
         dim = self.identity.dimension
         out = np.zeros((len(texts), dim), dtype=np.float32)

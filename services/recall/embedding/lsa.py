@@ -93,10 +93,10 @@ class LsaEmbedder:
 
     # -- embedding
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed_array(texts).tolist()
+    def embed(self, texts: Sequence[str], role: str = "passage") -> list[list[float]]:
+        return self.embed_array(texts).tolist()  # one space for queries and passages
 
-    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_array(self, texts: Sequence[str], role: str = "passage") -> np.ndarray:
         """`embed` as a float32 array (len(texts) x dimension), without the lists."""
         out = np.zeros((len(texts), self.identity.dimension), dtype=np.float32)
         for start in range(0, len(texts), BATCH):

@@ -60,7 +60,8 @@ class OnnxEmbedder:
             return last
         return int(self._run([[1]], [[1]]).shape[-1])  # symbolic: ask the model
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str], role: str = "passage") -> list[list[float]]:
+        # A user's model: no prefix convention is known, so both roles embed alike.
         out = np.zeros((len(texts), self.identity.dimension), dtype=np.float32)
         for start in range(0, len(texts), BATCH):
             encodings = self._tokenizer.encode_batch(list(texts[start:start + BATCH]))
