@@ -47,9 +47,10 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--session", dest="sessions", action="append", default=[],
                    help="only events of this session")
     p.add_argument("--cursor", default="", help="next_cursor of the previous page")
-    p.add_argument("--mode", default="lexical", choices=("lexical", "vector", "hybrid"),
-                   help="lexical (BM25, default), vector (embeddings) or hybrid (both, "
-                   "fused by reciprocal rank); hits then show each leg's rank")
+    p.add_argument("--mode", default="", choices=("lexical", "vector", "hybrid"),
+                   help="hybrid (both legs fused, the server's default: lexical hits that "
+                   "hold less than half the query abstain), lexical (BM25) or vector "
+                   "(embeddings); hits show each leg's rank")
     evaluation_options(p)
 
     p = sub.add_parser("read", parents=[common], help="read full content in pages")
@@ -85,7 +86,7 @@ def call_recall(channel, args: argparse.Namespace) -> dict:
         return client.search(args.context, args.query, since=args.since, until=args.until,
                              limit=args.limit, kinds=args.kinds, states=args.states,
                              sessions=args.sessions, cursor=args.cursor,
-                             mode="" if args.mode == "lexical" else args.mode,
+                             mode=args.mode,
                              evaluation=_evaluation(args))
     if args.recall_action == "read":
         return client.read(args.context, args.ref, offset=args.offset, limit=args.limit,

@@ -49,7 +49,7 @@ class RecallClient:
                              # each leg's rank: only where there are legs (as the core)
                              **({"lexical_rank": h.lexical_rank,
                                  "vector_rank": h.vector_rank}
-                                if mode not in ("", "lexical") else {})}
+                                if mode != "lexical" else {})}
                             for h in reply.results],
                 "next_cursor": reply.next_cursor, "index_position": reply.index_position,
                 "lag": reply.lag, "empty": reply.empty,

@@ -43,32 +43,36 @@ def launch_events(mind) -> dict:
 
 
 # -- HYB-01 ------------------------------------------------------------------------------
-def test_hyb_01_hybrid_is_rrf_of_both_legs_with_each_legs_rank(recall, mind):
+def test_hyb_01_hybrid_is_gated_rrf_of_both_legs_with_each_legs_rank(recall, mind):
     refs = launch_events(mind)
     query = "launch hold"
-    lexical = found(search(recall, mind.context, query))
+    lexical = found(search(recall, mind.context, query, mode="lexical"))
     vector = found(search(recall, mind.context, query, mode="vector"))
     hybrid = search(recall, mind.context, query, mode="hybrid")["results"]
     # The legs differ: "launching" is a vector hit only (no shared term).
     assert refs["launching"] in vector and refs["launching"] not in lexical
     assert refs["both"] == lexical[0] == vector[0]
-    # RRF by hand: sum of 1 / (k + rank) over the legs, ties by @eN order.
-    fused: dict[str, Fraction] = {}
-    for leg in (lexical, vector):
-        for rank, ref in enumerate(leg, 1):
-            fused[ref] = fused.get(ref, Fraction(0)) + Fraction(1, RRF_K + rank)
-    want = sorted(fused, key=lambda r: (-fused[r], int(r[2:])))
-    assert [h["ref"] for h in hybrid] == want
+    # Gated RRF: each leg adds 1 / (k + rank), a lexical hit holding less than half the
+    # query adds nothing (hybrid.py); the hit holding every query term keeps both.
+    def part(leg: list, ref: str) -> Fraction:
+        return Fraction(1, RRF_K + leg.index(ref) + 1) if ref in leg else Fraction(0)
+    assert hybrid[0]["ref"] == refs["both"]
+    assert hybrid[0]["score"] == pytest.approx(float(2 * part(lexical, refs["both"])), abs=1e-6)
+    for h in hybrid:
+        vec, lex = part(vector, h["ref"]), part(lexical, h["ref"])
+        assert h["score"] == pytest.approx(float(vec + lex), abs=1e-6) or \
+            h["score"] == pytest.approx(float(vec), abs=1e-6), h
+    assert [h["ref"] for h in hybrid] == \
+        [h["ref"] for h in sorted(hybrid, key=lambda h: (-round(h["score"], 9), int(h["ref"][2:])))]
     for h in hybrid:
         lex_rank = lexical.index(h["ref"]) + 1 if h["ref"] in lexical else 0
         vec_rank = vector.index(h["ref"]) + 1 if h["ref"] in vector else 0
         assert (h["lexical_rank"], h["vector_rank"]) == (lex_rank, vec_rank), h
-        assert h["score"] == pytest.approx(float(fused[h["ref"]]), abs=1e-6)
     # A vector search's hits say their vector rank only; lexical ones carry no ranks.
     v = search(recall, mind.context, query, mode="vector")["results"]
     assert [(h["lexical_rank"], h["vector_rank"]) for h in v] == \
         [(0, i) for i in range(1, len(v) + 1)]
-    assert "vector_rank" not in search(recall, mind.context, query)["results"][0]
+    assert "vector_rank" not in search(recall, mind.context, query, mode="lexical")["results"][0]
 
 
 def test_hyb_01_unknown_mode_is_refused(recall, mind, expect_rejected):
@@ -211,7 +215,10 @@ def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
                     search(recall, context, "launch", mode=mode)
                 assert info.value.reason == "RECALL_INDEX_STALE", mode
                 assert "rebuild" in info.value.message
-            assert found(search(recall, context, "launch"))  # the lexical leg still answers
+            assert found(search(recall, context, "launch", mode="lexical"))  # still answers
+            # A search naming no mode (hybrid by default) falls back to the lexical leg.
+            assert found(search(recall, context, "launch")) == \
+                found(search(recall, context, "launch", mode="lexical"))
             st = recall.inspect(context)
             assert st["embedder"] == "hashing@1/128" and not st["vectors"]["current"]
             assert st["vectors"]["built_by"] == before_status["embedder"] != st["embedder"]

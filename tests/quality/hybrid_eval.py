@@ -14,15 +14,19 @@ import sys
 import tempfile
 from typing import Callable, Sequence
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from history_background import background  # noqa: E402
 from hybrid_set import HISTORY, KEYWORD, PARAPHRASE  # noqa: E402
 
-from morphz.services.recall.core.hybrid import (FUSE_DEPTH, RRF_K, VECTOR_MIN_SCORE,  # noqa: E402
-                                                RankedHit, fuse)
+from morphz.services.recall.core.hybrid import (FUSE_DEPTH, LEXICAL_FLOOR, RRF_K,  # noqa: E402
+                                                VECTOR_MIN_SCORE, RankedHit, fuse)
+from morphz.services.recall.embedding.api import PASSAGE, QUERY, embed_texts  # noqa: E402
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
+from morphz.services.recall.embedding.e5 import E5Embedder  # noqa: E402
+from morphz.services.recall.embedding.hashing import HashingEmbedder  # noqa: E402
+from morphz.services.recall.embedding.lsa import LsaEmbedder  # noqa: E402
+from morphz.services.recall.embedding.use import UseEmbedder  # noqa: E402
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
@@ -31,33 +35,44 @@ K = 10
 Ranking = list[str]
 
 
-def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Ranking]:
+class Lexical(list):
+    """A lexical ranking of (id, BM25 score), with the query terms' idf summed."""
+    idf_total = 0.0
+
+
+def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Lexical]:
     with tempfile.TemporaryDirectory() as tmp:
         idx = ContextIndex(tmp)
         idx.apply([Doc(f"f:{d}", "frame", terms(text), 0) for d, text in docs.items()],
                   {"position": 0})
         searcher, _ = idx.snapshot()
-        return [[h.key[2:] for h in idx.search(searcher, Query(terms=query_terms(q)), 0, FUSE_DEPTH)]
-                for q in queries]
+        out = []
+        for q in queries:
+            words = query_terms(q)
+            ranking = Lexical((h.key[2:], h.score) for h in
+                              idx.search(searcher, Query(terms=words), 0, FUSE_DEPTH))
+            ranking.idf_total = sum(ContextIndex.idf(searcher, words))
+            out.append(ranking)
+        return out
 
 
 def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None) -> list[Ranking]:
     ids = list(docs)
     fitted = (embedder or default_embedder()).fitted(list(docs.values()))
-    doc_vectors = np.asarray(fitted.embed(list(docs.values())), dtype=np.float32)
+    doc_vectors = embed_texts(fitted, list(docs.values()), role=PASSAGE)
     out = []
-    for q in np.asarray(fitted.embed(list(queries)), dtype=np.float32):
+    for q in embed_texts(fitted, list(queries), role=QUERY):
         scores = doc_vectors @ q
         order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:FUSE_DEPTH]
         out.append([ids[i] for i in order if scores[i] > VECTOR_MIN_SCORE])
     return out
 
 
-def rrf(lexical: Ranking, vector: Ranking) -> Ranking:
-    """The server's fusion of two rankings of document ids."""
-    def hits(ranking: Ranking) -> list[RankedHit]:
-        return [RankedHit(f"f:{d}", 0.0) for d in ranking]
-    return [h.key[2:] for h in fuse(hits(lexical), hits(vector))]
+def fused(lexical: Lexical, vector: Ranking, floor: float = LEXICAL_FLOOR) -> Ranking:
+    """The server's fusion of two rankings of document ids (floor 0: plain RRF)."""
+    lex = [RankedHit(f"f:{d}", score) for d, score in lexical]
+    vec = [RankedHit(f"f:{d}", 0.0) for d in vector]
+    return [h.key[2:] for h in fuse(lex, vec, lexical.idf_total, floor=floor)]
 
 
 def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
@@ -80,28 +95,38 @@ def evaluate(embedder=None, background_notes: int = 0) -> dict[str, dict[str, di
     lexical = dict(zip(queries, lexical_rankings(history, queries)))
     vector = dict(zip(queries, vector_rankings(history, queries, embedder)))
     legs: dict[str, Callable[[str], Ranking]] = {
-        "lexical": lexical.__getitem__,
+        "lexical": lambda q: [d for d, _ in lexical[q]],
         "vector": vector.__getitem__,
-        "hybrid": lambda q: rrf(lexical[q], vector[q]),
+        "hybrid": lambda q: fused(lexical[q], vector[q]),
+        "rrf": lambda q: fused(lexical[q], vector[q], floor=0.0),
     }
     return {g: {leg: metrics([rank(q) for q, _ in qs], [r for _, r in qs])
                 for leg, rank in legs.items()}
             for g, qs in groups.items()}
 
 
+EMBEDDERS = {"default": default_embedder, "e5": E5Embedder, "use": UseEmbedder,
+             "lsa": LsaEmbedder, "hashing": HashingEmbedder}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="hybrid recall quality on the labelled history")
     ap.add_argument("--background", type=int, default=0, metavar="N",
                     help="add N unlabelled notes of the same workstreams (report only)")
+    ap.add_argument("--embedder", action="append", choices=sorted(EMBEDDERS),
+                    help="the embedders to measure (repeatable; default: default)")
     args = ap.parse_args()
-    report = evaluate(background_notes=args.background)
     print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
-          f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; embedder "
-          f"{default_embedder().identity.label()}, RRF k={RRF_K}")
-    print(f"{'queries':<12} {'leg':<8} {'recall@10':>10} {'MRR':>8}")
-    for group, legs in report.items():
-        for leg, m in legs.items():
-            print(f"{group:<12} {leg:<8} {m['recall@10']:>10.3f} {m['mrr']:>8.3f}")
+          f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; "
+          f"RRF k={RRF_K}, hybrid: lexical hits below {LEXICAL_FLOOR} confidence abstain")
+    print("| embedder | queries | leg | recall@10 | MRR |\n| --- | --- | --- | --- | --- |")
+    for name in args.embedder or ["default"]:
+        embedder = EMBEDDERS[name]()
+        report = evaluate(embedder, background_notes=args.background)
+        for group, legs in report.items():
+            for leg, m in legs.items():
+                print(f"| {embedder.identity.name} | {group} | {leg} | {m['recall@10']:.3f} "
+                      f"| {m['mrr']:.3f} |")
     return 0
 
 

@@ -200,7 +200,7 @@ class AsyncClient:
                      limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
                      sessions: Iterable[str] = (), cursor: str = "", mode: str = "",
                      evaluation: Optional[Evaluation] = None) -> rec.SearchResponse:
-        """mode: lexical (default), vector or hybrid (each hit then says its rank in
+        """mode: hybrid (the server's default), lexical or vector (each hit then says its rank in
         each leg: lexical_rank, vector_rank)."""
         return await self._send(C.search(context, query, since=since, until=until, limit=limit,
                                          kinds=kinds, states=states, sessions=sessions,

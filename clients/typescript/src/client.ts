@@ -74,7 +74,7 @@ export interface SearchOptions {
   states?: string[];
   sessions?: string[];
   cursor?: string;
-  /** "lexical" (default), "vector" or "hybrid"; hits then carry lexicalRank and vectorRank. */
+  /** "hybrid" (the server's default), "lexical" or "vector"; hits carry lexicalRank and vectorRank. */
   mode?: "lexical" | "vector" | "hybrid";
   evaluation?: Evaluation;
 }

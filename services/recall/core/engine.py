@@ -146,7 +146,7 @@ class RecallCore:
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
                mode: str = "", evaluation: Optional[dict] = None, caller: Caller) -> dict:
         check_name(context, "context")
-        mode = mode or "lexical"
+        asked, mode = mode, mode or hybrid.DEFAULT_MODE
         if mode not in hybrid.MODES:
             raise MorphzError("RECALL_MODE_INVALID", f"mode must be one of "
                               f"{', '.join(hybrid.MODES)}", field="mode")
@@ -203,7 +203,7 @@ class RecallCore:
                 start = cursors.decode(cursor, "search", params, version) if cursor else 0
                 viewer = _viewer(m, evaluation)
                 legs = {}
-                if mode != "lexical" and words:
+                if mode != "lexical" and words and (asked or self._vectors_answer(idx)):
                     legs = self._legs(m, context, query, mode, idx, searcher, words, kinds,
                                       sessions, since_us, until_us)
                 hits, next_offset, empty = run_search(
@@ -222,6 +222,12 @@ class RecallCore:
             reply = read_at_one_version(self._store, context, read)
         request = {"query": query, "since": since, "until": until, "limit": limit}
         return self._record(context, evaluation, "search", request, reply, caller)
+
+    def _vectors_answer(self, idx: ContextIndex) -> bool:
+        """Whether the default mode may use the vector leg: built by this embedder (a
+        stale or missing leg leaves a search that named no mode to the lexical leg;
+        one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
+        return self._indexer.leg_current(idx.vectors)
 
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
               searcher, words: list[str], kinds: list[str], sessions: list[str],
@@ -264,7 +270,7 @@ class RecallCore:
         else:
             lex, vec = self._beside.both(
                 lambda: idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH), vector_leg)
-            ranked = hybrid.fuse(lex, vec)
+            ranked = hybrid.fuse(lex, vec, sum(ContextIndex.idf(searcher, words)))
 
         def empty() -> str:
             """empty_index: nothing embedded to compare with (and, for hybrid, the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import threading
@@ -187,6 +188,14 @@ class ContextIndex:
             return searcher.search(tantivy.Query.term_query(SCHEMA, "kind", kind), 1,
                                    count=True).count
         return {"events": count("event"), "frames": count("frame")}
+
+    @staticmethod
+    def idf(searcher: tantivy.Searcher, terms: list[str]) -> list[float]:
+        """BM25's idf of each term as tantivy scores it, ln(1 + (N - n + 0.5)/(n + 0.5))
+        (n: the documents holding it; a term no document holds has the largest idf)."""
+        n_docs = searcher.num_docs
+        return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                for df in (searcher.doc_freq("terms", t) for t in terms)]
 
     @staticmethod
     def term_count(searcher: tantivy.Searcher) -> int:
