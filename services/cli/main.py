@@ -426,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
-    serve.add_argument("--embedder", metavar="NAME", default=os.environ.get(EMBEDDER_ENV) or "default",
+    serve.add_argument("--embedder", metavar="NAME", default="",
                        help="all, recall: the vector leg's embedder: default (e5, or USE "
                        "where the CPU lacks AVX2), e5 (multilingual-e5-small), use (USE "
                        "multilingual v3), lsa (learned from each context's own text), "

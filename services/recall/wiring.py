@@ -21,6 +21,7 @@ from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.embedding.use import UseEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.servicer import RecallServicer
+from morphz.services.server.defaults import EMBEDDER_ENV
 from morphz.services.server.wired import Wired
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.sharded import ShardedStore
@@ -43,7 +44,8 @@ def register(app) -> Wired:
     threadpool_limits(1, user_api="blas")
     # Derived data only: deleting this directory loses nothing (rebuild restores it).
     root = os.path.join(app.config.data_dir, "recall")
-    embedder = embedder_for(app.config.embedder)  # before the lock: a bad one leaves none
+    # Before the lock: a bad one leaves none. Not given: the environment's, else default.
+    embedder = embedder_for(app.config.embedder or os.environ.get(EMBEDDER_ENV, ""))
     release = lock_root(root)
     indexes = IndexDirectory(root)
     fitter = Fitter()  # large fits in a worker process: they would stall every request

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -28,7 +28,7 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import DEFAULT_TTL
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.servicer import TransactionServicer
-from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
+from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.server.wired import Wired
 from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
@@ -79,9 +79,9 @@ class ServerConfig:
     # AllInOne only: where to serve the internal storage API (empty: nowhere).
     storage_listen: str = ""
     # Recall's embedder for the vector leg (services/recall/wiring.py embedder_for);
-    # when not given, $MORPHZ_EMBEDDER or "default" (the test suite sets `hashing`:
-    # e5 costs ~24 ms a text, which every test that appends would pay).
-    embedder: str = field(default_factory=lambda: os.environ.get(EMBEDDER_ENV) or "default")
+    # empty: $MORPHZ_EMBEDDER, else "default" (the test suite sets `hashing`: e5 costs
+    # ~24 ms a text, which every test that appends would pay).
+    embedder: str = ""
     # Seconds a context goes unsearched before recall holds its changes back, applied at
     # its next search or inspection or this long after (services/recall/core/holds.py; 0: never held).
     recall_idle_seconds: float = RECALL_IDLE_SECONDS

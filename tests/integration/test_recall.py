@@ -133,10 +133,10 @@ def test_recall_02_since_inclusive_until_exclusive_with_offsets(recall, mind, ex
 # -- RECALL-03 ---------------------------------------------------------------------------
 def test_recall_03_cursor_pages_through_the_same_set(recall, mind, expect_rejected):
     refs = {mind.event(f"incident report number {i} 故障报告")["ref"] for i in range(23)}
-    first = search(recall, mind, "incident 故障", limit=5)
+    first = search(recall, mind, "incident 故障", limit=5, mode="lexical")
     pages, seen, reply = 1, found(first), first
     while reply["next_cursor"]:
-        reply = recall.search(mind.context, "incident 故障", limit=5,
+        reply = recall.search(mind.context, "incident 故障", limit=5, mode="lexical",
                               cursor=reply["next_cursor"])
         seen += found(reply)
         pages += 1
@@ -163,11 +163,11 @@ def test_recall_03_cursor_pages_through_the_same_set(recall, mind, expect_reject
     caught_up(recall, mind.context)
     rest, reply = [], {"next_cursor": cur}
     while reply["next_cursor"]:
-        reply = recall.search(mind.context, "incident 故障", limit=5,
+        reply = recall.search(mind.context, "incident 故障", limit=5, mode="lexical",
                               cursor=reply["next_cursor"])
         rest += found(reply)
     assert found(first) + rest == seen and late not in rest
-    assert late in found(search(recall, mind, "incident 故障", limit=30))
+    assert late in found(search(recall, mind, "incident 故障", limit=30, mode="lexical"))
 
 
 # -- RECALL-04 ---------------------------------------------------------------------------
@@ -404,17 +404,17 @@ def test_recall_10_index_is_derived_and_rebuild_changes_nothing(recall, mind, en
     assert st["documents"] == st["events"] + st["frames"] and st["terms"] > 0
     assert st["last_rebuild"] is None
     before_answers = _answers(recall, mind.context)
-    assert found(recall.search(mind.context, "沙箱 权限"))[0] == "memory/sandbox"
+    assert found(recall.search(mind.context, "沙箱 权限", mode="lexical"))[0] == "memory/sandbox"
     before = _authoritative(endpoints.storage, mind.context)
     rebuilt = recall.rebuild(mind.context)
     assert _authoritative(endpoints.storage, mind.context) == before  # not one authoritative byte
     assert rebuilt["last_rebuild"]["documents"] == st["documents"]
     assert rebuilt["documents"] == st["documents"] and rebuilt["position"] == head
     assert _answers(recall, mind.context) == before_answers
-    assert found(recall.search(mind.context, "沙箱 权限"))[0] == "memory/sandbox"
+    assert found(recall.search(mind.context, "沙箱 权限", mode="lexical"))[0] == "memory/sandbox"
     # Commits after the rebuild are picked up again from the change feed.
     e = mind.event("post-rebuild 沙箱 note")
-    assert found(search(recall, mind, "post-rebuild")) == [e["ref"]]
+    assert found(search(recall, mind, "post-rebuild", mode="lexical")) == [e["ref"]]
 
 
 def test_recall_10_follower_resumes_exactly_after_restart(fresh_servers):

@@ -11,6 +11,8 @@ the rest are keyword queries.
 """
 from __future__ import annotations
 
+import hybrid_set_more as _more  # tests/quality is on sys.path wherever this set is read
+
 HISTORY: dict[str, str] = {
     # -- releases
     "rel01": "Release 2.3 paused until legal signs off on updated terms of service",
@@ -259,4 +261,8 @@ KEYWORD: list[tuple[str, set[str]]] = [
     ("周五 上线", {"pref04"}),
 ]
 
+# Conversation turns, tool results and decisions (hybrid_set_more.py) join the history.
+HISTORY.update(_more.HISTORY)
+PARAPHRASE += _more.PARAPHRASE
+KEYWORD += _more.KEYWORD
 QUERIES = PARAPHRASE + KEYWORD

@@ -1,5 +1,5 @@
-"""The default embedder (services/recall/embedding/lsa.py): LSA learned from the
-context's own text, deterministic, restorable, any script."""
+"""The LSA embedder (services/recall/embedding/lsa.py, `--embedder lsa`): learned from
+the context's own text, deterministic, restorable, any script."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from morphz.services.recall.embedding.api import Embedder
-from morphz.services.recall.embedding.default import default_embedder
 from morphz.services.recall.embedding.lsa import MIN_DOCS, LsaEmbedder
 
 # Three topics, each with its own vocabulary in English and Chinese; documents mix
@@ -48,11 +47,11 @@ def _norm(v: list[float]) -> float:
 
 @pytest.fixture(scope="module")
 def fitted() -> LsaEmbedder:
-    return default_embedder().fitted(_corpus())
+    return LsaEmbedder().fitted(_corpus())
 
 
-def test_default_embedder_is_an_embedder_with_its_identity():
-    e = default_embedder()
+def test_lsa_embedder_is_an_embedder_with_its_identity():
+    e = LsaEmbedder()
     assert isinstance(e, LsaEmbedder)
     embedder: Embedder = e  # the protocol's attributes and methods
     assert embedder.identity.name == "morphz-lsa" and embedder.identity.dimension > 0
@@ -60,7 +59,7 @@ def test_default_embedder_is_an_embedder_with_its_identity():
 
 
 def test_same_corpus_same_state_bytes_same_vectors(fitted):
-    again = default_embedder().fitted(_corpus())
+    again = LsaEmbedder().fitted(_corpus())
     assert again.learned and fitted.learned
     assert again.state() == fitted.state()
     texts = ["release the new version", "数据库连接池耗尽", "refund 退款 for customer"]
@@ -68,12 +67,12 @@ def test_same_corpus_same_state_bytes_same_vectors(fitted):
 
 
 def test_a_different_corpus_gives_a_different_state(fitted):
-    assert default_embedder().fitted(_corpus(seed=8)).state() != fitted.state()
+    assert LsaEmbedder().fitted(_corpus(seed=8)).state() != fitted.state()
 
 
 def test_restore_round_trip_gives_the_same_vectors_and_state(fitted):
     state = fitted.state()
-    restored = default_embedder().restore(state)
+    restored = LsaEmbedder().restore(state)
     assert restored.learned and restored.identity == fitted.identity
     assert restored.state() == state
     texts = _corpus()[:20] + ["an unseen sentence", "全新的句子", ""]
@@ -84,14 +83,14 @@ def test_restore_round_trip_gives_the_same_vectors_and_state(fitted):
                                   "数据库查询变慢，连接池耗尽",
                                   "customer 退款 failed twice, 账单 wrong"])
 def test_chinese_english_and_mixed_texts_give_unit_vectors(fitted, text):
-    for embedder in (fitted, default_embedder()):  # learned and hashed mode
+    for embedder in (fitted, LsaEmbedder()):  # learned and hashed mode
         (v,) = embedder.embed([text])
         assert len(v) == embedder.identity.dimension
         assert _norm(v) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_empty_text_gives_zeros(fitted):
-    for embedder in (fitted, default_embedder()):
+    for embedder in (fitted, LsaEmbedder()):
         for v in embedder.embed(["", "   ", "，。!?"]):
             assert len(v) == embedder.identity.dimension and not any(v)
 
@@ -124,21 +123,21 @@ def test_learned_basis_relates_words_that_share_documents(fitted):
 def test_unfitted_embedder_knows_no_topics():
     """The same check against the hashed mode: it must fail there, or the check
     above would prove nothing."""
-    closest = _closest_without_the_word(default_embedder(), "launch")
+    closest = _closest_without_the_word(LsaEmbedder(), "launch")
     assert not all(_of_topic(d, 0) for d in closest)
 
 
 def test_a_corpus_too_small_to_learn_from_gives_hashed_vectors_that_still_match():
-    small = default_embedder().fitted(_corpus()[:MIN_DOCS - 1])
+    small = LsaEmbedder().fitted(_corpus()[:MIN_DOCS - 1])
     assert not small.learned
     q, near, far = small.embed(["payment refund", "the refund of a payment", "版本发布"])
     assert _cos(q, near) > 0.5 and _cos(q, far) < 0.2
-    assert default_embedder().restore(small.state()).embed(["x y"]) == small.embed(["x y"])
+    assert LsaEmbedder().restore(small.state()).embed(["x y"]) == small.embed(["x y"])
 
 
 def test_restore_refuses_foreign_or_mismatched_state(fitted):
     with pytest.raises(ValueError):
-        default_embedder().restore(b"not a state")
+        LsaEmbedder().restore(b"not a state")
     with pytest.raises(ValueError):
         LsaEmbedder(dimension=64).restore(fitted.state())
 
@@ -148,8 +147,8 @@ def test_state_does_not_depend_on_the_process(fitted):
     state is kept beside the vectors and must match what a restart would learn)."""
     code = ("import hashlib, sys; sys.path.insert(0, 'tests/unit'); "
             "import test_embedding_lsa as t; "
-            "from morphz.services.recall.embedding.default import default_embedder; "
-            "print(hashlib.sha256(default_embedder().fitted(t._corpus()).state()).hexdigest())")
+            "from morphz.services.recall.embedding.lsa import LsaEmbedder; "
+            "print(hashlib.sha256(LsaEmbedder().fitted(t._corpus()).state()).hexdigest())")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], cwd=root, check=True, text=True,
                          capture_output=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
