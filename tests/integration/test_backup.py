@@ -150,7 +150,7 @@ def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before
                 assert status["documents"] == c.status(context)["event_count"] + \
                     len(c.list_frames(context)["frames"])
             kind, context, ref, text, *_ = next(a for a in before if a[0] == "event")
-            hits = rc.search(context, text.split()[-1])["results"]
+            hits = rc.search(context, text.split()[-1], mode="lexical")["results"]
             assert [h["ref"] for h in hits] == [ref]
     finally:
         copy.stop()

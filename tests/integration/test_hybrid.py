@@ -239,3 +239,40 @@ def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
             assert second["vectors"]["fingerprint"] == first["vectors"]["fingerprint"]
     finally:
         server.kill()
+
+
+# -- HYB-04 / HYB-05 ---------------------------------------------------------------------
+def test_hyb_04_a_server_with_the_default_embedder_recalls_by_meaning_across_languages(tmp_path):
+    """The real default embedder (e5 here: this CPU has AVX2), named explicitly: the rest
+    of the suite's servers embed with hashing (tests/conftest.py)."""
+    from morphz.services.recall.embedding.cpu import runs_e5_engine
+    context = "hyb-04"
+    server = ServerProcess(tmp_path / "data", args=["--embedder", "default"]).start()
+    try:
+        with server.channel() as ch:
+            tx = TransactionClient(ch, timeout=30)
+            tx.create_context(context)
+            refs = {text: tx.append_event(context, "s1", "user-message", text)["ref"] for text in (
+                "Release 2.3 paused until legal signs off on the new terms of service",
+                "数据库连接池耗尽，查询排队超过 2 秒",
+                "lunch order for the team: noodles from the place downstairs",
+                "the printer on the third floor is out of toner again",
+                "用户喜欢简短的回答，先给结论再给细节")}
+            recall = RecallClient(ch, timeout=60)
+            st = recall.inspect(context)
+            name = "e5-small" if runs_e5_engine()[0] else "use-m3"
+            assert st["embedder"].startswith(f"{name}@") and "+" in st["embedder"]
+            assert st["embedder_note"] == ""
+            # No query shares a word with its memory; the default mode is hybrid.
+            for query, text in (("why did we hold the launch", 0), ("回复尽量简洁", 4),
+                                ("too many open sessions to Postgres", 1),
+                                ("the user likes brief replies", 4)):
+                hits = search(recall, context, query)["results"]
+                want = refs[list(refs)[text]]
+                assert hits and hits[0]["ref"] == want, (query, hits)
+                assert hits[0]["vector_rank"] == 1  # found by the vector leg
+            # An exact match stays first (HYB-05): the lexical leg holds the whole query.
+            hits = search(recall, context, "printer toner")["results"]
+            assert hits[0]["ref"] == refs[list(refs)[3]] and hits[0]["lexical_rank"] == 1
+    finally:
+        server.kill()

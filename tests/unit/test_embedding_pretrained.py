@@ -150,3 +150,19 @@ def test_hyb_05_fusion_keeps_the_vector_legs_paraphrase_hit_and_the_exact_lexica
     fused = fuse(exact, dense + [RankedHit("e:7", 0.3)], idf_total)
     assert fused[0].key == "e:7" and (fused[0].lexical_rank, fused[0].vector_rank) == (1, 12)
     assert {h.key for h in fused} >= {h.key for h in noise}
+
+
+def test_hashing_embeds_a_batch_holding_nuls_and_lone_surrogates_text_by_text():
+    """The hashing embedder joins a batch with NULs: a NUL the analyzer kept inside a
+    text (as after a letter of a right-to-left script) split it, and the batch failed
+    to index (found by tests/integration/test_fuzz_bodies.py)."""
+    from morphz.services.recall.embedding.hashing import HashingEmbedder
+    from morphz.shared.text.analyze import terms_text
+    assert "\0" in terms_text("\U0001f680\u05d5\0")  # what the fuzz found
+    emb = HashingEmbedder()
+    texts = ["disk\0full alert", "\U0001f680\u05d5\0 rocket", "refund \ud800 queue"]
+    batch = emb.embed_array(texts)
+    assert batch.shape == (3, emb.identity.dimension)
+    alone = np.vstack([emb.embed_array([t]) for t in texts])
+    assert np.allclose(batch, alone)
+    assert np.allclose(batch[0], emb.embed_array(["disk full alert"])[0])

@@ -48,11 +48,13 @@ def _moved(tx, indexer) -> None:
 
 def test_recall_03_kept_searcher_pages_the_first_pages_set(setup):
     tx, indexer, recall, clock = setup
-    first = recall.search("c", "incident", limit=4, caller=IN_PROCESS_CALLER)
+    # Lexical: the cursor pins the lexical searcher only (hybrid's vector leg is read
+    # as it is at each page, services/recall/core/hybrid.py).
+    first = recall.search("c", "incident", limit=4, mode="lexical", caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     clock.now = 59
     second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
-                           caller=IN_PROCESS_CALLER)
+                           mode="lexical", caller=IN_PROCESS_CALLER)
     refs = [h["ref"] for h in first["results"] + second["results"]]
     assert len(refs) == len(set(refs)) == 6 and second["next_cursor"] == ""
     assert second["index_position"] == first["index_position"]

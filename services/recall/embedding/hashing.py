@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from morphz.services.recall.embedding.api import EmbedderIdentity
+from morphz.services.recall.embedding.textprep import clean
 from morphz.shared.text.analyze import terms_text
 
 NAME, VERSION = "hashing", "1"
@@ -58,7 +59,9 @@ class HashingEmbedder:
         if not texts:
             return out
         # All texts as one code point array: " t1 t2 " NUL " t3 " NUL ...
-        joined = "\0".join(f" {terms_text(t)} " for t in texts) + "\0"
+        # (Cleaned first: a NUL inside a text would split it, a lone surrogate cannot
+        # be encoded.)
+        joined = "\0".join(f" {terms_text(clean(t))} " for t in texts) + "\0"
         cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
         owner = np.cumsum(cps == _SEP) - (cps == _SEP)  # index of the text of each position
         # Trigrams: none across texts, none with a space in the middle (across terms).

@@ -19,11 +19,16 @@ MAX_CHARS = 2048
 
 def prepared(text: str, max_chars: int = MAX_CHARS) -> str:
     """The text a model may embed ("" when there is nothing to embed)."""
-    text = text[:max_chars]  # first: the rest of the work is bounded by it
+    text = clean(text[:max_chars])  # cut first: the rest of the work is bounded by it
+    return text if text.strip() else ""
+
+
+def clean(text: str) -> str:
+    """The text without NULs and lone surrogates (uncut)."""
     if "\0" in text:
         text = text.replace("\0", " ")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: through UTF-16, which pairs what pairs
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text if text.strip() else ""
+    return text
