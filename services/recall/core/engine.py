@@ -238,15 +238,23 @@ class RecallCore:
         exact, key = hybrid.exact_target(m, query)
         leg = idx.vectors
         lexical_empty = searcher.num_docs <= 1
+
+        def more_lexical(first: list):
+            """The lexical leg past its first FUSE_DEPTH hits (None: it had no more)."""
+            if len(first) < hybrid.FUSE_DEPTH:
+                return None
+            return lambda offset, count: idx.search(searcher, lex_query, offset, count)
         if exact:
-            found = hybrid.ranked(idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH),
-                                  "lexical")
+            lex = idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH)
+            found = hybrid.ranked(lex, "lexical")
             # The named item only if it passes the same kind/session/time filters.
             item = idx.search(searcher, dataclasses.replace(lex_query, terms=[], keys=[key]),
                               0, 1) if key is not None else []
             ranked = hybrid.pinned_first(
                 hybrid.RankedHit(item[0].key, 0.0, item[0].time_us) if item else None, found)
-            return {"fetch": lambda offset, count: ranked[offset:offset + count],
+            more = more_lexical(lex)
+            return {"fetch": lambda offset, count: hybrid.lexical_tail(ranked, more, offset,
+                                                                       count),
                     "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
         if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
             return {"fetch": lambda offset, count: [], "empty_reason": lambda: "empty_index"}
@@ -265,12 +273,14 @@ class RecallCore:
             return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
                               since_us=since_us, until_us=until_us,
                               min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
+        more = None
         if mode == "vector":
             ranked = hybrid.ranked(vector_leg(), "vector")
         else:
             lex, vec = self._beside.both(
                 lambda: idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH), vector_leg)
             ranked = hybrid.fuse(lex, vec, sum(ContextIndex.idf(searcher, words)))
+            more = more_lexical(lex)
 
         def empty() -> str:
             """empty_index: nothing embedded to compare with (and, for hybrid, the
@@ -278,7 +288,7 @@ class RecallCore:
             if leg.searchable() or (mode == "hybrid" and not lexical_empty):
                 return "no_match"
             return "empty_index"
-        return {"fetch": lambda offset, count: ranked[offset:offset + count],
+        return {"fetch": lambda offset, count: hybrid.lexical_tail(ranked, more, offset, count),
                 "empty_reason": empty}
 
     # -- paged reads ------------------------------------------------------------------------

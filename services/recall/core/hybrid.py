@@ -34,15 +34,17 @@ number is not embedded (ids and numbers carry no meaning to an embedder): the it
 names comes first (when it exists and passes the filters), then the lexical leg's
 hits, in its deterministic order.
 
-Vector and hybrid results stop after FUSE_DEPTH candidates per leg (pages included),
-and the next page reads the vector leg as it is then (the lexical leg's searcher is
-pinned by the cursor, the vectors are not).
+Vector results stop after the vector leg's FUSE_DEPTH candidates. Hybrid and exact
+results go on past the fused list with the rest of the lexical leg, in its order
+(lexical_tail), so paging a default search still reaches every lexical match. The next
+page reads the vector leg as it is then (the lexical leg's searcher is pinned by the
+cursor, the vectors are not).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from morphz.services.recall.core.documents import event_key, frame_key
 from morphz.services.recall.index.vector_index import key_order
@@ -123,6 +125,21 @@ def ranked(hits: list, leg: str) -> list[RankedHit]:
     """One leg's hits with their rank in it."""
     return [RankedHit(h.key, h.score, h.time_us, **{f"{leg}_rank": i})
             for i, h in enumerate(hits, 1)]
+
+
+def lexical_tail(ranked: list[RankedHit], more: Optional[Callable[[int, int], list]],
+                 offset: int, count: int) -> list[RankedHit]:
+    """ranked[offset:offset + count], continued past its end by the lexical hits below
+    its first FUSE_DEPTH (`more(offset, count)` reads the lexical leg; None: the leg had
+    fewer, nothing follows), skipping those the fused list already holds."""
+    head = ranked[offset:offset + count]
+    if more is None or len(head) == count:
+        return head
+    start, need = max(0, offset - len(ranked)), count - len(head)
+    listed = {h.key for h in ranked}  # at most FUSE_DEPTH of the tail's hits are listed
+    tail = [RankedHit(h.key, h.score, h.time_us, lexical_rank=FUSE_DEPTH + i)
+            for i, h in enumerate(more(FUSE_DEPTH, start + need + len(listed)), 1)]
+    return head + [h for h in tail if h.key not in listed][start:start + need]
 
 
 def pinned_first(item: Optional[RankedHit], hits: list[RankedHit]) -> list[RankedHit]:
