@@ -59,6 +59,7 @@ MAX_WINDOW = 1 << 20
 BIG_TX_CHARS = 16 << 10
 BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
+MAX_BATCH_EVENTS = 10_000  # append_events: items in one commit
 
 
 @dataclass
@@ -66,6 +67,47 @@ class RawWrite:
     """What a `build` returns to store a record outside the Mind (no event, no revision)."""
     reply: dict
     writes: list[Write]
+
+
+@dataclass
+class _Batch:
+    """What append_events' `build` gives: each item's build, applied in order to one state."""
+    steps: list[Callable[[MindState], Union[R.Event, dict]]]
+    replies: list[dict] = None
+
+
+def _apply_batch(m: MindState, batch: _Batch) -> Optional[dict]:
+    """Each step applied after the one before it (its seq follows); {"events": replies},
+    or None when every step was an idempotent retry (batch.replies holds theirs)."""
+    batch.replies, applied = [], False
+    for i, step in enumerate(batch.steps):
+        try:
+            ev = step(m)
+            if not isinstance(ev, dict):
+                chain.link(m, ev)
+                ev, applied = apply_event(m, ev, None), True
+        except MorphzError as e:
+            e.details.setdefault("index", i)
+            raise
+        batch.replies.append(ev)
+    return {"events": batch.replies} if applied else None
+
+
+def check_occurred_at(value: str) -> str:
+    """'' or the time normalized to ISO 8601 with microseconds and its own offset; a time
+    without an offset is refused (whose local time would it be?)."""
+    if not value:
+        return ""
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except (ValueError, TypeError):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"occurred_at {str(value)[:64]!r} is not "
+                          "an ISO 8601 time (e.g. 2026-08-04T09:00:00+08:00)",
+                          field="occurred_at") from None
+    if dt.utcoffset() is None:
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"occurred_at {value[:64]!r} has no UTC "
+                          "offset; add one (e.g. +08:00 or Z)", field="occurred_at")
+    return dt.isoformat(timespec="microseconds")
 
 
 def payload_hash(payload: dict) -> str:
@@ -175,6 +217,11 @@ class TransactionCore:
                 return ev, None, None, pipe.last_ticket()
             if isinstance(ev, RawWrite):  # a record outside the Mind
                 reply, writes = ev.reply, ev.writes
+            elif isinstance(ev, _Batch):
+                reply = _apply_batch(m, ev)
+                if reply is None:  # every item was applied before: nothing to write
+                    return {"events": ev.replies}, None, None, pipe.last_ticket()
+                writes = m.writes()
             else:
                 sees = Viewer(m, ev.session).sees_seq \
                     if ev.kind == R.CONTEXT_TX and ev.session else None
@@ -254,11 +301,41 @@ class TransactionCore:
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
                      activation: str = "", target_session: str = "", secret: bool = False,
-                     caller: Caller) -> dict:
+                     occurred_at: str = "", caller: Caller) -> dict:
         """An input, an action of an open activation (`activation`), or a message to
         another session (`target_session`); causal.py decides where it belongs.
-        `secret`: the text is shown only where a request reveals secrets (secrets.py)."""
+        `secret`: the text is shown only where a request reveals secrets (secrets.py).
+        `occurred_at`: when it happened where it came from (ISO 8601 with an offset)."""
         check_name(context, "context")
+        step = self._append_step(context, session, kind, text, request_id=request_id,
+                                 actor=actor, causal_refs=causal_refs, activation=activation,
+                                 target_session=target_session, secret=secret,
+                                 occurred_at=occurred_at, caller=caller)
+        return {"replayed": False, **self._write(context, step)}
+
+    def append_events(self, context: str, events: list[dict], *, caller: Caller) -> dict:
+        """Many appends in one commit (an import): all of them or none. Each item takes
+        append_event's keywords plus session, kind, text; each keeps its own request id,
+        so a batch sent again applies only the items not yet applied."""
+        check_name(context, "context")
+        if not 0 < len(events) <= MAX_BATCH_EVENTS:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"give 1..{MAX_BATCH_EVENTS} events",
+                              field="events", count=len(events))
+        steps = []
+        for i, item in enumerate(events):
+            try:
+                steps.append(self._append_step(context, caller=caller, **item))
+            except MorphzError as e:
+                e.details.setdefault("index", i)
+                raise
+        reply = self._write(context, _Batch(steps))
+        return {"events": [dict({"replayed": False}, **r) for r in reply["events"]]}
+
+    def _append_step(self, context: str, session: str, kind: str, text: str, *,
+                     request_id: str, actor: str, causal_refs: list[str], activation: str,
+                     target_session: str, secret: bool, occurred_at: str,
+                     caller: Caller) -> Callable[[MindState], Union[R.Event, dict]]:
+        """Checks one append and returns the `build` that applies it."""
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
         size = utf8_len(text)  # (a 30 MB text is not copied to be measured)
@@ -268,12 +345,13 @@ class TransactionCore:
         check_label(actor, "actor")
         if request_id:
             check_name(request_id, "request_id")
+        occurred = check_occurred_at(occurred_at)
         refs = req.refs
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
         payload.update({k: v for k, v in (("activation", activation),
                                           ("target_session", target_session),
-                                          ("secret", secret)) if v})
+                                          ("secret", secret), ("occurred_at", occurred)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
             policy.check_any(m, context, caller, policy.WRITE)
@@ -289,9 +367,11 @@ class TransactionCore:
                 data["payload_hash"] = payload_hash(payload)
             if secret:
                 data["secret"] = True
+            if occurred:
+                data[R.OCCURRED_AT] = occurred
             return self._event(m, context, kind, session=owner, actor=actor or kind,
                                causal_refs=refs, text=text, request_id=request_id, data=data)
-        return {"replayed": False, **self._write(context, build)}
+        return build
 
     def activate(self, context: str, session: str, *, caller: Caller) -> dict:
         check_name(context, "context")
@@ -483,6 +563,7 @@ class TransactionCore:
                                                       R.CONTEXT_TX)})
             view["text"] = secrets.shown_text(ev, reveal_secrets)
             view["secret"] = secrets.is_secret_event(data)
+            view["occurred_at"] = data.get(R.OCCURRED_AT, "")
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)
