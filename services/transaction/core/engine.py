@@ -49,6 +49,7 @@ from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
+from morphz.shared.occurred import check_occurred_at
 from morphz.shared.telemetry import NO_TRACING
 
 log = logging.getLogger(__name__)
@@ -91,23 +92,6 @@ def _apply_batch(m: MindState, batch: _Batch) -> Optional[dict]:
             raise
         batch.replies.append(ev)
     return {"events": batch.replies} if applied else None
-
-
-def check_occurred_at(value: str) -> str:
-    """'' or the time normalized to ISO 8601 with microseconds and its own offset; a time
-    without an offset is refused (whose local time would it be?)."""
-    if not value:
-        return ""
-    try:
-        dt = datetime.fromisoformat(value.strip())
-    except (ValueError, TypeError):
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"occurred_at {str(value)[:64]!r} is not "
-                          "an ISO 8601 time (e.g. 2026-08-04T09:00:00+08:00)",
-                          field="occurred_at") from None
-    if dt.utcoffset() is None:
-        raise MorphzError("CONTEXT_INPUT_INVALID", f"occurred_at {value[:64]!r} has no UTC "
-                          "offset; add one (e.g. +08:00 or Z)", field="occurred_at")
-    return dt.isoformat(timespec="microseconds")
 
 
 def payload_hash(payload: dict) -> str:
