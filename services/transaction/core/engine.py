@@ -74,12 +74,20 @@ class RawWrite:
 class _Batch:
     """What append_events' `build` gives: each item's build, applied in order to one state."""
     steps: list[Callable[[MindState], Union[R.Event, dict]]]
+    # What holds for the whole batch (the context exists, the caller may write it),
+    # checked first so that its refusal names no item.
+    check: Callable[[MindState], None] = lambda m: None
     replies: list[dict] = None
+
+    def __call__(self, m: MindState) -> "_Batch":
+        """As a `build` it is itself: _submit applies its steps (_apply_batch)."""
+        return self
 
 
 def _apply_batch(m: MindState, batch: _Batch) -> Optional[dict]:
     """Each step applied after the one before it (its seq follows); {"events": replies},
     or None when every step was an idempotent retry (batch.replies holds theirs)."""
+    batch.check(m)
     batch.replies, applied = [], False
     for i, step in enumerate(batch.steps):
         try:
@@ -312,7 +320,10 @@ class TransactionCore:
             except MorphzError as e:
                 e.details.setdefault("index", i)
                 raise
-        reply = self._write(context, _Batch(steps))
+        def check(m: MindState) -> None:
+            policy.check_any(m, context, caller, policy.WRITE)
+            m.require_meta(context)
+        reply = self._write(context, _Batch(steps, check))
         return {"events": [dict({"replayed": False}, **r) for r in reply["events"]]}
 
     def _append_step(self, context: str, session: str, kind: str, text: str, *,
