@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Optional, Union
 
@@ -77,7 +77,7 @@ class _Batch:
     # What holds for the whole batch (the context exists, the caller may write it),
     # checked first so that its refusal names no item.
     check: Callable[[MindState], None] = lambda m: None
-    replies: list[dict] = None
+    replies: list[dict] = field(default_factory=list)  # set by each _apply_batch
 
     def __call__(self, m: MindState) -> "_Batch":
         """As a `build` it is itself: _submit applies its steps (_apply_batch)."""
@@ -320,6 +320,7 @@ class TransactionCore:
             except MorphzError as e:
                 e.details.setdefault("index", i)
                 raise
+
         def check(m: MindState) -> None:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
