@@ -113,3 +113,32 @@ def test_recall_12_a_search_never_finds_its_own_earlier_results(recall, mind):
     recall.rebuild(mind.context)
     assert found(search(recall, mind, "sandbox quota")) == [target["ref"]]
     assert obs not in found(search(recall, mind, "", since="2000-01-01T00:00:00Z", limit=100))
+
+
+def test_recall_11_events_without_an_occurred_time_are_stored_as_before(mind, storage):
+    """Backward compatible: the field lives in the event's data only where given, so an
+    event appended without it is the record it always was; audit replays both kinds."""
+    plain = mind.event("no source time", request_id="plain-1")
+    dated = mind.event("with a source time", occurred_at=OLD.isoformat())
+    with storage.reader(mind.context) as r:
+        raw_plain = r.get("events", (int(plain["ref"][2:]),))
+        raw_dated = r.get("events", (int(dated["ref"][2:]),))
+    assert b'"occurred_at"' not in raw_plain
+    assert b'"occurred_at":"2019-03-01T09:30:00.000000+08:00"' in raw_dated
+    # The same request again is a replay (its payload hash is the one it always had).
+    assert mind.event("no source time", request_id="plain-1")["replayed"] is True
+    report = mind.client.audit(mind.context)
+    assert report["match"], report
+    assert mind.client.rebuild_projections(mind.context)["rewritten"] == {}
+
+
+def test_a_batch_is_bounded_and_names_the_item_it_refuses(mind, expect_rejected):
+    expect_rejected("CONTEXT_INPUT_INVALID", mind.client.append_events, mind.context, [])
+    ok = {"session": "s1", "kind": "user-message", "text": "fine"}
+    err = expect_rejected("EVENT_KIND_INVALID", mind.client.append_events, mind.context,
+                          [ok, ok, dict(ok, kind="no-such-kind")])
+    assert err.details["index"] == 2
+    err = expect_rejected("CONTEXT_NOT_FOUND", mind.client.append_events,
+                          mind.context + "-missing", [ok])
+    assert "index" not in err.details  # the whole batch's refusal names no item
+    assert mind.status()["event_count"] == 1

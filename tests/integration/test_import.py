@@ -126,6 +126,18 @@ def test_dur_09_a_bad_line_is_named_and_nothing_is_imported(server_process, tmp_
     assert [b["line"] for b in bad] == [3, 4]
     assert bad[0]["field"] == "occurred_at"
     assert client.status(ctx)["event_count"] == 1  # nothing applied
+    # `context event --occurred-at` refuses a time without an offset the same way.
+    naive = run_cli("context", "event", "--context", ctx, "--session", "s1", "--kind",
+                    "user-message", "--text", "x", "--occurred-at", "2018-01-01T08:00:00",
+                    "--format=json", address=srv.address)
+    assert naive.returncode == 1
+    assert json.loads(naive.stdout)["error"]["details"]["field"] == "occurred_at"
+    dated = run_cli("context", "event", "--context", ctx, "--session", "s1", "--kind",
+                    "user-message", "--text", "x", "--occurred-at", "2018-01-01T08:00:00Z",
+                    "--format=json", address=srv.address)
+    ref = json.loads(dated.stdout)["ref"]
+    read = run_cli("context", "read", ref, "--context", ctx, address=srv.address)
+    assert "occurred_at: 2018-01-01T08:00:00.000000+00:00" in read.stdout
 
 
 @pytest.mark.parametrize("batch", ["0", "10001"])
