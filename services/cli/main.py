@@ -22,7 +22,7 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
-from morphz.services.cli import backup_cmds, encoding_cmds, recall_cmds
+from morphz.services.cli import backup_cmds, encoding_cmds, import_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
                                         global_options, print_json, seconds_up_to_a_day,
                                         unsigned)
@@ -121,7 +121,8 @@ def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
     return client.append_event(args.context, args.session, args.kind, text,
                                request_id=args.request_id, actor=args.actor,
                                causal_refs=args.causal_refs, activation=args.activation,
-                               target_session=args.to, secret=args.secret)
+                               target_session=args.to, secret=args.secret,
+                               occurred_at=args.occurred_at)
 
 
 def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -287,7 +288,7 @@ def render_event(r: dict, out: TextIO) -> None:
     for key in ("ref", "id", "seq", "kind", "session", "actor", "time", "state",
                 "protected", "causal_refs", "request_id", "context"):
         _line(out, key, r.get(key))
-    for key in ("activation", "call", "target_session", "secret"):
+    for key in ("activation", "call", "target_session", "secret", "occurred_at"):
         if r.get(key):
             _line(out, key, r[key])
     print(file=out)
@@ -365,7 +366,7 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
 # SERVICE (the service its commands call), add_commands(add) -> names it added
 # (add(name, help) returns a subparser) and
 # COMMANDS: name -> (call(channel, args) -> dict, text renderer, exit status of a reply).
-EXTENSIONS = (recall_cmds, encoding_cmds)
+EXTENSIONS = (recall_cmds, encoding_cmds, import_cmds)
 
 
 # -- the parser ------------------------------------------------------------------------------
@@ -486,6 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
                    nargs="+", default=[], help="events this one was caused by")
     p.add_argument("--secret", action="store_true",
                    help="the text is secret: shown as [secret @eN] unless revealed")
+    p.add_argument("--occurred-at", default="", metavar="TIME",
+                   help="when it happened at its source: ISO 8601 with an offset "
+                   "(default: when it is recorded)")
 
     p = add("activate", "claim a session's pending inputs")
     p.add_argument("--session", required=True)

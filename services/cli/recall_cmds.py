@@ -132,13 +132,18 @@ def _progress(client: RecallClient, context: str, done: threading.Event, out: Te
 
 
 # -- text rendering ------------------------------------------------------------------------
+def occurred(h: dict) -> str:
+    """A hit's source time, where it has one (since/until compared that one)."""
+    return f" (occurred {h['occurred_at']})" if h.get("occurred_at") else ""
+
+
 def render_recall(r: dict, out: TextIO) -> None:
     if "results" in r:
         for h in r["results"]:
             legs = (f" (lexical #{h['lexical_rank'] or '-'}, vector #{h['vector_rank'] or '-'})"
                     if "vector_rank" in h else "")
             print(f"{h['score']:8.3f} {h['kind']:5} {h['ref'] or h['id']} [{h['state'] or '-'}] "
-                  f"{h['time']}{legs}", file=out)
+                  f"{h['time']}{occurred(h)}{legs}", file=out)
             print(f"         {h['preview']}", file=out)
         if not r["results"]:
             print(f"no results ({r.get('empty') or 'end of results'})", file=out)

@@ -45,7 +45,8 @@ class RecallClient:
         return {"results": [{"kind": h.kind, "ref": h.ref, "id": h.id, "state": h.state,
                              "score": h.score, "time": h.time, "session": h.session,
                              "event_kind": h.event_kind, "preview": h.preview,
-                             "revision": h.revision,
+                             "revision": h.revision, "occurred_at": h.occurred_at,
+                             "time_basis": h.time_basis,
                              # each leg's rank: only where there are legs (as the core)
                              **({"lexical_rank": h.lexical_rank,
                                  "vector_rank": h.vector_rank}

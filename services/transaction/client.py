@@ -77,11 +77,20 @@ class TransactionClient:
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=(),
                      activation: str = "", target_session: str = "", secret: bool = False,
-                     caller: Optional[Caller] = None) -> dict:
+                     occurred_at: str = "", caller: Optional[Caller] = None) -> dict:
         return self._call("AppendEvent", pb.AppendEventRequest, context=context,
                           session=session, kind=kind, text=text, request_id=request_id,
                           actor=actor, causal_refs=list(causal_refs), activation=activation,
-                          target_session=target_session, secret=secret)
+                          target_session=target_session, secret=secret,
+                          occurred_at=occurred_at)
+
+    def append_events(self, context: str, events: list[dict], *,
+                      caller: Optional[Caller] = None) -> dict:
+        """`events`: append_event's keywords (session, kind, text, ...) per event."""
+        items = [build_request(pb.AppendEventRequest, **dict(
+            e, causal_refs=list(e.get("causal_refs", ())))) for e in events]
+        return self._call("AppendEvents", pb.AppendEventsRequest, context=context,
+                          events=items)
 
     def activate(self, context: str, session: str, *,
                  caller: Optional[Caller] = None) -> dict:

@@ -28,13 +28,20 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def AppendEvent(self, request, context):
-        reply = self._core.append_event(
-            request.context, request.session, request.kind, request.text,
-            request_id=request.request_id, actor=request.actor,
-            causal_refs=list(request.causal_refs), activation=request.activation,
-            target_session=request.target_session, secret=request.secret,
-            caller=caller_of(context))
+        reply = self._core.append_event(request.context, **_append_fields(request),
+                                        caller=caller_of(context))
         return from_plain(reply, pb.AppendEventResponse)
+
+    @rpc_boundary
+    def AppendEvents(self, request, context):
+        for i, e in enumerate(request.events):
+            if e.context not in ("", request.context):
+                raise MorphzError("CONTEXT_INPUT_INVALID", "an event of the batch names "
+                                  "another context", field="events.context", index=i)
+        reply = self._core.append_events(request.context,
+                                         [_append_fields(e) for e in request.events],
+                                         caller=caller_of(context))
+        return from_plain(reply, pb.AppendEventsResponse)
 
     @rpc_boundary
     def Activate(self, request, context):
@@ -104,3 +111,10 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def ListContexts(self, request, context):
         return from_plain(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
+
+
+def _append_fields(r: pb.AppendEventRequest) -> dict:
+    return {"session": r.session, "kind": r.kind, "text": r.text,
+            "request_id": r.request_id, "actor": r.actor, "causal_refs": list(r.causal_refs),
+            "activation": r.activation, "target_session": r.target_session,
+            "secret": r.secret, "occurred_at": r.occurred_at}

@@ -32,6 +32,17 @@ CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")
 # A change of the context's policy (who may do what), made by an administrator.
 POLICY = "policy"
+# Where an event's `data` keeps when it happened at its source (an append's occurred_at);
+# absent: it happened when it was recorded (`time`).
+OCCURRED_AT = "occurred_at"
+# Kinds kept out of recall's index: a recall observation holds a search's own results,
+# so indexing it would let a search find its earlier results as evidence.
+UNINDEXED_KINDS = ("recall",)
+
+
+def occurred_at(data: Optional[dict]) -> str:
+    """The source time an event's data holds, '' when none was given."""
+    return (data or {}).get(OCCURRED_AT, "")
 
 
 # An event's short ref, read as the S-expression reader reads one (ASCII digits, bounded).

@@ -102,14 +102,23 @@ class AsyncClient:
     async def append_event(self, context: str, *, session: str, kind: str, text: str,
                            actor: str = "", causal_refs: Iterable[str] = (), activation: str = "",
                            target_session: str = "", secret: bool = False,
-                           request_id: Optional[str] = None) -> txn.AppendEventResponse:
+                           request_id: Optional[str] = None,
+                           occurred_at: str = "") -> txn.AppendEventResponse:
         """Any input: user-message | tool-result | approval | external | message | action.
         request_id None: a fresh one (the call is then retried safely); "": none.
-        secret: the text is shown as [secret @eN] unless a read asks to reveal it."""
+        secret: the text is shown as [secret @eN] unless a read asks to reveal it.
+        occurred_at: when it happened at its source, ISO 8601 with a UTC offset (else
+        it happened when recorded); time-range recall filters on it."""
         return await self._send(C.append_event(
             context, session=session, kind=kind, text=text, actor=actor,
             causal_refs=causal_refs, activation=activation, target_session=target_session,
-            secret=secret, request_id=request_id))
+            secret=secret, request_id=request_id, occurred_at=occurred_at))
+
+    async def append_events(self, context: str,
+                            events: Iterable[dict]) -> txn.AppendEventsResponse:
+        """Many events in one commit (all or none), each given as append_event's keywords;
+        each keeps its own request id, so a batch sent again applies only what was not."""
+        return await self._send(C.append_events(context, events))
 
     async def send_message(self, context: str, *, session: str, to: str, text: str,
                            actor: str = "", request_id: Optional[str] = None) \

@@ -66,13 +66,26 @@ def status(context: str) -> Call:
 
 def append_event(context: str, *, session: str, kind: str, text: str, actor: str,
                  causal_refs: Iterable[str], activation: str, target_session: str,
-                 secret: bool, request_id: Optional[str]) -> Call:
+                 secret: bool, request_id: Optional[str], occurred_at: str = "") -> Call:
     request = _build(txn.AppendEventRequest, context=context, session=session, kind=kind,
                      text=text, actor=actor, causal_refs=list(causal_refs),
                      activation=activation, target_session=target_session, secret=secret,
-                     request_id=new_request_id() if request_id is None else request_id)
+                     request_id=new_request_id() if request_id is None else request_id,
+                     occurred_at=occurred_at)
     return Call(TRANSACTION, "AppendEvent", request,
                 Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
+
+
+def append_events(context: str, events: Iterable[dict]) -> Call:
+    """Each event: append_event's keywords (session, kind, text, ...); one without a
+    request_id gets a fresh one, so the whole batch is retried safely."""
+    items = [_build(txn.AppendEventRequest, **dict(
+        e, causal_refs=list(e.get("causal_refs", ())),
+        request_id=new_request_id() if e.get("request_id") is None else e["request_id"]))
+        for e in events]
+    request = _build(txn.AppendEventsRequest, context=context, events=items)
+    return Call(TRANSACTION, "AppendEvents", request,
+                Safety.IDEMPOTENT if all(i.request_id for i in items) else Safety.NEVER)
 
 
 def activate(context: str, session: str) -> Call:

@@ -61,6 +61,9 @@ export interface AppendEventOptions {
   secret?: boolean;
   /** undefined: a fresh one (the call is then retried safely); "": none. */
   requestId?: string;
+  /** When it happened at its source: ISO 8601 with a UTC offset (else when recorded);
+   * time-range search filters on it. A time without an offset is CONTEXT_INPUT_INVALID. */
+  occurredAt?: string;
 }
 
 /** Rights a policy grants: read, write, recall, encode, reveal, admin. */
@@ -228,6 +231,7 @@ export class Client {
       context, session: options.session, kind: options.kind, text: options.text, actor: options.actor ?? "",
       causalRefs: options.causalRefs ?? [], activation: options.activation ?? "",
       targetSession: options.targetSession ?? "", secret: options.secret ?? false, requestId,
+      occurredAt: options.occurredAt ?? "",
     };
     return this.tx("AppendEvent", request, requestId ? "request_id" : "never");
   }

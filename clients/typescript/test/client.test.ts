@@ -298,6 +298,22 @@ describe("recall", () => {
     const found = await mz.search(ctx, "regression", { mode: "lexical" });
     assert.deepEqual(found.results.map((h) => h.ref), [ev.ref]);
   });
+
+  test("recall_11_occurred_time_travels_and_filters_time_range_search", async () => {
+    const ctx = fresh("occurred");
+    await mz.createContext(ctx);
+    const old = await mz.appendEvent(ctx, { session: "main", kind: "user-message", text: "imported note", occurredAt: "2019-03-01T09:30:00+08:00" });
+    const naive = await rejection(mz.appendEvent(ctx, { session: "main", kind: "user-message", text: "x", occurredAt: "2019-03-01T09:30:00" }));
+    assert.deepEqual([naive.reason, naive.details.field], ["CONTEXT_INPUT_INVALID", "occurred_at"]);
+    assert.equal((await mz.event(ctx, old.ref)).occurredAt, "2019-03-01T09:30:00.000000+08:00");
+    for (let i = 0; (await mz.inspectIndex(ctx)).lag > 0; i++) {
+      assert.ok(i < 200, "the recall index did not catch up");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const found = await mz.search(ctx, "", { since: "2019-03-01T01:00:00Z", until: "2019-03-01T02:00:00Z" });
+    assert.deepEqual(found.results.map((h) => [h.ref, h.timeBasis, h.occurredAt]),
+      [[old.ref, "occurred", "2019-03-01T09:30:00.000000+08:00"]]);
+  });
 });
 
 describe("encoding and snapshots", () => {

@@ -95,7 +95,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                 seq in roots, target_of(ev), total if preview else None,
                 # Only what the cache keeps: a large event not kept is held no longer
                 # than this step (the Obs holds its preview).
-                seen if kept else None)
+                seen if kept else None, occurred=R.occurred_at(ev.data))
         observations.append(o)
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).

@@ -34,6 +34,7 @@ class Obs:
     total_bytes: Optional[int] = None
     # Its event as a RowCache keeps it (render keeps the items made of it there).
     seen: Optional["SeenEvent"] = field(default=None, compare=False, repr=False)
+    occurred: str = ""  # when it happened at its source, where that was given
 
 
 MAX_ITEMS_PER_EVENT = 8

@@ -192,7 +192,7 @@ BODY = obj({
         "observations": list_of(obj(
             {"ref": ref, "kind": text, "session": text, "actor": text, "time": text,
              "residency": text, "protected": flag, "freshness": text, "root": flag},
-            {"target": text})),
+            {"target": text, "occurred": text})),
         "frames": list_of(obj({"id": ident, "revision": count, "state": text,
                                "protected": flag, "retire_reason": text, "due_tick": count,
                                "remaining_ticks": count})),

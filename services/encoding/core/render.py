@@ -162,7 +162,9 @@ def inbox_item(o: Obs, preview_bytes: int) -> Item:
     whose = (f"(from {atom_text(o.session)}) (to {atom_text(o.target)})" if o.target
              else f"(session {atom_text(o.session)})")
     meta = (f"(kind {atom_text(o.kind)}) {whose} "
-            f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) ")
+            f"(actor {sexpr.render(o.actor)}) (time {sexpr.render(o.time)}) "
+            # Only where given: an encoding of events without it stays byte-exact.
+            + (f"(occurred {sexpr.render(o.occurred)}) " if o.occurred else ""))
     if o.residency == PREVIEW:
         shown = preview_text(o.text, preview_bytes)
         shown_bytes = len(shown.encode("utf-8"))

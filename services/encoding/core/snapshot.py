@@ -49,7 +49,8 @@ def freeze(snapshot_id: str, m: Material, r: Rendered, *, parent: str, must_read
             "observations": [{"ref": f"@e{o.seq}", "kind": o.kind, "session": o.session,
                               "actor": o.actor, "time": o.time, "residency": o.residency,
                               "protected": o.protected, "freshness": o.freshness,
-                              "root": o.root, **({"target": o.target} if o.target else {})}
+                              "root": o.root, **({"target": o.target} if o.target else {}),
+                              **({"occurred": o.occurred} if o.occurred else {})}
                              for o in m.observations],
             "frames": [f.frozen or frame_input(f) for f in m.frames],
             "relations": m.relations, "checkpoints": m.checkpoints, "sessions": m.sessions,
@@ -203,7 +204,7 @@ def thaw(record: dict, m: MindView) -> tuple[Material, list[str]]:
                     problems.append(f"{o['ref']}: event identity differs from the record")
             observations.append(Obs(seq, o["kind"], o["session"], o["actor"], o["time"], text,
                                     o["residency"], o["protected"], o["freshness"], o["root"],
-                                    o.get("target", "")))
+                                    o.get("target", ""), occurred=o.get("occurred", "")))
         frames = []
         for f in inputs["frames"]:
             old = m.frame_at(f["id"], revision) if revision else None

@@ -40,9 +40,16 @@ def frame_text(f: R.Frame) -> str:
     return f"{f.id}\n{secrets.frame_body(f.id, f.body)}"[:MAX_INDEXED_CHARS]
 
 
+def indexed(kind: str) -> bool:
+    """Whether events of this kind are indexed: a recall observation is not (its text is
+    a search's results; indexed, later searches would find them as evidence). It stays
+    readable by ref."""
+    return kind not in R.UNINDEXED_KINDS
+
+
 def event_doc(ev: R.Event) -> Doc:
     return Doc(event_key(ev.seq), "event", terms_text(event_text(ev)),
-               event_time_us(ev.time), ev.session)
+               event_time_us(ev.time, ev.data), ev.session)
 
 
 def frame_doc(f: R.Frame, changed: Optional[R.Event]) -> Doc:

@@ -312,7 +312,7 @@ class RecallCore:
                 head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
                         "state": m.observation_state(ev.seq),
                         "time": ev.time, "session": ev.session, "event_kind": ev.kind,
-                        "revision": 0}
+                        "revision": 0, "occurred_at": R.occurred_at(ev.data)}
                 text = secrets.shown_text(ev)
             else:
                 f = None if is_ref(ref) else m.frame(ref)

@@ -32,7 +32,7 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
-    raw_event_text)
+    indexed, raw_event_text)
 from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.core.tokenpool import event_batches
@@ -253,7 +253,7 @@ class Indexer:
             leg.append(b.vec_docs, b.vectors, partition=False)
             damaged += b.damaged
             if prog.get("running"):
-                prog["done"] += len(b.vec_docs) + b.damaged
+                prog["done"] += len(b.vec_docs) + b.damaged + b.skipped
             yield from b.docs
         if damaged:
             _log.warning("%s: %d events do not decode; not indexed", context, damaged)
@@ -347,7 +347,7 @@ class Indexer:
     def _gather_event(self, context: str, m: MindState, seq: int, part: "_Part") -> None:
         with _skipping_damaged(context, event_key(seq)):
             ev = m.event(seq)
-            if ev is None:  # a stray row a repair moved aside
+            if ev is None or not indexed(ev.kind):  # moved aside by a repair; not indexed
                 part.deletes.append(event_key(seq))
             else:
                 part.add(event_key(seq), event_doc(ev), event_text(ev))

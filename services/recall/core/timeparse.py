@@ -5,6 +5,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind import records as R
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
@@ -34,7 +35,10 @@ def parse_bound(value: str, field: str) -> Optional[int]:
     return to_us(dt)
 
 
-def event_time_us(value: str) -> Optional[int]:
+def event_time_us(value: str, data: Optional[dict] = None) -> Optional[int]:
+    """The time an event is indexed under: when it occurred at its source where its
+    `data` says (an append's occurred_at), else `value`, when it was recorded."""
+    value = (data or {}).get(R.OCCURRED_AT) or value
     try:
         return to_us(datetime.fromisoformat(value))
     except (ValueError, TypeError):

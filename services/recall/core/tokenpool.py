@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, Optional
 
 import numpy as np
 
-from morphz.services.recall.core.documents import event_key, raw_event_text
+from morphz.services.recall.core.documents import event_key, indexed, raw_event_text
 from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.core.timeparse import event_time_us
@@ -49,6 +49,7 @@ class Batch:
     texts: list[str] = field(default_factory=list)  # kept only when not embedded here
     vectors: Optional[np.ndarray] = None  # None: embed `texts` (or no embedder asked)
     damaged: int = 0  # events that do not decode: left out (audit reports the damage)
+    skipped: int = 0  # events of a kind not indexed (documents.indexed)
 
 
 def analyze(raws: list[bytes], embedder: Optional[Embedder] = None, *,
@@ -59,8 +60,11 @@ def analyze(raws: list[bytes], embedder: Optional[Embedder] = None, *,
     for raw in raws:
         try:
             ev = event_dict(raw)
+            if not indexed(ev["kind"]):
+                out.skipped += 1
+                continue
             key, text = event_key(ev["seq"]), raw_event_text(ev)
-            time_us, session = event_time_us(ev["time"]), ev.get("session", "")
+            time_us, session = event_time_us(ev["time"], ev.get("data")), ev.get("session", "")
             if lexical:  # event_doc, from the stored JSON (no record object)
                 doc = Doc(key, "event", terms_text(text), time_us, session)
                 out.docs.append(doc_json(doc) if as_json else doc)

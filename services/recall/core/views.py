@@ -23,13 +23,19 @@ def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
             "state": m.observation_state(seq),
             "score": score, "time": ev["time"], "session": ev.get("session", ""),
             "event_kind": ev["kind"], "preview": marker.preview(secrets.shown_dict_text(ev)),
-            "revision": 0}
+            "revision": 0, **time_basis(ev.get("data"))}
+
+
+def time_basis(data: Optional[dict]) -> dict:
+    """An event's source time, and which time since/until compared (documents.py)."""
+    occurred = R.occurred_at(data)
+    return {"occurred_at": occurred, "time_basis": "occurred" if occurred else "recorded"}
 
 
 def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> dict:
     return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
             "time": time, "session": "", "event_kind": "", "preview": marker.preview(secrets.frame_body(f.id, f.body)),
-            "revision": f.revision}
+            "revision": f.revision, "occurred_at": "", "time_basis": "recorded"}
 
 
 def _node(**fields) -> dict:

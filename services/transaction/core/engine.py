@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Optional, Union
 
@@ -49,6 +49,7 @@ from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
+from morphz.shared.occurred import check_occurred_at
 from morphz.shared.telemetry import NO_TRACING
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ MAX_WINDOW = 1 << 20
 BIG_TX_CHARS = 16 << 10
 BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
+MAX_BATCH_EVENTS = 10_000  # append_events: items in one commit
 
 
 @dataclass
@@ -66,6 +68,38 @@ class RawWrite:
     """What a `build` returns to store a record outside the Mind (no event, no revision)."""
     reply: dict
     writes: list[Write]
+
+
+@dataclass
+class _Batch:
+    """What append_events' `build` gives: each item's build, applied in order to one state."""
+    steps: list[Callable[[MindState], Union[R.Event, dict]]]
+    # What holds for the whole batch (the context exists, the caller may write it),
+    # checked first so that its refusal names no item.
+    check: Callable[[MindState], None] = lambda m: None
+    replies: list[dict] = field(default_factory=list)  # set by each _apply_batch
+
+    def __call__(self, m: MindState) -> "_Batch":
+        """As a `build` it is itself: _submit applies its steps (_apply_batch)."""
+        return self
+
+
+def _apply_batch(m: MindState, batch: _Batch) -> Optional[dict]:
+    """Each step applied after the one before it (its seq follows); {"events": replies},
+    or None when every step was an idempotent retry (batch.replies holds theirs)."""
+    batch.check(m)
+    batch.replies, applied = [], False
+    for i, step in enumerate(batch.steps):
+        try:
+            ev = step(m)
+            if not isinstance(ev, dict):
+                chain.link(m, ev)
+                ev, applied = apply_event(m, ev, None), True
+        except MorphzError as e:
+            e.details.setdefault("index", i)
+            raise
+        batch.replies.append(ev)
+    return {"events": batch.replies} if applied else None
 
 
 def payload_hash(payload: dict) -> str:
@@ -175,6 +209,11 @@ class TransactionCore:
                 return ev, None, None, pipe.last_ticket()
             if isinstance(ev, RawWrite):  # a record outside the Mind
                 reply, writes = ev.reply, ev.writes
+            elif isinstance(ev, _Batch):
+                reply = _apply_batch(m, ev)
+                if reply is None:  # every item was applied before: nothing to write
+                    return {"events": ev.replies}, None, None, pipe.last_ticket()
+                writes = m.writes()
             else:
                 sees = Viewer(m, ev.session).sees_seq \
                     if ev.kind == R.CONTEXT_TX and ev.session else None
@@ -254,11 +293,45 @@ class TransactionCore:
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
                      activation: str = "", target_session: str = "", secret: bool = False,
-                     caller: Caller) -> dict:
+                     occurred_at: str = "", caller: Caller) -> dict:
         """An input, an action of an open activation (`activation`), or a message to
         another session (`target_session`); causal.py decides where it belongs.
-        `secret`: the text is shown only where a request reveals secrets (secrets.py)."""
+        `secret`: the text is shown only where a request reveals secrets (secrets.py).
+        `occurred_at`: when it happened where it came from (ISO 8601 with an offset)."""
         check_name(context, "context")
+        step = self._append_step(context, session, kind, text, request_id=request_id,
+                                 actor=actor, causal_refs=causal_refs, activation=activation,
+                                 target_session=target_session, secret=secret,
+                                 occurred_at=occurred_at, caller=caller)
+        return {"replayed": False, **self._write(context, step)}
+
+    def append_events(self, context: str, events: list[dict], *, caller: Caller) -> dict:
+        """Many appends in one commit (an import): all of them or none. Each item takes
+        append_event's keywords plus session, kind, text; each keeps its own request id,
+        so a batch sent again applies only the items not yet applied."""
+        check_name(context, "context")
+        if not 0 < len(events) <= MAX_BATCH_EVENTS:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"give 1..{MAX_BATCH_EVENTS} events",
+                              field="events", count=len(events))
+        steps = []
+        for i, item in enumerate(events):
+            try:
+                steps.append(self._append_step(context, caller=caller, **item))
+            except MorphzError as e:
+                e.details.setdefault("index", i)
+                raise
+
+        def check(m: MindState) -> None:
+            policy.check_any(m, context, caller, policy.WRITE)
+            m.require_meta(context)
+        reply = self._write(context, _Batch(steps, check))
+        return {"events": [dict({"replayed": False}, **r) for r in reply["events"]]}
+
+    def _append_step(self, context: str, session: str, kind: str, text: str, *,
+                     request_id: str, actor: str, causal_refs: list[str], activation: str,
+                     target_session: str, secret: bool, occurred_at: str,
+                     caller: Caller) -> Callable[[MindState], Union[R.Event, dict]]:
+        """Checks one append and returns the `build` that applies it."""
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
         size = utf8_len(text)  # (a 30 MB text is not copied to be measured)
@@ -268,12 +341,13 @@ class TransactionCore:
         check_label(actor, "actor")
         if request_id:
             check_name(request_id, "request_id")
+        occurred = check_occurred_at(occurred_at)
         refs = req.refs
         payload = {"session": session, "kind": kind, "text": text, "actor": actor, "refs": refs}
         # Only when set, so requests made before these fields keep their payload hash.
         payload.update({k: v for k, v in (("activation", activation),
                                           ("target_session", target_session),
-                                          ("secret", secret)) if v})
+                                          ("secret", secret), ("occurred_at", occurred)) if v})
 
         def build(m: MindState) -> Union[R.Event, dict]:
             policy.check_any(m, context, caller, policy.WRITE)
@@ -289,9 +363,11 @@ class TransactionCore:
                 data["payload_hash"] = payload_hash(payload)
             if secret:
                 data["secret"] = True
+            if occurred:
+                data[R.OCCURRED_AT] = occurred
             return self._event(m, context, kind, session=owner, actor=actor or kind,
                                causal_refs=refs, text=text, request_id=request_id, data=data)
-        return {"replayed": False, **self._write(context, build)}
+        return build
 
     def activate(self, context: str, session: str, *, caller: Caller) -> dict:
         check_name(context, "context")
@@ -483,6 +559,7 @@ class TransactionCore:
                                                       R.CONTEXT_TX)})
             view["text"] = secrets.shown_text(ev, reveal_secrets)
             view["secret"] = secrets.is_secret_event(data)
+            view["occurred_at"] = data.get(R.OCCURRED_AT, "")
             view["ref"] = R.ref(seq)
             view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
             view["protected"] = bool(obs and obs.protected)
