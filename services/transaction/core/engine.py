@@ -48,6 +48,7 @@ from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
+from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.telemetry import NO_TRACING
 
@@ -236,6 +237,7 @@ class TransactionCore:
     # -- contexts ----------------------------------------------------------------------
     def create_context(self, context: str, window: int = 0, *, caller: Caller) -> dict:
         check_name(context, "context")
+        namespaces.check_create(context, caller)
         if not 0 <= window <= MAX_WINDOW:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
                               field="window")
