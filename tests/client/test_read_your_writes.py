@@ -5,9 +5,10 @@ with the lag it could not close, not an error. The TypeScript client's counterpa
 clients/typescript/test/client.test.ts."""
 from __future__ import annotations
 
+import asyncio
 import time
 
-from morphz.client import Client, Credentials
+from morphz.client import AsyncClient, Client, Credentials
 
 ROUNDS = 50
 
@@ -67,3 +68,18 @@ def test_recall_13_zero_asks_for_no_wait(mz, cx):
     mz.append_event(cx, session="s1", kind="user-message", text="whatever")
     reply = mz.search(cx, "whatever", min_commit_seq=0)
     assert reply.unclosed_lag == 0  # nothing was asked for: nothing unclosed
+
+
+def test_recall_13_the_async_client_reads_its_writes_too(endpoints, cx):
+    async def story() -> list:
+        async with AsyncClient(endpoints.transaction, recall=endpoints.recall,
+                               credentials=Credentials()) as amz:
+            missed = []
+            for i in range(20):
+                event = await amz.append_event(cx, session="s1", kind="user-message",
+                                               text=f"async{i} entry")
+                reply = await amz.search(cx, f"async{i}")
+                if refs(reply) != [event.ref]:
+                    missed.append(i)
+            return missed
+    assert asyncio.run(story()) == []
