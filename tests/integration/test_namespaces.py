@@ -17,9 +17,10 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
 
-from tests.topology import ServerProcess
+from tests.topology import ServerProcess, SplitServers
 
-TOKENS = {p: f"{p}-token-namespaces-0123456789" for p in ("alice", "bob", "carol", "root")}
+TOKENS = {p: f"{p}-token-namespaces-0123456789" for p in ("alice", "bob", "carol", "root",
+                                                          "morphz-service")}
 
 
 def token_file(tmp_path) -> str:
@@ -126,3 +127,36 @@ def test_sec_09_a_context_made_in_development_mode_is_handed_over(tmp_path):
         assert code == 0  # alice administers it now
     finally:
         srv.kill()
+
+
+@pytest.mark.split_processes
+def test_sec_09_every_service_of_a_split_cluster_resolves_names_alike(tmp_path):
+    service_token = tmp_path / "service.token"
+    service_token.write_text(TOKENS["morphz-service"] + "\n")
+    flags = ["--tokens", token_file(tmp_path), "--service-token-file", str(service_token),
+             "--private-namespaces"]
+    cluster = SplitServers(tmp_path / "split", args=flags,
+                           auth=ClientAuth(token=TOKENS["root"])).start()
+    try:
+        ends = cluster.endpoints
+
+        def as_(who: str, address: str):
+            return ClientAuth(token=TOKENS[who]).channel(address)
+        for who in ("alice", "carol"):
+            made = TransactionClient(as_(who, ends.transaction), timeout=30).create_context(
+                "notes")
+            assert made["context"] == f"~{who}/notes"
+            TransactionClient(as_(who, ends.transaction), timeout=30).append_event(
+                "notes", "main", "user-message", f"{who} wrote this")
+        for who in ("alice", "carol"):
+            found = RecallClient(as_(who, ends.recall), timeout=30).search(
+                "notes", "wrote", min_commit_seq=3)
+            assert [h["preview"] for h in found["results"]] == [f"{who} «wrote» this"]
+            encoded = EncodingClient(as_(who, ends.encoding), timeout=30).compile(
+                "notes", "main")
+            assert f"{who} wrote this" in encoded["text"]
+        with pytest.raises(MorphzError) as info:
+            RecallClient(as_("carol", ends.recall), timeout=30).search("~alice/notes", "wrote")
+        assert info.value.reason == "FORBIDDEN"
+    finally:
+        cluster.kill()
