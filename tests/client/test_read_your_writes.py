@@ -24,8 +24,8 @@ def test_recall_13_fifty_appends_then_a_search_finds_the_fiftieth(mz, cx):
                                text=f"note number {i} marker{i}")
     assert last.commit_seq > 0
     assert mz.positions.of(cx) == last.commit_seq
-    reply = mz.search(cx, f"marker{ROUNDS - 1}")
-    assert refs(reply) == [last.ref]
+    reply = mz.search(cx, f"marker{ROUNDS - 1}")  # the default mode (hybrid) finds more
+    assert last.ref in refs(reply)
     assert reply.unclosed_lag == 0
     assert reply.index_position >= last.commit_seq
 
@@ -37,7 +37,7 @@ def test_recall_13_every_search_right_after_its_append_finds_it(mz, cx):
     for i in range(ROUNDS):
         event = mz.append_event(cx, session="s1", kind="user-message", text=f"item{i} here")
         reply = mz.search(cx, f"item{i}")
-        if refs(reply) != [event.ref]:
+        if event.ref not in refs(reply):
             missed.append((i, reply.lag))
     assert missed == []
 
@@ -79,7 +79,7 @@ def test_recall_13_the_async_client_reads_its_writes_too(endpoints, cx):
                 event = await amz.append_event(cx, session="s1", kind="user-message",
                                                text=f"async{i} entry")
                 reply = await amz.search(cx, f"async{i}")
-                if refs(reply) != [event.ref]:
+                if event.ref not in refs(reply):
                     missed.append(i)
             return missed
     assert asyncio.run(story()) == []
