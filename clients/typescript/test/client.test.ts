@@ -309,14 +309,14 @@ describe("recall", () => {
     }
     assert.ok(last!.commitSeq > 0);
     assert.equal(mz.writePosition(ctx), last!.commitSeq);
-    const found = await mz.search(ctx, "marker49");
-    assert.deepEqual(found.results.map((h) => h.ref), [last!.ref]);
+    const found = await mz.search(ctx, "marker49");  // the default mode (hybrid) finds more
+    assert.ok(found.results.map((h) => h.ref).includes(last!.ref));
     assert.equal(found.unclosedLag, 0);
     const missed = [];
     for (let i = 0; i < 20; i++) {  // and each search right after its append
       const ev = await mz.appendEvent(ctx, { session: "s1", kind: "user-message", text: `item${i}` });
       const reply = await mz.search(ctx, `item${i}`);
-      if (reply.results.map((h) => h.ref).join() !== ev.ref) missed.push(i);
+      if (!reply.results.map((h) => h.ref).includes(ev.ref)) missed.push(i);
     }
     assert.deepEqual(missed, []);
   });
