@@ -35,11 +35,13 @@ class Caller:
     process (IN_PROCESS: start-up checks, tools and tests holding the core itself).
     `service`: the services' own principal (they call each other with it, after checking
     the user's rights where the user's call arrived). `admin`: a server-wide
-    administrator (`morphz serve --admin`)."""
+    administrator (`morphz serve --admin`). `namespace`: where its bare context names
+    live ("": the default namespace; shared/namespaces.py)."""
     principal: str
     via: str
     service: bool = False
     admin: bool = False
+    namespace: str = ""
 
     @property
     def authenticated(self) -> bool:

@@ -27,6 +27,7 @@ from grpc_status import rpc_status
 from morphz.shared.auth import MTLS, OPEN_CALLER, TOKEN, Caller, Tokens
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import to_status
+from morphz.shared.namespaces import Namespaces, in_namespace
 
 AUTHORIZATION = "authorization"  # gRPC metadata keys are lower case
 BEARER = "bearer"
@@ -39,17 +40,21 @@ class Authenticator:
     server runs mutual TLS) or its bearer token (when it knows tokens)."""
 
     def __init__(self, *, tokens: Optional[Tokens], mtls: bool,
-                 service_principal: str, admins: Iterable[str] = ()) -> None:
-        """`admins`: the server-wide administrators' principals."""
+                 service_principal: str, admins: Iterable[str] = (),
+                 namespaces: Optional[Namespaces] = None) -> None:
+        """`admins`: the server-wide administrators' principals; `namespaces`: where the
+        others' context names live (administrators and the services: the default)."""
         if tokens is None and not mtls:
             raise ValueError("an Authenticator needs tokens or mutual TLS")
         self._tokens, self._mtls = tokens, mtls
         self._service = service_principal
         self._admins = frozenset(admins)
+        self._namespaces = namespaces or Namespaces()  # None: one default namespace
 
     def _caller(self, principal: str, via: str) -> Caller:
-        return Caller(principal, via, service=principal == self._service,
-                      admin=principal in self._admins)
+        service, admin = principal == self._service, principal in self._admins
+        return Caller(principal, via, service=service, admin=admin,
+                      namespace="" if service or admin else self._namespaces.of(principal))
 
     def authenticate(self, context: grpc.ServicerContext) -> Caller:
         """The call's Caller; MorphzError UNAUTHENTICATED when there is none."""
@@ -104,6 +109,16 @@ def _refuse(context: grpc.ServicerContext, err: MorphzError):
     context.abort_with_status(rpc_status.to_status(to_status(err)))
 
 
+def _resolve_context(request, namespace: str) -> None:
+    """A request's `context` as the name the caller means: in its namespace, if it has
+    one (shared/namespaces.py); every service resolves it here, before its servicer."""
+    if not namespace or not hasattr(request, "DESCRIPTOR"):  # a stream: no context field
+        return
+    if "context" in request.DESCRIPTOR.fields_by_name and isinstance(request.context, str) \
+            and request.context:
+        request.context = in_namespace(request.context, namespace)
+
+
 class ServerAuth(grpc.ServerInterceptor):
     """Authenticates every call but health checks; `internal`: the gRPC services (full
     names) that serve the services' own principal only."""
@@ -133,7 +148,9 @@ class ServerAuth(grpc.ServerInterceptor):
 
         def guarded(behavior):
             def call(request_or_iterator, context):
-                return behavior(request_or_iterator, admit(method, context))
+                admitted = admit(method, context)
+                _resolve_context(request_or_iterator, admitted.caller.namespace)
+                return behavior(request_or_iterator, admitted)
             return call
 
         kind = (handler.request_streaming, handler.response_streaming)

@@ -76,9 +76,17 @@ def check_any(view: MindView, context: str, caller: Caller, right: str) -> None:
         raise forbidden(context, caller, right)
 
 
+# Said with every refusal, whatever the context (so it tells nothing about it): contexts
+# made in development mode have no policy, and only a server-wide admin reaches them.
+WHAT_TO_DO = ("; ask an admin of the context for a grant (a context made without "
+              "authentication has none: a server administrator, `morphz serve --admin`, "
+              "grants it with `morphz context policy grant PRINCIPAL admin --context NAME`)")
+
+
 def forbidden(context: str, caller: Caller, right: str, session: str = WHOLE) -> MorphzError:
-    """The one refusal: it names what was asked, never whether the context exists."""
+    """The one refusal: it names what was asked and what to do, never whether the
+    context exists."""
     where = f"context {context}" + (f" as session {session}" if session else "")
     who = echo(caller.principal)  # a certificate's name is not bounded like a token's
-    return MorphzError("FORBIDDEN", f"principal {who} may not {right} in {where}",
+    return MorphzError("FORBIDDEN", f"principal {who} may not {right} in {where}{WHAT_TO_DO}",
                        principal=who, context=context, right=right, session=session or None)

@@ -118,11 +118,15 @@ def cmd_status(client: TransactionClient, args: argparse.Namespace) -> dict:
 
 def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
     text = args.text if args.text is not None else read_text(args.file)
-    return client.append_event(args.context, args.session, args.kind, text,
-                               request_id=args.request_id, actor=args.actor,
-                               causal_refs=args.causal_refs, activation=args.activation,
-                               target_session=args.to, secret=args.secret,
-                               occurred_at=args.occurred_at)
+    reply = client.append_event(args.context, args.session, args.kind, text,
+                                request_id=args.request_id, actor=args.actor,
+                                causal_refs=args.causal_refs, activation=args.activation,
+                                target_session=args.to, secret=args.secret,
+                                occurred_at=args.occurred_at)
+    # The receipt as it always was: commit_seq serves a client's later searches (a
+    # one-shot command has none), and `context status` shows the context's.
+    reply.pop("commit_seq", None)
+    return reply
 
 
 def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -578,6 +582,13 @@ def security_options(serve: argparse.ArgumentParser) -> None:
                    help="a server-wide administrator: may do anything in every context and "
                    "list them all (repeatable; everyone else is bound by each context's "
                    "policy: `morphz context policy`)")
+    g.add_argument("--namespace", dest="namespaces", metavar="PRINCIPAL=NAMESPACE",
+                   action="append", default=[],
+                   help="the namespace (a tenant) PRINCIPAL's context names live in: its "
+                   "name N means ~NAMESPACE/N (repeatable; needs authentication)")
+    g.add_argument("--private-namespaces", action="store_true",
+                   help="every principal without --namespace gets a namespace of its own, "
+                   "named after it")
     g.add_argument("--service-principal", metavar="NAME", default=DEFAULT_SERVICE_PRINCIPAL,
                    help="the services' own principal: the only one the storage API serves "
                    f"(default: {DEFAULT_SERVICE_PRINCIPAL})")
@@ -604,7 +615,8 @@ def run_serve(args: argparse.Namespace) -> int:
                         tls_client_ca=args.tls_client_ca, tls_ca=args.server_tls_ca,
                         tokens=args.tokens, service_token=service_token,
                         service_principal=args.service_principal,
-                        admins=tuple(args.admins))
+                        admins=tuple(args.admins), namespaces=tuple(args.namespaces),
+                        private_namespaces=args.private_namespaces)
     try:
         return serve(listen, args.data, args.role, args.storage, args.transaction,
                      etcd=args.etcd, instance=args.instance, advertise=args.advertise,

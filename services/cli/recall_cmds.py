@@ -51,6 +51,10 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                    help="hybrid (both legs fused, the server's default: lexical hits that "
                    "hold less than half the query abstain), lexical (BM25) or vector "
                    "(embeddings); hits show each leg's rank")
+    p.add_argument("--min-commit-seq", type=unsigned(64), default=0,
+                   help="read your writes: the context version (commit_seq, as a write's "
+                   "reply or `context status` gives it) the index must reach first; the "
+                   "reply's unclosed_lag is what a bounded wait could not close")
     evaluation_options(p)
 
     p = sub.add_parser("read", parents=[common], help="read full content in pages")
@@ -87,7 +91,7 @@ def call_recall(channel, args: argparse.Namespace) -> dict:
                              limit=args.limit, kinds=args.kinds, states=args.states,
                              sessions=args.sessions, cursor=args.cursor,
                              mode=args.mode,
-                             evaluation=_evaluation(args))
+                             evaluation=_evaluation(args), min_commit_seq=args.min_commit_seq)
     if args.recall_action == "read":
         return client.read(args.context, args.ref, offset=args.offset, limit=args.limit,
                            evaluation=_evaluation(args))

@@ -35,11 +35,12 @@ class RecallClient:
 
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               mode: str = "", evaluation: Optional[dict] = None) -> dict:
+               mode: str = "", evaluation: Optional[dict] = None,
+               min_commit_seq: int = 0) -> dict:
         req = build_request(pb.SearchRequest, context=context, query=query, since=since,
                        until=until, limit=limit, kinds=list(kinds), states=list(states),
                        sessions=list(sessions), cursor=cursor, mode=mode,
-                       evaluation=_evaluation(evaluation))
+                       evaluation=_evaluation(evaluation), min_commit_seq=min_commit_seq)
         reply = call(self._stub.Search, req, timeout=self._timeout)
         # Spelled out: the hot path (to_plain's reflection costs more than the search).
         return {"results": [{"kind": h.kind, "ref": h.ref, "id": h.id, "state": h.state,
@@ -54,7 +55,7 @@ class RecallClient:
                             for h in reply.results],
                 "next_cursor": reply.next_cursor, "index_position": reply.index_position,
                 "lag": reply.lag, "empty": reply.empty,
-                "observation_ref": reply.observation_ref}
+                "observation_ref": reply.observation_ref, "unclosed_lag": reply.unclosed_lag}
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
-from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
@@ -12,6 +12,16 @@ from morphz.shared.protojson import from_plain
 def _evaluation(request) -> dict:
     ev = request.evaluation
     return {"session": ev.session, "activation": ev.activation}
+
+
+# Of the call's deadline, what a search's wait for its index leaves for the search itself.
+DEADLINE_MARGIN = 0.8
+
+
+def _wait_seconds(context) -> float:
+    """How long a search may wait for its index: part of what its deadline leaves."""
+    left = context.time_remaining()
+    return MAX_WAIT_SECONDS if left is None else min(MAX_WAIT_SECONDS, left * DEADLINE_MARGIN)
 
 
 class RecallServicer(pb_grpc.RecallServiceServicer):
@@ -24,12 +34,13 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             request.context, request.query, since=request.since, until=request.until,
             limit=request.limit, kinds=list(request.kinds), states=list(request.states),
             sessions=list(request.sessions), cursor=request.cursor, mode=request.mode,
-            evaluation=_evaluation(request), caller=caller_of(context))
+            evaluation=_evaluation(request), min_commit_seq=request.min_commit_seq,
+            wait_seconds=_wait_seconds(context), caller=caller_of(context))
         # Built directly: the hot path, and every hit key is a Hit field.
         return pb.SearchResponse(
             results=reply["results"], next_cursor=reply["next_cursor"],
             index_position=reply["index_position"], lag=reply["lag"], empty=reply["empty"],
-            observation_ref=reply["observation_ref"])
+            observation_ref=reply["observation_ref"], unclosed_lag=reply["unclosed_lag"])
 
     @rpc_boundary
     def Read(self, request, context):

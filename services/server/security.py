@@ -1,5 +1,6 @@
 """A server's authentication, as configured (`morphz serve --tls-cert --tls-key
---tls-client-ca --tls-ca --tokens --service-token-file --admin`): what its listeners
+--tls-client-ca --tls-ca --tokens --service-token-file --admin --namespace
+--private-namespaces`): what its listeners
 require of callers and what it presents to the services it calls.
 
 - mutual TLS: --tls-cert/--tls-key (its certificate) with --tls-client-ca (the CA whose
@@ -17,7 +18,9 @@ principal only.
 
 Server-wide administrators (--admin PRINCIPAL, repeatable) may do anything in every
 context and list every context; everyone else is bound by each context's policy
-(shared/policy.py). In a split cluster give every service the same --admin list."""
+(shared/policy.py). Namespaces (--namespace PRINCIPAL=NAMESPACE, --private-namespaces)
+place principals' context names apart (shared/namespaces.py). In a split cluster give
+every service the same --admin and namespace options."""
 from __future__ import annotations
 
 import logging
@@ -30,6 +33,7 @@ from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL, Tokens, check_principa
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import (Authenticator, ClientAuth, ServerAuth, read_pem,
                                      server_credentials)
+from morphz.shared.namespaces import Namespaces
 
 _log = logging.getLogger("morphz.server")
 
@@ -45,6 +49,8 @@ class Security:
     service_token: str = field(default="", repr=False)  # sent to the services it calls
     service_principal: str = DEFAULT_SERVICE_PRINCIPAL
     admins: tuple[str, ...] = ()  # server-wide administrators' principals
+    namespaces: tuple[str, ...] = ()  # PRINCIPAL=NAMESPACE
+    private_namespaces: bool = False  # the others: a namespace of their own
 
     @property
     def authenticates(self) -> bool:
@@ -69,6 +75,10 @@ def check_security(s: Security) -> None:
     if s.admins and not s.authenticates:
         raise missing("admin", "needs authentication (--tls-client-ca or --tokens): "
                       "without it every caller may do anything")
+    if (s.namespaces or s.private_namespaces) and not s.authenticates:
+        raise missing("namespace", "needs authentication (--tls-client-ca or --tokens): "
+                      "without it there is one namespace")
+    Namespaces.parse(s.namespaces, s.private_namespaces)
 
 
 class Guard:
@@ -87,7 +97,9 @@ class Guard:
         self._authenticator = Authenticator(
             tokens=tokens, mtls=client_ca is not None,
             service_principal=s.service_principal,
-            admins=s.admins) if s.authenticates else None
+            admins=s.admins,
+            namespaces=Namespaces.parse(s.namespaces, s.private_namespaces)) \
+            if s.authenticates else None
         ca = read_pem(s.tls_ca, "tls_ca") if s.tls_ca else client_ca
         self.client = ClientAuth(ca=ca, cert=cert if ca else None, key=key if ca else None,
                                  token=s.service_token, tls=ca is not None)

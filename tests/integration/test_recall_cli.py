@@ -65,3 +65,15 @@ def test_hyb_01_cli_hybrid_search_json_hits_carry_each_legs_rank(endpoints, mind
     assert ranks[only_vector][0] == 0 and ranks[only_vector][1] >= 1
     st = morphz(address, "context", "recall-index", "inspect", mind.context)
     assert st["vectors"]["built_by"] == st["embedder"] and st["vectors"]["current"]
+
+
+def test_recall_13_cli_search_names_the_version_it_must_see(endpoints, mind):
+    ev = mind.event("the okapi migration finished")
+    seq = mind.status()["commit_seq"]
+    found = morphz(endpoints.recall, "context", "recall", "search", "okapi",
+                   "--min-commit-seq", str(seq), "--context", mind.context)
+    assert [h["ref"] for h in found["results"]] == [ev["ref"]]
+    assert found["unclosed_lag"] == 0 and found["index_position"] >= seq
+    ahead = morphz(endpoints.recall, "--timeout", "2", "context", "recall", "search", "okapi",
+                   "--min-commit-seq", str(seq + 3), "--context", mind.context)
+    assert ahead["unclosed_lag"] == 3

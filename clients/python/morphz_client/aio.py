@@ -48,6 +48,7 @@ class AsyncClient:
         self.timeout = check_timeout(timeout)
         self.retry = RetryPolicy() if retry is None else retry
         self._metadata = self.credentials.metadata()
+        self.positions = C.WritePositions()  # what searches read after (RECALL-13)
         self.targets = service_targets(target, recall=recall, encoding=encoding)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs = {service: STUBS[service](self._channel(address))
@@ -76,8 +77,10 @@ class AsyncClient:
         hops = 0
         while True:
             try:
-                return await getattr(stub, call.method)(
+                reply = await getattr(stub, call.method)(
                     call.request, timeout=call.timeout or self.timeout, metadata=self._metadata)
+                self.positions.note(call, reply)
+                return reply
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             address = redirect(call, err)
@@ -208,12 +211,19 @@ class AsyncClient:
     async def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                      limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
                      sessions: Iterable[str] = (), cursor: str = "", mode: str = "",
-                     evaluation: Optional[Evaluation] = None) -> rec.SearchResponse:
-        """mode: hybrid (the server's default), lexical or vector (each hit then says its rank in
-        each leg: lexical_rank, vector_rank)."""
+                     evaluation: Optional[Evaluation] = None,
+                     min_commit_seq: Optional[int] = None) -> rec.SearchResponse:
+        """mode: hybrid (the server's default), lexical or vector (each hit then says its
+        rank in each leg: lexical_rank, vector_rank). min_commit_seq: the context version the
+        index must reach first; None: this client's last write's in the context (read
+        your writes), 0: the index as it is. `unclosed_lag` in the reply: what the
+        server's bounded wait could not close."""
+        if min_commit_seq is None:
+            min_commit_seq = self.positions.of(context)
         return await self._send(C.search(context, query, since=since, until=until, limit=limit,
                                          kinds=kinds, states=states, sessions=sessions,
-                                         cursor=cursor, mode=mode, evaluation=evaluation))
+                                         cursor=cursor, mode=mode, evaluation=evaluation,
+                                         min_commit_seq=min_commit_seq))
 
     async def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
                    evaluation: Optional[Evaluation] = None) -> rec.ReadResponse:

@@ -4,6 +4,7 @@ how they wait. Request ids are made here, once per call, so every retry of a wri
 carries the same one and the server answers it with the original receipt."""
 from __future__ import annotations
 
+import threading
 import uuid
 from dataclasses import dataclass
 from enum import Enum
@@ -40,6 +41,33 @@ class Evaluation:
     observation of `session` (so such a call is never retried)."""
     session: str
     activation: str
+
+
+class WritePositions:
+    """Read your writes: the highest `commit_seq` this client's writes returned, per
+    context, which its searches then ask the server's index to reach (RECALL-13), as
+    etcd's clients read at a revision."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def note(self, call: Call, reply: Any) -> None:
+        seq = 0
+        if call.safety is not Safety.READ:  # a batch (AppendEvents) answers per item
+            seq = max([getattr(reply, "commit_seq", 0)] +
+                      [e.commit_seq for e in getattr(reply, "events", ())
+                       if hasattr(e, "commit_seq")])
+        context = getattr(call.request, "context", "")
+        if seq and context:
+            with self._lock:
+                if seq > self._seen.get(context, 0):
+                    self._seen[context] = seq
+
+    def of(self, context: str) -> int:
+        """The last write's position in `context` (0: no write seen)."""
+        with self._lock:
+            return self._seen.get(context, 0)
 
 
 def new_request_id() -> str:
@@ -167,12 +195,12 @@ def _evaluation(e: Optional[Evaluation]) -> tuple[Optional[rec.Evaluation], Safe
 
 def search(context: str, query: str, *, since: str, until: str, limit: int,
            kinds: Iterable[str], states: Iterable[str], sessions: Iterable[str], cursor: str,
-           evaluation: Optional[Evaluation], mode: str = "") -> Call:
+           evaluation: Optional[Evaluation], mode: str = "", min_commit_seq: int = 0) -> Call:
     ev, safety = _evaluation(evaluation)
     return Call(RECALL, "Search", _build(
         rec.SearchRequest, context=context, query=query, since=since, until=until,
         limit=limit, kinds=list(kinds), states=list(states), sessions=list(sessions),
-        cursor=cursor, mode=mode, evaluation=ev), safety)
+        cursor=cursor, mode=mode, evaluation=ev, min_commit_seq=min_commit_seq), safety)
 
 
 def read(context: str, ref: str, *, offset: int, limit: int,

@@ -68,6 +68,7 @@ class Client:
         self.timeout = check_timeout(timeout)
         self.retry = RetryPolicy() if retry is None else retry
         self._metadata = self.credentials.metadata()
+        self.positions = C.WritePositions()  # what searches read after (RECALL-13)
         self.targets = service_targets(target, recall=recall, encoding=encoding)
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs = {service: STUBS[service](self._channel(address))
@@ -96,8 +97,10 @@ class Client:
         hops = 0
         while True:
             try:
-                return getattr(stub, call.method)(
+                reply = getattr(stub, call.method)(
                     call.request, timeout=call.timeout or self.timeout, metadata=self._metadata)
+                self.positions.note(call, reply)
+                return reply
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             address = redirect(call, err)
@@ -227,12 +230,19 @@ class Client:
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
                sessions: Iterable[str] = (), cursor: str = "", mode: str = "",
-               evaluation: Optional[Evaluation] = None) -> rec.SearchResponse:
-        """mode: hybrid (the server's default), lexical or vector (each hit then says its rank in
-        each leg: lexical_rank, vector_rank)."""
+               evaluation: Optional[Evaluation] = None,
+               min_commit_seq: Optional[int] = None) -> rec.SearchResponse:
+        """mode: hybrid (the server's default), lexical or vector (each hit then says its
+        rank in each leg: lexical_rank, vector_rank). min_commit_seq: the context version the
+        index must reach first; None: this client's last write's in the context (read
+        your writes), 0: the index as it is. `unclosed_lag` in the reply: what the
+        server's bounded wait could not close."""
+        if min_commit_seq is None:
+            min_commit_seq = self.positions.of(context)
         return self._send(C.search(context, query, since=since, until=until, limit=limit,
                                    kinds=kinds, states=states, sessions=sessions,
-                                   cursor=cursor, mode=mode, evaluation=evaluation))
+                                   cursor=cursor, mode=mode, evaluation=evaluation,
+                                   min_commit_seq=min_commit_seq))
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[Evaluation] = None) -> rec.ReadResponse:

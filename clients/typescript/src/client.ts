@@ -80,6 +80,10 @@ export interface SearchOptions {
   /** "hybrid" (the server's default), "lexical" or "vector"; hits carry lexicalRank and vectorRank. */
   mode?: "lexical" | "vector" | "hybrid";
   evaluation?: Evaluation;
+  /** Read your writes: the context version (commitSeq) the index must reach first;
+   * undefined: this client's last write's in the context, 0: the index as it is. The
+   * reply's unclosedLag is what the server's bounded wait could not close. */
+  minCommitSeq?: number;
 }
 
 export interface FramesOptions {
@@ -141,6 +145,8 @@ export class Client {
   private readonly token: string;
   private readonly channels = new Map<string, grpc.Channel>();
   private readonly stubs: Record<Service, Stub>;
+  /** The highest commitSeq this client's writes returned, per context (RECALL-13). */
+  private readonly positions = new Map<string, number>();
 
   /** `target`: the server (all-in-one), default $MORPHZ_SERVER or 127.0.0.1:7070. */
   constructor(target?: string, options: ClientOptions = {}) {
@@ -191,8 +197,10 @@ export class Client {
     for (;;) {
       let err: MorphzError;
       try {
-        return await once<Res>(stub[call.method].bind(stub) as UnaryMethod<object, Res>, call.request,
+        const reply = await once<Res>(stub[call.method].bind(stub) as UnaryMethod<object, Res>, call.request,
           this.metadata(), call.timeoutMs ?? this.timeoutMs);
+        if (call.safety !== "read") this.noteWrite(call.request, reply);
+        return reply;
       } catch (e) {
         if (!(e instanceof MorphzError)) throw e;
         err = e;
@@ -207,6 +215,17 @@ export class Client {
       if (!wait || wait.done) throw err;
       await sleep(wait.value);
     }
+  }
+
+  private noteWrite(request: object, reply: unknown): void {
+    const context = (request as { context?: string }).context;
+    const seq = Number((reply as { commitSeq?: number } | null)?.commitSeq ?? 0);
+    if (context && seq > (this.positions.get(context) ?? 0)) this.positions.set(context, seq);
+  }
+
+  /** The commitSeq of this client's last write in `context` (0: none seen). */
+  writePosition(context: string): number {
+    return this.positions.get(context) ?? 0;
   }
 
   private tx<Res>(method: string, request: object, safety: Safety): Promise<Res> {
@@ -335,8 +354,9 @@ export class Client {
   }
 
   search(context: string, query = "", options: SearchOptions = {}): Promise<T.SearchResponse> {
-    const { evaluation, ...rest } = options;
-    return this.recall("Search", { context, query, ...rest }, evaluation);
+    const { evaluation, minCommitSeq, ...rest } = options;
+    const request = { context, query, ...rest, minCommitSeq: minCommitSeq ?? this.writePosition(context) };
+    return this.recall("Search", request, evaluation);
   }
 
   /** A page of an event's (@eN, id) or a frame's full text. */

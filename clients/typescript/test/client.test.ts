@@ -314,6 +314,41 @@ describe("recall", () => {
     assert.deepEqual(found.results.map((h) => [h.ref, h.timeBasis, h.occurredAt]),
       [[old.ref, "occurred", "2019-03-01T09:30:00.000000+08:00"]]);
   });
+
+  test("recall_13_fifty_appends_then_a_search_finds_the_fiftieth", async () => {
+    // The issue's reproduction, no waiting: the client sends its last write's commitSeq.
+    const ctx = fresh("recall13");
+    await mz.createContext(ctx);
+    let last;
+    for (let i = 0; i < 50; i++) {
+      last = await mz.appendEvent(ctx, { session: "s1", kind: "user-message", text: `note ${i} marker${i}` });
+    }
+    assert.ok(last!.commitSeq > 0);
+    assert.equal(mz.writePosition(ctx), last!.commitSeq);
+    const found = await mz.search(ctx, "marker49");  // the default mode (hybrid) finds more
+    assert.ok(found.results.map((h) => h.ref).includes(last!.ref));
+    assert.equal(found.unclosedLag, 0);
+    const missed = [];
+    for (let i = 0; i < 20; i++) {  // and each search right after its append
+      const ev = await mz.appendEvent(ctx, { session: "s1", kind: "user-message", text: `item${i}` });
+      const reply = await mz.search(ctx, `item${i}`);
+      if (!reply.results.map((h) => h.ref).includes(ev.ref)) missed.push(i);
+    }
+    assert.deepEqual(missed, []);
+  });
+
+  test("recall_13_a_version_not_reached_in_time_answers_its_lag", async () => {
+    const ctx = fresh("recall13b");
+    await mz.createContext(ctx);
+    const head = (await mz.status(ctx)).commitSeq;
+    const short = new Client(server.address, { credentials: {}, timeoutMs: 2000 });
+    try {
+      const reply = await short.search(ctx, "anything", { minCommitSeq: head + 5 });
+      assert.deepEqual([reply.unclosedLag, reply.indexPosition], [5, head]);
+    } finally {
+      short.close();
+    }
+  });
 });
 
 describe("encoding and snapshots", () => {

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+import time
 from typing import Callable, Optional, Protocol
 
 import numpy as np
@@ -55,6 +56,10 @@ DEFAULT_NODES, MAX_NODES = 32, 128
 DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES = 256 << 10, 4 << 20
 MAX_FILTER_VALUES = 32
 MAX_OBSERVATION_BYTES = 1 << 20
+# Read your writes: the longest a search waits for its index to reach min_commit_seq,
+# whatever the call's deadline (the reply then says what it could not close).
+MAX_WAIT_SECONDS = 5.0
+WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuild runs)
 KINDS = ("event", "frame")
 STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
 
@@ -144,7 +149,11 @@ class RecallCore:
     # -- search ---------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               mode: str = "", evaluation: Optional[dict] = None, caller: Caller) -> dict:
+               mode: str = "", evaluation: Optional[dict] = None, min_commit_seq: int = 0,
+               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> dict:
+        """`min_commit_seq`: the context version the lexical index must reach before the
+        search looks (read your writes); the wait lasts at most `wait_seconds` (capped at
+        MAX_WAIT_SECONDS), and `unclosed_lag` in the reply is what it could not close."""
         check_name(context, "context")
         asked, mode = mode, mode or hybrid.DEFAULT_MODE
         if mode not in hybrid.MODES:
@@ -186,6 +195,12 @@ class RecallCore:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.search.terms", len(words))
             span.set_attribute("morphz.limit", limit)
+            if min_commit_seq and not cursor:  # a next page reads the first one's view
+                with self._store.reader(context) as reader:  # authorized before any work
+                    m = MindView(reader)
+                    _authorize(m, context, caller, evaluation)
+                    m.require_meta(context)
+                self._index_up_to(context, min_commit_seq, wait_seconds)
 
             def read(reader: Reader) -> dict:
                 m = MindView(reader)
@@ -213,6 +228,7 @@ class RecallCore:
                 span.set_attribute("morphz.index_position", position)
                 reply = {"results": hits, "next_cursor": "", "index_position": position,
                          "lag": max(0, reader.commit_seq - position),
+                         "unclosed_lag": max(0, min_commit_seq - position),
                          "empty": empty if not hits and not start else ""}
                 if next_offset is not None:
                     reply["next_cursor"] = cursors.encode("search", params, version,
@@ -228,6 +244,20 @@ class RecallCore:
         stale or missing leg leaves a search that named no mode to the lexical leg;
         one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
         return self._indexer.leg_current(idx.vectors)
+
+    def _index_up_to(self, context: str, target: int, seconds: float) -> None:
+        """Apply the context's held changes and then its own feed until its index reaches
+        `target`, for at most `seconds` (and MAX_WAIT_SECONDS). Indexed here rather than
+        waited for: the follower may be resting or busy with other contexts, and the
+        context's feed holds every commit it made (what a rebuild skips, its swap takes)."""
+        give_up = time.monotonic() + max(0.0, min(seconds, MAX_WAIT_SECONDS))
+        self._catch_up(context, True)
+        while self._indexer.position(context) < target:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self._indexer.catch_up(context):  # a rebuild, or not committed yet
+                time.sleep(min(WAIT_STEP_SECONDS, left))
 
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
               searcher, words: list[str], kinds: list[str], sessions: list[str],

@@ -48,6 +48,7 @@ from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
+from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
 from morphz.shared.telemetry import NO_TRACING
@@ -136,9 +137,12 @@ class TransactionCore:
         with self._pipelines_lock:
             return self._pipelines.setdefault(context, ContextPipeline())
 
-    def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]]) -> dict:
+    def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]],
+               with_seq: bool = False) -> dict:
         """`build` returns the event to apply, or a finished reply (idempotent retry).
         A transaction committed for a session may name only what that session sees.
+        `with_seq`: the reply says the context's `commit_seq` once the write is durable
+        (a retry's: the context's then), for a search that must read it (RECALL-13).
 
         The event is applied to the durable state plus this context's commits still in
         flight, submitted in order, and answered only once durable (see pipeline.py)."""
@@ -150,8 +154,8 @@ class TransactionCore:
                     # First: a context this instance may not write is refused unread.
                     fence = self._owners.token(context)
                     try:
-                        ev, reply, writes, ticket = self._submit(pipe, context, fence, build,
-                                                                 cached)
+                        ev, reply, writes, ticket, seq = self._submit(pipe, context, fence,
+                                                                      build, cached)
                     except MorphzError:
                         # Refused by the rules on cached rows: answer only what storage's
                         # own rows refuse too (owner_cache.py). The cache stays: if the
@@ -163,7 +167,10 @@ class TransactionCore:
                 if isinstance(ev, dict):
                     if ticket is not None:
                         self._writes.wait(ticket)
-                    return ev
+                    return dict(ev, commit_seq=self._commit_seq_of(context, ev, seq)) \
+                        if with_seq else ev
+                if with_seq:
+                    reply = dict(reply, commit_seq=seq)
                 failed = True
                 try:
                     with self._tracer.start_as_current_span("storage.commit") as span:
@@ -192,12 +199,31 @@ class TransactionCore:
         raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
                           context=context)
 
+    def _commit_seq_of(self, context: str, replayed: dict, at_most: int) -> int:
+        """The commit_seq the replayed write's event was committed at (a retry answers as
+        the original did), read from the context's change feed; `at_most`, the context's
+        version now, where the feed does not say (the write is durable by then)."""
+        ref = replayed.get("event_ref") or replayed.get("ref") or ""
+        if not (ref.startswith("@e") and ref[2:].isdigit()):
+            return at_most
+        seq = int(ref[2:])
+        after = seq  # the event's commit comes after at least `seq` others
+        while after < at_most:
+            page = self._store.changes(after, context=context).changes
+            if not page:
+                break
+            for change in page:
+                if seq in change.events:
+                    return change.commit_seq
+            after = page[-1].commit_seq
+        return at_most
+
     def _submit(self, pipe: ContextPipeline, context: str, fence: int,
                 build: Callable[[MindState], Union[R.Event, dict]], cached: bool) -> tuple:
         """Under pipe.lock: compute `build`'s event on the durable rows (the cache's, or
         with `cached` False storage's) plus the context's commits in flight and submit
-        its writes. (event, reply, writes, ticket); for a replayed reply (event a dict)
-        the ticket to wait for is the last one in flight."""
+        its writes. (event, reply, writes, ticket, commit_seq after it); for a replayed
+        reply (event a dict) the ticket to wait for is the last one in flight."""
         reads = self._cache.reader(context, fence) if cached else self._store.reader(context)
         with reads as durable, \
                 self._tracer.start_as_current_span("mind.validate_apply") as span:
@@ -206,13 +232,14 @@ class TransactionCore:
             m = MindState(reader)
             ev = build(m)
             if isinstance(ev, dict):
-                return ev, None, None, pipe.last_ticket()
+                return ev, None, None, pipe.last_ticket(), reader.commit_seq
             if isinstance(ev, RawWrite):  # a record outside the Mind
                 reply, writes = ev.reply, ev.writes
             elif isinstance(ev, _Batch):
                 reply = _apply_batch(m, ev)
                 if reply is None:  # every item was applied before: nothing to write
-                    return {"events": ev.replies}, None, None, pipe.last_ticket()
+                    return ({"events": ev.replies}, None, None, pipe.last_ticket(),
+                            reader.commit_seq)
                 writes = m.writes()
             else:
                 sees = Viewer(m, ev.session).sees_seq \
@@ -224,7 +251,7 @@ class TransactionCore:
             self._faults.hit("after-token-before-submit")
             ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence)
             pipe.push(reader.commit_seq + 1, writes, ticket)
-            return ev, reply, writes, ticket
+            return ev, reply, writes, ticket, reader.commit_seq + 1
 
     def _event(self, m: MindState, context: str, kind: str, **fields) -> R.Event:
         meta = m.meta()
@@ -250,6 +277,7 @@ class TransactionCore:
     # -- contexts ----------------------------------------------------------------------
     def create_context(self, context: str, window: int = 0, *, caller: Caller) -> dict:
         check_name(context, "context")
+        namespaces.check_create(context, caller)
         if not 0 <= window <= MAX_WINDOW:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
                               field="window")
@@ -303,7 +331,7 @@ class TransactionCore:
                                  actor=actor, causal_refs=causal_refs, activation=activation,
                                  target_session=target_session, secret=secret,
                                  occurred_at=occurred_at, caller=caller)
-        return {"replayed": False, **self._write(context, step)}
+        return {"replayed": False, **self._write(context, step, with_seq=True)}
 
     def append_events(self, context: str, events: list[dict], *, caller: Caller) -> dict:
         """Many appends in one commit (an import): all of them or none. Each item takes
@@ -324,8 +352,10 @@ class TransactionCore:
         def check(m: MindState) -> None:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
-        reply = self._write(context, _Batch(steps, check))
-        return {"events": [dict({"replayed": False}, **r) for r in reply["events"]]}
+        reply = self._write(context, _Batch(steps, check), with_seq=True)
+        # One commit: every item's read-your-writes position is the batch's (RECALL-13).
+        return {"events": [{"replayed": False, **r, "commit_seq": reply["commit_seq"]}
+                           for r in reply["events"]]}
 
     def _append_step(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str, actor: str, causal_refs: list[str], activation: str,
@@ -459,7 +489,7 @@ class TransactionCore:
                 data["rebased_from"] = parsed.base_version
             return self._event(m, context, R.CONTEXT_TX, session=evaluating, actor="agent",
                                text=parsed.render(), request_id=request_id, data=data)
-        return {"replayed": False, **self._write(context, build)}
+        return {"replayed": False, **self._write(context, build, with_seq=True)}
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
