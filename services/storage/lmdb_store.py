@@ -76,6 +76,11 @@ def _written(sub: "_Submission") -> int:
                for _, _, _, key, value in sub.encoded)
 
 
+def _adds(sub: "_Submission") -> bool:
+    """Whether a submission puts a row (not only deletes or moves rows aside)."""
+    return any(isinstance(value, bytes) for _, _, _, _, value in sub.encoded)
+
+
 def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
@@ -133,6 +138,7 @@ class LmdbStore(Store):
                  max_map_size: int = DEFAULT_MAX_MAP_SIZE, quota: int = 0,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
+        map_size = min(map_size, max_map_size)  # the first size, doubled up to the max
         self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
                               max_readers=512, sync=sync, metasync=sync, subdir=True)
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
@@ -154,7 +160,7 @@ class LmdbStore(Store):
             store_id = txn.get(_STORE_ID, db=self._store)
         self._id = store_id.decode() if store_id else self.renew_identity()
         self._feed_moved = threading.Condition()
-        self._max_map_size = max(max_map_size, map_size)
+        self._max_map_size = max_map_size
         # The quota and the disk's free bytes bound the live pages (space.py).
         self.space = Space(path, quota=quota)
         with self._env.begin() as txn:
@@ -345,7 +351,7 @@ class LmdbStore(Store):
                 sub.result, sub.error = None, err
 
     def _live_after(self, txn: lmdb.Transaction, before: Optional[int],
-                    batch: list[_Submission]) -> tuple[int, int]:
+                    batch: list[_Submission], adds: bool) -> tuple[int, int]:
         """(live bytes measured, bytes written unmeasured) once `txn` commits, checked
         against the quota and the disk (space.py) if `before` was measured (the limits
         are near); else the bytes it wrote are added to the unmeasured (a measure is 30
@@ -354,7 +360,7 @@ class LmdbStore(Store):
             return self._live, self._unmeasured + sum(
                 _written(sub) for sub in batch if sub.error is None)
         live = self._live_bytes(txn)
-        self.space.check(before, live)
+        self.space.check(before, live, adds)
         return live, 0
 
     def _estimate(self) -> int:
@@ -434,10 +440,11 @@ class LmdbStore(Store):
                 seqs[sub.context] = sub.result = current + 1
                 fences[sub.context] = max(highest, sub.fence)
                 head += 1
-            live, unmeasured = self._live_after(txn, before, batch)  # or STORAGE_FULL
+            adds = any(_adds(sub) for sub in batch if sub.error is None)
+            live, unmeasured = self._live_after(txn, before, batch, adds)  # or STORAGE_FULL
             self._faults.hit("after-puts-before-commit")
         self._live, self._unmeasured = live, unmeasured
-        self.space.committed()
+        self.space.committed(adds)
         with self._feed_moved:  # durable now: followers may read it
             self._head = head
             self._feed_moved.notify_all()

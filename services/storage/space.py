@@ -98,18 +98,23 @@ class Space:
             return True
         return self._alarm is not None or self.disk_free() - margin < self.reserve
 
-    def check(self, used_before: int, used_after: int) -> None:
+    def check(self, used_before: int, used_after: int, adds: bool) -> None:
         """Raise STORAGE_FULL if a transaction taking the live bytes from `used_before`
-        to `used_after` may not commit. One that does not grow them always may."""
-        grows = used_after - used_before
-        if grows <= 0:
+        to `used_after` may not commit. One that `adds` no row (deletions, quarantines:
+        the writes that free space) always may, in the reserve."""
+        if not adds:
             return
+        grows = max(used_after - used_before, 0)
+        # Once refusing, every write that adds is refused until twice the reserve is
+        # free (etcd's alarm stays until disarmed): a store at the brim does not refuse
+        # big writes and take small ones (that fit in pages it has) by turns.
+        keep = self.reserve * (2 if self._alarm is not None else 1)
         if self.quota:
             left = self.quota - self.reserve - used_before
-            if grows > left:
+            if grows > left - (keep - self.reserve):
                 raise self.refuse("quota", max(left, 0), used_before)
         free = self.disk_free()
-        if free - grows < self.reserve:
+        if free - grows < keep:
             raise self.refuse("disk", max(free - self.reserve, 0), used_before)
 
     def refuse(self, cause: str, free: int, used: int) -> MorphzError:
@@ -133,9 +138,10 @@ class Space:
         return MorphzError("STORAGE_FULL", _MESSAGES[cause], cause=cause, free_bytes=free,
                            used_bytes=used, quota=self.quota or None)
 
-    def committed(self) -> None:
-        """A write transaction committed: space is back, if it was gone."""
-        if self._alarm is None:
+    def committed(self, adds: bool) -> None:
+        """A write transaction committed: if it added rows, space is back (if it was
+        gone); one that freed space leaves the alarm to the next write that adds."""
+        if self._alarm is None or not adds:
             return
         with self._lock:
             if self._alarm is None:
