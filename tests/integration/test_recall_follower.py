@@ -18,9 +18,9 @@ from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
 from tests.polling import until
+from tests.rpc_count import storage_service
 
 BOUND = 120.0  # seconds a held feed may wait (generous: a loaded machine)
-from tests.rpc_count import storage_service
 
 
 class CountingStore(LmdbStore):
