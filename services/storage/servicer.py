@@ -211,13 +211,14 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                 except StaleCommit as e:
                     now = time.monotonic()
                     left = deadline - now
-                    if (e.expected <= e.actual or left <= 0 or (
-                            now - start >= _PREDECESSOR_GRACE_SECONDS and not
-                            self._in_flight.predecessor_pending(request.context, expect))):
+                    pending = self._in_flight.predecessor_pending(request.context, expect)
+                    grace = start + _PREDECESSOR_GRACE_SECONDS - now
+                    if e.expected <= e.actual or left <= 0 or (not pending and grace <= 0):
                         raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
                                           actual=e.actual) from None
                     # A predecessor rejected moves no feed: look again at least this often.
-                    self._store.wait_changes(head, min(left, _PREDECESSOR_POLL_SECONDS))
+                    self._store.wait_changes(
+                        head, min(left, _PREDECESSOR_POLL_SECONDS if pending else grace))
 
     @rpc_boundary
     def PutRecord(self, request, context):
