@@ -72,13 +72,15 @@ def _expected(sub: "_Submission") -> int:
 
 def _written(sub: "_Submission") -> int:
     """About the bytes a submission adds (a row's key, value and LMDB's node header)."""
-    return sum(len(key) + (len(value) if isinstance(value, bytes) else 0) + 16
+    return sum(len(key) + (0 if value is None or isinstance(value, _Quarantine)
+                           else len(value)) + 16
                for _, _, _, key, value in sub.encoded)
 
 
 def _adds(sub: "_Submission") -> bool:
     """Whether a submission puts a row (not only deletes or moves rows aside)."""
-    return any(isinstance(value, bytes) for _, _, _, _, value in sub.encoded)
+    return any(value is not None and not isinstance(value, _Quarantine)
+               for _, _, _, _, value in sub.encoded)
 
 
 def _u64(n: int) -> bytes:
