@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 from typing import Iterable, TypeAlias
 
 __all__ = [
@@ -262,7 +263,11 @@ def _parse_fast(text: str, limits: Limits, findall_chars: int = FAST_CHARS) -> l
     other than the simple ones, a number the exact reader checks), which _parse then
     reads, finding what is wrong and where. About twice as fast as _parse, which asks a
     match object for a token's kind and offsets: here one findall (a tuple of groups per
-    token) reads a short text, and each atom's node is made once."""
+    token) reads a short text, and each atom's node is made once.
+
+    Past the node limit it raises SEXPR_TOO_MANY_NODES itself, where _parse would (it
+    read nothing _parse refuses before that node): so a text over the limit is read once,
+    and no further than the limit, not a second time by _parse."""
     top: list[Node] = []
     stack = [top]
     current = top
@@ -272,7 +277,7 @@ def _parse_fast(text: str, limits: Limits, findall_chars: int = FAST_CHARS) -> l
     # read a match at a time (groups: None where findall gives "").
     tokens = _FAST_TOKEN.findall(text) if len(text) <= findall_chars else \
         (m.groups() for m in _FAST_TOKEN.finditer(text))
-    for opened, closed, string, unterminated, atom in tokens:
+    for k, (opened, closed, string, unterminated, atom) in enumerate(tokens):
         if atom:
             node = atoms.get(atom)
             if node is None:  # (immutable: one node serves every occurrence)
@@ -303,10 +308,18 @@ def _parse_fast(text: str, limits: Limits, findall_chars: int = FAST_CHARS) -> l
             break
         nodes += 1
         if nodes > limits.max_nodes:
-            return None
+            raise _too_many_nodes(text, limits, k)
     if len(stack) != 1:
         return None
     return top
+
+
+def _too_many_nodes(text: str, limits: Limits, k: int) -> SexprError:
+    """SEXPR_TOO_MANY_NODES at the `k`th token (from 0): found again by a match
+    iterator that C steps through, with no Python step per token."""
+    m = next(islice(_FAST_TOKEN.finditer(text), k, None))
+    return _error(text, "SEXPR_TOO_MANY_NODES", f"more than {limits.max_nodes} nodes",
+                  m.start(m.lastindex))
 
 
 def _forms(text: str, limits: Limits, one: bool) -> tuple[list[Node], list[int]]:
@@ -314,7 +327,9 @@ def _forms(text: str, limits: Limits, one: bool) -> tuple[list[Node], list[int]]
     form expected, and more found: an error names where the second begins)."""
     try:
         forms = _parse_fast(text, limits)
-    except SexprError:  # a number out of range: _parse reports it where it is
+    except SexprError as e:  # a number out of range: _parse reports it where it is
+        if e.reason == "SEXPR_TOO_MANY_NODES":
+            raise
         forms = None
     if forms is not None and (not one or len(forms) <= 1):
         return forms, []

@@ -28,6 +28,7 @@ from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_
                                         unsigned)
 from morphz.services.cli.tracing import command_trace
 from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
+from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.client import DEFAULT_TIMEOUT, TransactionClient
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
@@ -374,6 +375,19 @@ EXTENSIONS = (recall_cmds, encoding_cmds, import_cmds)
 
 
 # -- the parser ------------------------------------------------------------------------------
+_UNITS = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """A number of bytes: digits, optionally followed by KiB, MiB, GiB or TiB."""
+    digits = text.rstrip("KMGTiB")
+    unit = text[len(digits):]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"expected bytes (e.g. 1048576 or 64MiB), got "
+                                         f"{text[:40]!r}")
+    return int(digits) * _UNITS[unit]
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text[:40]!r}")
@@ -454,6 +468,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
                        f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+
+    serve.add_argument("--storage-quota", metavar="BYTES", type=byte_size, default=0,
+                       help="all, storage: the bytes the store's data may take; past it (or "
+                       "when the disk is full) every write is refused STORAGE_FULL until "
+                       "space is freed, reads go on (default: 0, the disk's size; suffixes "
+                       "KiB, MiB, GiB, TiB)")
+    serve.add_argument("--map-size", metavar="BYTES", type=byte_size,
+                       default=DEFAULT_MAX_MAP_SIZE,
+                       help="all, storage: the most the LMDB map (the store's address "
+                       f"space) may grow to (default: {DEFAULT_MAX_MAP_SIZE >> 30} GiB; the "
+                       "file grows only as data is written)")
 
     backup_cmds.add_commands(top, common, credentials)
 
@@ -624,7 +649,8 @@ def run_serve(args: argparse.Namespace) -> int:
                      storage_listen=args.storage_listen, embedder=args.embedder,
                      recall_idle_seconds=args.recall_idle,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
-                     max_bytes_in_flight=args.max_bytes_in_flight)
+                     max_bytes_in_flight=args.max_bytes_in_flight,
+                     storage_quota=args.storage_quota, max_map_size=args.map_size)
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

@@ -22,6 +22,7 @@ from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.servicer import MAX_WATCHES, StorageServicer
+from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS,
                                                SnapshotRegistry)
 from morphz.services.transaction.core.engine import TransactionCore
@@ -31,7 +32,8 @@ from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.server.wired import Wired
 from morphz.services.server.security import OPEN, Guard, Security
-from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
+from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, mark,
+                                            report_space)
 from morphz.shared.faults import Faults
 from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS
 from morphz.shared.storage.owner_cache import OwnerCache
@@ -49,7 +51,12 @@ class ServerConfig:
     # Server-wide limits (shared/limits.py): RPCs held at once, request bytes processed.
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
-    map_size: int = 8 << 30
+    map_size: int = 8 << 30  # the LMDB map's first size; it doubles up to max_map_size
+    # --map-size: the most the map may grow to; --storage-quota: the live bytes the
+    # store may hold (0: the disk's size). Past either, writes answer STORAGE_FULL
+    # (services/storage/space.py) and health shows SPACE_HEALTH NOT_SERVING.
+    max_map_size: int = DEFAULT_MAX_MAP_SIZE
+    storage_quota: int = 0
     sync: bool = True
     # Remote readers' snapshots (services/storage/snapshots.py).
     snapshot_lease_seconds: float = SNAPSHOT_LEASE_SECONDS
@@ -103,6 +110,7 @@ class AllInOne:
         # Authoritative data in <data>/store; derived data (recall index) lives beside it.
         faults = Faults.from_env()  # crash tests only: MORPHZ_FAULT=point[:n]
         self.store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
+                               max_map_size=config.max_map_size, quota=config.storage_quota,
                                sync=config.sync, faults=faults)
         self.tracer = tracer or make_tracer_provider("morphz-all-in-one")
         # The write path keeps the rows it reads and writes (owner_cache.py), as over a
@@ -133,6 +141,7 @@ class AllInOne:
         names += self.adopt(recall) + self.adopt(encoding)
         self.health = expose(self.server, names)
         mark(self.health, names, SERVING)  # its services call each other in-process
+        report_space(self.store.space, self.health)
         self._names = names
         self.port = self.guard.listen(self.server, config.listen)
         self._storage, self.storage_server, self.storage_port = None, None, None

@@ -20,7 +20,7 @@ from morphz.services.server.app import ServerConfig
 from morphz.services.server.defaults import RECALL_IDLE_SECONDS
 from morphz.services.server.security import Guard
 from morphz.services.server.serving import (NOT_SERVING, SERVING, Readiness, build_server,
-                                            dependency_channel, expose, mark)
+                                            dependency_channel, expose, mark, report_space)
 from morphz.services.server.wired import Wired
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.backup import STORE, Backups
@@ -54,8 +54,10 @@ Built = tuple[list[str], list[tuple[grpc.Channel, str]], Optional[Callable[[], N
 
 def _storage(p: "ServiceProcess") -> Built:
     c = p.config
-    p.store = LmdbStore(os.path.join(c.data_dir, STORE), map_size=c.map_size, sync=c.sync,
+    p.store = LmdbStore(os.path.join(c.data_dir, STORE), map_size=c.map_size,
+                        max_map_size=c.max_map_size, quota=c.storage_quota, sync=c.sync,
                         faults=Faults.from_env())
+    p.on_start(lambda: report_space(p.store.space, p.health))  # health is made after
     p.on_stop(p.store.close)
     snapshots = SnapshotRegistry(p.store, lease=c.snapshot_lease_seconds,
                                  limit=c.max_open_snapshots)

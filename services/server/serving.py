@@ -55,6 +55,18 @@ def expose(server: grpc.Server, names: list[str]) -> health.HealthServicer:
     return checker
 
 
+# The health entry of the store's space: NOT_SERVING while writes are refused
+# STORAGE_FULL (services/storage/space.py). Reads go on, so the services' own entries
+# (and the server's, "") stay SERVING: readiness must not turn reads away.
+SPACE_HEALTH = "morphz.storage.space"
+
+
+def report_space(space, checker: health.HealthServicer) -> None:
+    """Keep SPACE_HEALTH as the store's space alarm is (`space`: a storage.space.Space)."""
+    space.listen(lambda alarm: checker.set(SPACE_HEALTH,
+                                           SERVING if alarm is None else NOT_SERVING))
+
+
 def mark(checker: health.HealthServicer, names: list[str], status) -> None:
     """Set the status of every name and of the whole server ("")."""
     for name in names + [""]:

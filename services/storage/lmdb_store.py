@@ -28,6 +28,7 @@ from typing import Iterator, Optional
 import lmdb
 import msgspec
 
+from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
@@ -67,6 +68,19 @@ class _Submission(Ticket):
 
 def _expected(sub: "_Submission") -> int:
     return -1 if sub.expect is None else sub.expect
+
+
+def _written(sub: "_Submission") -> int:
+    """About the bytes a submission adds (a row's key, value and LMDB's node header)."""
+    return sum(len(key) + (0 if value is None or isinstance(value, _Quarantine)
+                           else len(value)) + 16
+               for _, _, _, key, value in sub.encoded)
+
+
+def _adds(sub: "_Submission") -> bool:
+    """Whether a submission puts a row (not only deletes or moves rows aside)."""
+    return any(value is not None and not isinstance(value, _Quarantine)
+               for _, _, _, _, value in sub.encoded)
 
 
 def _u64(n: int) -> bytes:
@@ -122,9 +136,11 @@ class _ReaderGate:
 
 
 class LmdbStore(Store):
-    def __init__(self, path: str, *, map_size: int = 1 << 30, max_map_size: int = 1 << 40,
+    def __init__(self, path: str, *, map_size: int = 1 << 30,
+                 max_map_size: int = DEFAULT_MAX_MAP_SIZE, quota: int = 0,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
+        map_size = min(map_size, max_map_size)  # the first size, doubled up to the max
         self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
                               max_readers=512, sync=sync, metasync=sync, subdir=True)
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
@@ -137,13 +153,20 @@ class LmdbStore(Store):
         self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
         self._fence = self._env.open_db(_FENCE_DB)
         self._store = self._env.open_db(_STORE_DB)
+        self._all_dbs = [*self._dbs.values(), self._version, self._feed, self._feed_ctx,
+                         self._fence, self._store]
+        self._psize = self._env.stat()["psize"]
         with self._env.begin() as txn:
             last = txn.cursor(db=self._feed)
             self._head = int.from_bytes(last.key(), "big") if last.last() else 0
             store_id = txn.get(_STORE_ID, db=self._store)
         self._id = store_id.decode() if store_id else self.renew_identity()
         self._feed_moved = threading.Condition()
-        self._max_map_size = max(max_map_size, map_size)
+        self._max_map_size = max_map_size
+        # The quota and the disk's free bytes bound the live pages (space.py).
+        self.space = Space(path, quota=quota)
+        with self._env.begin() as txn:
+            self._live, self._unmeasured = self._live_bytes(txn), 0
         self._faults = faults
         self._gate = _ReaderGate()
         self._queue: list[_Submission] = []
@@ -299,21 +322,69 @@ class LmdbStore(Store):
                     for sub in batch:  # the aborted attempt left nothing: try again
                         sub.result = sub.error = None
         except lmdb.MapFullError:
-            for sub in batch:
-                sub.result, sub.error = None, MorphzError(
-                    "STORAGE_FULL", "the storage map is full and at its maximum size; "
-                    "nothing was written", map_size=self.map_size)
+            self._refuse_all(batch, self.space.refuse("map", 0, self._estimate()))
+        except lmdb.Error as e:
+            if not disk_full(e):
+                self._fail_all(batch, e)
+                return
+            free = max(self.space.disk_free() - self.space.reserve, 0)
+            self._refuse_all(batch, self.space.refuse("disk", free, self._estimate()))
+        except MorphzError as e:  # STORAGE_FULL before the commit: nothing was written
+            self._refuse_all(batch, e)
         except BaseException as e:  # noqa: BLE001 - every waiter must wake up
-            for sub in batch:
-                if sub.error is None:
-                    sub.result, sub.error = None, e
+            self._fail_all(batch, e)
         finally:
             for sub in batch:
                 sub.done = True
 
+    @staticmethod
+    def _refuse_all(batch: list[_Submission], err: MorphzError) -> None:
+        """The batch's transaction did not commit: every submission the store would
+        have applied gets `err`; those it refused for their own reason keep it."""
+        for sub in batch:
+            if sub.error is None or sub.result is not None:
+                sub.result, sub.error = None, err
+
+    @staticmethod
+    def _fail_all(batch: list[_Submission], err: BaseException) -> None:
+        """The batch failed for a reason that is no refusal: every waiter wakes to it."""
+        for sub in batch:
+            if sub.error is None:
+                sub.result, sub.error = None, err
+
+    def _live_after(self, txn: lmdb.Transaction, before: Optional[int],
+                    batch: list[_Submission], adds: bool) -> tuple[int, int]:
+        """(live bytes measured, bytes written unmeasured) once `txn` commits, checked
+        against the quota and the disk (space.py) if `before` was measured (the limits
+        are near); else the bytes it wrote are added to the unmeasured (a measure is 30
+        page counts, 60 us)."""
+        if before is None:
+            return self._live, self._unmeasured + sum(
+                _written(sub) for sub in batch if sub.error is None)
+        live = self._live_bytes(txn)
+        self.space.check(before, live, adds)
+        return live, 0
+
+    def _estimate(self) -> int:
+        """At most the live bytes: what a page holds of a row may be as little as a
+        quarter (half-full pages, a value just past a page in an overflow run)."""
+        return self._live + 4 * self._unmeasured
+
+    def _live_bytes(self, txn: lmdb.Transaction) -> int:
+        """The bytes of the pages the tables hold, as `txn` sees them (the file may be
+        larger: LMDB reuses freed pages but never shrinks it)."""
+        pages = 0
+        for db in self._all_dbs:
+            st = txn.stat(db)
+            pages += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        return pages * self._psize
+
     def _write_batch(self, batch: list[_Submission]) -> None:
         head = self._head
         with self._env.begin(write=True) as txn:
+            # Near the quota or a full disk, the live bytes are measured before and after.
+            near = self.space.near(self._estimate(), sum(_written(sub) for sub in batch))
+            before = self._live_bytes(txn) if near else None
             seqs: dict[str, int] = {}
             fences: dict[str, int] = {}  # highest token per context, as this batch left it
             # In the order of the versions they expect: a remote writer pipelines a
@@ -371,7 +442,11 @@ class LmdbStore(Store):
                 seqs[sub.context] = sub.result = current + 1
                 fences[sub.context] = max(highest, sub.fence)
                 head += 1
+            adds = any(_adds(sub) for sub in batch if sub.error is None)
+            live, unmeasured = self._live_after(txn, before, batch, adds)  # or STORAGE_FULL
             self._faults.hit("after-puts-before-commit")
+        self._live, self._unmeasured = live, unmeasured
+        self.space.committed(adds)
         with self._feed_moved:  # durable now: followers may read it
             self._head = head
             self._feed_moved.notify_all()

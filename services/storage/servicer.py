@@ -12,6 +12,7 @@ from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups, Manifest
+from morphz.services.storage.reorder import CommitsInFlight
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
 from morphz.shared.storage.keys import check_table
@@ -29,6 +30,9 @@ WATCH_IDLE_SECONDS = 1.0  # an idle follower gets an empty page (with the head) 
 MAX_GATHER_MS = 1000  # the longest a follower may ask to wait between pages (gather_ms)
 # How long a commit that arrived before its predecessor waits for it (see Commit).
 REORDER_WAIT_SECONDS = 2.0
+_PREDECESSOR_POLL_SECONDS = 0.05
+# A predecessor sent first may not have reached its handler yet: this long, at most.
+_PREDECESSOR_GRACE_SECONDS = 0.02
 
 
 def key_from_proto(parts) -> Key:
@@ -79,6 +83,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         self._max_watches = max_watches
         self._watch_idle = watch_idle
         self._reorder_wait = reorder_wait
+        self._in_flight = CommitsInFlight()
         self._watchers: set[threading.Event] = set()  # the stop flag of each following Watch
         self._closed = False
         self._guard = threading.Lock()
@@ -191,21 +196,29 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                   for w in request.writes]
         # A remote writer pipelines a context's commits (each built on the one before and
         # sent without waiting for it), so one may arrive before its predecessor: a batch
-        # expecting a version the store has not reached yet waits for it, briefly.
-        deadline = time.monotonic() + self._reorder_wait
-        while True:
-            head = self._store.feed_head()
-            try:  # submit/wait: concurrent Commit RPCs share one write transaction
-                seq = self._store.wait(self._store.submit(request.context,
-                                                          request.expect_commit_seq, writes,
-                                                          fence=request.fence))
-                return pb.CommitResponse(commit_seq=seq)
-            except StaleCommit as e:
-                left = deadline - time.monotonic()
-                if e.expected <= e.actual or left <= 0:
-                    raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
-                                      actual=e.actual) from None
-                self._store.wait_changes(head, left)
+        # expecting a version the store has not reached yet waits for it, briefly, and
+        # only while a predecessor is being handled (reorder.py); else it answers at once.
+        expect = request.expect_commit_seq
+        with self._in_flight.entered(request.context, expect):
+            start = time.monotonic()
+            deadline = start + self._reorder_wait
+            while True:
+                head = self._store.feed_head()
+                try:  # submit/wait: concurrent Commit RPCs share one write transaction
+                    seq = self._store.wait(self._store.submit(request.context, expect, writes,
+                                                              fence=request.fence))
+                    return pb.CommitResponse(commit_seq=seq)
+                except StaleCommit as e:
+                    now = time.monotonic()
+                    left = deadline - now
+                    pending = self._in_flight.predecessor_pending(request.context, expect)
+                    grace = start + _PREDECESSOR_GRACE_SECONDS - now
+                    if e.expected <= e.actual or left <= 0 or (not pending and grace <= 0):
+                        raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
+                                          actual=e.actual) from None
+                    # A predecessor rejected moves no feed: look again at least this often.
+                    self._store.wait_changes(
+                        head, min(left, _PREDECESSOR_POLL_SECONDS if pending else grace))
 
     @rpc_boundary
     def PutRecord(self, request, context):

@@ -30,8 +30,8 @@ def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = TX_LIMITS) -> Tx:
     tx = Tx(t.base_version, t.reason, [], t.base_tick if t.HasField("base_tick") else None)
     nodes = header_nodes(tx)
     for i, o in enumerate(t.ops):
-        # Counted op by op, so at most one body past the budget is ever read.
-        op, body_nodes = _op_from_proto(o, i, limits)
+        # Counted op by op, each body read no further than the budget left.
+        op, body_nodes = _op_from_proto(o, i, limits, limits.max_nodes - nodes)
         tx.ops.append(op)
         nodes += text_nodes(op) + body_nodes
         if nodes > limits.max_nodes:
@@ -42,15 +42,17 @@ def tx_from_proto(t: pb.Transaction, limits: sexpr.Limits = TX_LIMITS) -> Tx:
     return check_tx(tx)
 
 
-def _op_from_proto(o: pb.Op, i: int, limits: sexpr.Limits) -> tuple[Op, int]:
-    """One operation and the nodes of its body; shape checks are left to check_tx."""
+def _op_from_proto(o: pb.Op, i: int, limits: sexpr.Limits,
+                   nodes_left: int) -> tuple[Op, int]:
+    """One operation and the nodes of its body (read no further than `nodes_left`);
+    shape checks are left to check_tx."""
     kind = o.WhichOneof("op")
     if kind is None:
         raise MorphzError("TX_UNKNOWN_OP", "an op with no operation set", op_index=i)
     v = getattr(o, kind)
     name = kind.replace("_", "-")
     if kind in ("create", "derive", "revise"):
-        body, body_nodes = parse_body(v.body, i, limits)
+        body, body_nodes = parse_body(v.body, i, limits, nodes_left)
         return FrameOp(name, v.frame_id, body, _sources(v, kind, i)), body_nodes
     if kind in _TARGET_FIELDS:
         return TargetsOp(name, [_target(s) for s in v.targets]), 0

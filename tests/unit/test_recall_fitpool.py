@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -125,13 +126,15 @@ def test_a_busy_fit_worker_keeps_one_idle_timer_and_stops_once_idle():
     timer thread per call lived its whole idle time); once idle, it stops."""
     import threading
 
-    f = Fitter(in_worker_min=100, idle_seconds=0.5)
+    # Idle time 13x the pause between calls (it was 10x, 0.5 s: a loaded machine's
+    # pause could outlast it).
+    f = Fitter(in_worker_min=100, idle_seconds=2.0)
     try:
         before = threading.active_count()
         pid = f.call(os.getpid)
         for _ in range(20):
             assert f.call(os.getpid) == pid  # the same worker, still there
-            time.sleep(0.05)  # 1 s in all: past the idle time, never idle that long
+            time.sleep(0.15)  # 3 s in all: past the idle time, never idle that long
         assert threading.active_count() <= before + 1
         assert _gone(pid)
     finally:
@@ -217,6 +220,10 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
             starts.append(self)
     monkeypatch.setattr(fitpool, "WorkerProcess", Stillborn)
     monkeypatch.setattr(fitpool, "START_BACKOFF_SECONDS", 1.0)
+    # The backoff on a clock the test moves: three fits on a loaded machine outlasted
+    # a backoff of 1 s of real time, and a worker was started again before the test said.
+    now = [1000.0]
+    monkeypatch.setattr(fitpool, "time", SimpleNamespace(monotonic=lambda: now[0]))
     f = Fitter(in_worker_min=100)
     try:
         base, sample = LsaEmbedder(), _sample()
@@ -225,7 +232,7 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
             got = f.fitted(base, sample)  # fitted here
             assert np.array_equal(got.embed_array(sample[:5]), here.embed_array(sample[:5]))
         assert len(starts) == 1 and not f.takes(len(sample))
-        time.sleep(1.1)
+        now[0] += 1.1
         assert f.takes(len(sample))
         f.fitted(base, sample)
         assert len(starts) == 2

@@ -420,8 +420,9 @@ def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes)
     fast = [_fast_or_none(text, limits, chars) for chars in (sexpr.FAST_CHARS, 0)]
     try:
         exact = sexpr._parse(text, limits)[0]
-    except sexpr.SexprError:
-        assert fast == [None, None], text
+    except sexpr.SexprError as e:
+        # None, or past the node limit the exact reader's own error, where it says
+        assert all(f is None or f == e.to_dict() for f in fast), (text, fast, e)
         return
     assert fast[0] == fast[1] and fast[0] in (None, exact), text  # findall, then finditer
     assert sexpr.render_read(exact) == render_items(exact)  # what the reader made, unchecked
@@ -430,8 +431,8 @@ def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes)
 def _fast_or_none(text: str, limits: sexpr.Limits, findall_chars: int):
     try:
         return sexpr._parse_fast(text, limits, findall_chars)
-    except sexpr.SexprError:  # a number out of range: the exact reader reports it
-        return None
+    except sexpr.SexprError as e:  # past the node limit: the error, to compare
+        return e.to_dict() if e.reason == "SEXPR_TOO_MANY_NODES" else None
 
 
 def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():
@@ -441,4 +442,50 @@ def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():
     text = "(a (b (c)))"  # depth 3, six nodes (three lists, three symbols)
     assert sexpr._parse_fast(text, at_limits) == [[Symbol("a"), [Symbol("b"), [Symbol("c")]]]]
     assert sexpr._parse_fast("(a (b (c (d))))", at_limits) is None
-    assert sexpr._parse_fast("(a b c d e f)", at_limits) is None  # seven nodes
+    with pytest.raises(SexprError) as info:  # seven nodes: the exact reader's error
+        sexpr._parse_fast("(a b c d e f)", at_limits)
+    assert info.value.reason == "SEXPR_TOO_MANY_NODES" and info.value.offset == 11
+
+
+class _CountingTokens:
+    """sexpr's token pattern, counting the tokens its iterators hand out (work units)."""
+
+    def __init__(self, pattern) -> None:
+        self._pattern, self.tokens = pattern, 0
+
+    def findall(self, text: str) -> list:
+        found = self._pattern.findall(text)
+        self.tokens += len(found)
+        return found
+
+    def finditer(self, text: str):
+        for m in self._pattern.finditer(text):
+            self.tokens += 1
+            yield m
+
+
+@pytest.mark.parametrize("shape", ["a ", "(a) ", '"s" '])
+def test_sec_06_a_text_past_the_node_limit_is_read_once_and_no_further_than_the_limit(
+        monkeypatch, shape):
+    """A transaction of 300k nodes (600 KB) was read twice to be refused: by the fast
+    reader up to the limit, then again by the exact one. Now once, up to the limit, the
+    same work for 10x the input; the error is the exact reader's, at the same place."""
+    limits = sexpr.Limits(max_nodes=20_000)
+    counted = _CountingTokens(sexpr._FAST_TOKEN)
+    monkeypatch.setattr(sexpr, "_FAST_TOKEN", counted)
+    exact_reads = []
+    exact = sexpr._parse
+    monkeypatch.setattr(sexpr, "_parse", lambda *a: exact_reads.append(1) or exact(*a))
+    work = []
+    for copies in (100_000, 1_000_000):  # longer than FAST_CHARS (findall reads it all)
+        text = "(context-tx (x " + shape * copies + "))"
+        counted.tokens = 0
+        with pytest.raises(sexpr.SexprError) as info:
+            sexpr.parse_one(text, limits)
+        with pytest.raises(sexpr.SexprError) as expected:
+            exact(text, limits)
+        assert info.value.to_dict() == expected.value.to_dict()
+        assert info.value.reason == "SEXPR_TOO_MANY_NODES"
+        work.append(counted.tokens)
+    assert exact_reads == []  # the exact reader never ran
+    assert work[0] == work[1] <= 3 * limits.max_nodes, work  # the limit's, not the input's

@@ -349,13 +349,19 @@ def _render_op(o: Op) -> str:
 
 
 def parse_body(text: str, index: Optional[int] = None,
-               limits: sexpr.Limits = TX_LIMITS) -> tuple[str, int]:
+               limits: sexpr.Limits = TX_LIMITS,
+               nodes_left: Optional[int] = None) -> tuple[str, int]:
     """Canonicalize body text given in the protobuf form; return it and its node count.
-    It may nest as deep as a body can in the text form (BODY_DEPTH lists in)."""
+    It may nest as deep as a body can in the text form (BODY_DEPTH lists in), and is
+    read no further than `nodes_left` nodes (what the transaction's limit leaves it)."""
+    left = limits.max_nodes if nodes_left is None else max(nodes_left, 0)
     try:
-        items = sexpr.parse_many(text, replace(limits, max_depth=limits.max_depth - BODY_DEPTH))
+        items = sexpr.parse_many(text, replace(limits, max_depth=limits.max_depth - BODY_DEPTH,
+                                               max_nodes=left))
     except sexpr.SexprError as e:
-        raise MorphzError("TX_PARSE_ERROR", f"frame body: {e.message}", syntax=e.reason,
+        message = f"the transaction has more than {limits.max_nodes} nodes in its text " \
+            "form" if e.reason == "SEXPR_TOO_MANY_NODES" else f"frame body: {e.message}"
+        raise MorphzError("TX_PARSE_ERROR", message, syntax=e.reason,
                           op_index=index, line=e.line, column=e.column,
                           **limit_details(e.reason, limits)) from None
     return sexpr.render_read(items), _count_nodes(items)
