@@ -46,6 +46,7 @@ from morphz.shared import cursor as cursors, policy
 from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
 from morphz.shared.names import check_label, check_name
@@ -489,27 +490,31 @@ class TransactionCore:
             return view
 
     # -- audit ----------------------------------------------------------------------------------
-    def audit(self, context: str, *, caller: Caller) -> dict:
+    def audit(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
         """Replay every event through the reducer into memory and compare each table.
-        A difference is reported, never repaired (rebuild_projections repairs)."""
+        A difference is reported, never repaired (rebuild_projections repairs). The
+        replay stops at `deadline` (SEC-07)."""
         check_name(context, "context")
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-            return audit_report(context, m)
+            return audit_report(context, m, deadline)
 
-    def rebuild_projections(self, context: str, *, caller: Caller) -> dict:
+    def rebuild_projections(self, context: str, *, caller: Caller,
+                            deadline: Deadline = NEVER) -> dict:
         """Recompute every projection from the events and write the differences in one
-        atomic commit: the same revision, tick and active state as before the damage."""
+        atomic commit: the same revision, tick and active state as before the damage.
+        Past `deadline` the replay stops and nothing is written (SEC-07)."""
         check_name(context, "context")
 
         def build(m: MindState) -> RawWrite:
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             with self._tracer.start_as_current_span("rebuild_projections"):
-                reply, writes = rebuild_plan(context, m)
+                reply, writes = rebuild_plan(context, m, deadline)
                 self._faults.hit("mid-rebuild")
+            deadline.check("the rebuild")
             return RawWrite(reply, writes)
         return self._write(context, build)
 
