@@ -46,6 +46,11 @@ REASONS: dict[str, Status] = {
     "MESSAGE_SIZE_LIMIT": Status.RESOURCE_EXHAUSTED,  # as gRPC's own refusal of a message
     "CONCURRENT_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
     "BYTES_IN_FLIGHT_LIMIT": Status.RESOURCE_EXHAUSTED,
+    # budgets of expensive calls (shared/admission.py), server-wide and per principal
+    "EXPENSIVE_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "PRINCIPAL_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "EXPENSIVE_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "PRINCIPAL_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
     # contexts and references
     "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
     # rows no commit wrote block the context (rebuild-projections moves them aside)

@@ -33,7 +33,9 @@ from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LE
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
-from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS, MESSAGE_BYTES
+from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, EXPENSIVE_CPU,
+                                  EXPENSIVE_RPCS, MESSAGE_BYTES, PRINCIPAL_CPU,
+                                  PRINCIPAL_RPCS)
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
@@ -448,6 +450,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
                        f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+    # Expensive calls: audits, rebuilds, compiles, traversals, listings, large writes.
+    serve.add_argument("--max-expensive-rpcs", metavar="N", type=_positive,
+                       default=EXPENSIVE_RPCS.max,
+                       help="expensive calls this process runs at once (the other workers "
+                       f"are kept for cheap calls); more are refused {EXPENSIVE_RPCS.reason} "
+                       f"(default: {EXPENSIVE_RPCS.max}; README: Limits)")
+    serve.add_argument("--max-principal-rpcs", metavar="N", type=_positive,
+                       default=PRINCIPAL_RPCS.max,
+                       help="expensive calls one authenticated principal runs at once; more "
+                       f"are refused {PRINCIPAL_RPCS.reason} (default: {PRINCIPAL_RPCS.max})")
+    serve.add_argument("--expensive-cpu-seconds", metavar="S", type=_positive,
+                       default=EXPENSIVE_CPU.max,
+                       help="CPU-seconds per minute this process's expensive calls may use; "
+                       f"past it they are refused {EXPENSIVE_CPU.reason} "
+                       f"(default: {EXPENSIVE_CPU.max})")
+    serve.add_argument("--principal-cpu-seconds", metavar="S", type=_positive,
+                       default=PRINCIPAL_CPU.max,
+                       help="CPU-seconds per minute one authenticated principal's expensive "
+                       f"calls may use; past it they are refused {PRINCIPAL_CPU.reason} "
+                       f"(default: {PRINCIPAL_CPU.max})")
 
     backup_cmds.add_commands(top, common, credentials)
 
@@ -591,6 +613,7 @@ def client_auth(args: argparse.Namespace, env=os.environ) -> ClientAuth:
 def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
     from morphz.services.server.security import Security
+    from morphz.shared.admission import Budgets
     from morphz.shared.auth import read_secret
     listen = DEFAULT_LISTEN if args.listen is None else args.listen
     service_token = read_secret(args.service_token_file, "service_token_file") \
@@ -607,7 +630,11 @@ def run_serve(args: argparse.Namespace) -> int:
                      storage_listen=args.storage_listen, embedder=args.embedder,
                      recall_idle_seconds=args.recall_idle,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
-                     max_bytes_in_flight=args.max_bytes_in_flight)
+                     max_bytes_in_flight=args.max_bytes_in_flight,
+                     budgets=Budgets(expensive_rpcs=args.max_expensive_rpcs,
+                                     principal_rpcs=args.max_principal_rpcs,
+                                     expensive_cpu_seconds=args.expensive_cpu_seconds,
+                                     principal_cpu_seconds=args.principal_cpu_seconds))
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

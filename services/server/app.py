@@ -15,6 +15,7 @@ from typing import Optional
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from morphz.shared.admission import Budgets
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
@@ -49,6 +50,8 @@ class ServerConfig:
     # Server-wide limits (shared/limits.py): RPCs held at once, request bytes processed.
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
+    # Expensive calls' budgets, server-wide and per principal (shared/admission.py).
+    budgets: Budgets = Budgets()
     map_size: int = 8 << 30
     sync: bool = True
     # Remote readers' snapshots (services/storage/snapshots.py).

@@ -4,6 +4,7 @@ memory held for replies is bounded by configuration (SEC-08). Each test runs a r
 `morphz serve` process over loopback and reads its CPU time from /proc."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -13,6 +14,9 @@ import pytest
 
 from morphz.api.transaction.v1 import transaction_pb2 as tpb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as tpb_grpc
+from morphz.shared import limits
+from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.grpc_errors import from_rpc_error
 from tests import wire
 from tests.polling import until
 from tests.topology import ServerProcess
@@ -21,6 +25,7 @@ MiB = 1 << 20
 BIG_EVENT = 31 * MiB   # the issue's reproduction: events of 31 MiB
 BIG_EVENTS = 12        # enough that 8 audits run seconds of CPU past a 1 s deadline
 AUDITS = 8
+TOKENS = {"alice": "alice-token-5b0d0c1e9a7f", "bob": "bob-token-7c41e0d2b9a8"}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -48,7 +53,9 @@ def settled_cpu(pid: int, bound: float = 120.0) -> float:
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
     """A server holding context "big": BIG_EVENTS events of 31 MiB each."""
-    server = ServerProcess(tmp_path_factory.mktemp("big") / "data").start()
+    # Every audit of the reproduction admitted (the budgets are tested below).
+    server = ServerProcess(tmp_path_factory.mktemp("big") / "data",
+                           args=["--max-expensive-rpcs", str(AUDITS)]).start()
     ch = grpc.insecure_channel(server.address, options=wire.BIG_MESSAGES)
     stub = tpb_grpc.TransactionServiceStub(ch)
     stub.CreateContext(tpb.CreateContextRequest(context="big"), timeout=30)
@@ -89,3 +96,52 @@ def test_sec_07_audits_past_their_deadline_stop_within_a_second(big):
     assert spent < 1.0, f"the audits went on for {spent:.1f} s of CPU past their deadline"
     # The server is not left half-way: a full audit still matches.
     assert stub.Audit(tpb.AuditRequest(context="small"), timeout=60).match
+
+
+@pytest.fixture
+def tokens_server(tmp_path):
+    """A server with bearer tokens for alice and bob and a CPU budget per principal of
+    1 CPU-second per minute; alice's context "a" of 4 events of 31 MiB, bob's "b"."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({token: name for name, token in TOKENS.items()}))
+    server = ServerProcess(tmp_path / "data", args=[
+        "--tokens", str(tokens), "--principal-cpu-seconds", "1"]).start()
+    stubs = {}
+    for name in ("alice", "bob"):
+        ch = ClientAuth(token=TOKENS[name]).channel(
+            server.address, options=wire.BIG_MESSAGES)
+        stubs[name] = tpb_grpc.TransactionServiceStub(ch)
+        stubs[name].CreateContext(tpb.CreateContextRequest(context=name[0]), timeout=30)
+    text = "x" * BIG_EVENT
+    for _ in range(4):
+        stubs["alice"].AppendEvent(tpb.AppendEventRequest(
+            context="a", session="s", kind="user-message", text=text), timeout=120)
+    yield server, stubs
+    server.kill()
+
+
+def test_sec_07_a_principal_past_its_cpu_budget_is_refused_and_others_are_served(
+        tokens_server):
+    """alice's audits draw on her CPU budget until one is refused PRINCIPAL_CPU_LIMIT
+    (RESOURCE_EXHAUSTED, naming the budget); bob's calls, cheap and expensive, are
+    served meanwhile."""
+    server, stubs = tokens_server
+    alice, bob = stubs["alice"], stubs["bob"]
+    refusal = None
+    for _ in range(60):  # each audit reads ~124 MiB: about 0.1-0.5 CPU-seconds
+        try:
+            assert alice.Audit(tpb.AuditRequest(context="a"), timeout=60).match
+        except grpc.RpcError as e:
+            refusal = e
+            break
+    assert refusal is not None, "alice was never refused"
+    assert refusal.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    err = from_rpc_error(refusal)
+    assert err.reason == limits.PRINCIPAL_CPU.reason, err
+    assert err.details["limit"] == limits.PRINCIPAL_CPU.name
+    assert err.details["principal"] == "alice" and err.details["retry_after_seconds"] > 0
+    # Cheap calls take no budget: alice's status still answers, and so do bob's calls.
+    assert alice.GetStatus(tpb.GetStatusRequest(context="a"), timeout=30).context == "a"
+    assert bob.Audit(tpb.AuditRequest(context="b"), timeout=60).match
+    assert bob.AppendEvent(tpb.AppendEventRequest(
+        context="b", session="s", kind="user-message", text="hi"), timeout=30).ref
