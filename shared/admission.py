@@ -6,7 +6,15 @@ small reads) keep the workers the expensive ones may not take.
 Two budgets of each kind: concurrency (expensive calls running at once) and CPU time
 (CPU-seconds per minute, a bucket refilled continuously; a call is charged the CPU its
 thread used when it ends). A call that does not fit is refused at once with
-RESOURCE_EXHAUSTED and the reason of the budget it met (retry later). The per-principal
+RESOURCE_EXHAUSTED and the reason of the budget it met (retry later).
+
+Admitted expensive calls are paced while other callers' cheap calls are being served (one
+in flight, or one ended within CONTENDED_SECONDS; a caller is its principal, or without
+authentication its connection, so a client's own appends never slow its compile): together they may use `expensive_share` of a core,
+and each pauses at its deadline checks (shared/deadline.py) to stay within it. With the
+interpreter's lock, a thread decoding a 31 MiB event holds every other thread for tens of
+milliseconds: only time left free makes a cheap call as fast as on an idle server. The
+per-principal
 budgets apply to authenticated callers; without authentication every caller is the same
 anonymous one, and the server-wide budgets apply alone. Nothing here imports gRPC
 (shared/rpc_admission.py applies it to a server)."""
@@ -14,13 +22,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from morphz.shared import limits
 from morphz.shared.errors import MorphzError
 
 WINDOW_SECONDS = 60.0  # a CPU budget is CPU-seconds per this many seconds
+CONTENDED_SECONDS = 1.0  # cheap calls this recent pace the expensive ones
+PACE_BURST_SECONDS = 0.05  # CPU an expensive call may use at once before it is paced
+MAX_PAUSE_SECONDS = 1.0  # one pause at most (the deadline is checked after each)
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,7 @@ class Budgets:
     principal_rpcs: int = limits.PRINCIPAL_RPCS.max
     expensive_cpu_seconds: float = limits.EXPENSIVE_CPU.max
     principal_cpu_seconds: float = limits.PRINCIPAL_CPU.max
+    expensive_share: float = 0.25  # of a core, while cheap calls are served
 
     def check(self, max_workers: int) -> None:
         """The expensive calls leave workers to the cheap ones (a CONTEXT_INPUT_INVALID
@@ -45,6 +57,8 @@ class Budgets:
         for name in ("expensive_cpu_seconds", "principal_cpu_seconds"):
             if not getattr(self, name) > 0:
                 raise bad(name, "must be more than 0")
+        if not 0 < self.expensive_share <= 1:
+            raise bad("expensive_share", "must be more than 0 and at most 1")
 
 
 @dataclass
@@ -65,39 +79,50 @@ class _Bucket:
         return self.running == 0 and self.level >= self.size
 
 
-@dataclass(frozen=True)
 class Ticket:
     """An admitted expensive call's hold on its budgets: a context manager that gives the
-    slots back and charges the CPU its thread used, once, when the call ends."""
-    admission: "Admission"
-    principal: Optional[str]
-    cpu_start: float
-    released: list = field(default_factory=list)
+    slots back and charges the CPU its thread used, once, when the call ends; pace()
+    pauses it while cheap calls want the server (called from its thread)."""
+    __slots__ = ("admission", "principal", "caller", "cpu_start", "cpu_paced", "released")
+
+    def __init__(self, admission: "Admission", principal: Optional[str], caller: str,
+                 cpu: float) -> None:
+        self.admission, self.principal, self.caller = admission, principal, caller
+        self.cpu_start = self.cpu_paced = cpu
+        self.released = False
+
+    def pace(self, remaining: Optional[float] = None) -> None:
+        self.admission._pace(self, remaining)
 
     def __enter__(self) -> "Ticket":
         return self
 
     def __exit__(self, *exc) -> None:
         if not self.released:
-            self.released.append(True)
+            self.released = True
             self.admission._release(self)
 
 
 class Admission:
     def __init__(self, budgets: Budgets = Budgets(), *,
                  clock: Callable[[], float] = time.monotonic,
-                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+                 cpu_clock: Callable[[], float] = time.thread_time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.budgets = budgets
-        self._clock, self._cpu_clock = clock, cpu_clock
+        self._clock, self._cpu_clock, self._sleep = clock, cpu_clock, sleep
         self._lock = threading.Lock()
         now = clock()
         self._server = _Bucket(budgets.expensive_cpu_seconds, budgets.expensive_cpu_seconds,
                                now)
         self._principals: dict[str, _Bucket] = {}
+        self._pacer = _Bucket(PACE_BURST_SECONDS, PACE_BURST_SECONDS, now)
+        # caller -> [cheap calls in flight, when the last one started or ended]
+        self._cheap: dict[str, list] = {}
 
-    def admit(self, principal: Optional[str]) -> Ticket:
+    def admit(self, principal: Optional[str], caller: str = "") -> Ticket:
         """Hold a slot of every budget of an expensive call by `principal` (None: an
-        unauthenticated caller), or raise the refusal of the first it does not fit."""
+        unauthenticated caller), or raise the refusal of the first it does not fit.
+        `caller`: who it is for pacing (the principal, else the connection)."""
         b = self.budgets
         with self._lock:
             now = self._clock()
@@ -131,7 +156,7 @@ class Admission:
             if mine is not None:
                 mine.running += 1
                 self._principals[principal] = mine
-        return Ticket(self, principal, self._cpu_clock())
+        return Ticket(self, principal, caller, self._cpu_clock())
 
     def _release(self, ticket: Ticket) -> None:
         used = max(0.0, self._cpu_clock() - ticket.cpu_start)
@@ -148,6 +173,48 @@ class Admission:
                 bucket.level -= used
             if mine is not None and mine.idle:
                 del self._principals[ticket.principal]
+
+    # -- pacing -------------------------------------------------------------------------
+    def cheap_started(self, caller: str = "") -> None:
+        with self._lock:
+            seen = self._cheap.setdefault(caller, [0, 0.0])
+            seen[0] += 1
+            seen[1] = self._clock()
+
+    def cheap_ended(self, caller: str = "") -> None:
+        with self._lock:
+            seen = self._cheap[caller]
+            seen[0] -= 1
+            seen[1] = self._clock()
+
+    def _contended(self, caller: str, now: float) -> bool:
+        """Another caller's cheap call is in flight or just ended (under the lock)."""
+        for who, (running, last) in list(self._cheap.items()):
+            if not running and now - last >= CONTENDED_SECONDS:
+                del self._cheap[who]  # forgotten: it paces nothing any more
+            elif who != caller:
+                return True
+        return False
+
+    def _pace(self, ticket: Ticket, remaining: Optional[float]) -> None:
+        """Charge the CPU `ticket`'s thread used since its last pace to the expensive
+        calls' share; while cheap calls are served, pause until the share is positive."""
+        cpu = self._cpu_clock()
+        used, ticket.cpu_paced = cpu - ticket.cpu_paced, cpu
+        share = self.budgets.expensive_share
+        with self._lock:
+            now = self._clock()
+            pacer = self._pacer
+            pacer.level = min(pacer.size, pacer.level + (now - pacer.at) * share)
+            pacer.at = now
+            if not self._contended(ticket.caller, now):
+                pacer.level = pacer.size  # nobody waits: full speed
+                return
+            pacer.level -= used
+            pause = -pacer.level / share if pacer.level < 0 else 0.0
+        pause = min(pause, MAX_PAUSE_SECONDS, remaining if remaining is not None else pause)
+        if pause > 0:
+            self._sleep(pause)
 
     def running(self, principal: Optional[str] = None) -> int:
         """Expensive calls running now (of `principal`, else of all)."""

@@ -470,6 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU-seconds per minute one authenticated principal's expensive "
                        f"calls may use; past it they are refused {PRINCIPAL_CPU.reason} "
                        f"(default: {PRINCIPAL_CPU.max})")
+    serve.add_argument("--expensive-share", metavar="FRACTION", type=float, default=0.25,
+                       help="the share of a core the expensive calls may use together while "
+                       "cheap calls are being served; they pause to keep to it (default: "
+                       "0.25; 1: no pacing)")
 
     backup_cmds.add_commands(top, common, credentials)
 
@@ -634,7 +638,8 @@ def run_serve(args: argparse.Namespace) -> int:
                      budgets=Budgets(expensive_rpcs=args.max_expensive_rpcs,
                                      principal_rpcs=args.max_principal_rpcs,
                                      expensive_cpu_seconds=args.expensive_cpu_seconds,
-                                     principal_cpu_seconds=args.principal_cpu_seconds))
+                                     principal_cpu_seconds=args.principal_cpu_seconds,
+                                     expensive_share=args.expensive_share))
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

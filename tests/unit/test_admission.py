@@ -80,3 +80,33 @@ def test_sec_07_budgets_keep_workers_for_cheap_calls():
         with pytest.raises(MorphzError) as e:
             bad.check(16)
         assert e.value.reason == "CONTEXT_INPUT_INVALID"
+
+
+def test_sec_07_expensive_calls_pause_to_their_share_while_cheap_calls_are_served(clocks):
+    pauses: list[float] = []
+    a = Admission(Budgets(expensive_share=0.25), clock=lambda: clocks.now,
+                  cpu_clock=lambda: clocks.cpu, sleep=pauses.append)
+    with a.admit("alice", "alice") as ticket:
+        clocks.cpu += 0.5
+        ticket.pace()
+        assert pauses == []  # no cheap call: full speed
+        a.cheap_started("alice")
+        clocks.cpu += 0.5
+        ticket.pace()
+        assert pauses == []  # its own caller's cheap calls do not pace it
+        a.cheap_ended("alice")
+        a.cheap_started("bob")
+        clocks.cpu += 0.3
+        ticket.pace(remaining=10.0)
+        # 0.3 s of CPU less the 0.05 s burst, at a quarter of a core: 1 s (the most at once)
+        assert pauses == [pytest.approx(1.0)]
+        clocks.now += 1.0  # the pause refilled the share to 0
+        clocks.cpu += 0.3
+        ticket.pace(remaining=0.2)
+        assert pauses[-1] == pytest.approx(0.2)  # never past the deadline
+        a.cheap_ended("bob")
+        clocks.now += 5.0  # the last cheap call is long over: full speed again
+        clocks.cpu += 1.0
+        ticket.pace()
+        assert len(pauses) == 2
+    assert a._cheap == {}  # callers long gone are forgotten
