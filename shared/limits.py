@@ -63,6 +63,9 @@ CONCURRENT_RPCS = Limit("concurrent_rpcs", 256, "CONCURRENT_RPC_LIMIT",
                         "RPCs a server process holds at once (health checks aside)")
 BYTES_IN_FLIGHT = Limit("bytes_in_flight", 64 << 20, "BYTES_IN_FLIGHT_LIMIT",
                         "request bytes a server process is processing at once")
+REPLY_BYTES = Limit("reply_bytes", 64 << 20, "REPLY_TOO_LARGE",
+                    "bytes of one reply message (a larger one: ask for it in pages)")
+REPLY_STALL_SECONDS = 30  # a reply its client does not read is dropped after this
 OPEN_SNAPSHOTS = Limit("open_snapshots", 128, "STORAGE_SNAPSHOT_LIMIT",
                        "storage read snapshots open at once")
 WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
@@ -85,7 +88,7 @@ SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
 
 ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
-       BYTES_IN_FLIGHT, EXPENSIVE_RPCS, PRINCIPAL_RPCS, EXPENSIVE_CPU, PRINCIPAL_CPU,
+       BYTES_IN_FLIGHT, REPLY_BYTES, EXPENSIVE_RPCS, PRINCIPAL_RPCS, EXPENSIVE_CPU, PRINCIPAL_CPU,
        OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
 BY_NAME = {lim.name: lim for lim in ALL}
 

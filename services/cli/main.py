@@ -35,7 +35,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, EXPENSIVE_CPU,
                                   EXPENSIVE_RPCS, MESSAGE_BYTES, PRINCIPAL_CPU,
-                                  PRINCIPAL_RPCS)
+                                  PRINCIPAL_RPCS, REPLY_BYTES, REPLY_STALL_SECONDS)
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
@@ -450,6 +450,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
                        f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+    serve.add_argument("--max-reply-bytes", metavar="BYTES", type=_positive,
+                       default=REPLY_BYTES.max,
+                       help="bytes of one reply message; a larger one is refused "
+                       f"{REPLY_BYTES.reason}: ask for it in pages (default: "
+                       f"{REPLY_BYTES.max}; README: Limits)")
+    serve.add_argument("--reply-stall-seconds", metavar="S", type=float,
+                       default=REPLY_STALL_SECONDS,
+                       help="a reply its client has not read this long after it was ready is "
+                       "cancelled, and the memory it held freed (default: "
+                       f"{REPLY_STALL_SECONDS})")
     # Expensive calls: audits, rebuilds, compiles, traversals, listings, large writes.
     serve.add_argument("--max-expensive-rpcs", metavar="N", type=_positive,
                        default=EXPENSIVE_RPCS.max,
@@ -635,6 +645,8 @@ def run_serve(args: argparse.Namespace) -> int:
                      recall_idle_seconds=args.recall_idle,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
+                     max_reply_bytes=args.max_reply_bytes,
+                     reply_stall_seconds=args.reply_stall_seconds,
                      budgets=Budgets(expensive_rpcs=args.max_expensive_rpcs,
                                      principal_rpcs=args.max_principal_rpcs,
                                      expensive_cpu_seconds=args.expensive_cpu_seconds,

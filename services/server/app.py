@@ -34,7 +34,8 @@ from morphz.services.server.wired import Wired
 from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import NOT_SERVING, SERVING, build_server, expose, mark
 from morphz.shared.faults import Faults
-from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS
+from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,
+                                  REPLY_STALL_SECONDS)
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
@@ -50,6 +51,10 @@ class ServerConfig:
     # Server-wide limits (shared/limits.py): RPCs held at once, request bytes processed.
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
+    # Replies: the largest one message carries, and how long one its client does not
+    # read is held (shared/stalled_replies.py).
+    max_reply_bytes: int = REPLY_BYTES.max
+    reply_stall_seconds: float = REPLY_STALL_SECONDS
     # Expensive calls' budgets, server-wide and per principal (shared/admission.py).
     budgets: Budgets = Budgets()
     map_size: int = 8 << 30

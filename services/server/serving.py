@@ -40,7 +40,9 @@ def build_server(config, tracer: TracerProvider,
     kept for the cheap calls."""
     config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
-                  max_bytes_in_flight=config.max_bytes_in_flight)
+                  max_bytes_in_flight=config.max_bytes_in_flight,
+                  max_reply_bytes=config.max_reply_bytes,
+                  reply_stall_seconds=config.reply_stall_seconds)
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
         interceptors=[guard, *server_tracing(tracer), *interceptors,

@@ -18,6 +18,8 @@ from morphz.shared import limits
 from morphz.shared.grpc_auth import ClientAuth
 from morphz.shared.grpc_errors import from_rpc_error
 from tests import wire
+from tests.h2_stalled import ended_by_server, stalled_call
+from tests.integration.test_limits import proc_status
 from tests.polling import until
 from tests.topology import ServerProcess
 
@@ -145,3 +147,50 @@ def test_sec_07_a_principal_past_its_cpu_budget_is_refused_and_others_are_served
     assert bob.Audit(tpb.AuditRequest(context="b"), timeout=60).match
     assert bob.AppendEvent(tpb.AppendEventRequest(
         context="b", session="s", kind="user-message", text="hi"), timeout=30).ref
+
+
+STALLED = 40  # the issue's reproduction: 40 connections that never read
+STALL_SECONDS = 3
+
+
+def test_sec_08_replies_held_for_clients_that_do_not_read_are_bounded(tmp_path):
+    """40 HTTP/2 connections ask GetEvent for a 31 MiB event and never read (zero stream
+    window). The replies held for them count as bytes in flight (64 MiB here), not one
+    per connection (before: ~61 MiB each, +2.4 GB); each such call is dropped after
+    --reply-stall-seconds, and the server's memory returns to within 64 MiB of idle."""
+    server = ServerProcess(tmp_path / "data", args=[
+        "--reply-stall-seconds", str(STALL_SECONDS)]).start()
+    socks = []
+    try:
+        ch = grpc.insecure_channel(server.address, options=wire.BIG_MESSAGES)
+        stub = tpb_grpc.TransactionServiceStub(ch)
+        stub.CreateContext(tpb.CreateContextRequest(context="c"), timeout=30)
+        ref = stub.AppendEvent(tpb.AppendEventRequest(
+            context="c", session="s", kind="user-message", text="x" * BIG_EVENT),
+            timeout=120).ref
+        request = tpb.GetEventRequest(context="c", ref=ref)
+        assert len(stub.GetEvent(request, timeout=60).text) == BIG_EVENT  # a reader is served
+        pid = server.proc.pid
+        settled_cpu(pid)
+        idle = proc_status(pid)["RssAnon"]
+        path = "/morphz.api.transaction.v1.TransactionService/GetEvent"
+        socks = [stalled_call(server.address, path, request.SerializeToString())
+                 for _ in range(STALLED)]
+        settled_cpu(pid)  # every call has been answered (or refused) by now
+        held = proc_status(pid)["RssAnon"] - idle
+        assert held < 3 * 64 * MiB, f"{held / MiB:.0f} MiB held for {STALLED} stalled calls"
+        pending = set(socks)
+
+        def all_ended() -> bool:
+            pending.difference_update([s for s in pending if ended_by_server(s)])
+            return not pending
+        until(all_ended, 60, "the stalled calls were never dropped")
+        until(lambda: proc_status(pid)["RssAnon"] - idle < 64 * MiB, 30,
+              "memory did not return to within 64 MiB of idle")
+        # Readers are served as before.
+        assert len(stub.GetEvent(request, timeout=60).text) == BIG_EVENT
+        ch.close()
+    finally:
+        for s in socks:
+            s.close()
+        server.kill()
