@@ -72,7 +72,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
-                                                 caller=caller_of(context)), pb.FrameList)
+                                                 caller=caller_of(context),
+                                                 deadline=deadline_of(context)), pb.FrameList)
 
     @rpc_boundary
     def GetEvent(self, request, context):

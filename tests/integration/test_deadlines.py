@@ -73,6 +73,13 @@ def test_sec_07_rebuild_past_its_deadline_writes_nothing(core, store):
         assert core.status("c", caller=CALLER)["commit_seq"] == before
 
 
+def test_sec_07_a_listing_stops_at_its_deadline(core):
+    assert len(core.list_frames("c", caller=CALLER)["frames"]) == 2
+    stopped("DEADLINE_EXCEEDED", core.list_frames, "c", caller=CALLER,
+            deadline=after_checks(1))
+    stopped("CANCELLED", core.list_frames, "c", caller=CALLER, deadline=CANCELLED)
+
+
 def test_sec_07_compile_past_its_deadline_claims_and_writes_nothing(core, store):
     enc = EncodingCore(store, core)
     before = core.status("c", caller=CALLER)["commit_seq"]

@@ -411,7 +411,7 @@ class TransactionCore:
                                with_relations=not at_revision, reveal=reveal_secrets)
 
     def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
-                    cursor: str = "", caller: Caller) -> dict:
+                    cursor: str = "", caller: Caller, deadline: Deadline = NEVER) -> dict:
         """Frames in projection order: all of them (max_bytes 0), or a page of about
         max_bytes and the cursor of the next (frame_pages.py)."""
         check_name(context, "context")
@@ -437,6 +437,7 @@ class TransactionCore:
             budget = max_bytes or frame_pages.WHOLE_LISTING_BYTES
             frames, size, next_cursor = [], 0, ""
             for past, f in frame_pages.frames_from(m, position):
+                deadline.check("the listing")  # SEC-07
                 view = _frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
                 n = frame_pages.view_bytes(view)
                 if frames and size + n > budget:
