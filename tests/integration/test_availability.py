@@ -100,6 +100,23 @@ def test_sec_07_audits_past_their_deadline_stop_within_a_second(big):
     assert stub.Audit(tpb.AuditRequest(context="small"), timeout=60).match
 
 
+
+def test_sec_07_cancelled_audits_stop(big):
+    """Audits whose callers cancel them (no deadline near) stop too: is_active turns
+    false and the replay stops at its next event."""
+    server, stub = big
+    pid = server.proc.pid
+    before = settled_cpu(pid)
+    calls = [stub.Audit.future(tpb.AuditRequest(context="big"), timeout=300)
+             for _ in range(4)]
+    until(lambda: cpu_seconds(pid) - before > 0.3, 60, "the audits never started")
+    for c in calls:
+        c.cancel()
+    assert all(c.cancelled() for c in calls)
+    after_cancel = cpu_seconds(pid)
+    spent = settled_cpu(pid) - after_cancel
+    assert spent < 1.0, f"the cancelled audits went on for {spent:.1f} s of CPU"
+
 @pytest.fixture
 def tokens_server(tmp_path):
     """A server with bearer tokens for alice and bob and a CPU budget per principal of
