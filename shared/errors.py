@@ -22,6 +22,7 @@ class Status(Enum):
     DATA_LOSS = "DATA_LOSS"  # a stored record is corrupt
     UNAUTHENTICATED = "UNAUTHENTICATED"  # no principal could be established for the call
     PERMISSION_DENIED = "PERMISSION_DENIED"  # a principal the service does not serve
+    CANCELLED = "CANCELLED"  # the caller went away
 
 
 # The error table: every reason code the services raise, with its status class.
@@ -45,6 +46,11 @@ REASONS: dict[str, Status] = {
     "MESSAGE_SIZE_LIMIT": Status.RESOURCE_EXHAUSTED,  # as gRPC's own refusal of a message
     "CONCURRENT_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
     "BYTES_IN_FLIGHT_LIMIT": Status.RESOURCE_EXHAUSTED,
+    # budgets of expensive calls (shared/admission.py), server-wide and per principal
+    "EXPENSIVE_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "PRINCIPAL_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "EXPENSIVE_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "PRINCIPAL_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
     # contexts and references
     "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
     # rows no commit wrote block the context (rebuild-projections moves them aside)
@@ -117,6 +123,10 @@ REASONS: dict[str, Status] = {
     "FRAMES_CURSOR_STALE": Status.FAILED_PRECONDITION,
     # a reply that would not fit in one message: ask for it in pages
     "REPLY_TOO_LARGE": Status.RESOURCE_EXHAUSTED,
+    # the call's deadline passed, or its caller cancelled it, while the server worked on
+    # it (shared/deadline.py): the work stopped there, nothing was changed
+    "DEADLINE_EXCEEDED": Status.DEADLINE_EXCEEDED,
+    "CANCELLED": Status.CANCELLED,
     # encoding (issue 5)
     "ENCODING_BUDGET_EXCEEDED": Status.RESOURCE_EXHAUSTED,
     "MUST_READ_MISSING": Status.FAILED_PRECONDITION,

@@ -63,10 +63,24 @@ CONCURRENT_RPCS = Limit("concurrent_rpcs", 256, "CONCURRENT_RPC_LIMIT",
                         "RPCs a server process holds at once (health checks aside)")
 BYTES_IN_FLIGHT = Limit("bytes_in_flight", 64 << 20, "BYTES_IN_FLIGHT_LIMIT",
                         "request bytes a server process is processing at once")
+REPLY_BYTES = Limit("reply_bytes", 64 << 20, "REPLY_TOO_LARGE",
+                    "bytes of one reply message (a larger one: ask for it in pages)")
+REPLY_STALL_SECONDS = 30  # a reply its client does not read is dropped after this
 OPEN_SNAPSHOTS = Limit("open_snapshots", 128, "STORAGE_SNAPSHOT_LIMIT",
                        "storage read snapshots open at once")
 WATCHES = Limit("watches", 4, "STORAGE_WATCH_LIMIT",
                 "following change-feed watches a storage service serves at once")
+# Expensive calls (shared/admission.py: audits, rebuilds, compiles, traversals,
+# listings, large writes): at once server-wide and per principal, and the CPU-seconds
+# they may use per minute, server-wide and per principal.
+EXPENSIVE_RPCS = Limit("expensive_rpcs", 6, "EXPENSIVE_RPC_LIMIT",
+                       "expensive calls a server process runs at once")
+PRINCIPAL_RPCS = Limit("principal_expensive_rpcs", 2, "PRINCIPAL_RPC_LIMIT",
+                       "expensive calls one principal runs at once")
+EXPENSIVE_CPU = Limit("expensive_cpu_seconds", 60, "EXPENSIVE_CPU_LIMIT",
+                      "CPU-seconds per minute the expensive calls of a server process use")
+PRINCIPAL_CPU = Limit("principal_cpu_seconds", 30, "PRINCIPAL_CPU_LIMIT",
+                      "CPU-seconds per minute the expensive calls of one principal use")
 GET_MANY_KEYS = Limit("get_many_keys", 1000, "STORAGE_REQUEST_TOO_LARGE",
                       "keys in one storage GetMany")
 SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
@@ -74,7 +88,8 @@ SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
 
 ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
-       BYTES_IN_FLIGHT, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
+       BYTES_IN_FLIGHT, REPLY_BYTES, EXPENSIVE_RPCS, PRINCIPAL_RPCS, EXPENSIVE_CPU, PRINCIPAL_CPU,
+       OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
 BY_NAME = {lim.name: lim for lim in ALL}
 
 # What an error may echo of a request's value: at most this many characters.

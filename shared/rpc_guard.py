@@ -8,8 +8,11 @@ interceptor (services/server/serving.py puts it first) that
 - bounds each request: message_bytes, then every string and list field
   (shared/field_limits.py);
 - and the server: concurrent_rpcs (health checks aside) and bytes_in_flight, the request
-  bytes of the RPCs being processed; a request that does not fit is answered
-  RESOURCE_EXHAUSTED at once (retry later), the others keep being served.
+  bytes of the RPCs being processed and the bytes of the unary replies not yet delivered
+  (SEC-08); a request that does not fit is answered RESOURCE_EXHAUSTED at once (retry
+  later), the others keep being served; a reply that does not fit is answered the same,
+  one over reply_bytes REPLY_TOO_LARGE (ask for it in pages), and one its client does
+  not read within reply_stall_seconds is cancelled (shared/stalled_replies.py).
 
 Every refusal is the structured error of shared/grpc_errors.py naming its limit.
 """
@@ -27,10 +30,12 @@ from google.protobuf.message import Message
 from morphz.shared import limits, memory
 from morphz.shared.errors import MorphzError
 from morphz.shared.field_limits import SMALLEST, check_fields
+from morphz.shared.stalled_replies import StalledReplies
 from morphz.shared.grpc_errors import abort
 
 # A server at its limit still answers probes (a health Watch, a stream, is counted).
 UNCOUNTED = ("/grpc.health.v1.Health/Check",)
+SMALL_REPLY = 64 << 10  # bytes: a reply that fits a client's first flow-control window
 _log = logging.getLogger("morphz.rpc")
 
 
@@ -83,9 +88,12 @@ class Guard(grpc.ServerInterceptor):
     def __init__(self, *, max_concurrent_rpcs: int = limits.CONCURRENT_RPCS.max,
                  max_bytes_in_flight: int = limits.BYTES_IN_FLIGHT.max,
                  max_message_bytes: int = limits.MESSAGE_BYTES.max,
+                 max_reply_bytes: int = limits.REPLY_BYTES.max,
+                 reply_stall_seconds: float = limits.REPLY_STALL_SECONDS,
                  log_interval: float = 60.0) -> None:
         self.max_rpcs, self.max_bytes = max_concurrent_rpcs, max_bytes_in_flight
-        self.max_message = max_message_bytes
+        self.max_message, self.max_reply = max_message_bytes, max_reply_bytes
+        self._stalled = StalledReplies(reply_stall_seconds)
         self._lock = threading.Lock()
         self.active_rpcs = 0
         self.bytes_in_flight = 0
@@ -125,6 +133,35 @@ class Guard(grpc.ServerInterceptor):
                 return False
             self.bytes_in_flight += size
             return True
+
+    def _hold_reply(self, reply, context) -> None:
+        """Count a unary reply in bytes_in_flight until gRPC has delivered it (the call's
+        callbacks run then), or refuse it; watch it for a client that does not read."""
+        if not isinstance(reply, Message):
+            return
+        size = reply.ByteSize()
+        if size > self.max_reply:
+            abort(context, MorphzError(
+                limits.REPLY_BYTES.reason, f"the reply has {size} bytes; at most "
+                f"{self.max_reply} go in one: ask for it in pages",
+                **limits.REPLY_BYTES.details(self.max_reply, size=size)))
+        if size < SMALL_REPLY:
+            return  # fits a client's first window: never held
+        if not self._reserve(size):
+            abort(context, MorphzError(
+                limits.BYTES_IN_FLIGHT.reason, f"the server is holding its limit of "
+                f"{self.max_bytes} request and reply bytes; retry later",
+                **limits.BYTES_IN_FLIGHT.details(self.max_bytes, size=size)))
+        delivered = self._stalled.watch(context.cancel)
+        released = []
+
+        def release() -> None:
+            if not released:
+                released.append(True)
+                delivered()
+                self._release(False, size)
+        if not context.add_callback(release):
+            release()
 
     def _release(self, counted: bool, size: int) -> None:
         with self._lock:
@@ -177,7 +214,7 @@ class Guard(grpc.ServerInterceptor):
                 abort(context, err)
 
     def _guarded(self, handler, method: str, call: _Call):
-        check = self._check
+        check, hold = self._check, self._hold_reply
         decode = self._decoder(handler.request_deserializer, method, call,
                                handler.request_streaming)
         if handler.unary_unary is not None:
@@ -186,7 +223,9 @@ class Guard(grpc.ServerInterceptor):
             def unary_unary(request, context):
                 try:
                     check(request, call, context)
-                    return inner(request, context)
+                    reply = inner(request, context)
+                    hold(reply, context)
+                    return reply
                 finally:
                     call.release()
             return _handler(handler, unary_unary, decode)

@@ -34,7 +34,9 @@ from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LE
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
-from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS, MESSAGE_BYTES
+from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, EXPENSIVE_CPU,
+                                  EXPENSIVE_RPCS, MESSAGE_BYTES, PRINCIPAL_CPU,
+                                  PRINCIPAL_RPCS, REPLY_BYTES, REPLY_STALL_SECONDS)
 
 DEFAULT_DATA_DIR = "./data"
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
@@ -468,6 +470,40 @@ def build_parser() -> argparse.ArgumentParser:
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
                        f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+    serve.add_argument("--max-reply-bytes", metavar="BYTES", type=_positive,
+                       default=REPLY_BYTES.max,
+                       help="bytes of one reply message; a larger one is refused "
+                       f"{REPLY_BYTES.reason}: ask for it in pages (default: "
+                       f"{REPLY_BYTES.max}; README: Limits)")
+    serve.add_argument("--reply-stall-seconds", metavar="S", type=float,
+                       default=REPLY_STALL_SECONDS,
+                       help="a reply its client has not read this long after it was ready is "
+                       "cancelled, and the memory it held freed (default: "
+                       f"{REPLY_STALL_SECONDS})")
+    # Expensive calls: audits, rebuilds, compiles, traversals, listings, large writes.
+    serve.add_argument("--max-expensive-rpcs", metavar="N", type=_positive,
+                       default=EXPENSIVE_RPCS.max,
+                       help="expensive calls this process runs at once (the other workers "
+                       f"are kept for cheap calls); more are refused {EXPENSIVE_RPCS.reason} "
+                       f"(default: {EXPENSIVE_RPCS.max}; README: Limits)")
+    serve.add_argument("--max-principal-rpcs", metavar="N", type=_positive,
+                       default=PRINCIPAL_RPCS.max,
+                       help="expensive calls one authenticated principal runs at once; more "
+                       f"are refused {PRINCIPAL_RPCS.reason} (default: {PRINCIPAL_RPCS.max})")
+    serve.add_argument("--expensive-cpu-seconds", metavar="S", type=_positive,
+                       default=EXPENSIVE_CPU.max,
+                       help="CPU-seconds per minute this process's expensive calls may use; "
+                       f"past it they are refused {EXPENSIVE_CPU.reason} "
+                       f"(default: {EXPENSIVE_CPU.max})")
+    serve.add_argument("--principal-cpu-seconds", metavar="S", type=_positive,
+                       default=PRINCIPAL_CPU.max,
+                       help="CPU-seconds per minute one authenticated principal's expensive "
+                       f"calls may use; past it they are refused {PRINCIPAL_CPU.reason} "
+                       f"(default: {PRINCIPAL_CPU.max})")
+    serve.add_argument("--expensive-share", metavar="FRACTION", type=float, default=0.25,
+                       help="the share of a core the expensive calls may use together while "
+                       "cheap calls are being served; they pause to keep to it (default: "
+                       "0.25; 1: no pacing)")
 
     serve.add_argument("--storage-quota", metavar="BYTES", type=byte_size, default=0,
                        help="all, storage: the bytes the store's data may take; past it (or "
@@ -632,6 +668,7 @@ def client_auth(args: argparse.Namespace, env=os.environ) -> ClientAuth:
 def run_serve(args: argparse.Namespace) -> int:
     from morphz.services.server.main import serve  # the server stack loads only here
     from morphz.services.server.security import Security
+    from morphz.shared.admission import Budgets
     from morphz.shared.auth import read_secret
     listen = DEFAULT_LISTEN if args.listen is None else args.listen
     service_token = read_secret(args.service_token_file, "service_token_file") \
@@ -650,7 +687,14 @@ def run_serve(args: argparse.Namespace) -> int:
                      recall_idle_seconds=args.recall_idle,
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
-                     storage_quota=args.storage_quota, max_map_size=args.map_size)
+                     storage_quota=args.storage_quota, max_map_size=args.map_size,
+                     max_reply_bytes=args.max_reply_bytes,
+                     reply_stall_seconds=args.reply_stall_seconds,
+                     budgets=Budgets(expensive_rpcs=args.max_expensive_rpcs,
+                                     principal_rpcs=args.max_principal_rpcs,
+                                     expensive_cpu_seconds=args.expensive_cpu_seconds,
+                                     principal_cpu_seconds=args.principal_cpu_seconds,
+                                     expensive_share=args.expensive_share))
     except OSError as e:
         raise input_error(f"cannot serve on {listen}: {e}", field="listen",
                           value=listen) from None

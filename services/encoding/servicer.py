@@ -7,6 +7,7 @@ from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.shared.grpc_auth import caller_of
+from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -30,7 +31,7 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
             scope=scope_of(request.scope), parent_snapshot=request.parent_snapshot,
             model=request.model, evaluation_profile=request.evaluation_profile,
             bindings=dict(request.bindings), capabilities=request.capabilities,
-            caller=caller_of(context))
+            caller=caller_of(context), deadline=deadline_of(context))
         return from_plain(reply, pb.Encoding)
 
     @rpc_boundary

@@ -5,6 +5,7 @@ from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
+from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -57,7 +58,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             direction=request.direction, include_bodies=request.include_bodies,
             include_events=request.include_events, max_nodes=request.max_nodes,
             max_bytes=request.max_bytes, cursor=request.cursor,
-            evaluation=_evaluation(request), caller=caller_of(context))
+            evaluation=_evaluation(request), caller=caller_of(context),
+            deadline=deadline_of(context))
         return from_plain(reply, pb.TraverseResponse)
 
     @rpc_boundary

@@ -15,6 +15,7 @@ from typing import Optional
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from morphz.shared.admission import Budgets
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
@@ -35,7 +36,8 @@ from morphz.services.server.security import OPEN, Guard, Security
 from morphz.services.server.serving import (NOT_SERVING, SERVING, build_server, expose, mark,
                                             report_space)
 from morphz.shared.faults import Faults
-from morphz.shared.limits import BYTES_IN_FLIGHT, CONCURRENT_RPCS
+from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,
+                                  REPLY_STALL_SECONDS)
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.telemetry import core_tracer
 from morphz.shared.telemetry import tracer_provider as make_tracer_provider
@@ -51,6 +53,12 @@ class ServerConfig:
     # Server-wide limits (shared/limits.py): RPCs held at once, request bytes processed.
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
+    # Replies: the largest one message carries, and how long one its client does not
+    # read is held (shared/stalled_replies.py).
+    max_reply_bytes: int = REPLY_BYTES.max
+    reply_stall_seconds: float = REPLY_STALL_SECONDS
+    # Expensive calls' budgets, server-wide and per principal (shared/admission.py).
+    budgets: Budgets = Budgets()
     map_size: int = 8 << 30  # the LMDB map's first size; it doubles up to max_map_size
     # --map-size: the most the map may grow to; --storage-quota: the live bytes the
     # store may hold (0: the disk's size). Past either, writes answer STORAGE_FULL

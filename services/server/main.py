@@ -26,8 +26,8 @@ def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
 def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
           storage: str = "", transaction: str = "", **options) -> int:
     """`options`: ServerConfig's etcd, instance, advertise, lease_ttl, storage_listen,
-    embedder, recall_idle_seconds and security; its max_concurrent_rpcs and
-    max_bytes_in_flight."""
+    embedder, recall_idle_seconds and security; its max_concurrent_rpcs,
+    max_bytes_in_flight and budgets."""
     logging.basicConfig(level=os.environ.get("MORPHZ_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,

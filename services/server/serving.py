@@ -14,8 +14,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
+from morphz.shared.admission import Admission
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
+from morphz.shared.rpc_admission import AdmissionInterceptor
 from morphz.shared.rpc_guard import Guard
 from morphz.shared.rpc_tracing import client_tracing, server_tracing
 
@@ -33,12 +35,18 @@ def build_server(config, tracer: TracerProvider,
     (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
     (authentication: the trace shows the calls it refuses). Its Guard comes first: every
     request is decoded, bounded and admitted there (shared/rpc_guard.py); gRPC's own
-    caps stay above the Guard's, as a backstop."""
+    caps stay above the Guard's, as a backstop. Last, once the caller is known, the
+    expensive calls' budgets (shared/rpc_admission.py): they never take the workers
+    kept for the cheap calls."""
+    config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
-                  max_bytes_in_flight=config.max_bytes_in_flight)
+                  max_bytes_in_flight=config.max_bytes_in_flight,
+                  max_reply_bytes=config.max_reply_bytes,
+                  reply_stall_seconds=config.reply_stall_seconds)
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
-        interceptors=[guard, *server_tracing(tracer), *interceptors],
+        interceptors=[guard, *server_tracing(tracer), *interceptors,
+                      AdmissionInterceptor(Admission(config.budgets))],
         maximum_concurrent_rpcs=guard.transport_rpcs,
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES + TRANSPORT_SLACK),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

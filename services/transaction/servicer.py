@@ -7,6 +7,7 @@ from morphz.services.transaction.convert import tx_from_proto
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
+from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.protojson import from_plain
 
@@ -78,7 +79,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
-                                                 caller=caller_of(context)), pb.FrameList)
+                                                 caller=caller_of(context),
+                                                 deadline=deadline_of(context)), pb.FrameList)
 
     @rpc_boundary
     def GetEvent(self, request, context):
@@ -88,13 +90,14 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def RebuildProjections(self, request, context):
-        report = self._core.rebuild_projections(request.context, caller=caller_of(context))
+        report = self._core.rebuild_projections(request.context, caller=caller_of(context),
+                                                deadline=deadline_of(context))
         return from_plain(report, pb.RebuildReport)
 
     @rpc_boundary
     def Audit(self, request, context):
-        return from_plain(self._core.audit(request.context,
-                                           caller=caller_of(context)), pb.AuditReport)
+        return from_plain(self._core.audit(request.context, caller=caller_of(context),
+                                           deadline=deadline_of(context)), pb.AuditReport)
 
     @rpc_boundary
     def SetPolicy(self, request, context):

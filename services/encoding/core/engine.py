@@ -19,6 +19,7 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.cycles import cycles_not_collected
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
@@ -69,7 +70,7 @@ class EncodingCore:
                 must_read: list[str] = (), scope: Optional[dict] = None,
                 parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
                 bindings: Optional[dict] = None, capabilities: bool = False,
-                caller: Caller) -> dict:
+                caller: Caller, deadline: Deadline = NEVER) -> dict:
         # Everything the caller sent is checked before the activation claims anything.
         check_name(context, "context")
         check_name(session, "session")
@@ -107,6 +108,9 @@ class EncodingCore:
                 parent_scope = Scope.from_dict(parent["scope"])
             frozen = parent_scope.narrow(requested)
             _check_session(evaluated, session)
+            # Past its deadline (SEC-07) a compile stops between its stages: before it
+            # claims an activation, and before it renders and writes its snapshot.
+            deadline.check("the compile")
             if activation:
                 act_id = activation
             else:
@@ -137,9 +141,11 @@ class EncodingCore:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
                                   f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",
                                   missing=sorted(g.missing), why=g.missing)
+            deadline.check("the compile")
             with self._tracer.start_as_current_span("encoding.render"):
                 r = render(g.material, self._maintenance)
             self._fit(g.material, r, wanted)
+            deadline.check("the compile")
             snapshot_id = self._new_id()
             record = freeze(snapshot_id, g.material, r, parent=parent_snapshot,
                             must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,

@@ -40,6 +40,7 @@ from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
 from morphz.shared.mind import records as R, secrets
@@ -365,7 +366,8 @@ class RecallCore:
     def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
                  direction: str = "", include_bodies: bool = False,
                  include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
-                 cursor: str = "", evaluation: Optional[dict] = None, caller: Caller) -> dict:
+                 cursor: str = "", evaluation: Optional[dict] = None, caller: Caller,
+                 deadline: Deadline = NEVER) -> dict:
         check_name(context, "context")
         check_lookup(frame_id, "frame_id")
         depth = DEFAULT_DEPTH if depth is None else depth
@@ -400,6 +402,7 @@ class RecallCore:
             for index, (make, found) in enumerate(walk(m, frame_id, depth, direction,
                                                        include_bodies, include_events,
                                                        viewer.sees_seq if viewer else None)):
+                deadline.check("the traversal")  # SEC-07: a walk stops at the deadline
                 if index < start:
                     continue
                 node = make()

@@ -46,6 +46,7 @@ from morphz.shared import cursor as cursors, policy
 from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
 from morphz.shared import namespaces
@@ -516,7 +517,7 @@ class TransactionCore:
                                with_relations=not at_revision, reveal=reveal_secrets)
 
     def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
-                    cursor: str = "", caller: Caller) -> dict:
+                    cursor: str = "", caller: Caller, deadline: Deadline = NEVER) -> dict:
         """Frames in projection order: all of them (max_bytes 0), or a page of about
         max_bytes and the cursor of the next (frame_pages.py)."""
         check_name(context, "context")
@@ -542,6 +543,7 @@ class TransactionCore:
             budget = max_bytes or frame_pages.WHOLE_LISTING_BYTES
             frames, size, next_cursor = [], 0, ""
             for past, f in frame_pages.frames_from(m, position):
+                deadline.check("the listing")  # SEC-07
                 view = _frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
                 n = frame_pages.view_bytes(view)
                 if frames and size + n > budget:
@@ -596,27 +598,31 @@ class TransactionCore:
             return view
 
     # -- audit ----------------------------------------------------------------------------------
-    def audit(self, context: str, *, caller: Caller) -> dict:
+    def audit(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
         """Replay every event through the reducer into memory and compare each table.
-        A difference is reported, never repaired (rebuild_projections repairs)."""
+        A difference is reported, never repaired (rebuild_projections repairs). The
+        replay stops at `deadline` (SEC-07)."""
         check_name(context, "context")
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-            return audit_report(context, m)
+            return audit_report(context, m, deadline)
 
-    def rebuild_projections(self, context: str, *, caller: Caller) -> dict:
+    def rebuild_projections(self, context: str, *, caller: Caller,
+                            deadline: Deadline = NEVER) -> dict:
         """Recompute every projection from the events and write the differences in one
-        atomic commit: the same revision, tick and active state as before the damage."""
+        atomic commit: the same revision, tick and active state as before the damage.
+        Past `deadline` the replay stops and nothing is written (SEC-07)."""
         check_name(context, "context")
 
         def build(m: MindState) -> RawWrite:
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             with self._tracer.start_as_current_span("rebuild_projections"):
-                reply, writes = rebuild_plan(context, m)
+                reply, writes = rebuild_plan(context, m, deadline)
                 self._faults.hit("mid-rebuild")
+            deadline.check("the rebuild")
             return RawWrite(reply, writes)
         return self._write(context, build)
 

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from morphz.services.transaction.core import chain
 from morphz.shared.cycles import cycles_not_collected
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event, shares_candidate
 from morphz.shared.mind import records as R
@@ -18,6 +19,7 @@ from morphz.shared.storage.overlay import Overlay, OverlayReader
 # (encoding snapshots: records written beside the Mind, not by events) and the rows
 # repairs moved aside.
 AUDITED = tuple(t for t in TABLES if t not in ("events", "quarantine") and t not in SIDE_TABLES)
+STOPPED = ("DEADLINE_EXCEEDED", "CANCELLED")  # the call stopped, not the replay
 RECENT_EVENT_BYTES = 32 << 20  # the stored events a replay keeps, latest first
 
 
@@ -121,11 +123,13 @@ def _replay(events: Iterable[tuple[R.Event, Optional[bytes]]],
     return {t: rows.present(t) for t in AUDITED}, count
 
 
-def stored_events(m: MindState) -> Iterator[tuple[int, bytes, Any]]:
+def stored_events(m: MindState, deadline: Deadline = NEVER) -> Iterator[tuple[int, bytes, Any]]:
     """The stored events in seq order, each read and decoded once for both the chain and
     the replay: (seq, bytes, decoded JSON or the ValueError decoding raised). A
-    generator: the history is walked, never held (the replay keeps only the rows)."""
+    generator: the history is walked, never held (the replay keeps only the rows). The
+    walk stops at the call's deadline (SEC-07), checked before each event."""
     for (seq,), raw in m.event_rows():
+        deadline.check("the walk of the history")
         try:
             value = R.decode_json(raw)
         except ValueError as e:
@@ -162,17 +166,19 @@ def _chained(stored: Iterator[tuple[int, bytes, Any]],
 
 
 @cycles_not_collected
-def audit_report(context: str, m: MindState) -> dict:
+def audit_report(context: str, m: MindState, deadline: Deadline = NEVER) -> dict:
     """Each projection of `m` compared with a replay of its events (never repaired). The
     chain is judged in the same walk of the history; over all of it, also when the
-    replay stops."""
-    stored = stored_events(m)
+    replay stops. Past `deadline` it raises DEADLINE_EXCEEDED / CANCELLED."""
+    stored = stored_events(m, deadline)
     links = chain.Verifier()
     try:
         expected, count = _replay(_events(_chained(stored, links)), m.event_row)
     except _Unreadable as e:
         raise e.__cause__ from None
     except (MorphzError, ValueError, TypeError, KeyError) as e:
+        if isinstance(e, MorphzError) and e.reason in STOPPED:
+            raise
         # A history that cannot be replayed (a gap, an undecodable or impossible event) is
         # reported, with the chain's first broken link; nothing can be compared.
         for item in stored:  # the rest of the history, for the chain
@@ -216,7 +222,8 @@ def orphans(m: MindState) -> list[tuple[str, tuple]]:
 
 
 @cycles_not_collected
-def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
+def rebuild_plan(context: str, m: MindState,
+                 deadline: Deadline = NEVER) -> tuple[dict, list[Write]]:
     """The writes that make every projection equal to a replay of the events, and the
     report. Stray rows past the history's end are moved aside first (quarantined: kept,
     out of the way); other differences in append-only tables cannot be rewritten and are
@@ -224,7 +231,7 @@ def rebuild_plan(context: str, m: MindState) -> tuple[dict, list[Write]]:
     moved = strays(context, m)
     for table, key in moved:
         m.quarantine(table, key)
-    expected, count = _replay(_events(stored_events(m)), m.event_row)
+    expected, count = _replay(_events(stored_events(m, deadline)), m.event_row)
     writes = [Write(t, k, None, quarantine=True) for t, k in moved]
     rewritten, unrepairable = {}, []
     for table in AUDITED:

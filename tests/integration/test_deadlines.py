@@ -1,0 +1,97 @@
+"""The cores' long loops stop at their call's Deadline (shared/deadline.py) with
+DEADLINE_EXCEEDED or CANCELLED and leave nothing half-done (SEC-07): audit, rebuild,
+compile and traversal, on real LMDB in this process (tests/integration/
+test_availability.py holds the same over gRPC with a server's CPU time)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
+from morphz.shared.deadline import Deadline
+from morphz.shared.errors import MorphzError
+
+EVENTS = 40
+
+
+def after_checks(n: int) -> Deadline:
+    """A deadline that passes at its n-th check (a clock counting the checks)."""
+    ticks = itertools.count()
+    return Deadline(expires_at=n, clock=lambda: next(ticks))
+
+
+CANCELLED = Deadline(cancelled=lambda: True)
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = LmdbStore(str(tmp_path / "lmdb"), sync=False)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def core(store):
+    core = TransactionCore(store)
+    core.create_context("c", caller=CALLER)
+    for i in range(EVENTS):
+        core.append_event("c", "s1", "user-message", f"event {i}", caller=CALLER)
+    core.commit("c", '(context-tx (base-version 0) (create a (goal "a")) '
+                '(create b (goal "b")) (relate b supersedes a))', caller=CALLER)
+    return core
+
+
+def stopped(reason: str, fn, *args, **kwargs) -> MorphzError:
+    with pytest.raises(MorphzError) as e:
+        fn(*args, **kwargs)
+    assert e.value.reason == reason, e.value
+    return e.value
+
+
+def test_sec_07_audit_stops_mid_history_at_its_deadline(core):
+    err = stopped("DEADLINE_EXCEEDED", core.audit, "c", caller=CALLER,
+                  deadline=after_checks(EVENTS // 2))
+    assert err.status.value == "DEADLINE_EXCEEDED"
+    stopped("CANCELLED", core.audit, "c", caller=CALLER, deadline=CANCELLED)
+    assert core.audit("c", caller=CALLER)["match"]  # without one it runs through
+
+
+def test_sec_07_rebuild_past_its_deadline_writes_nothing(core, store):
+    status = core.status("c", caller=CALLER)
+    before = status["commit_seq"]
+    # Mid-replay, and at the check after the replay (one per event before it).
+    for late in (after_checks(EVENTS // 2), after_checks(status["event_count"]), CANCELLED):
+        stopped(late.cancelled() and "CANCELLED" or "DEADLINE_EXCEEDED",
+                core.rebuild_projections, "c", caller=CALLER, deadline=late)
+        assert core.status("c", caller=CALLER)["commit_seq"] == before
+
+
+def test_sec_07_a_listing_stops_at_its_deadline(core):
+    assert len(core.list_frames("c", caller=CALLER)["frames"]) == 2
+    stopped("DEADLINE_EXCEEDED", core.list_frames, "c", caller=CALLER,
+            deadline=after_checks(1))
+    stopped("CANCELLED", core.list_frames, "c", caller=CALLER, deadline=CANCELLED)
+
+
+def test_sec_07_compile_past_its_deadline_claims_and_writes_nothing(core, store):
+    enc = EncodingCore(store, core)
+    before = core.status("c", caller=CALLER)["commit_seq"]
+    stopped("DEADLINE_EXCEEDED", enc.compile, "c", "s1", caller=CALLER,
+            deadline=after_checks(0))
+    stopped("CANCELLED", enc.compile, "c", "s1", caller=CALLER, deadline=CANCELLED)
+    assert core.status("c", caller=CALLER)["commit_seq"] == before  # no activation claimed
+
+
+def test_sec_07_traversal_stops_at_its_deadline(core, store, tmp_path):
+    recall = RecallCore(store, core, Indexer(store, IndexDirectory(str(tmp_path / "idx"))))
+    assert len(recall.traverse("c", "b", direction="ancestors", caller=CALLER)["nodes"]) == 2
+    stopped("DEADLINE_EXCEEDED", recall.traverse, "c", "b", direction="ancestors",
+            caller=CALLER, deadline=after_checks(1))
+    stopped("CANCELLED", recall.traverse, "c", "b", caller=CALLER, deadline=CANCELLED)
