@@ -24,6 +24,7 @@ from morphz.services.recall.core.hybrid import (FUSE_DEPTH, RRF_K, VECTOR_MIN_SC
                                                 RankedHit, fuse)
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.services.recall.index.vector_index import quantized  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
 K = 10
@@ -41,10 +42,21 @@ def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Ranki
                 for q in queries]
 
 
-def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None) -> list[Ranking]:
+def as_stored(vectors: np.ndarray) -> np.ndarray:
+    """Vectors as the vector leg scores them: through float16 (the vector cache), then
+    int8 with a scale per vector (vector_index.quantized), dequantized."""
+    q, scale = quantized(np.asarray(vectors, dtype=np.float16).astype(np.float32))
+    return q.astype(np.float32) * scale[:, None]
+
+
+def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None,
+                    stored: bool = False) -> list[Ranking]:
+    """`stored`: documents' vectors as the leg keeps them (else exact float32)."""
     ids = list(docs)
     fitted = (embedder or default_embedder()).fitted(list(docs.values()))
     doc_vectors = np.asarray(fitted.embed(list(docs.values())), dtype=np.float32)
+    if stored:
+        doc_vectors = as_stored(doc_vectors)
     out = []
     for q in np.asarray(fitted.embed(list(queries)), dtype=np.float32):
         scores = doc_vectors @ q
@@ -71,14 +83,16 @@ def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
     return {"recall@10": sum(recalls) / n, "mrr": sum(rranks) / n}
 
 
-def evaluate(embedder=None, background_notes: int = 0) -> dict[str, dict[str, dict]]:
+def evaluate(embedder=None, background_notes: int = 0,
+             stored: bool = False) -> dict[str, dict[str, dict]]:
     """{group: {leg: {"recall@10", "mrr"}}} for groups paraphrase, keyword, all;
-    `background_notes` unlabelled notes (history_background.py) join the history."""
+    `background_notes` unlabelled notes (history_background.py) join the history;
+    `stored`: the vector leg's int8 vectors instead of exact float32 ones."""
     groups = {"paraphrase": PARAPHRASE, "keyword": KEYWORD, "all": PARAPHRASE + KEYWORD}
     queries = [q for q, _ in groups["all"]]
     history = {**HISTORY, **background(background_notes)}
     lexical = dict(zip(queries, lexical_rankings(history, queries)))
-    vector = dict(zip(queries, vector_rankings(history, queries, embedder)))
+    vector = dict(zip(queries, vector_rankings(history, queries, embedder, stored)))
     legs: dict[str, Callable[[str], Ranking]] = {
         "lexical": lexical.__getitem__,
         "vector": vector.__getitem__,
@@ -93,8 +107,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="hybrid recall quality on the labelled history")
     ap.add_argument("--background", type=int, default=0, metavar="N",
                     help="add N unlabelled notes of the same workstreams (report only)")
+    ap.add_argument("--stored", action="store_true",
+                    help="score the vectors as the leg stores them (int8 and a scale)")
     args = ap.parse_args()
-    report = evaluate(background_notes=args.background)
+    report = evaluate(background_notes=args.background, stored=args.stored)
     print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
           f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; embedder "
           f"{default_embedder().identity.label()}, RRF k={RRF_K}")
