@@ -67,8 +67,8 @@ def register(app) -> Wired:
                       feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [beside.close, feeds.stop, embed_worker.close, vectors.stop,
-                        fitter.close, cache.close,
+                 core, [beside.close, feeds.stop, lambda: vectors.stop(timeout=0),
+                        embed_worker.close, vectors.stop, fitter.close, cache.close,
                         lambda: feeds.release_when_stopped(release)])
 
 

@@ -91,11 +91,6 @@ def recall_stack(data, embedder):
         store.close()
 
 
-def lexical_caught_up(core) -> None:
-    until(lambda: core.inspect("c", caller=ME)["lag"] == 0,
-          what="the lexical leg never caught up")
-
-
 def refs(reply: dict) -> set[str]:
     return {h["ref"] for h in reply["results"]}
 

@@ -171,3 +171,20 @@ def test_hyb_02_a_large_leg_is_searched_through_a_deterministic_partition(tmp_pa
     # A restart rebuilds the same partition from the log.
     again = VectorLeg(str(tmp_path / "b"), b.meta)
     assert again.search(q, 20) == b.search(q, 20)
+
+
+def test_hyb_06_an_older_index_whose_lexical_commit_names_the_leg_gets_its_own_head(tmp_path):
+    """Indexes written before the leg kept its own position name it in the tantivy
+    commit: opened, the leg stays at that position and gets a HEAD of its own."""
+    e = HashingEmbedder(64)
+    idx = ContextIndex(str(tmp_path / "g1"))
+    leg = idx.vectors
+    leg.start(e.identity.label(), 64, 1, b"", 0)
+    docs, vecs = _leg_docs(e, ["launch on hold", "weather report"])
+    meta = leg.append(docs, vecs)
+    idx.apply([Doc(d.key, "event", "x", d.time_us) for d in docs],
+              {"position": 3, "vectors": meta})  # as the older indexer wrote it
+    assert not leg.has_head()
+    again = ContextIndex(str(tmp_path / "g1"))
+    assert again.vectors.has_head() and again.vectors.position == 3
+    assert again.vectors.count == 2 and again.vectors.meta["digest"] == meta["digest"]

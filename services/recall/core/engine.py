@@ -249,8 +249,8 @@ class RecallCore:
                     "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
         if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
             return {"fetch": lambda offset, count: [], "empty_reason": lambda: "empty_index"}
-        if not self._indexer.leg_current(leg):
-            built = leg.meta.get("embedder") if leg.exists else "no vector leg"
+        if leg.exists and not self._indexer.leg_current(leg):
+            built = leg.meta.get("embedder")
             raise MorphzError(
                 "RECALL_INDEX_STALE",
                 f"the vector leg of {context}'s recall index was built by {built}, not by "
@@ -260,6 +260,8 @@ class RecallCore:
                 embedder=self._indexer.embedder.identity.label())
 
         def vector_leg() -> list:
+            if not leg.count:  # not begun, or not filled yet: the reply says it lags
+                return []
             qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
             return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
                               since_us=since_us, until_us=until_us,

@@ -120,6 +120,8 @@ class ContextIndex:
         meta = self._snapshot[1]
         self.vectors = VectorLeg(path, meta.get("vectors"), meta.get("position", 0))
         if self.vectors.exists:  # a log begun but never committed (a crash) goes
+            if not self.vectors.has_head():  # an older index's: its own HEAD from now on
+                self.vectors.commit(self.vectors.position)
             self.vectors.drop_other_logs()
 
     def _take_snapshot(self) -> tuple[tantivy.Searcher, dict]:

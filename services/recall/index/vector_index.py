@@ -122,6 +122,9 @@ class VectorLeg:
         """The context version (commit_seq) the committed leg covers."""
         return int(self.meta.get("position", 0))
 
+    def has_head(self) -> bool:
+        return os.path.exists(os.path.join(self.dir, HEAD))
+
     @property
     def committed(self) -> bool:
         """Whether HEAD (or an older index's tantivy meta) names this leg."""
