@@ -7,6 +7,12 @@ large backlog of one context does not hold the others back. A step that fails (a
 that does not answer, say) is tried again RETRY_SECONDS later; the leg's lag shows it
 meanwhile. At start every context with an index folder is due: a restart may have left
 legs behind that no new write names.
+
+After a step the thread rests REST_RATIO times the CPU time it spent itself (reading
+rows, the cache, appending; not the embedding, which is the worker process's), at most
+MAX_REST_SECONDS: that work holds the interpreter, so resting leaves it to commits and
+searches, as the lexical follower does (follower.py). A pretrained model's step is
+mostly waiting for the worker, so it hardly rests.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from typing import Callable, Optional
 
 _log = logging.getLogger("morphz.recall.vectors")
 RETRY_SECONDS = 5.0
+REST_RATIO, MAX_REST_SECONDS = 3.0, 2.0
 STOP_SECONDS = 30.0
 
 
@@ -29,6 +36,7 @@ class VectorFollower:
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # context -> monotonic time it may run again
         self._stopping = False
+        self._stopped = threading.Event()
         self._step: Optional[Callable[[str], int]] = None
         self._thread = threading.Thread(target=self._run, name="recall-vectors", daemon=True)
 
@@ -53,6 +61,7 @@ class VectorFollower:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -71,6 +80,7 @@ class VectorFollower:
 
     def _run(self) -> None:
         while (context := self._next()) is not None:
+            cpu = time.thread_time()
             try:
                 more = self._step(context)
             except Exception:  # noqa: BLE001 - derived data: tried again; the lag shows it
@@ -82,6 +92,8 @@ class VectorFollower:
                     self._due[context] = time.monotonic() + self._retry
                 continue
             if more:
+                rest = min(MAX_REST_SECONDS, REST_RATIO * (time.thread_time() - cpu))
                 with self._cond:  # at the back of the turn: the others go first
                     self._due.pop(context, None)
                     self._due[context] = 0.0
+                self._stopped.wait(rest)  # a write's due() does not cut it short

@@ -48,7 +48,10 @@ _HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON p
 DIR = "vectors"
 IVF_MIN = 50000
 HEAD = "HEAD"
-SCORE_SLICE = 32768  # rows dequantized at once by an exact search
+# Rows converted to float32 at once when scoring: 1,024 x 384 floats (1.5 MB) stay in
+# the CPU cache between the conversion and the product. 20k rows of 384 dimensions
+# scored in 2.8 ms so, against 21 ms converted whole and 5.4 ms as float32 rows.
+SCORE_SLICE = 1024
 
 
 def quantized(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -289,9 +292,7 @@ class VectorLeg:
         lists' (contiguous slices), those added since the partition and those changed
         since outside the probed lists. The lock is held."""
         if self._ivf is None:
-            return (np.concatenate([self._scores(a, min(n, a + SCORE_SLICE), query)
-                                    for a in range(0, n, SCORE_SLICE)]),
-                    self._row_at[:n])
+            return self._scores(0, n, query), self._row_at[:n]
         ranges = self._ivf.probe(query) + [(self._ivf_n, n)]
         moved = self._pos[np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]
         for a, b in ranges[:-1]:  # already scored with its list
@@ -303,8 +304,16 @@ class VectorLeg:
         return scores, self._row_at[positions]
 
     def _scores(self, a: int, b: int, query: np.ndarray) -> np.ndarray:
-        """Cosines of matrix positions a..b-1 (the lock is held)."""
-        return (self._matrix[a:b].astype(np.float32) @ query) * self._scale[a:b]
+        """Cosines of matrix positions a..b-1 (the lock is held), SCORE_SLICE rows at a
+        time through one float32 buffer."""
+        out = np.empty(b - a, dtype=np.float32)
+        buf = np.empty((min(SCORE_SLICE, b - a), self.dimension), dtype=np.float32)
+        for at in range(a, b, SCORE_SLICE):
+            end = min(b, at + SCORE_SLICE)
+            rows = buf[:end - at]
+            np.copyto(rows, self._matrix[at:end], casting="unsafe")
+            np.dot(rows, query, out=out[at - a:end - a])
+        return out * self._scale[a:b]
 
     # -- internals -------------------------------------------------------------------
     def _reset(self) -> None:
