@@ -452,7 +452,7 @@ class Indexer:
                 return 0
             chunk = next(iter(_change_chunks(changes, step)))
             with self._tracer.start_as_current_span("recall.vector_apply") as span:
-                part = self._gather_vectors(context, chunk)
+                part, chunk = self._gather_vectors(context, chunk)
                 if self._learned() and leg.count + len(part.docs) >= max(
                         REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
                     self._refit(context, idx)
@@ -473,26 +473,35 @@ class Indexer:
         self._start_leg(context, leg, self._fit_sample(context, events, frames))
         leg.commit(0)
 
-    def _gather_vectors(self, context: str, chunk: list[Change]) -> _VecPart:
+    def _gather_vectors(self, context: str,
+                        chunk: list[Change]) -> tuple[_VecPart, list[Change]]:
         """The vector documents and texts of a run of changes, rows as they are now (a
-        frame read past them is what the leg should hold anyway)."""
+        frame read past them is what the leg should hold anyway); the run is cut after
+        the change whose events bring the texts to APPLY_BYTES (large events: fewer
+        held at once). Returns the part and the changes it covers."""
         part = _VecPart()
-        changed = frame_changers(chunk)
+        size = 0
         with self._store.latest(context) as reader:
             m = MindState(reader)
             m.prefetch_tables({
                 "events": [(s,) for c in chunk for s in c.events]
-                + [(e,) for e in changed.values() if e is not None],
-                "frames": [(f,) for f in changed]}, max_bytes=READ_AHEAD_BYTES)
-            for seq in (s for c in chunk for s in c.events):
-                with _skipping_damaged(context, event_key(seq)):
-                    ev = m.event(seq)
-                    if ev is None:
-                        part.deletes.append(event_key(seq))
-                    else:
-                        key = event_key(seq)
-                        part.docs[key] = VecDoc(key, ev.session, event_time_us(ev.time))
-                        part.texts[key] = event_text(ev)
+                + [(e,) for e in frame_changers(chunk).values() if e is not None],
+                "frames": [(f,) for f in frame_changers(chunk)]}, max_bytes=READ_AHEAD_BYTES)
+            for i, change in enumerate(chunk):
+                for seq in change.events:
+                    with _skipping_damaged(context, event_key(seq)):
+                        ev = m.event(seq)
+                        if ev is None:
+                            part.deletes.append(event_key(seq))
+                        else:
+                            key = event_key(seq)
+                            part.docs[key] = VecDoc(key, ev.session, event_time_us(ev.time))
+                            part.texts[key] = event_text(ev)
+                            size += len(part.texts[key])
+                if size >= APPLY_BYTES:
+                    chunk = chunk[:i + 1]
+                    break
+            changed = frame_changers(chunk)
             for fid, changer in changed.items():
                 with _skipping_damaged(context, frame_key(fid)):
                     f = m.frame(fid)
@@ -504,7 +513,7 @@ class Indexer:
                         part.docs[key] = VecDoc(key, "", event_time_us(ev.time) if ev
                                                 else None)
                         part.texts[key] = frame_text(f)
-        return part
+        return part, chunk
 
     def _refit(self, context: str, idx: ContextIndex) -> None:
         """Fit again on every current text and re-embed, all of it read at one version,
