@@ -458,8 +458,11 @@ class Indexer:
                     self._refit(context, idx)
                 else:
                     vectors = self._leg_vectors(context, leg)
+                    # Partitioned (when due) only at the step that reaches the lexical
+                    # leg: a leg far behind (after a rebuild) is partitioned once.
                     leg.append(list(part.docs.values()),
-                               vectors.vectors(list(part.texts.values())), part.deletes)
+                               vectors.vectors(list(part.texts.values())), part.deletes,
+                               partition=chunk[-1].commit_seq >= target)
                     leg.commit(chunk[-1].commit_seq)
                 span.set_attribute("morphz.changes", len(chunk))
             return len(chunk)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import threading
 from typing import Optional
 
@@ -49,13 +50,24 @@ class VectorCache:
     def __init__(self, root: str, *, max_bytes: int = MAX_BYTES) -> None:
         self.path = os.path.join(root, DIR)
         os.makedirs(self.path, exist_ok=True)
-        # Derived data: a crash may lose the last writes (they are embedded again), never
-        # corrupt the environment (LMDB's metapages), so no fsync per put.
-        self._env = lmdb.open(self.path, map_size=max_bytes, subdir=True, max_dbs=0,
-                              sync=False, metasync=False, readahead=False, lock=True)
+        # Derived data: no fsync per put (a process crash loses nothing: the writes are
+        # in the page cache; a machine crash may lose the last ones, embedded again).
+        # An environment a machine crash left unreadable is started over.
+        try:
+            self._env = self._open(max_bytes)
+        except lmdb.Error:
+            _log.warning("the vector cache %s does not open; starting it over", self.path,
+                         exc_info=True)
+            shutil.rmtree(self.path, ignore_errors=True)
+            os.makedirs(self.path, exist_ok=True)
+            self._env = self._open(max_bytes)
         self._lock = threading.Lock()
         self.full = False
         self.hits = self.misses = 0
+
+    def _open(self, max_bytes: int) -> "lmdb.Environment":
+        return lmdb.open(self.path, map_size=max_bytes, subdir=True, max_dbs=0,
+                         sync=False, metasync=False, readahead=False, lock=True)
 
     def get_many(self, prefix: bytes, digests: list[bytes]) -> list[Optional[np.ndarray]]:
         out: list[Optional[np.ndarray]] = []
@@ -77,7 +89,6 @@ class VectorCache:
                     with self._env.begin(write=True) as txn:
                         for d, v in zip(digests, rows):
                             txn.put(prefix + d, v.tobytes())
-                    self._env.sync()
                     return
                 except lmdb.MapFullError:
                     if attempt or not self._drop_others(prefix):

@@ -23,7 +23,9 @@ partial sort. At 200k rows of 256 dimensions that product alone took about 50 ms
 the shared two-core machines, so larger legs are searched through a coarse partition
 (coarse.py): the rows of the nearest centroids, plus the rows added or changed since it
 was built (scored exactly). The partition is rebuilt when the leg is loaded, after a
-(re)fill, and when the rows outside it outnumber those in it. Both are deterministic for
+(re)fill, and when the rows outside it pass a quarter of those in it (IVF_MIN / 2 at
+least; the vector follower partitions only once it has caught up: scoring them is the
+cost it bounds, and building it is off the hot paths). Both are deterministic for
 the same vectors, so a rebuild gives the same results. Building it also lays the matrix
 out list after list (a row's place in the matrix, its position, is no longer its row
 number): gathering a probe's scattered rows cost more than scoring them.
@@ -193,7 +195,7 @@ class VectorLeg:
             os.fsync(f.fileno())
         with self._lock:
             self._apply(docs, q, scale, deletes)
-        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n):
+        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n // 4):
             self.repartition()
         self.meta = dict(self.meta, bytes=self.meta["bytes"] + len(record),
                          digest=hashlib.sha256(bytes.fromhex(self.meta["digest"]) +
