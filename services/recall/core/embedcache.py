@@ -15,6 +15,7 @@ back, so the leg gets the same values either way.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Optional, Sequence
 
 import numpy as np
@@ -26,6 +27,9 @@ from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.vector_cache import VectorCache, identity_key, text_key
 
 BATCH = 256  # texts per worker call: a pretrained model's batch is seconds of work
+# The embedding worker runs at a lower CPU priority: on a host with few cores, the
+# server's request threads (commits, searches) go first, the vector leg's lag grows.
+WORKER_NICE = 10
 
 # The embedding worker's embedder, only in that process: (key, embedder).
 _kept: tuple[str, Optional[Embedder]] = ("", None)
@@ -38,6 +42,8 @@ def _embed_there(key: str, blob: Optional[bytes], texts: list[str]) -> Optional[
     if _kept[0] != key:
         if blob is None:
             return None
+        if not _kept[0]:  # the worker's first embedder: lower its priority once
+            os.nice(WORKER_NICE)
         import pickle  # noqa: PLC0415 - only in the worker
         base, state = pickle.loads(blob)
         _kept = (key, base.restore(state) if state else base)
