@@ -55,7 +55,9 @@ class RecallClient:
                             for h in reply.results],
                 "next_cursor": reply.next_cursor, "index_position": reply.index_position,
                 "lag": reply.lag, "empty": reply.empty,
-                "observation_ref": reply.observation_ref, "unclosed_lag": reply.unclosed_lag}
+                "observation_ref": reply.observation_ref, "unclosed_lag": reply.unclosed_lag,
+                **({"vector_position": reply.vector_position,
+                    "vector_lag": reply.vector_lag} if mode != "lexical" else {})}
 
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:

@@ -41,7 +41,9 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
         return pb.SearchResponse(
             results=reply["results"], next_cursor=reply["next_cursor"],
             index_position=reply["index_position"], lag=reply["lag"], empty=reply["empty"],
-            observation_ref=reply["observation_ref"], unclosed_lag=reply["unclosed_lag"])
+            observation_ref=reply["observation_ref"], unclosed_lag=reply["unclosed_lag"],
+            vector_position=reply.get("vector_position", 0),
+            vector_lag=reply.get("vector_lag", 0))
 
     @rpc_boundary
     def Read(self, request, context):

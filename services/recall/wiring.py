@@ -12,6 +12,7 @@ from morphz.services.recall.core.feeds import Feeds
 from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.vectorfollow import VectorFollower
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.cpu import runs_e5_engine
 from morphz.services.recall.embedding.default import default_embedder
@@ -20,6 +21,7 @@ from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.embedding.use import UseEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
+from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.defaults import EMBEDDER_ENV
 from morphz.services.server.wired import Wired
@@ -49,7 +51,15 @@ def register(app) -> Wired:
     release = lock_root(root)
     indexes = IndexDirectory(root)
     fitter = Fitter()  # large fits in a worker process: they would stall every request
-    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer, fitter=fitter)
+    # The vector leg follows on a thread of its own, embedding in a worker process of
+    # its own (any batch: a pretrained model's is seconds of CPU), with the vectors of
+    # every text kept across rebuilds.
+    embed_worker = Fitter(in_worker_min=1)
+    cache = VectorCache(root)
+    vectors = VectorFollower(indexes.contexts)
+    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer, fitter=fitter,
+                      cache=cache, embed_worker=embed_worker, vectors_due=vectors.due)
+    vectors.start(indexer.apply_vectors)
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
@@ -63,7 +73,8 @@ def register(app) -> Wired:
                       feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [beside.close, feeds.stop, fitter.close,
+                 core, [beside.close, feeds.stop, lambda: vectors.stop(timeout=0),
+                        embed_worker.close, vectors.stop, fitter.close, cache.close,
                         lambda: feeds.release_when_stopped(release)])
 
 

@@ -15,6 +15,7 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 
 from tests.integration.test_recall import caught_up, found
+from tests.polling import until
 from tests.security_servers import in_process_too
 from tests.topology import ServerProcess
 
@@ -28,8 +29,23 @@ def recall(endpoints):
     channel.close()
 
 
-def search(recall, context, query, **kw) -> dict:
+def vectors_caught_up(recall, context) -> dict:
+    """Both legs at the store's head (the vector leg follows the lexical one on its own)."""
     caught_up(recall, context)
+    st = {}
+
+    def done() -> bool:
+        st.update(recall.inspect(context))
+        return st["lag"] == 0 and st["vectors"]["lag"] == 0
+    until(done, what=st)
+    return st
+
+
+def search(recall, context, query, **kw) -> dict:
+    if kw.get("mode") in ("vector", "hybrid"):
+        vectors_caught_up(recall, context)
+    else:
+        caught_up(recall, context)
     return recall.search(context, query, **kw)
 
 
@@ -83,7 +99,8 @@ def test_hyb_01_unknown_mode_is_refused(recall, mind, expect_rejected):
 
 def test_hyb_01_inspect_shows_both_legs_and_the_embedder(recall, mind):
     launch_events(mind)
-    st = caught_up(recall, mind.context)
+    st = vectors_caught_up(recall, mind.context)
+    assert st["vectors"]["position"] == st["position"] == st["head"]
     assert st["embedder"] and st["vectors"]["built_by"] == st["embedder"]
     assert st["vectors"]["current"] and st["vectors"]["dimension"] > 0
     assert st["vectors"]["count"] == st["documents"] == st["events"] + st["frames"] >= 4
@@ -227,13 +244,18 @@ def test_hyb_02_another_embedder_is_refused_as_stale_until_rebuild(tmp_path):
                                                            "launch window moved")
             assert len(found(search(recall, context, "launch window"))) >= 1
             after = recall.inspect(context)
-            assert after["vectors"] == st["vectors"] and after["events"] == st["events"] + 1
-            first = recall.rebuild(context)
+            # The stale leg stays where it was: one commit behind now.
+            assert after["vectors"]["lag"] == st["vectors"]["lag"] + 1 == 1
+            assert (dict(after["vectors"], lag=0) == dict(st["vectors"], lag=0)
+                    and after["events"] == st["events"] + 1)
+            recall.rebuild(context)
+            first = vectors_caught_up(recall, context)  # the new leg fills on its own
             assert first["vectors"]["current"] and first["vectors"]["built_by"] == "hashing@1/128"
             assert first["vectors"]["count"] == first["documents"] == after["documents"]
             one = search(recall, context, "launch", mode="hybrid")
             assert one["results"]
-            second = recall.rebuild(context)
+            recall.rebuild(context)
+            second = vectors_caught_up(recall, context)
             two = search(recall, context, "launch", mode="hybrid")
             assert two["results"] == one["results"]
             assert second["vectors"]["fingerprint"] == first["vectors"]["fingerprint"]

@@ -194,7 +194,9 @@ def test_dist_05_indexing_a_commit_reads_its_events_and_frames_in_one_round_trip
         tx.commit("c", "(context-tx (base-version 0) (create f (x 1)) (create g (y 2)))",
                   caller=ME)
         client = StorageClient(channel, timeout=30)
-        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        # The lexical leg's reads only: the vector leg follows on its own (not here).
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")),
+                          vectors_due=lambda context: None)
         feed = client.changes(0, context="c").changes
         count.calls.clear()
         indexer.apply("c", feed)
@@ -324,7 +326,9 @@ def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path
         creates = " ".join(f"(create f{i} (note frame {i} lantern))" for i in range(12))
         tx.commit("c", f"(context-tx (base-version 0) {creates})", caller=ME)
         client = StorageClient(channel, timeout=30)
-        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
+        # The lexical leg's reads only: the vector leg follows on its own (not here).
+        indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")),
+                          vectors_due=lambda context: None)
         feed = client.changes(0, context="c").changes
         count.calls.clear()
         indexer.apply("c", feed)

@@ -28,6 +28,7 @@ from morphz.services.recall.embedding.hashing import HashingEmbedder  # noqa: E4
 from morphz.services.recall.embedding.lsa import LsaEmbedder  # noqa: E402
 from morphz.services.recall.embedding.use import UseEmbedder  # noqa: E402
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.services.recall.index.vector_index import quantized  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
 K = 10
@@ -56,10 +57,21 @@ def lexical_rankings(docs: dict[str, str], queries: Sequence[str]) -> list[Lexic
         return out
 
 
-def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None) -> list[Ranking]:
+def as_stored(vectors: np.ndarray) -> np.ndarray:
+    """Vectors as the vector leg scores them: through float16 (the vector cache), then
+    int8 with a scale per vector (vector_index.quantized), dequantized."""
+    q, scale = quantized(np.asarray(vectors, dtype=np.float16).astype(np.float32))
+    return q.astype(np.float32) * scale[:, None]
+
+
+def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None,
+                    stored: bool = False) -> list[Ranking]:
+    """`stored`: documents' vectors as the leg keeps them (else exact float32)."""
     ids = list(docs)
     fitted = (embedder or default_embedder()).fitted(list(docs.values()))
     doc_vectors = embed_texts(fitted, list(docs.values()), role=PASSAGE)
+    if stored:
+        doc_vectors = as_stored(doc_vectors)
     out = []
     for q in embed_texts(fitted, list(queries), role=QUERY):
         scores = doc_vectors @ q
@@ -86,14 +98,16 @@ def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
     return {"recall@10": sum(recalls) / n, "mrr": sum(rranks) / n}
 
 
-def evaluate(embedder=None, background_notes: int = 0) -> dict[str, dict[str, dict]]:
+def evaluate(embedder=None, background_notes: int = 0,
+             stored: bool = False) -> dict[str, dict[str, dict]]:
     """{group: {leg: {"recall@10", "mrr"}}} for groups paraphrase, keyword, all;
-    `background_notes` unlabelled notes (history_background.py) join the history."""
+    `background_notes` unlabelled notes (history_background.py) join the history;
+    `stored`: the vector leg's int8 vectors instead of exact float32 ones."""
     groups = {"paraphrase": PARAPHRASE, "keyword": KEYWORD, "all": PARAPHRASE + KEYWORD}
     queries = [q for q, _ in groups["all"]]
     history = {**HISTORY, **background(background_notes)}
     lexical = dict(zip(queries, lexical_rankings(history, queries)))
-    vector = dict(zip(queries, vector_rankings(history, queries, embedder)))
+    vector = dict(zip(queries, vector_rankings(history, queries, embedder, stored)))
     legs: dict[str, Callable[[str], Ranking]] = {
         "lexical": lambda q: [d for d, _ in lexical[q]],
         "vector": vector.__getitem__,
@@ -115,6 +129,8 @@ def main() -> int:
                     help="add N unlabelled notes of the same workstreams (report only)")
     ap.add_argument("--embedder", action="append", choices=sorted(EMBEDDERS),
                     help="the embedders to measure (repeatable; default: default)")
+    ap.add_argument("--stored", action="store_true",
+                    help="score the vectors as the leg stores them (int8 and a scale)")
     args = ap.parse_args()
     print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
           f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; "
@@ -122,7 +138,7 @@ def main() -> int:
     print("| embedder | queries | leg | recall@10 | MRR |\n| --- | --- | --- | --- | --- |")
     for name in args.embedder or ["default"]:
         embedder = EMBEDDERS[name]()
-        report = evaluate(embedder, background_notes=args.background)
+        report = evaluate(embedder, background_notes=args.background, stored=args.stored)
         for group, legs in report.items():
             for leg, m in legs.items():
                 print(f"| {embedder.identity.name} | {group} | {leg} | {m['recall@10']:.3f} "

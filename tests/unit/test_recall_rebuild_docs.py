@@ -215,9 +215,11 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
         # one snapshot (frames, version), one page of the context's change feed (which
         # commit last wrote each frame), one read of those events, then 7 chunks read once
-        # for both legs (the hashing embedder learns nothing: no fit sample), then the
-        # catch-up's page of the context's feed; none open while another is
-        assert len(opened) == 1 + 1 + 1 + 7 + 1 and most[0] == 1
+        # for the lexical leg (the hashing embedder learns nothing: no fit sample), then
+        # the catch-up's page of the context's feed, then the vector leg's own step (with
+        # no vector follower, right after): a page of the feed, one read of its rows;
+        # none open while another is
+        assert len(opened) == 1 + 1 + 1 + 7 + 1 + 2 and most[0] == 1
         idx = indexer.index("c")
         hits = idx.search(idx.snapshot()[0], Query(terms=query_terms("sandbox")), 0, 50)
         assert {h.key for h in hits} >= {"f:f1"}

@@ -9,7 +9,7 @@ import numpy as np
 
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc
-from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
+from morphz.services.recall.index.vector_index import VecDoc, VectorLeg, quantized
 
 
 def test_hashing_embedder_is_unit_length_deterministic_and_pretrained():
@@ -40,15 +40,15 @@ def test_hyb_02_vectors_past_the_last_lexical_commit_are_cut_off_on_restart(tmp_
     leg = idx.vectors
     leg.start(e.identity.label(), 64, 1, b"", 0)
     docs, vecs = _leg_docs(e, ["launch on hold", "weather report"])
-    meta = leg.append(docs, vecs)
-    idx.apply([Doc(d.key, "event", "x", d.time_us) for d in docs],
-              {"position": 1, "vectors": meta})
-    committed = meta["digest"]
-    # A crash after the vectors of the next commit were written, before tantivy's commit.
+    leg.append(docs, vecs)
+    idx.apply([Doc(d.key, "event", "x", d.time_us) for d in docs], {"position": 1})
+    committed = leg.commit(1)["digest"]
+    # A crash after the vectors of the next step were written, before the leg's commit.
     more, more_vecs = _leg_docs(e, ["launching tomorrow"], start=2)
     leg.append(more, more_vecs, deletes=["e:0"])
     again = ContextIndex(str(tmp_path / "g1"))
     assert again.vectors.meta["digest"] == committed and again.vectors.count == 2
+    assert again.vectors.position == 1
     hits = again.vectors.search(e.embed_array(["launch"])[0], 10)
     assert [h.key for h in hits][0] == "e:0"  # the uncommitted delete never happened
     assert "e:2" not in [h.key for h in hits]
@@ -154,7 +154,9 @@ def test_hyb_02_a_large_leg_is_searched_through_a_deterministic_partition(tmp_pa
     assert a._ivf is not None and len(a._ivf.bounds) == 16 + 1
     _, vecs = _leg_docs(e, texts)  # laid out list by list, each row keeps its vector
     assert not np.array_equal(a._pos[:600], np.arange(600))
-    assert np.array_equal(a._matrix[a._pos[:600]], vecs)
+    q, scale = quantized(vecs)  # kept as int8 with a scale per vector
+    assert np.array_equal(a._matrix[a._pos[:600]], q)
+    assert np.array_equal(a._scale[a._pos[:600]], scale)
     q = e.embed_array(["note 123 about launch"])[0]
     assert a.search(q, 20) == b.search(q, 20)  # the same vectors, the same answer
     for i in (5, 123, 444):  # a row's own vector finds it first
@@ -169,3 +171,20 @@ def test_hyb_02_a_large_leg_is_searched_through_a_deterministic_partition(tmp_pa
     # A restart rebuilds the same partition from the log.
     again = VectorLeg(str(tmp_path / "b"), b.meta)
     assert again.search(q, 20) == b.search(q, 20)
+
+
+def test_hyb_06_an_older_index_whose_lexical_commit_names_the_leg_gets_its_own_head(tmp_path):
+    """Indexes written before the leg kept its own position name it in the tantivy
+    commit: opened, the leg stays at that position and gets a HEAD of its own."""
+    e = HashingEmbedder(64)
+    idx = ContextIndex(str(tmp_path / "g1"))
+    leg = idx.vectors
+    leg.start(e.identity.label(), 64, 1, b"", 0)
+    docs, vecs = _leg_docs(e, ["launch on hold", "weather report"])
+    meta = leg.append(docs, vecs)
+    idx.apply([Doc(d.key, "event", "x", d.time_us) for d in docs],
+              {"position": 3, "vectors": meta})  # as the older indexer wrote it
+    assert not leg.has_head()
+    again = ContextIndex(str(tmp_path / "g1"))
+    assert again.vectors.has_head() and again.vectors.position == 3
+    assert again.vectors.count == 2 and again.vectors.meta["digest"] == meta["digest"]

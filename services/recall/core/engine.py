@@ -231,6 +231,11 @@ class RecallCore:
                          "lag": max(0, reader.commit_seq - position),
                          "unclosed_lag": max(0, min_commit_seq - position),
                          "empty": empty if not hits and not start else ""}
+                if mode != "lexical":  # the vector leg follows on its own: its own lag
+                    vec = self._indexer.vector_status(context, reader.commit_seq)
+                    reply["vector_position"], reply["vector_lag"] = vec["position"], vec["lag"]
+                    if vec["lag"]:
+                        self._indexer.want_vectors(context)
                 if next_offset is not None:
                     reply["next_cursor"] = cursors.encode("search", params, version,
                                                           next_offset)
@@ -289,8 +294,8 @@ class RecallCore:
                     "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
         if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
             return {"fetch": lambda offset, count: [], "empty_reason": lambda: "empty_index"}
-        if not self._indexer.leg_current(leg):
-            built = leg.meta.get("embedder") if leg.exists else "no vector leg"
+        if leg.exists and not self._indexer.leg_current(leg):
+            built = leg.meta.get("embedder")
             raise MorphzError(
                 "RECALL_INDEX_STALE",
                 f"the vector leg of {context}'s recall index was built by {built}, not by "
@@ -300,6 +305,8 @@ class RecallCore:
                 embedder=self._indexer.embedder.identity.label())
 
         def vector_leg() -> list:
+            if not leg.count:  # not begun, or not filled yet: the reply says it lags
+                return []
             qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
             return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
                               since_us=since_us, until_us=until_us,
@@ -440,19 +447,26 @@ class RecallCore:
                 "last_rebuild": imeta.get("last_rebuild"),
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context),
-                "vectors": self._vector_status(idx),
+                "vectors": self._vector_status(context, idx, head),
                 "embedder": self._indexer.embedder.identity.label(),
                 "embedder_note": getattr(self._indexer.embedder, "note", "")}
 
-    def _vector_status(self, idx: ContextIndex) -> dict:
-        """The vector leg beside the lexical one: who built it, how many, its fingerprint."""
+    def _vector_status(self, context: str, idx: ContextIndex, head: int) -> dict:
+        """The vector leg beside the lexical one: who built it, how many, its fingerprint,
+        where it is and how far behind; the vector cache's counts."""
         leg = idx.vectors
         meta = leg.meta
+        status = self._indexer.vector_status(context, head)
+        if status["lag"]:
+            self._indexer.want_vectors(context)
+        cache = self._indexer.cache_stats()
         return {"built_by": meta.get("embedder", ""), "count": leg.count,
                 "dimension": leg.dimension, "fit_count": meta.get("fit_count", 0),
                 "text_version": meta.get("text_version", 0),
                 "fingerprint": meta.get("digest", ""), "log_bytes": meta.get("bytes", 0),
-                "current": self._indexer.leg_current(leg)}
+                "current": self._indexer.leg_current(leg), **status,
+                "cached": cache.get("entries", 0), "cache_hits": cache.get("hits", 0),
+                "cache_misses": cache.get("misses", 0)}
 
     def rebuild(self, context: str, *, caller: Caller) -> dict:
         check_name(context, "context")

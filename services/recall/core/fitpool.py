@@ -56,6 +56,10 @@ class Fitter:
         self.worker_pid: Optional[int] = None  # of the worker that made the last fit
         self.calls_done = 0  # what the worker finished (fits, batches of a refit)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def takes(self, texts: int) -> bool:
         """Whether work over this many texts goes to the worker (not while one that died
         before answering anything waits out its START_BACKOFF_SECONDS)."""

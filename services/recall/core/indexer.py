@@ -6,9 +6,15 @@ index commit (tantivy_index.py), so an entry the index already holds is skipped.
 `rebuild` builds a fresh index from one consistent snapshot of events and frames and
 swaps it in; it only reads the authoritative store.
 
-The vector leg (index/vector_index.py) follows in the same steps: `apply` embeds the
-documents it indexes and appends their vectors before the commit that records the
-position, `rebuild` fits the embedder on the context's text and embeds everything.
+The vector leg (index/vector_index.py) follows the lexical one on its own and keeps
+its own position: a lexical write never waits for an embedding. `apply_vectors` takes
+the context's changes past the leg's position (up to the lexical position), embeds
+their texts (embedcache.py: each distinct text once, from the vector cache when it
+holds it, else in the embedding worker process) and commits them at the version of the
+last; the vector follower (vectorfollow.py) runs it for each context a write made due.
+Without a follower (tests, tools) it runs right after each lexical write. `rebuild`
+builds the lexical leg and starts an empty vector leg fitted on the context's text, at
+version 0; the vector leg then fills from the cache, embedding only texts it lacks.
 A leg built by another embedder identity (or another text version) is left as it is,
 never extended with vectors of this one: searches refuse it as stale until a rebuild.
 Refitting (embedders learned from the context's text): at a rebuild, and whenever the
@@ -33,12 +39,14 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     indexed, raw_event_text)
+from morphz.services.recall.core.embedcache import LegEmbedder
 from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.core.tokenpool import event_batches
-from morphz.services.recall.embedding.api import Embedder, embed_texts
+from morphz.services.recall.core.tokenpool import analyze, event_batches
+from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
+from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.shared.mind.view import event_dict
 from morphz.shared.errors import MorphzError
@@ -50,6 +58,7 @@ _log = logging.getLogger("morphz.recall.indexer")
 REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 EMBED_BATCH = 1000
+VECTOR_STEP = 2000  # events and frames a step of the vector leg takes at most
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
 FIT_SAMPLE_CHARS, FIT_TEXT_CHARS = 64 << 20, 4096  # what a fit's sample holds at most
 REFIT_GROWTH, REFIT_MIN = 2, 256
@@ -74,14 +83,21 @@ def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
 class _Part:
     """What an application gathered for its next index write."""
     docs: dict[str, Doc] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)  # for the vector leg
     deletes: list[str] = field(default_factory=list)
     text_bytes: int = 0
     changes: int = 0  # changes gathered
 
     def add(self, key: str, doc: Doc, text: str) -> None:
-        self.docs[key], self.texts[key] = doc, text
+        self.docs[key] = doc
         self.text_bytes += len(text)
+
+
+@dataclass
+class _VecPart:
+    """What a step of the vector leg gathered: documents, their texts, deletes."""
+    docs: dict[str, VecDoc] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    deletes: list[str] = field(default_factory=list)
 
 
 def _change_chunks(changes: list[Change], items: int) -> Iterable[list[Change]]:
@@ -114,14 +130,25 @@ class Indexer:
                  embedder: Optional[Embedder] = None,
                  tracer: Optional[trace.Tracer] = None,
                  fitter: Optional[Fitter] = None,
+                 cache: Optional[VectorCache] = None,
+                 embed_worker: Optional[Fitter] = None,
+                 vectors_due: Optional[Callable[[str], None]] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
-        process; by default every fit runs in this process)."""
+        process; by default every fit runs in this process). `cache`: vectors kept
+        across rebuilds; `embed_worker`: where the vector leg's texts are embedded (by
+        default in this process); `vectors_due(context)`: tells the vector follower a
+        context's vector leg has work (None: apply_vectors runs after each write)."""
         self._store = store
         self._indexes = indexes
         self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
-        self._fitted: dict[str, tuple[str, Embedder]] = {}  # context -> (log, embedder)
+        # context -> (log, fitted embedder, its LegEmbedder)
+        self._fitted: dict[str, tuple[str, Embedder, LegEmbedder]] = {}
         self._fitter = fitter or Fitter(in_worker_min=None)
+        self._cache = cache
+        self._embed_worker = embed_worker
+        self._vectors_due = vectors_due
+        self._vlocks: dict[str, threading.Lock] = {}
         self._is_learned: Optional[bool] = None
         self._tracer = tracer or NO_TRACING
         self._clock = clock
@@ -132,6 +159,11 @@ class Indexer:
     def _lock(self, context: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(context, threading.Lock())
+
+    def _vlock(self, context: str) -> threading.Lock:
+        """The vector leg's (taken after the context lock where both are held)."""
+        with self._locks_guard:
+            return self._vlocks.setdefault(context, threading.Lock())
 
     def index(self, context: str) -> ContextIndex:
         return self._indexes.get(context)
@@ -153,41 +185,47 @@ class Indexer:
 
     def leg_embedder(self, context: str, leg: VectorLeg) -> Embedder:
         """This server's embedder as fitted for the leg (its stored state restored)."""
+        return self._leg_fit(context, leg)[1]
+
+    def _leg_vectors(self, context: str, leg: VectorLeg) -> LegEmbedder:
+        return self._leg_fit(context, leg)[2]
+
+    def _leg_fit(self, context: str, leg: VectorLeg) -> tuple[str, Embedder, LegEmbedder]:
         log = os.path.join(leg.dir, leg.meta.get("log", ""))
         cached = self._fitted.get(context)
         if cached is None or cached[0] != log:
             state = leg.state()
-            cached = (log, self.embedder.restore(state) if state else
-                      self.embedder.fitted(()))
+            fitted = self.embedder.restore(state) if state else self.embedder.fitted(())
+            cached = (log, fitted, self._vectors_of(fitted))
             self._fitted[context] = cached
-        return cached[1]
+        return cached
+
+    def _vectors_of(self, fitted: Embedder) -> LegEmbedder:
+        return LegEmbedder(self.embedder, fitted, cache=self._cache,
+                           worker=self._embed_worker)
 
     def _start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
         fitted = self._fitter.fitted(self.embedder, sample)
         ident = self.embedder.identity
         leg.start(ident.label(), ident.dimension, TEXT_VERSION, fitted.state(), len(sample))
-        self._fitted[context] = (os.path.join(leg.dir, leg.meta["log"]), fitted)
+        self._fitted[context] = (os.path.join(leg.dir, leg.meta["log"]), fitted,
+                                 self._vectors_of(fitted))
         return fitted
 
-    def _embed_into(self, leg: VectorLeg, embedder: Embedder,
-                    items: Iterable[tuple[VecDoc, str]], deletes: Iterable[str] = ()) -> dict:
-        """Embed (doc, text) pairs in batches and append them; the leg's meta."""
-        batch: list[tuple[VecDoc, str]] = []
-        deletes = list(deletes)
+    def vector_status(self, context: str, head: int) -> dict:
+        """The vector leg's position and lag behind `head` (the store's version)."""
+        leg = self.index(context).vectors
+        position = leg.position if leg.committed else 0
+        return {"position": position, "lag": max(0, head - position)}
 
-        def flush() -> None:
-            nonlocal deletes
-            vecs = embed_texts(embedder, [t for _, t in batch])
-            leg.append([d for d, _ in batch], vecs, deletes)
-            batch.clear()
-            deletes = []
-        for item in items:
-            batch.append(item)
-            if len(batch) == EMBED_BATCH:
-                flush()
-        if batch or deletes:
-            flush()
-        return dict(leg.meta)
+    def cache_stats(self) -> dict:
+        return self._cache.stats() if self._cache is not None else {}
+
+    def want_vectors(self, context: str) -> None:
+        """Have the vector follower look at the context (a restart leaves legs behind
+        that no new write names)."""
+        if self._vectors_due is not None:
+            self._vectors_due(context)
 
     def _learned(self) -> bool:
         """Whether the embedder learns from the context's text (a pretrained one
@@ -224,10 +262,24 @@ class Indexer:
     def _fill_leg(self, context: str, leg: VectorLeg, events: int,
                   changed_by: list[tuple[R.Frame, Optional[R.Event]]]) -> dict:
         """(Re)fit and embed every text into a new log of `leg` (a refit); its meta."""
-        fitted = self._start_leg(context, leg, self._fit_sample(
+        self._start_leg(context, leg, self._fit_sample(
             context, events, [f for f, _ in changed_by]))
-        for _ in self._leg_docs(context, events, changed_by, leg, fitted, lexical=False):
-            pass
+        vectors = self._leg_vectors(context, leg)
+        raws: list[bytes] = []
+        for raw in self._event_records(context, events):
+            raws.append(raw)
+            if len(raws) == EMBED_BATCH:
+                b = analyze(raws, None, lexical=False)
+                leg.append(b.vec_docs, vectors.vectors(b.texts), partition=False)
+                raws = []
+        if raws:
+            b = analyze(raws, None, lexical=False)
+            leg.append(b.vec_docs, vectors.vectors(b.texts), partition=False)
+        for start in range(0, len(changed_by), EMBED_BATCH):
+            part = changed_by[start:start + EMBED_BATCH]
+            leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None)
+                        for f, ev in part],
+                       vectors.vectors([frame_text(f) for f, _ in part]), partition=False)
         return self._filled(leg)
 
     @staticmethod
@@ -239,33 +291,25 @@ class Indexer:
         leg.meta["fitted_at"] = leg.count
         return dict(leg.meta)
 
-    def _leg_docs(self, context: str, events: int,
-                  changed_by: list[tuple[R.Frame, Optional[R.Event]]], leg: VectorLeg,
-                  fitted: Embedder, *, lexical: bool = True):
+    def _lexical_docs(self, context: str, events: int,
+                      changed_by: list[tuple[R.Frame, Optional[R.Event]]]):
         """One pass over events 0..events-1, then the frames (each with the event that
-        last changed it): appends their vectors to `leg` and yields their lexical
-        documents (with `lexical`)."""
+        last changed it): their lexical documents."""
         prog = self._progress.get(context) or {}
         damaged = 0
         for b in event_batches(self._event_records(context, events), events,
-                               base=self.embedder, fitted=fitted, lexical=lexical,
+                               base=self.embedder, fitted=None, lexical=True,
                                worker=self._fitter):
-            leg.append(b.vec_docs, b.vectors, partition=False)
             damaged += b.damaged
             if prog.get("running"):
                 prog["done"] += len(b.vec_docs) + b.damaged + b.skipped
             yield from b.docs
         if damaged:
             _log.warning("%s: %d events do not decode; not indexed", context, damaged)
-        for start in range(0, len(changed_by), EMBED_BATCH):
-            part = changed_by[start:start + EMBED_BATCH]
-            leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None)
-                        for f, ev in part],
-                       embed_texts(fitted, [frame_text(f) for f, _ in part]), partition=False)
+        for f, ev in changed_by:
             if prog.get("running"):
-                prog["done"] += len(part)
-            if lexical:
-                yield from (frame_doc(f, ev) for f, ev in part)
+                prog["done"] += 1
+            yield frame_doc(f, ev)
 
     def progress(self, context: str) -> dict:
         return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
@@ -367,48 +411,129 @@ class Indexer:
                last: Change) -> bool:
         """One index commit of what `part` gathered, at `last`'s version; False (nothing
         written) when a rebuild of the context began."""
-        if self._rebuilding(context):  # before the vector leg's fit and writes
+        if self._rebuilding(context):
             return False
         old_meta = idx.snapshot()[1]
         meta = dict(old_meta, context=context, position=last.commit_seq)
-        vectors = self._apply_vectors(context, idx, m, old_meta, part.docs, part.texts,
-                                      part.deletes)
-        if vectors is not None:
-            meta["vectors"] = vectors
+        meta.pop("vectors", None)  # (an older index's: the leg's HEAD names it now)
         idx.apply(part.docs.values(), meta, deletes=part.deletes)
+        self._vectors_follow(context)
         return True
 
-    def _apply_vectors(self, context: str, idx: ContextIndex, m: MindState, old_meta: dict,
-                       docs: dict[str, Doc], texts: dict[str, str],
-                       deletes: list[str]) -> Optional[dict]:
-        """Append the vectors of an incremental apply; the leg's meta for the commit, or
-        None to leave the leg as it is (built by another embedder: stale)."""
-        leg = idx.vectors
-        if not leg.exists:
-            if old_meta.get("position", 0):  # an index from before the vector leg
-                return None
-            self._start_leg(context, leg, list(texts.values()) if self._learned() else [])
-        elif not self.leg_current(leg):
-            return None
-        if self._learned() and leg.count + len(docs) >= max(
-                REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
-            # Grown well past what its fit saw: fit again on everything, re-embed, all
-            # of it read at one version.
-            with self._store.reader(context) as reader:
-                m = MindState(reader)
-                events = m.require_meta(context).next_seq
-                frames = list(m.frames())
-                times = self._frame_changers(context, m.commit_seq) if frames else {}
-                changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
-                               else None) for f in frames]
-            # Filled aside, in a log of its own, while searches keep using the old leg
-            # whole; the tantivy commit below names the new log, whose leg is live now.
-            refitted = VectorLeg(os.path.dirname(leg.dir), None)
-            meta = self._fill_leg(context, refitted, events, changed_by)
-            idx.vectors = refitted
-            return meta
-        items = [(VecDoc(d.key, d.session, d.time_us), texts[k]) for k, d in docs.items()]
-        return self._embed_into(leg, self.leg_embedder(context, leg), items, deletes)
+    def _vectors_follow(self, context: str) -> None:
+        """After a lexical write: the vector follower's turn, or the leg's steps now."""
+        if self._vectors_due is not None:
+            self._vectors_due(context)
+            return
+        while self.apply_vectors(context):
+            pass
+
+    # -- the vector leg, on its own ---------------------------------------------------------
+    def apply_vectors(self, context: str, step: int = VECTOR_STEP) -> int:
+        """One step of the context's vector leg behind its lexical leg: the changes past
+        the leg's position, up to the lexical position (about `step` events and frames),
+        embedded, appended and committed at the version of the last. Returns how many
+        changes it took (0: caught up, or a stale leg, left as it is)."""
+        with self._vlock(context):
+            idx = self.index(context)
+            leg = idx.vectors
+            target = self.position(context)
+            if leg.exists and not self.leg_current(leg):
+                return 0
+            if not target:
+                return 0
+            if not leg.committed:  # a new context, or an index from before the leg
+                self._begin_leg(context, leg)
+            if leg.position >= target:
+                return 0
+            changes = [c for c in self._store.changes(leg.position, context=context).changes
+                       if c.commit_seq <= target]
+            if not changes:
+                return 0
+            chunk = next(iter(_change_chunks(changes, step)))
+            with self._tracer.start_as_current_span("recall.vector_apply") as span:
+                part, chunk = self._gather_vectors(context, chunk)
+                if self._learned() and leg.count + len(part.docs) >= max(
+                        REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
+                    self._refit(context, idx)
+                else:
+                    vectors = self._leg_vectors(context, leg)
+                    # Partitioned (when due) only at the step that reaches the lexical
+                    # leg: a leg far behind (after a rebuild) is partitioned once.
+                    leg.append(list(part.docs.values()),
+                               vectors.vectors(list(part.texts.values())), part.deletes,
+                               partition=chunk[-1].commit_seq >= target)
+                    leg.commit(chunk[-1].commit_seq)
+                span.set_attribute("morphz.changes", len(chunk))
+            return len(chunk)
+
+    def _begin_leg(self, context: str, leg: VectorLeg) -> None:
+        """Start the leg empty at version 0, fitted on a sample of the context."""
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            events = m.require_meta(context).next_seq
+            frames = list(m.frames())
+        self._start_leg(context, leg, self._fit_sample(context, events, frames))
+        leg.commit(0)
+
+    def _gather_vectors(self, context: str,
+                        chunk: list[Change]) -> tuple[_VecPart, list[Change]]:
+        """The vector documents and texts of a run of changes, rows as they are now (a
+        frame read past them is what the leg should hold anyway); the run is cut after
+        the change whose events bring the texts to APPLY_BYTES (large events: fewer
+        held at once). Returns the part and the changes it covers."""
+        part = _VecPart()
+        size = 0
+        with self._store.latest(context) as reader:
+            m = MindState(reader)
+            m.prefetch_tables({
+                "events": [(s,) for c in chunk for s in c.events]
+                + [(e,) for e in frame_changers(chunk).values() if e is not None],
+                "frames": [(f,) for f in frame_changers(chunk)]}, max_bytes=READ_AHEAD_BYTES)
+            for i, change in enumerate(chunk):
+                for seq in change.events:
+                    with _skipping_damaged(context, event_key(seq)):
+                        ev = m.event(seq)
+                        if ev is None:
+                            part.deletes.append(event_key(seq))
+                        else:
+                            key = event_key(seq)
+                            part.docs[key] = VecDoc(key, ev.session, event_time_us(ev.time))
+                            part.texts[key] = event_text(ev)
+                            size += len(part.texts[key])
+                if size >= APPLY_BYTES:
+                    chunk = chunk[:i + 1]
+                    break
+            changed = frame_changers(chunk)
+            for fid, changer in changed.items():
+                with _skipping_damaged(context, frame_key(fid)):
+                    f = m.frame(fid)
+                    if f is None:
+                        part.deletes.append(frame_key(fid))
+                    else:
+                        ev = m.event(changer) if changer is not None else None
+                        key = frame_key(fid)
+                        part.docs[key] = VecDoc(key, "", event_time_us(ev.time) if ev
+                                                else None)
+                        part.texts[key] = frame_text(f)
+        return part, chunk
+
+    def _refit(self, context: str, idx: ContextIndex) -> None:
+        """Fit again on every current text and re-embed, all of it read at one version,
+        into a new log filled aside while searches keep using the old leg whole; its
+        commit (at that version) makes it the live leg."""
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            version = reader.commit_seq
+            events = m.require_meta(context).next_seq
+            frames = list(m.frames())
+            times = self._frame_changers(context, version) if frames else {}
+            changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
+                           else None) for f in frames]
+        refitted = VectorLeg(os.path.dirname(idx.vectors.dir), None)
+        self._fill_leg(context, refitted, events, changed_by)
+        refitted.commit(version)
+        idx.vectors = refitted
 
     def catch_up(self, context: str) -> int:
         """Pull and apply one page of the context's own feed after the index's position
@@ -454,18 +579,18 @@ class Indexer:
                                    else None) for f in frames]
                 fresh = self._indexes.fresh(context)
                 self._progress[context]["total"] = events + len(frames)
-                fitted = self._start_leg(context, fresh.vectors, self._fit_sample(
-                    context, events, frames))
-                count = fresh.apply(self._leg_docs(context, events, changed_by,
-                                                   fresh.vectors, fitted),
+                count = fresh.apply(self._lexical_docs(context, events, changed_by),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
-                vectors = self._filled(fresh.vectors)
+                # The vector leg starts over empty, at version 0, fitted on the context's
+                # text; it follows on its own (from the cache, for the texts it holds).
+                self._start_leg(context, fresh.vectors, self._fit_sample(
+                    context, events, frames))
+                fresh.vectors.commit(0)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
-            with self._lock(context):
-                fresh.apply((), {"context": context, "position": head, "last_rebuild": info,
-                                 "vectors": vectors})
+            with self._lock(context), self._vlock(context):  # no vector step on the old
+                fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
                 self._indexes.swap(context, fresh)
             return info
         finally:
@@ -473,6 +598,7 @@ class Indexer:
                 self._progress[context]["running"] = False
                 try:  # the changes the follower left to this rebuild (or, failed, to none)
                     self._catch_up_locked(context)
+                    self._vectors_follow(context)
                 except Exception:  # noqa: BLE001 - the next apply fills the hole it leaves
                     _log.warning("%s: catching up after the rebuild failed", context,
                                  exc_info=True)

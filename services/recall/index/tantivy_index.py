@@ -6,8 +6,8 @@ tantivy. Documents are keyed (`e:<seq>`, `f:<frame id>`) so indexing a change is
 upsert and re-applying it changes nothing. The context version the index holds lives
 in a `__meta__` document written in the same tantivy commit as the documents it
 covers, so a restart resumes exactly where the last commit ended. The vector leg
-(vector_index.py) lives in the same generation directory; its committed length and
-fingerprint are part of that same `__meta__` document (key "vectors").
+(vector_index.py) lives in the same generation directory and keeps its own position
+(its HEAD file); indexes written before that name it in `__meta__` (key "vectors").
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Optional, Union
 import numpy as np
 import tantivy
 
+from morphz.services.recall.index.vector_cache import DIR as VECTOR_CACHE_DIR
 from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.errors import MorphzError
 
@@ -117,8 +118,11 @@ class ContextIndex:
         self._index = _open(path, create=True)
         self._write_lock = threading.Lock()
         self._snapshot = self._take_snapshot()
-        self.vectors = VectorLeg(path, self._snapshot[1].get("vectors"))
+        meta = self._snapshot[1]
+        self.vectors = VectorLeg(path, meta.get("vectors"), meta.get("position", 0))
         if self.vectors.exists:  # a log begun but never committed (a crash) goes
+            if not self.vectors.has_head():  # an older index's: its own HEAD from now on
+                self.vectors.commit(self.vectors.position)
             self.vectors.drop_other_logs()
 
     def _take_snapshot(self) -> tuple[tantivy.Searcher, dict]:
@@ -136,11 +140,9 @@ class ContextIndex:
         """Upsert docs, delete keys and replace the meta document in one commit;
         returns the number of documents written. `fresh`: the index is new and keys
         are unique, so nothing needs deleting first (a rebuild); only then may docs
-        come as doc_json strings. The vector leg's records are appended before this
-        (their end is in meta["vectors"])."""
+        come as doc_json strings. The vector leg commits on its own (VectorLeg.commit)."""
         n = 0
         with self._write_lock:
-            named_before = (self._snapshot[1].get("vectors") or {}).get("log")
             writer = self._index.writer(heap_size=heap, num_threads=threads)
             try:
                 for key in deletes:
@@ -166,9 +168,6 @@ class ContextIndex:
                 del writer
             self._index.reload()
             self._snapshot = self._take_snapshot()
-        # A log the commit no longer names is garbage now (only after a new log began).
-        if self.vectors.exists and self.vectors.meta.get("log") != named_before:
-            self.vectors.drop_other_logs()
         return n
 
     # -- reading ------------------------------------------------------------------------
@@ -366,6 +365,17 @@ class IndexDirectory:
         with self._lock:
             return self._live_locked(context)
 
+    def contexts(self) -> list[str]:
+        """The contexts with an index folder here (those named by a digest excepted)."""
+        out = []
+        for name in os.listdir(self.root):
+            try:
+                if os.path.isdir(os.path.join(self.root, name)):
+                    out.append(bytes.fromhex(name).decode("utf-8"))
+            except ValueError:  # a digest-named folder, or something else
+                continue
+        return sorted(out)
+
     # The change-feed position the follower has applied every context's index up to: a
     # lower bound (written after the indexes' own commits), so a restart re-reads at
     # most a page that each index then skips by its own position. With it, the identity
@@ -403,6 +413,8 @@ class IndexDirectory:
                 for c in contexts:
                     self._open.pop(c, None)
             for name in names:
+                if name == VECTOR_CACHE_DIR:  # vectors of texts: valid whatever the store
+                    continue
                 if os.path.isdir(os.path.join(self.root, name)):
                     shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 

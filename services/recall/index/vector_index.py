@@ -1,26 +1,34 @@
-"""The vector leg of one context's recall index: a vector per event and frame, exact
-cosine search in numpy.
+"""The vector leg of one context's recall index: a vector per event and frame, cosine
+search in numpy.
 
 Where it lives: `<generation dir>/vectors/`, beside the tantivy files of the same
 index generation, so a rebuild's swap replaces both legs at once. The vectors are an
-append-only log (`log.<n>`: one record per index commit: upserts with their filter
-fields, deletes); the fitted embedder's state sits beside it (`state.<n>`). Records
-are written and fsynced *before* the tantivy commit that names their end (`Leg.meta`
-goes into the `__meta__` document: log file, committed length, digest), so after a
-crash the log is cut back to what the last tantivy commit covers and both legs agree
-at the same position. The digest chains every committed record and the embedder
-state: with the embedder identity and the text version it is the leg's fingerprint.
+append-only log (`log.<n>`: one record per write: upserts with their filter fields,
+deletes); the fitted embedder's state sits beside it (`state.<n>`). The leg follows the
+lexical leg on its own (core/vectorfollow.py) and keeps its own position: `commit`
+writes `HEAD` (atomically: written, fsynced, renamed) naming the log, its committed
+length, its digest and the context version the leg covers, after the records it names
+were fsynced. After a crash the log is cut back to what HEAD names, and the leg goes on
+from HEAD's position (an index written before HEAD existed names its leg in the tantivy
+`__meta__` document, at the lexical position). The digest chains every committed record
+and the embedder state: with the embedder identity and the text version it is the
+leg's fingerprint.
 
-Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows
-(float32, `dimension` x 4 bytes per document) and a partial sort. At 200k rows of 256
-dimensions that product alone took about 50 ms on the shared two-core machines, so
-larger legs are searched through a coarse partition (coarse.py): the rows of the
-nearest centroids, plus the rows added or changed since it was built (scored
-exactly). The partition is rebuilt when the leg is loaded, after a (re)fill, and when
-the rows outside it outnumber those in it. Both are deterministic for the same
-vectors, so a rebuild gives the same results. Building it also lays the matrix out list
-after list (a row's place in the matrix, its position, is no longer its row number):
-gathering a probe's scattered rows cost more than scoring them.
+Compact: each vector is kept as int8 with a float32 scale per vector (v ~ q * scale,
+scale = max|v| / 127): 388 bytes a 384-dimension vector instead of 1,536. Scoring
+dequantizes the rows it looks at, a slice at a time.
+
+Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows and a
+partial sort. At 200k rows of 256 dimensions that product alone took about 50 ms on
+the shared two-core machines, so larger legs are searched through a coarse partition
+(coarse.py): the rows of the nearest centroids, plus the rows added or changed since it
+was built (scored exactly). The partition is rebuilt when the leg is loaded, after a
+(re)fill, and when the rows outside it pass a quarter of those in it (IVF_MIN / 2 at
+least; the vector follower partitions only once it has caught up: scoring them is the
+cost it bounds, and building it is off the hot paths). Both are deterministic for
+the same vectors, so a rebuild gives the same results. Building it also lays the matrix
+out list after list (a row's place in the matrix, its position, is no longer its row
+number): gathering a probe's scattered rows cost more than scoring them.
 """
 from __future__ import annotations
 
@@ -36,11 +44,35 @@ import numpy as np
 
 from morphz.services.recall.index.coarse import Partition
 
-FORMAT = 1
-_MAGIC = b"MZV1"
+FORMAT = 2
+_MAGIC_F32, _MAGIC = b"MZV1", b"MZV2"  # float32 vectors (format 1), int8 + scale
 _HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON part
 DIR = "vectors"
 IVF_MIN = 50000
+HEAD = "HEAD"
+# Rows converted to float32 at once when scoring: 1,024 x 384 floats (1.5 MB) stay in
+# the CPU cache between the conversion and the product. 20k rows of 384 dimensions
+# scored in 2.8 ms so, against 21 ms converted whole and 5.4 ms as float32 rows.
+SCORE_SLICE = 1024
+
+
+def quantized(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 rows, float32 scale per row): row ~ q * scale; an all-zero row stays zero."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), np.float32)
+    scale = (peak / 127.0).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1.0)[:, None]
+    return np.rint(vectors / safe).astype(np.int8), scale
+
+
+class _Dequantized:
+    """Rows of an int8 matrix as float32, for code that indexes a float matrix."""
+
+    def __init__(self, q: np.ndarray, scale: np.ndarray) -> None:
+        self._q, self._scale = q, scale
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return self._q[rows].astype(np.float32) * self._scale[rows][:, None]
 
 
 @dataclass
@@ -66,10 +98,17 @@ def key_order(key: str) -> tuple:
 class VectorLeg:
     """One generation's vectors, loaded in memory; writes append to its log."""
 
-    def __init__(self, gen_dir: str, meta: Optional[dict]) -> None:
-        """`meta`: what the tantivy `__meta__` holds for this leg (None: no leg yet)."""
+    def __init__(self, gen_dir: str, meta: Optional[dict], position: int = 0) -> None:
+        """The leg HEAD names; else `meta`, what an older index's tantivy `__meta__`
+        holds for it, at `position` (None: no leg yet)."""
         self.dir = os.path.join(gen_dir, DIR)
         self._lock = threading.Lock()
+        try:
+            with open(os.path.join(self.dir, HEAD), "rb") as f:
+                meta = json.loads(f.read())
+        except FileNotFoundError:
+            if meta:
+                meta = dict(meta, position=position)
         self.meta: dict = dict(meta or {})
         self.dimension = int(self.meta.get("dimension", 0))
         self._rows: dict[str, int] = {}
@@ -82,6 +121,19 @@ class VectorLeg:
     @property
     def exists(self) -> bool:
         return bool(self.meta)
+
+    @property
+    def position(self) -> int:
+        """The context version (commit_seq) the committed leg covers."""
+        return int(self.meta.get("position", 0))
+
+    def has_head(self) -> bool:
+        return os.path.exists(os.path.join(self.dir, HEAD))
+
+    @property
+    def committed(self) -> bool:
+        """Whether HEAD (or an older index's tantivy meta) names this leg."""
+        return bool(self.meta) and "position" in self.meta
 
     @property
     def count(self) -> int:
@@ -115,24 +167,25 @@ class VectorLeg:
                      "text_version": text_version, "log": log, "bytes": 0,
                      "state_file": state_file, "fit_count": fit_count,
                      "fitted_at": fit_count,
-                     "digest": hashlib.sha256(state).hexdigest()}
+                     "digest": hashlib.sha256(state).hexdigest()}  # no position: uncommitted
         self.dimension = dimension
         self._reset()
 
     def append(self, docs: list[VecDoc], vectors: np.ndarray,
                deletes: Iterable[str] = (), *, partition: bool = True) -> dict:
         """Append one record (fsynced) and apply it in memory; returns the leg's meta
-        for the tantivy commit that makes it durable. `partition=False`: a fill that
-        calls `repartition` once at its end."""
+        (durable once `commit` names it). `partition=False`: a fill that calls
+        `repartition` once at its end."""
         deletes = list(deletes)
         if not docs and not deletes:
             return dict(self.meta)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(docs),
                                                                          self.dimension)
+        q, scale = quantized(vectors)
         fields = json.dumps([[d.key, d.session, d.time_us] for d in docs] + [deletes],
                             ensure_ascii=False, separators=(",", ":")).encode()
         record = (_HEAD.pack(_MAGIC, len(docs), len(deletes), len(fields)) + fields +
-                  vectors.tobytes())
+                  q.tobytes() + scale.tobytes())
         path = os.path.join(self.dir, self.meta["log"])
         with open(path, "r+b") as f:
             f.seek(self.meta["bytes"])  # past a torn tail a crash may have left
@@ -141,17 +194,29 @@ class VectorLeg:
             f.flush()
             os.fsync(f.fileno())
         with self._lock:
-            self._apply(docs, vectors, deletes)
-        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n):
+            self._apply(docs, q, scale, deletes)
+        if partition and self._outside() > max(IVF_MIN // 2, self._ivf_n // 4):
             self.repartition()
         self.meta = dict(self.meta, bytes=self.meta["bytes"] + len(record),
                          digest=hashlib.sha256(bytes.fromhex(self.meta["digest"]) +
                                                record).hexdigest())
         return dict(self.meta)
 
+    def commit(self, position: int) -> dict:
+        """Make what was appended durable, as covering context version `position`: HEAD
+        names the log's end (the records are fsynced already); then logs HEAD no longer
+        names go. Returns the committed meta."""
+        self.meta = dict(self.meta, position=position)
+        _write_synced(os.path.join(self.dir, HEAD + ".tmp"),
+                      json.dumps(self.meta, sort_keys=True).encode())
+        os.replace(os.path.join(self.dir, HEAD + ".tmp"), os.path.join(self.dir, HEAD))
+        _sync_dir(self.dir)
+        self.drop_other_logs()
+        return dict(self.meta)
+
     def drop_other_logs(self) -> None:
         """After the commit naming the current log: earlier logs and states go."""
-        keep = {self.meta.get("log"), self.meta.get("state_file")}
+        keep = {self.meta.get("log"), self.meta.get("state_file"), HEAD}
         for name in os.listdir(self.dir) if os.path.isdir(self.dir) else ():
             if name not in keep:
                 os.remove(os.path.join(self.dir, name))
@@ -165,21 +230,22 @@ class VectorLeg:
             if len(live) < IVF_MIN:
                 self._ivf, self._ivf_n, self._moved = None, 0, set()
                 return
-            matrix, pos, row_at = self._matrix, self._pos, self._row_at
+            matrix, scale, pos, row_at = self._matrix, self._scale, self._pos, self._row_at
         # Outside the lock, so searches go on; appends come from the same thread as
-        # this (the indexer's, one per context), so no row below n changes meanwhile.
-        built, listed = Partition.build(matrix, pos[live])
+        # this (the vector leg's, one per context), so no row below n changes meanwhile.
+        built, listed = Partition.build(_Dequantized(matrix, scale), pos[live])
         rest = np.ones(n, dtype=bool)
         rest[listed] = False
         order = np.concatenate([listed, np.flatnonzero(rest)])  # new position -> old
-        laid = np.empty_like(matrix)
-        laid[:n] = matrix[order]
+        laid, laid_scale = np.empty_like(matrix), np.empty_like(scale)
+        laid[:n], laid_scale[:n] = matrix[order], scale[order]
         new_row_at = row_at.copy()
         new_row_at[:n] = row_at[order]
         new_pos = pos.copy()
         new_pos[new_row_at[:n]] = np.arange(n)
         with self._lock:
-            self._matrix, self._pos, self._row_at = laid, new_pos, new_row_at
+            self._matrix, self._scale = laid, laid_scale
+            self._pos, self._row_at = new_pos, new_row_at
             self._ivf, self._ivf_n, self._moved = built, n, set()
 
     def _outside(self) -> int:
@@ -228,22 +294,36 @@ class VectorLeg:
         lists' (contiguous slices), those added since the partition and those changed
         since outside the probed lists. The lock is held."""
         if self._ivf is None:
-            return self._matrix[:n] @ query, self._row_at[:n]
+            return self._scores(0, n, query), self._row_at[:n]
         ranges = self._ivf.probe(query) + [(self._ivf_n, n)]
         moved = self._pos[np.fromiter(self._moved, dtype=np.int64, count=len(self._moved))]
         for a, b in ranges[:-1]:  # already scored with its list
             moved = moved[(moved < a) | (moved >= b)]
-        scores = np.concatenate([self._matrix[a:b] @ query for a, b in ranges] +
-                                [self._matrix[moved] @ query])
+        scores = np.concatenate([self._scores(a, b, query) for a, b in ranges] +
+                                [(self._matrix[moved].astype(np.float32) @ query)
+                                 * self._scale[moved]])
         positions = np.concatenate([np.arange(a, b) for a, b in ranges] + [moved])
         return scores, self._row_at[positions]
+
+    def _scores(self, a: int, b: int, query: np.ndarray) -> np.ndarray:
+        """Cosines of matrix positions a..b-1 (the lock is held), SCORE_SLICE rows at a
+        time through one float32 buffer."""
+        out = np.empty(b - a, dtype=np.float32)
+        buf = np.empty((min(SCORE_SLICE, b - a), self.dimension), dtype=np.float32)
+        for at in range(a, b, SCORE_SLICE):
+            end = min(b, at + SCORE_SLICE)
+            rows = buf[:end - at]
+            np.copyto(rows, self._matrix[at:end], casting="unsafe")
+            np.dot(rows, query, out=out[at - a:end - a])
+        return out * self._scale[a:b]
 
     # -- internals -------------------------------------------------------------------
     def _reset(self) -> None:
         with self._lock:
             self._ivf, self._ivf_n, self._moved = None, 0, set()
             self._rows, self._keys, self._sessions = {}, [], {}
-            self._matrix = np.zeros((0, self.dimension), dtype=np.float32)  # by position
+            self._matrix = np.zeros((0, self.dimension), dtype=np.int8)  # by position
+            self._scale = np.zeros(0, dtype=np.float32)  # by position
             self._pos = np.zeros(0, dtype=np.int64)  # row -> its position in the matrix
             self._row_at = np.zeros(0, dtype=np.int64)  # position -> row
             self._live = np.zeros(0, dtype=bool)
@@ -263,18 +343,20 @@ class VectorLeg:
             return out
         self._matrix, self._live, self._event = (grown(self._matrix), grown(self._live),
                                                  grown(self._event))
+        self._scale = grown(self._scale)
         self._nonzero = grown(self._nonzero)
         self._pos, self._row_at = grown(self._pos), grown(self._row_at)
         self._time, self._session = grown(self._time), grown(self._session)
 
-    def _apply(self, docs: list[VecDoc], vectors: np.ndarray, deletes: list[str]) -> None:
+    def _apply(self, docs: list[VecDoc], vectors: np.ndarray, scale: np.ndarray,
+               deletes: list[str]) -> None:
         for key in deletes:
             row = self._rows.pop(key, None)
             if row is not None:
                 self._live[row] = False
         new = [d.key for d in docs if d.key not in self._rows]
         self._grow(len(self._keys) + len(new))
-        for d, v in zip(docs, vectors):
+        for d, v, sc in zip(docs, vectors, scale):
             row = self._rows.get(d.key)
             if row is None:  # placed at the end: past the layout, position = row
                 row = self._rows[d.key] = len(self._keys)
@@ -283,8 +365,9 @@ class VectorLeg:
             elif row < self._ivf_n:  # its new vector may belong under another centroid
                 self._moved.add(row)
             self._matrix[self._pos[row]] = v
+            self._scale[self._pos[row]] = sc
             self._live[row] = True
-            self._nonzero[row] = bool(v.any())
+            self._nonzero[row] = bool(v.any()) and sc > 0
             self._event[row] = d.key.startswith("e:")
             self._time[row] = d.time_us if d.time_us is not None else np.iinfo(np.int64).min
             self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
@@ -303,18 +386,33 @@ class VectorLeg:
         at = 0
         while at < end:
             magic, ups, dels, flen = _HEAD.unpack_from(data, at)
-            if magic != _MAGIC:
+            if magic not in (_MAGIC, _MAGIC_F32):
                 raise ValueError(f"vector log {path} is damaged at {at}")
             at += _HEAD.size
             fields = json.loads(data[at:at + flen])
             at += flen
-            vectors = np.frombuffer(data, dtype=np.float32, count=ups * dim,
-                                    offset=at).reshape(ups, dim)
-            at += ups * dim * 4
+            if magic == _MAGIC:
+                q = np.frombuffer(data, dtype=np.int8, count=ups * dim,
+                                  offset=at).reshape(ups, dim)
+                at += ups * dim
+                scale = np.frombuffer(data, dtype=np.float32, count=ups, offset=at)
+                at += ups * 4
+            else:  # a log of format 1: float32, quantized as it is read
+                q, scale = quantized(np.frombuffer(data, dtype=np.float32, count=ups * dim,
+                                                   offset=at).reshape(ups, dim))
+                at += ups * dim * 4
             docs = [VecDoc(k, s, t) for k, s, t in fields[:ups]]
             with self._lock:
-                self._apply(docs, vectors, fields[ups] if dels else [])
+                self._apply(docs, q, scale, fields[ups] if dels else [])
         self.repartition()
+
+
+def _sync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_synced(path: str, data: bytes) -> None:

