@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from typing import Callable, Sequence
+import numpy as np
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -494,11 +494,12 @@ class Indexer:
                 for seq in change.events:
                     with _skipping_damaged(context, event_key(seq)):
                         ev = m.event(seq)
-                        if ev is None:
+                        if ev is None or not indexed(ev.kind):  # as the lexical leg
                             part.deletes.append(event_key(seq))
                         else:
                             key = event_key(seq)
-                            part.docs[key] = VecDoc(key, ev.session, event_time_us(ev.time))
+                            part.docs[key] = VecDoc(key, ev.session,
+                                                    event_time_us(ev.time, ev.data))
                             part.texts[key] = event_text(ev)
                             size += len(part.texts[key])
                 if size >= APPLY_BYTES:
