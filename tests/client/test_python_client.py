@@ -207,6 +207,7 @@ def test_client_error_classes_follow_the_error_table():
                  "ALREADY_EXISTS": AlreadyExistsError, "FAILED_PRECONDITION": PreconditionError,
                  "ABORTED": AbortedError, "RESOURCE_EXHAUSTED": LimitError,
                  "UNAVAILABLE": UnavailableError, "DEADLINE_EXCEEDED": UnavailableError,
+                 "CANCELLED": UnavailableError,
                  "UNAUTHENTICATED": AuthError, "PERMISSION_DENIED": AuthError,
                  "DATA_LOSS": DataLossError, "INTERNAL": InternalError}
     assert {s.value for s in REASONS.values()} <= set(by_status)

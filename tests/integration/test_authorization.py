@@ -54,6 +54,8 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         TX + "CreateContext": {"context": f"sec-new-{who}"},
         TX + "GetStatus": c,
         TX + "AppendEvent": dict(c, session="main", kind="user-message", text="matrix"),
+        TX + "AppendEvents": dict(c, events=[dict(session="main", kind="user-message",
+                                                  text="matrix batch")]),
         TX + "Activate": dict(c, session="main"),
         TX + "Deliver": dict(c, activation=world["activation"]),
         TX + "Commit": dict(c, text="(context-tx (base-version 0) (create note (seen)))"),

@@ -46,7 +46,8 @@ def caught_up(rc: RecallClient, contexts=CONTEXTS) -> dict:
     deadline = time.monotonic() + BOUND
     while True:
         status = {c: rc.inspect(c) for c in contexts}
-        if all(s["lag"] == 0 and s["feed_lag"] == 0 for s in status.values()):
+        if all(s["lag"] == 0 and s["feed_lag"] == 0 and s.get("vectors", {}).get("lag", 0) == 0
+               for s in status.values()):
             return status
         assert time.monotonic() < deadline, status
         time.sleep(0.1)

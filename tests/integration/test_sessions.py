@@ -350,8 +350,8 @@ def test_conc_07_an_open_evaluations_scope_does_not_widen_while_it_runs(mind, en
 
 
 def test_conc_07_recall_for_an_evaluation_pages_over_the_server(mind, enc, recall):
-    """Each page records a recall observation, which the index then takes in; the cursor
-    still pages the first page's evidence set, and only what s1's scope may see."""
+    """Each page records a recall observation (never indexed itself: RECALL-12); the
+    cursor pages the first page's evidence set, and only what s1's scope may see."""
     mine = {mind.event(f"incident note {i}", session="s1")["ref"] for i in range(5)}
     theirs = {mind.event(f"incident note {i}", session="s2")["ref"] for i in range(5)}
     e = enc.compile(mind.context, "s1")
