@@ -71,5 +71,5 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
 
     @rpc_boundary
     def RebuildIndex(self, request, context):
-        return from_plain(self._core.rebuild(request.context,
-                                             caller=caller_of(context)), pb.IndexStatus)
+        return from_plain(self._core.rebuild(request.context, caller=caller_of(context),
+                                             deadline=deadline_of(context)), pb.IndexStatus)

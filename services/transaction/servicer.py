@@ -63,7 +63,8 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         tx = request.text if form == "text" else tx_from_proto(request.structured)
         receipt = self._core.commit(request.context, tx, session=request.session,
                                     request_id=request.request_id,
-                                    activation=request.activation, caller=caller_of(context))
+                                    activation=request.activation, caller=caller_of(context),
+                                    deadline=deadline_of(context))
         return from_plain(receipt, pb.Receipt)
 
     @rpc_boundary

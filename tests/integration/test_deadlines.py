@@ -5,6 +5,7 @@ test_availability.py holds the same over gRPC with a server's CPU time)."""
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 
@@ -95,3 +96,78 @@ def test_sec_07_traversal_stops_at_its_deadline(core, store, tmp_path):
     stopped("DEADLINE_EXCEEDED", recall.traverse, "c", "b", direction="ancestors",
             caller=CALLER, deadline=after_checks(1))
     stopped("CANCELLED", recall.traverse, "c", "b", caller=CALLER, deadline=CANCELLED)
+
+
+def cancelled_at(n: int) -> tuple[Deadline, list[int]]:
+    """A deadline its caller cancels at its n-th check (0: never); the list counts the
+    checks made."""
+    checks = [0]
+
+    def cancelled() -> bool:
+        checks[0] += 1
+        return checks[0] == n
+    return Deadline(cancelled=cancelled), checks
+
+
+def generations(root) -> list[str]:
+    return sorted(os.path.relpath(d, root) for d, _, _ in os.walk(root)
+                  if os.path.basename(d)[:1] == "g" and os.path.basename(d)[1:].isdigit())
+
+
+@pytest.fixture
+def recall(core, store, tmp_path):
+    # Ten events per read chunk: the rebuild of EVENTS looks at its deadline between them.
+    indexer = Indexer(store, IndexDirectory(str(tmp_path / "idx")), rebuild_read_chunk=10)
+    recall = RecallCore(store, core, indexer)
+    recall.rebuild("c", caller=CALLER)
+    return recall
+
+
+def index_answers(recall) -> tuple:
+    """What the live index answers: a search's results, its position, its last rebuild."""
+    status = recall.inspect("c", caller=CALLER)
+    found = recall.search("c", "event", limit=100, caller=CALLER)["results"]
+    return found, status["position"], status["last_rebuild"], status["documents"]
+
+
+def test_sec_07_index_rebuild_past_its_deadline_leaves_the_live_index(recall, tmp_path):
+    before, live = index_answers(recall), generations(tmp_path / "idx")
+    # A rebuild that went through would leave another generation and last_rebuild.
+    assert before[1] == recall.inspect("c", caller=CALLER)["head"]
+    assert len(before[0]) == EVENTS and len(live) == 1
+    stopped("DEADLINE_EXCEEDED", recall.rebuild, "c", caller=CALLER,
+            deadline=Deadline.after(-1))
+    assert index_answers(recall) == before
+    assert generations(tmp_path / "idx") == live  # its new generation removed
+    assert not recall.inspect("c", caller=CALLER)["rebuild"]["running"]
+
+
+def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp_path):
+    counting, checks = cancelled_at(0)
+    recall.rebuild("c", caller=CALLER, deadline=counting)  # how many checks a rebuild makes
+    last = checks[0]
+    assert last >= EVENTS // 10 + 1  # one per read chunk and one before the swap
+    before, live = index_answers(recall), generations(tmp_path / "idx")
+    for at in (2, last):  # among the read chunks, and just before the swap
+        deadline, checks = cancelled_at(at)
+        stopped("CANCELLED", recall.rebuild, "c", caller=CALLER, deadline=deadline)
+        assert checks[0] == at  # stopped at that check, not later
+        assert index_answers(recall) == before
+        assert generations(tmp_path / "idx") == live
+        progress = recall.inspect("c", caller=CALLER)["rebuild"]
+        assert not progress["running"] and progress["total"] == before[3]
+
+
+def test_sec_07_commit_past_its_deadline_is_not_submitted(core):
+    big = "(context-tx (base-version 1) " + " ".join(
+        f'(create n{i} (goal "goal {i}"))' for i in range(200)) + ")"
+    before = core.status("c", caller=CALLER)
+    stopped("DEADLINE_EXCEEDED", core.commit, "c", big, caller=CALLER,
+            deadline=Deadline.after(-1))
+    assert core.status("c", caller=CALLER) == before
+    # Parsed in time, past it once validated: still nothing submitted.
+    deadline, checks = cancelled_at(2)
+    stopped("CANCELLED", core.commit, "c", big, caller=CALLER, deadline=deadline)
+    assert checks[0] == 2
+    assert core.status("c", caller=CALLER) == before
+    assert core.commit("c", big, caller=CALLER)["revision"] == before["revision"] + 1

@@ -468,13 +468,14 @@ class RecallCore:
                 "cached": cache.get("entries", 0), "cache_hits": cache.get("hits", 0),
                 "cache_misses": cache.get("misses", 0)}
 
-    def rebuild(self, context: str, *, caller: Caller) -> dict:
+    def rebuild(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
+        """Rebuild the context's index; past `deadline` nothing is swapped in (SEC-07)."""
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindView(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-        self._indexer.rebuild(context)
+        self._indexer.rebuild(context, deadline)
         return self.inspect(context, caller=caller)
 
 

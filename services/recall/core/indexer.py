@@ -49,6 +49,7 @@ from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexD
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.shared.mind.view import event_dict
+from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
@@ -133,12 +134,15 @@ class Indexer:
                  cache: Optional[VectorCache] = None,
                  embed_worker: Optional[Fitter] = None,
                  vectors_due: Optional[Callable[[str], None]] = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 rebuild_read_chunk: int = REBUILD_READ_CHUNK) -> None:
         """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
         process; by default every fit runs in this process). `cache`: vectors kept
         across rebuilds; `embed_worker`: where the vector leg's texts are embedded (by
         default in this process); `vectors_due(context)`: tells the vector follower a
-        context's vector leg has work (None: apply_vectors runs after each write)."""
+        context's vector leg has work (None: apply_vectors runs after each write);
+        `rebuild_read_chunk`: events per read transaction of a rebuild, each one a look
+        at the call's deadline."""
         self._store = store
         self._indexes = indexes
         self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
@@ -155,6 +159,7 @@ class Indexer:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._progress: dict[str, dict] = {}
+        self._rebuild_read_chunk = rebuild_read_chunk
 
     def _lock(self, context: str) -> threading.Lock:
         with self._locks_guard:
@@ -292,12 +297,14 @@ class Indexer:
         return dict(leg.meta)
 
     def _lexical_docs(self, context: str, events: int,
-                      changed_by: list[tuple[R.Frame, Optional[R.Event]]]):
+                      changed_by: list[tuple[R.Frame, Optional[R.Event]]],
+                      deadline: Deadline = NEVER):
         """One pass over events 0..events-1, then the frames (each with the event that
         last changed it): their lexical documents."""
         prog = self._progress.get(context) or {}
         damaged = 0
-        for b in event_batches(self._event_records(context, events), events,
+        for b in event_batches(self._event_records(context, events, deadline=deadline),
+                               events,
                                base=self.embedder, fitted=None, lexical=True,
                                worker=self._fitter):
             damaged += b.damaged
@@ -554,14 +561,19 @@ class Indexer:
             applied += self._apply_locked(context, page)
 
     # -- rebuild ----------------------------------------------------------------------------
-    def rebuild(self, context: str) -> dict:
-        """Build a new index from one snapshot of events and frames, then swap it in."""
+    def rebuild(self, context: str, deadline: Deadline = NEVER) -> dict:
+        """Build a new index from one snapshot of events and frames, then swap it in.
+        Past `deadline` (looked at between read chunks and before the swap) it stops
+        with DEADLINE_EXCEEDED / CANCELLED, its new generation removed and the live
+        index untouched (SEC-07)."""
         with self._locks_guard:  # check and claim together: one rebuild per context
             if self._progress.get(context, {}).get("running"):
                 raise MorphzError("RECALL_REBUILD_RUNNING", f"a rebuild of {context} is "
                                   "running", context=context)
             self._progress[context] = {"running": True, "done": 0, "total": 0}
         started = time.monotonic()
+        fresh: Optional[ContextIndex] = None
+        swapped = False
         try:
             with self._tracer.start_as_current_span("recall.rebuild"):
                 # One short snapshot for what can change (the frames, the version); the
@@ -580,7 +592,7 @@ class Indexer:
                                    else None) for f in frames]
                 fresh = self._indexes.fresh(context)
                 self._progress[context]["total"] = events + len(frames)
-                count = fresh.apply(self._lexical_docs(context, events, changed_by),
+                count = fresh.apply(self._lexical_docs(context, events, changed_by, deadline),
                                     {"context": context, "position": head},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
                 # The vector leg starts over empty, at version 0, fitted on the context's
@@ -591,10 +603,14 @@ class Indexer:
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context), self._vlock(context):  # no vector step on the old
+                deadline.check("the rebuild")  # the last moment the caller may give up
                 fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
                 self._indexes.swap(context, fresh)
+                swapped = True
             return info
         finally:
+            if fresh is not None and not swapped:  # stopped or failed: the live one stays
+                self._indexes.discard(context, fresh)
             with self._lock(context):
                 self._progress[context]["running"] = False
                 try:  # the changes the follower left to this rebuild (or, failed, to none)
@@ -604,12 +620,15 @@ class Indexer:
                     _log.warning("%s: catching up after the rebuild failed", context,
                                  exc_info=True)
 
-    def _event_records(self, context: str, events: int, chunk: int = 0):
+    def _event_records(self, context: str, events: int, chunk: int = 0,
+                       deadline: Deadline = NEVER):
         """The stored bytes of events 0..events-1, a chunk per read transaction (of
-        `chunk` events or READ_AHEAD_BYTES, whichever comes first)."""
-        chunk = chunk or REBUILD_READ_CHUNK
+        `chunk` events or READ_AHEAD_BYTES, whichever comes first), `deadline` looked
+        at before each."""
+        chunk = chunk or self._rebuild_read_chunk
         seq = 0
         while seq < events:
+            deadline.check("the rebuild")  # SEC-07; raised through the tokenizing workers
             rows, size = [], 0
             with self._store.reader(context) as reader:
                 after = (seq - 1,) if seq else None

@@ -455,6 +455,14 @@ class IndexDirectory:
         os.mkdir(path)
         return path
 
+    def discard(self, context: str, new: ContextIndex) -> None:
+        """Remove a generation `fresh` made that will not go live (its rebuild stopped);
+        the live index is left as it was."""
+        with self._lock:
+            if os.path.basename(new.path) == self._current(context):
+                return
+        shutil.rmtree(new.path, ignore_errors=True)
+
     def swap(self, context: str, new: ContextIndex) -> None:
         """Make `new` the live index of the context and delete the old generation."""
         with self._lock:

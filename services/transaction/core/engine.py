@@ -62,6 +62,7 @@ MAX_WINDOW = 1 << 20
 BIG_TX_CHARS = 16 << 10
 BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
+_STOPPED = ("DEADLINE_EXCEEDED", "CANCELLED")  # a deadline's reasons: no retry on storage's rows
 MAX_BATCH_EVENTS = 10_000  # append_events: items in one commit
 
 
@@ -139,11 +140,13 @@ class TransactionCore:
             return self._pipelines.setdefault(context, ContextPipeline())
 
     def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]],
-               with_seq: bool = False) -> dict:
+               with_seq: bool = False, deadline: Deadline = NEVER) -> dict:
         """`build` returns the event to apply, or a finished reply (idempotent retry).
         A transaction committed for a session may name only what that session sees.
         `with_seq`: the reply says the context's `commit_seq` once the write is durable
         (a retry's: the context's then), for a search that must read it (RECALL-13).
+        `deadline`: looked at once the event is validated, before its writes are
+        submitted; once submitted, a write completes whatever the deadline (SEC-07).
 
         The event is applied to the durable state plus this context's commits still in
         flight, submitted in order, and answered only once durable (see pipeline.py)."""
@@ -156,12 +159,12 @@ class TransactionCore:
                     fence = self._owners.token(context)
                     try:
                         ev, reply, writes, ticket, seq = self._submit(pipe, context, fence,
-                                                                      build, cached)
-                    except MorphzError:
+                                                                      build, cached, deadline)
+                    except MorphzError as e:
                         # Refused by the rules on cached rows: answer only what storage's
                         # own rows refuse too (owner_cache.py). The cache stays: if the
                         # store's rows pass, the commit made on them outdates it.
-                        if not cached:
+                        if not cached or e.reason in _STOPPED:
                             raise
                         cached = False
                         continue
@@ -220,7 +223,8 @@ class TransactionCore:
         return at_most
 
     def _submit(self, pipe: ContextPipeline, context: str, fence: int,
-                build: Callable[[MindState], Union[R.Event, dict]], cached: bool) -> tuple:
+                build: Callable[[MindState], Union[R.Event, dict]], cached: bool,
+                deadline: Deadline = NEVER) -> tuple:
         """Under pipe.lock: compute `build`'s event on the durable rows (the cache's, or
         with `cached` False storage's) plus the context's commits in flight and submit
         its writes. (event, reply, writes, ticket, commit_seq after it); for a replayed
@@ -249,6 +253,8 @@ class TransactionCore:
                 reply = apply_event(m, ev, sees)
                 writes = m.writes()
             _check_size(writes)
+            # Validated: the last moment a caller that gave up stops it, all of it unsent.
+            deadline.check("the commit")
             self._faults.hit("after-token-before-submit")
             ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence)
             pipe.push(reader.commit_seq + 1, writes, ticket)
@@ -431,10 +437,12 @@ class TransactionCore:
 
     # -- transactions ------------------------------------------------------------------------
     def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
-               request_id: str = "", activation: str = "", caller: Caller) -> dict:
+               request_id: str = "", activation: str = "", caller: Caller,
+               deadline: Deadline = NEVER) -> dict:
         """Commit a transaction. `session`: the session whose evaluation made it (it
         reads that session's attention); `activation`: the evaluation that read the Mind,
-        whose tick is the read tick unless the transaction declares `(base-tick T)`."""
+        whose tick is the read tick unless the transaction declares `(base-tick T)`.
+        Past `deadline` after parsing or validation it is not submitted (SEC-07)."""
         check_name(context, "context")
         if session:
             check_name(session, "session")
@@ -444,15 +452,17 @@ class TransactionCore:
             check_name(request_id, "request_id")
         big = len(tx) >= BIG_TX_CHARS if isinstance(tx, str) else len(tx.ops) >= BIG_TX_OPS
         with cycles_paused(big):
-            return self._commit(context, tx, session, request_id, activation, caller)
+            return self._commit(context, tx, session, request_id, activation, caller,
+                                deadline)
 
     def _commit(self, context: str, tx: Union[str, Tx], session: str, request_id: str,
-                activation: str, caller: Caller) -> dict:
+                activation: str, caller: Caller, deadline: Deadline) -> dict:
         with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
             if isinstance(tx, str):
                 span.set_attribute("morphz.tx.chars", len(tx))
             span.set_attribute("morphz.tx.ops", len(parsed.ops))
+        deadline.check("the commit")  # parsed: before waiting for the context's writers
         payload = {"session": session, "tx": parsed.to_dict()}
         if activation:  # absent otherwise: earlier payload hashes stay valid
             payload["activation"] = activation
@@ -490,7 +500,8 @@ class TransactionCore:
                 data["rebased_from"] = parsed.base_version
             return self._event(m, context, R.CONTEXT_TX, session=evaluating, actor="agent",
                                text=parsed.render(), request_id=request_id, data=data)
-        return {"replayed": False, **self._write(context, build, with_seq=True)}
+        return {"replayed": False, **self._write(context, build, with_seq=True,
+                                                 deadline=deadline)}
 
     # -- reads ----------------------------------------------------------------------------------
     def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
