@@ -1,7 +1,8 @@
 """The cores' long loops stop at their call's Deadline (shared/deadline.py) with
 DEADLINE_EXCEEDED or CANCELLED and leave nothing half-done (SEC-07): audit, rebuild,
-compile and traversal, on real LMDB in this process (tests/integration/
-test_availability.py holds the same over gRPC with a server's CPU time)."""
+compile, traversal, the recall index's rebuild and a commit, on real LMDB in this
+process (tests/integration/test_availability.py holds the same over gRPC with a
+server's CPU time)."""
 from __future__ import annotations
 
 import itertools
@@ -10,6 +11,7 @@ import os
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.recall.core import tokenpool
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -142,12 +144,18 @@ def test_sec_07_index_rebuild_past_its_deadline_leaves_the_live_index(recall, tm
     assert not recall.inspect("c", caller=CALLER)["rebuild"]["running"]
 
 
-def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp_path):
+@pytest.mark.parametrize("pooled", [False, True], ids=["here", "worker-processes"])
+def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp_path,
+                                                                     pooled, monkeypatch):
+    if pooled:  # tokenized in the rebuild's own worker processes, which stop with it
+        monkeypatch.setattr(tokenpool, "MIN_PARALLEL", 0)
+        monkeypatch.setattr(tokenpool, "BATCH", 5)
     counting, checks = cancelled_at(0)
     recall.rebuild("c", caller=CALLER, deadline=counting)  # how many checks a rebuild makes
     last = checks[0]
-    assert last >= EVENTS // 10 + 1  # one per read chunk and one before the swap
     before, live = index_answers(recall), generations(tmp_path / "idx")
+    events = recall.inspect("c", caller=CALLER)["events"]
+    assert last == -(-events // 10) + 1  # one per read chunk and one before the swap
     for at in (2, last):  # among the read chunks, and just before the swap
         deadline, checks = cancelled_at(at)
         stopped("CANCELLED", recall.rebuild, "c", caller=CALLER, deadline=deadline)
@@ -156,6 +164,8 @@ def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp
         assert generations(tmp_path / "idx") == live
         progress = recall.inspect("c", caller=CALLER)["rebuild"]
         assert not progress["running"] and progress["total"] == before[3]
+        # Mid-way: some chunks left unread; at the swap: everything indexed first.
+        assert (progress["done"] == progress["total"]) == (at == last)
 
 
 def test_sec_07_commit_past_its_deadline_is_not_submitted(core):

@@ -285,10 +285,10 @@ def test_recall_10_follower_leaves_a_rebuilding_context_to_the_rebuild(tmp_path,
         reading, release = threading.Event(), threading.Event()
         real = indexer_module.Indexer._event_records
 
-        def paused(self, context, events, chunk=0):
+        def paused(self, context, events, chunk=0, **deadline):
             reading.set()
             assert release.wait(10)
-            yield from real(self, context, events, chunk)
+            yield from real(self, context, events, chunk, **deadline)
         monkeypatch.setattr(indexer_module.Indexer, "_event_records", paused)
         rebuild = threading.Thread(target=indexer.rebuild, args=("c",))
         rebuild.start()

@@ -135,14 +135,14 @@ class Indexer:
                  embed_worker: Optional[Fitter] = None,
                  vectors_due: Optional[Callable[[str], None]] = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 rebuild_read_chunk: int = REBUILD_READ_CHUNK) -> None:
+                 rebuild_read_chunk: Optional[int] = None) -> None:
         """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
         process; by default every fit runs in this process). `cache`: vectors kept
         across rebuilds; `embed_worker`: where the vector leg's texts are embedded (by
         default in this process); `vectors_due(context)`: tells the vector follower a
         context's vector leg has work (None: apply_vectors runs after each write);
         `rebuild_read_chunk`: events per read transaction of a rebuild, each one a look
-        at the call's deadline."""
+        at the call's deadline (None: REBUILD_READ_CHUNK)."""
         self._store = store
         self._indexes = indexes
         self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
@@ -625,7 +625,7 @@ class Indexer:
         """The stored bytes of events 0..events-1, a chunk per read transaction (of
         `chunk` events or READ_AHEAD_BYTES, whichever comes first), `deadline` looked
         at before each."""
-        chunk = chunk or self._rebuild_read_chunk
+        chunk = chunk or self._rebuild_read_chunk or REBUILD_READ_CHUNK
         seq = 0
         while seq < events:
             deadline.check("the rebuild")  # SEC-07; raised through the tokenizing workers
