@@ -44,7 +44,8 @@ def test_a_commit_made_durable_is_read_from_the_store_not_from_what_was_merged()
     # Version 1 becomes durable holding something else (another writer's commit): the
     # reader must show it, though the merged writes still hold the first commit's value.
     store.commit("c", 0, [put("a", b"theirs")])
-    pipe.done(first, failed=False)
+    with pipe.lock:  # as TransactionCore uses it
+        pipe.done(first, failed=False)
     assert seen(pipe, store, "a") == (b"theirs", 2)
     assert seen(pipe, store, "b") == (b"2", 2)
 
@@ -61,6 +62,7 @@ def test_a_failed_commit_drops_every_pending_write():
     store, pipe = MemoryStore(), ContextPipeline()
     first = submit(pipe, store, [put("a", b"1")])
     submit(pipe, store, [put("b", b"1")])
-    pipe.done(first, failed=True)
+    with pipe.lock:
+        pipe.done(first, failed=True)
     assert seen(pipe, store, "a") == (None, 0)
     assert seen(pipe, store, "b") == (None, 0)

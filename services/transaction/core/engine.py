@@ -157,6 +157,8 @@ class TransactionCore:
                 with pipe.lock:
                     # First: a context this instance may not write is refused unread.
                     fence = self._owners.token(context)
+                    if not fence:  # unfenced: never computed over commits in flight
+                        self._settle_in_flight(pipe)
                     try:
                         ev, reply, writes, ticket, seq = self._submit(pipe, context, fence,
                                                                       build, cached, deadline)
@@ -202,6 +204,19 @@ class TransactionCore:
                 continue
         raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
                           context=context)
+
+    def _settle_in_flight(self, pipe: ContextPipeline) -> None:
+        """Under pipe.lock (released while waiting): wait until none of the context's
+        commits is in flight (pipeline.py: why an unfenced writer must)."""
+        while (last := pipe.last_ticket()) is not None:
+            pipe.lock.release()
+            try:
+                self._store.wait(last)  # its own writer reports how it ended
+            except Exception:  # noqa: BLE001, S110 - its writer's to report, not ours
+                pass
+            finally:
+                pipe.lock.acquire()
+            pipe.settled.wait_for(lambda: pipe.last_ticket() is not last)
 
     def _commit_seq_of(self, context: str, replayed: dict, at_most: int) -> int:
         """The commit_seq the replayed write's event was committed at (a retry answers as

@@ -3,9 +3,14 @@
 Writes of one context are computed one at a time (under the pipeline's lock), each on
 the durable state plus the writes already submitted but not yet durable, and handed to
 the store in that order. The store may then make many of them durable with a single
-fsync (group commit). Nobody is answered before their own commit is durable, and a
-commit computed on a predecessor that failed fails too (its expected physical version
-cannot match), so it is simply recomputed.
+fsync (group commit). Nobody is answered before their own commit is durable.
+
+A commit computed on a predecessor that failed must fail too. Its expected physical
+version only proves that when the writer is fenced (storage then refuses every other
+writer of the context): unfenced, another writer's commit can take the predecessor's
+version, and the successor would land on a state it was not computed on (its meta
+counting a transaction that never committed). So only a fenced writer computes over
+commits in flight; an unfenced one waits until they settle (TransactionCore._write).
 """
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ class ContextPipeline:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)  # notified as each commit finishes
         self._pending: list[tuple[int, list[Write], Ticket]] = []  # (commit_seq after, ...)
         # The pending writes over durable version `_over_base`, merged, up to version
         # `_over_top`: while none of them has become durable, each new commit adds its
@@ -94,3 +100,4 @@ class ContextPipeline:
             self._pending = [p for p in self._pending if p[2] is not ticket]
         if failed or not self._pending:
             self._over = None
+        self.settled.notify_all()
