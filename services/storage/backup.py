@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator, Optional
 import lmdb
 
 from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.shared.durable_files import sync_dir
 from morphz.shared.errors import MorphzError
 
 FORMAT, VERSION = "morphz-backup", 1
@@ -224,7 +225,7 @@ def write_backup(path: str,
             os.link(tmp, path)  # fails rather than replace a file made meanwhile
         except FileExistsError:
             raise _exists(path) from None
-        _sync_dir(folder)
+        sync_dir(folder)
     finally:
         os.unlink(tmp)
     return manifest
@@ -241,14 +242,6 @@ def _exists(path: str) -> MorphzError:
                        "file", path=path)
 
 
-def _sync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- restore ----------------------------------------------------------------------------
 def restore(path: str, data_dir: str) -> dict:
     """Unpack the backup at `path` into `data_dir` (missing or empty), as the store a
@@ -260,7 +253,7 @@ def restore(path: str, data_dir: str) -> dict:
         manifest = _unpack(path, partial)
         _verify(partial, manifest)
         os.rename(partial, os.path.join(data_dir, STORE))
-        _sync_dir(data_dir)
+        sync_dir(data_dir)
     except BaseException:
         shutil.rmtree(data_dir if created else partial, ignore_errors=True)
         raise

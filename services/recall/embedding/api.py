@@ -22,6 +22,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from .textprep import prepared
+
 
 @dataclass(frozen=True)
 class EmbedderIdentity:
@@ -63,7 +65,26 @@ class Embedder(Protocol):
 
 class Pretrained:
     """What every pretrained embedder answers the same way: fixed weights, so a fit is
-    itself and there is no state beyond the identity."""
+    itself and there is no state beyond the identity; texts are cleaned and bounded
+    (textprep.py) and an empty one stays all zeros without the model loading. A subclass
+    gives `identity`, `batch` and `_encode(texts, role)` (one batch of non-empty texts)."""
+    batch = 32
+
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str], role: str = PASSAGE) -> list[list[float]]:
+        return self.embed_array(texts, role=role).tolist()
+
+    def embed_array(self, texts: Sequence[str], role: str = PASSAGE) -> np.ndarray:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        out = np.zeros((len(texts), self.identity.dimension), dtype=np.float32)
+        rows = [(i, t) for i, t in enumerate(map(prepared, texts)) if t]
+        for start in range(0, len(rows), self.batch):
+            part = rows[start:start + self.batch]
+            out[[i for i, _ in part]] = self._encode([t for _, t in part], role)
+        return out
 
     def fitted(self, corpus: Sequence[str]):
         return self

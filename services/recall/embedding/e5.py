@@ -29,18 +29,16 @@ import glob
 import os
 import platform
 import threading
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
-from .api import PASSAGE, QUERY, ROLES, EmbedderIdentity, Pretrained
+from .api import QUERY, EmbedderIdentity, Pretrained
 from .digest import file_digest
-from .textprep import prepared
 
 NAME = "e5-small"
 DIMENSION = 384
 WINDOW_TOKENS = 512  # the model's positions, the "query: "/"passage: " prefix and specials included
-BATCH = 32
 
 
 def _package():
@@ -84,23 +82,10 @@ class E5Embedder(Pretrained):
             return None
         return int(ctypes.CDLL(libs[0]).omp_get_max_threads())  # the handle already loaded
 
-    def embed(self, texts: Sequence[str], role: str = PASSAGE) -> list[list[float]]:
-        return self.embed_array(texts, role=role).tolist()
-
-    def embed_array(self, texts: Sequence[str], role: str = PASSAGE) -> np.ndarray:
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-        rows = [(i, t) for i, t in enumerate(map(prepared, texts)) if t]
-        if not rows:
-            return out  # nothing to embed: zeros, and the model need not load
-        model = self._loaded()
-        is_query = role == QUERY
-        for start in range(0, len(rows), BATCH):
-            part = rows[start:start + BATCH]
-            bounded = [self._within_window(model, t, is_query) for _, t in part]
-            out[[i for i, _ in part]] = model.encode(bounded, is_query)
-        return out
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        model, is_query = self._loaded(), role == QUERY
+        return model.encode([self._within_window(model, t, is_query) for t in texts],
+                            is_query)
 
     @staticmethod
     def _within_window(model, text: str, is_query: bool) -> str:

