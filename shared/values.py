@@ -1,0 +1,102 @@
+"""Value types for what strings stood in for at the seams between services: a context's
+name, an event's ref, a frame's id and a recall hit's key. Each is checked once, where it
+enters (a request, a stored key), and is then passed as itself; `str()` gives the wire
+form back. Frozen and hashable, so they can key dicts and sets as the strings did."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+from morphz.shared.errors import MorphzError
+from morphz.shared.names import check_lookup, check_name
+
+# An event's short ref, read as the S-expression reader reads one (ASCII digits, bounded).
+_REF = re.compile(r"@e([0-9]{1,18})\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextName:
+    """A context's name as a request gives it (a namespace-qualified `~NS/name` included)."""
+    value: str
+
+    @classmethod
+    def parse(cls, text: str, field: str = "context") -> "ContextName":
+        return cls(check_name(text, field))
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """`@eN`: the event at position N of a context's history."""
+    seq: int
+
+    @classmethod
+    def parse(cls, text: str, field: str = "ref") -> "EventRef":
+        found = cls.find(text)
+        if found is None:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"{field} must be an @eN ref", field=field)
+        return found
+
+    @classmethod
+    def find(cls, text: str) -> "EventRef | None":
+        """The ref text spells, or None when it is not one (a frame id, an event id)."""
+        m = _REF.match(text) if isinstance(text, str) else None
+        return cls(int(m.group(1))) if m else None
+
+    def __str__(self) -> str:
+        return f"@e{self.seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameId:
+    value: str
+
+    @classmethod
+    def parse(cls, text: str, field: str = "frame_id") -> "FrameId":
+        return cls(check_lookup(text, field))
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class HitKey:
+    """What a recall index document is: an event (by seq) or a frame (by id). Its wire and
+    stored form is `e:<seq>` or `f:<frame id>`."""
+    target: Union[EventRef, FrameId]
+
+    @classmethod
+    def event(cls, seq: int) -> "HitKey":
+        return cls(EventRef(seq))
+
+    @classmethod
+    def frame(cls, frame_id: str) -> "HitKey":
+        return cls(FrameId(frame_id))
+
+    @classmethod
+    def parse(cls, text: str) -> "HitKey":
+        if text.startswith("e:") and text[2:].isdigit():
+            return cls.event(int(text[2:]))
+        if text.startswith("f:") and len(text) > 2:
+            return cls.frame(text[2:])
+        raise ValueError(f"not a hit key: {text[:64]!r}")
+
+    @property
+    def is_event(self) -> bool:
+        return isinstance(self.target, EventRef)
+
+    @property
+    def seq(self) -> int:
+        """The event's seq; -1 for a frame."""
+        return self.target.seq if isinstance(self.target, EventRef) else -1
+
+    @property
+    def frame_id(self) -> str:
+        """The frame's id; '' for an event."""
+        return self.target.value if isinstance(self.target, FrameId) else ""
+
+    def __str__(self) -> str:
+        return f"e:{self.target.seq}" if self.is_event else f"f:{self.target.value}"
