@@ -62,6 +62,9 @@ MAX_OBSERVATION_BYTES = 1 << 20
 # whatever the call's deadline (the reply then says what it could not close).
 MAX_WAIT_SECONDS = 5.0
 WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuild runs)
+# Changes a search embeds at a time while it waits for the vector leg (a step's embedding
+# is not interrupted: small, so the wait ends close to its bound).
+SEARCH_VECTOR_STEP = 16
 KINDS = ("event", "frame")
 STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
 
@@ -154,8 +157,10 @@ class RecallCore:
                mode: str = "", evaluation: Optional[dict] = None, min_commit_seq: int = 0,
                wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> dict:
         """`min_commit_seq`: the context version the lexical index must reach before the
-        search looks (read your writes); the wait lasts at most `wait_seconds` (capped at
-        MAX_WAIT_SECONDS), and `unclosed_lag` in the reply is what it could not close."""
+        search looks (read your writes), and its vector leg too when the search uses it;
+        the wait lasts at most `wait_seconds` (capped at MAX_WAIT_SECONDS). `unclosed_lag`
+        in the reply is what the lexical leg could not close (`vector_position`: where
+        the vector leg got). A next page reads what its first one kept, waiting for none."""
         check_name(context, "context")
         asked, mode = mode, mode or hybrid.DEFAULT_MODE
         if mode not in hybrid.MODES:
@@ -202,7 +207,10 @@ class RecallCore:
                     m = MindView(reader)
                     _authorize(m, context, caller, evaluation)
                     m.require_meta(context)
-                self._index_up_to(context, min_commit_seq, wait_seconds)
+                give_up = time.monotonic() + max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
+                self._index_up_to(context, min_commit_seq, give_up)
+                if mode != "lexical" and words and self._vectors_wanted(context, asked):
+                    self._vectors_up_to(context, min_commit_seq, give_up)
 
             def read(reader: Reader) -> dict:
                 m = MindView(reader)
@@ -262,18 +270,39 @@ class RecallCore:
         one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
         return self._indexer.leg_current(idx.vectors)
 
-    def _index_up_to(self, context: str, target: int, seconds: float) -> None:
+    def _index_up_to(self, context: str, target: int, give_up: float) -> None:
         """Apply the context's held changes and then its own feed until its index reaches
-        `target`, for at most `seconds` (and MAX_WAIT_SECONDS). Indexed here rather than
-        waited for: the follower may be resting or busy with other contexts, and the
-        context's feed holds every commit it made (what a rebuild skips, its swap takes)."""
-        give_up = time.monotonic() + max(0.0, min(seconds, MAX_WAIT_SECONDS))
+        `target`, until `give_up` (monotonic). Indexed here rather than waited for: the
+        follower may be resting or busy with other contexts, and the context's feed holds
+        every commit it made (what a rebuild skips, its swap takes)."""
         self._catch_up(context, True)
         while self._indexer.position(context) < target:
             left = give_up - time.monotonic()
             if left <= 0:
                 return
             if not self._indexer.catch_up(context):  # a rebuild, or not committed yet
+                time.sleep(min(WAIT_STEP_SECONDS, left))
+
+    def _vectors_wanted(self, context: str, asked: str) -> bool:
+        """Whether a search of this mode reads the vector leg and the leg can follow (one
+        another embedder built never does: such a search is refused or lexical)."""
+        leg = self._indexer.index(context).vectors
+        current = self._indexer.leg_current(leg)
+        return current or (bool(asked) and not leg.exists)
+
+    def _vectors_up_to(self, context: str, target: int, give_up: float) -> None:
+        """The vector leg's part of reading one's writes: embed the context's changes up
+        to `target` (and the lexical leg's position) here, a few at a time, until
+        `give_up`; while the vector follower steps the leg, wait for it. What is left
+        shows as the reply's vector_position and vector_lag."""
+        while True:
+            want = min(target, self._indexer.position(context))
+            if self._indexer.vector_status(context, want)["lag"] == 0:
+                return
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self._indexer.try_apply_vectors(context, SEARCH_VECTOR_STEP):
                 time.sleep(min(WAIT_STEP_SECONDS, left))
 
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,

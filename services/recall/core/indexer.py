@@ -473,37 +473,51 @@ class Indexer:
         embedded, appended and committed at the version of the last. Returns how many
         changes it took (0: caught up, or a stale leg, left as it is)."""
         with self._vlock(context):
-            idx = self.index(context)
-            leg = idx.vectors
-            target = self.position(context)
-            if leg.exists and not self.leg_current(leg):
-                return 0
-            if not target:
-                return 0
-            if not leg.committed:  # a new context, or an index from before the leg
-                self._begin_leg(context, leg)
-            if leg.position >= target:
-                return 0
-            changes = [c for c in self._store.changes(leg.position, context=context).changes
-                       if c.commit_seq <= target]
-            if not changes:
-                return 0
-            chunk = next(iter(_change_chunks(changes, step)))
-            with self._tracer.start_as_current_span("recall.vector_apply") as span:
-                part, chunk = self._gather_vectors(context, chunk)
-                if self._learned() and leg.count + len(part.docs) >= max(
-                        REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
-                    self._refit(context, idx)
-                else:
-                    vectors = self._leg_vectors(context, leg)
-                    # Partitioned (when due) only at the step that reaches the lexical
-                    # leg: a leg far behind (after a rebuild) is partitioned once.
-                    leg.append(list(part.docs.values()),
-                               vectors.vectors(list(part.texts.values())), part.deletes,
-                               partition=chunk[-1].commit_seq >= target)
-                    leg.commit(chunk[-1].commit_seq)
-                span.set_attribute("morphz.changes", len(chunk))
-            return len(chunk)
+            return self._apply_vectors_locked(context, step)
+
+    def try_apply_vectors(self, context: str, step: int = VECTOR_STEP) -> Optional[int]:
+        """apply_vectors, unless a step of the leg is under way (None): a caller bound
+        by a deadline (a search reading its writes) never waits for one."""
+        lock = self._vlock(context)
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            return self._apply_vectors_locked(context, step)
+        finally:
+            lock.release()
+
+    def _apply_vectors_locked(self, context: str, step: int) -> int:
+        idx = self.index(context)
+        leg = idx.vectors
+        target = self.position(context)
+        if leg.exists and not self.leg_current(leg):
+            return 0
+        if not target:
+            return 0
+        if not leg.committed:  # a new context, or an index from before the leg
+            self._begin_leg(context, leg)
+        if leg.position >= target:
+            return 0
+        changes = [c for c in self._store.changes(leg.position, context=context).changes
+                   if c.commit_seq <= target]
+        if not changes:
+            return 0
+        chunk = next(iter(_change_chunks(changes, step)))
+        with self._tracer.start_as_current_span("recall.vector_apply") as span:
+            part, chunk = self._gather_vectors(context, chunk)
+            if self._learned() and leg.count + len(part.docs) >= max(
+                    REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
+                self._refit(context, idx)
+            else:
+                vectors = self._leg_vectors(context, leg)
+                # Partitioned (when due) only at the step that reaches the lexical
+                # leg: a leg far behind (after a rebuild) is partitioned once.
+                leg.append(list(part.docs.values()),
+                           vectors.vectors(list(part.texts.values())), part.deletes,
+                           partition=chunk[-1].commit_seq >= target)
+                leg.commit(chunk[-1].commit_seq)
+            span.set_attribute("morphz.changes", len(chunk))
+        return len(chunk)
 
     def _begin_leg(self, context: str, leg: VectorLeg) -> None:
         """Start the leg empty at version 0, fitted on a sample of the context."""
