@@ -120,6 +120,39 @@ def test_hyb_asm_05_vector_leg_says_empty_index_then_no_match(recall, mind, expe
     expect_rejected("RECALL_QUERY_INVALID", recall.search, mind.context, "  ", mode="vector")
 
 
+# -- RECALL-03 with both legs -------------------------------------------------------------
+def test_recall_03_a_hybrid_cursor_pages_one_ranking_while_the_vector_leg_moves(recall, mind):
+    """The vector leg follows on its own, so a cursor that kept only the lexical searcher
+    read a moved vector leg on its next page (a repeated hit, a skipped one). Made
+    deterministic: between pages, events the vector leg ranks first are committed and
+    applied. Past FUSE_DEPTH (100) lexical hits the pages go on into the lexical leg's
+    rest, from the same first page's searcher."""
+    notes = [{"session": "s1", "kind": "user-message", "text": f"launch checklist note {i}"}
+             for i in range(130)]
+    noted = {e["ref"] for e in mind.client.append_events(mind.context, notes)["events"]}
+    vectors_caught_up(recall, mind.context)
+    query = "launch checklist"
+    whole = [h["ref"] for h in recall.search(mind.context, query, limit=100)["results"]]
+    reply = recall.search(mind.context, query, limit=45)  # the default mode: hybrid
+    assert reply["vector_lag"] == 0 and any(h["vector_rank"] for h in reply["results"])
+    paged, pages, later = [h["ref"] for h in reply["results"]], 1, set()
+    while reply["next_cursor"]:
+        # Closer to the query than any note: the vector leg ranks them first.
+        moved = vectors_caught_up(recall, mind.context)
+        later |= {e["ref"] for e in mind.client.append_events(mind.context, [
+            {"session": "s1", "kind": "user-message", "text": f"launch checklist {pages}{n}"}
+            for n in range(3)])["events"]}
+        # Both legs at the store's head, past the new events (lag counts from the head).
+        now = vectors_caught_up(recall, mind.context)
+        assert now["vectors"]["position"] > moved["vectors"]["position"]
+        reply = recall.search(mind.context, query, limit=45, cursor=reply["next_cursor"])
+        paged += [h["ref"] for h in reply["results"]]
+        pages += 1
+    assert len(paged) == len(set(paged))  # none repeated
+    assert noted <= set(paged) and not later & set(paged)  # none skipped, none added
+    assert paged[:100] == whole and pages == 3  # one page's order, before the commits
+
+
 # -- HYB-03 --------------------------------------------------------------------------------
 def test_hyb_03_refs_ids_and_numbers_take_the_exact_path(recall, mind):
     refs = launch_events(mind)

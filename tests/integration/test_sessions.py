@@ -351,21 +351,18 @@ def test_conc_07_an_open_evaluations_scope_does_not_widen_while_it_runs(mind, en
 
 def test_conc_07_recall_for_an_evaluation_pages_over_the_server(mind, enc, recall):
     """Each page records a recall observation (never indexed itself: RECALL-12); the
-    cursor pages the first page's evidence set, and only what s1's scope may see. Asked
-    as lexical: a hybrid cursor pins only the lexical leg's searcher, and one CI run
-    under load saw a hybrid page repeat a hit and miss another (open, issue 39 note)."""
+    cursor pages the first page's evidence set, and only what s1's scope may see."""
     mine = {mind.event(f"incident note {i}", session="s1")["ref"] for i in range(5)}
     theirs = {mind.event(f"incident note {i}", session="s2")["ref"] for i in range(5)}
     e = enc.compile(mind.context, "s1")
     caught_up(recall, mind.context)
     evaluation = {"session": "s1", "activation": e["activation"]}
-    reply = recall.search(mind.context, "incident", limit=2, evaluation=evaluation,
-                          mode="lexical")
+    reply = recall.search(mind.context, "incident", limit=2, evaluation=evaluation)
     seen = [h["ref"] for h in reply["results"]]
     while reply["next_cursor"]:
         caught_up(recall, mind.context)  # the page's own observation is indexed now
         reply = recall.search(mind.context, "incident", limit=2, evaluation=evaluation,
-                              cursor=reply["next_cursor"], mode="lexical")
+                              cursor=reply["next_cursor"])
         seen += [h["ref"] for h in reply["results"]]
     assert sorted(seen) == sorted(mine) and not set(seen) & theirs
     audited(mind)

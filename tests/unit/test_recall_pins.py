@@ -46,15 +46,15 @@ def _moved(tx, indexer) -> None:
         pass
 
 
-def test_recall_03_kept_searcher_pages_the_first_pages_set(setup):
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
     tx, indexer, recall, clock = setup
-    # Lexical: the cursor pins the lexical searcher only (hybrid's vector leg is read
-    # as it is at each page, services/recall/core/hybrid.py).
-    first = recall.search("c", "incident", limit=4, mode="lexical", caller=IN_PROCESS_CALLER)
+    # Hybrid keeps its fused ranking with the lexical searcher (its vector leg moved too).
+    first = recall.search("c", "incident", limit=4, mode=mode, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     clock.now = 59
     second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
-                           mode="lexical", caller=IN_PROCESS_CALLER)
+                           mode=mode, caller=IN_PROCESS_CALLER)
     refs = [h["ref"] for h in first["results"] + second["results"]]
     assert len(refs) == len(set(refs)) == 6 and second["next_cursor"] == ""
     assert second["index_position"] == first["index_position"]
@@ -73,5 +73,18 @@ def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
         recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
     with pytest.raises(MorphzError) as info:
         recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
+                      caller=IN_PROCESS_CALLER)
+    assert info.value.reason == "RECALL_CURSOR_STALE"
+
+
+def test_recall_03_hybrid_cursor_without_its_kept_ranking_is_stale(setup):
+    """Even with the index where it was: a fused ranking cannot be made again as it was
+    (the vector leg follows on its own), so its cursor needs the ranking kept for it."""
+    tx, indexer, recall, clock = setup
+    first = recall.search("c", "incident", limit=4, mode="hybrid", caller=IN_PROCESS_CALLER)
+    assert first["results"][0]["vector_rank"] and first["next_cursor"]
+    clock.now = 61
+    with pytest.raises(MorphzError) as info:
+        recall.search("c", "incident", limit=4, cursor=first["next_cursor"], mode="hybrid",
                       caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"

@@ -14,9 +14,10 @@ from morphz.shared.text.analyze import terms, terms_text
 # Words past this many characters of one text are not indexed (bounded work per
 # document); `read` still returns every character.
 MAX_INDEXED_CHARS = 1 << 20
-# What event_text/frame_text give; the vector leg's fingerprint holds it, so a change
-# here makes an index built with the old texts stale (rebuild) instead of mixed.
-TEXT_VERSION = 1
+# What the index holds of events and frames (event_text/frame_text, indexed); both legs'
+# meta hold it, so a change here has an index built with the old texts rebuilt
+# (indexer.py) instead of mixed. 2: recall observations are no longer indexed (RECALL-12).
+TEXT_VERSION = 2
 
 
 def event_key(seq: int) -> str:

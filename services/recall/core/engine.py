@@ -20,6 +20,7 @@ import dataclasses
 
 import json
 import time
+import uuid
 from typing import Callable, Optional, Protocol
 
 import numpy as np
@@ -32,7 +33,7 @@ from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.beside import INLINE, Beside
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.embedding.api import QUERY, embed_texts
-from morphz.services.recall.core.pins import SearchPins
+from morphz.services.recall.core.pins import Pinned, SearchPins
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.timeparse import parse_bound
@@ -61,6 +62,9 @@ MAX_OBSERVATION_BYTES = 1 << 20
 # whatever the call's deadline (the reply then says what it could not close).
 MAX_WAIT_SECONDS = 5.0
 WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuild runs)
+# Changes a search embeds at a time while it waits for the vector leg (a step's embedding
+# is not interrupted: small, so the wait ends close to its bound).
+SEARCH_VECTOR_STEP = 16
 KINDS = ("event", "frame")
 STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
 
@@ -153,8 +157,10 @@ class RecallCore:
                mode: str = "", evaluation: Optional[dict] = None, min_commit_seq: int = 0,
                wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> dict:
         """`min_commit_seq`: the context version the lexical index must reach before the
-        search looks (read your writes); the wait lasts at most `wait_seconds` (capped at
-        MAX_WAIT_SECONDS), and `unclosed_lag` in the reply is what it could not close."""
+        search looks (read your writes), and its vector leg too when the search uses it;
+        the wait lasts at most `wait_seconds` (capped at MAX_WAIT_SECONDS). `unclosed_lag`
+        in the reply is what the lexical leg could not close (`vector_position`: where
+        the vector leg got). A next page reads what its first one kept, waiting for none."""
         check_name(context, "context")
         asked, mode = mode, mode or hybrid.DEFAULT_MODE
         if mode not in hybrid.MODES:
@@ -201,7 +207,10 @@ class RecallCore:
                     m = MindView(reader)
                     _authorize(m, context, caller, evaluation)
                     m.require_meta(context)
-                self._index_up_to(context, min_commit_seq, wait_seconds)
+                give_up = time.monotonic() + max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
+                self._index_up_to(context, min_commit_seq, give_up)
+                if mode != "lexical" and words and self._vectors_wanted(context, asked):
+                    self._vectors_up_to(context, min_commit_seq, give_up)
 
             def read(reader: Reader) -> dict:
                 m = MindView(reader)
@@ -209,19 +218,29 @@ class RecallCore:
                 m.require_meta(context)
                 self._catch_up(context, True)
                 idx = self._indexer.index(context)
-                snapshot = idx.snapshot()
-                if cursor:  # the next page: from the searcher that answered the first
+                snapshot, ranking = idx.snapshot(), None
+                if cursor:  # the next page: from what answered the first
                     pinned = self._pins.get(context, cursors.version_of(cursor))
-                    snapshot = pinned or snapshot
+                    if pinned is not None:
+                        snapshot, ranking = pinned.snapshot, pinned.ranking
                 searcher, imeta = snapshot
                 position = imeta.get("position", 0)
-                version = f"p{position}"
+                # A fused ranking's pages name it: without it kept, its cursor is stale.
+                version = cursors.version_of(cursor) if ranking is not None else f"p{position}"
                 start = cursors.decode(cursor, "search", params, version) if cursor else 0
                 viewer = _viewer(m, evaluation)
-                legs = {}
-                if mode != "lexical" and words and (asked or self._vectors_answer(idx)):
-                    legs = self._legs(m, context, query, mode, idx, searcher, words, kinds,
-                                      sessions, since_us, until_us)
+                lex_query = Query(terms=words, kinds=kinds, sessions=sessions,
+                                  since_us=since_us, until_us=until_us)
+                legs, empty_reason = {}, None
+                # (a next page without a kept ranking: its first page was lexical only)
+                if ranking is None and not cursor and mode != "lexical" and words and \
+                        (asked or self._vectors_answer(idx)):
+                    ranking, empty_reason = self._legs(m, context, query, mode, idx, searcher,
+                                                       lex_query)
+                    version = f"p{position}-h{uuid.uuid4().hex[:12]}"
+                if ranking is not None:
+                    legs = {"fetch": _fetch(idx, searcher, lex_query, ranking),
+                            "empty_reason": empty_reason}
                 hits, next_offset, empty = run_search(
                     m, idx, searcher, words, since_us, until_us, kinds, states, sessions,
                     start, limit, viewer.sees_seq if viewer else None, **legs)
@@ -239,7 +258,7 @@ class RecallCore:
                 if next_offset is not None:
                     reply["next_cursor"] = cursors.encode("search", params, version,
                                                           next_offset)
-                    self._pins.keep(context, version, snapshot)
+                    self._pins.keep(context, version, Pinned(snapshot, ranking))
                 return reply
             reply = read_at_one_version(self._store, context, read)
         request = {"query": query, "since": since, "until": until, "limit": limit}
@@ -251,12 +270,11 @@ class RecallCore:
         one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
         return self._indexer.leg_current(idx.vectors)
 
-    def _index_up_to(self, context: str, target: int, seconds: float) -> None:
+    def _index_up_to(self, context: str, target: int, give_up: float) -> None:
         """Apply the context's held changes and then its own feed until its index reaches
-        `target`, for at most `seconds` (and MAX_WAIT_SECONDS). Indexed here rather than
-        waited for: the follower may be resting or busy with other contexts, and the
-        context's feed holds every commit it made (what a rebuild skips, its swap takes)."""
-        give_up = time.monotonic() + max(0.0, min(seconds, MAX_WAIT_SECONDS))
+        `target`, until `give_up` (monotonic). Indexed here rather than waited for: the
+        follower may be resting or busy with other contexts, and the context's feed holds
+        every commit it made (what a rebuild skips, its swap takes)."""
         self._catch_up(context, True)
         while self._indexer.position(context) < target:
             left = give_up - time.monotonic()
@@ -265,21 +283,41 @@ class RecallCore:
             if not self._indexer.catch_up(context):  # a rebuild, or not committed yet
                 time.sleep(min(WAIT_STEP_SECONDS, left))
 
+    def _vectors_wanted(self, context: str, asked: str) -> bool:
+        """Whether a search of this mode reads the vector leg and the leg can follow (one
+        another embedder built never does: such a search is refused or lexical)."""
+        leg = self._indexer.index(context).vectors
+        current = self._indexer.leg_current(leg)
+        return current or (bool(asked) and not leg.exists)
+
+    def _vectors_up_to(self, context: str, target: int, give_up: float) -> None:
+        """The vector leg's part of reading one's writes: embed the context's changes up
+        to `target` (and the lexical leg's position) here, a few at a time, until
+        `give_up`; while the vector follower steps the leg, wait for it. What is left
+        shows as the reply's vector_position and vector_lag."""
+        while True:
+            want = min(target, self._indexer.position(context))
+            if self._indexer.vector_status(context, want)["lag"] == 0:
+                return
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self._indexer.try_apply_vectors(context, SEARCH_VECTOR_STEP):
+                time.sleep(min(WAIT_STEP_SECONDS, left))
+
     def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
-              searcher, words: list[str], kinds: list[str], sessions: list[str],
-              since_us: Optional[int], until_us: Optional[int]) -> dict:
-        """run_search's `fetch` and `empty_reason` for a vector or hybrid search."""
-        lex_query = Query(terms=words, kinds=kinds, sessions=sessions, since_us=since_us,
-                          until_us=until_us)
+              searcher, lex_query: Query) -> tuple[hybrid.Ranking, Callable[[], str]]:
+        """A vector or hybrid search's ranking, and run_search's `empty_reason`."""
+        kinds, sessions = lex_query.kinds, lex_query.sessions
+        since_us, until_us = lex_query.since_us, lex_query.until_us
         exact, key = hybrid.exact_target(m, query)
         leg = idx.vectors
         lexical_empty = searcher.num_docs <= 1
 
-        def more_lexical(first: list):
-            """The lexical leg past its first FUSE_DEPTH hits (None: it had no more)."""
-            if len(first) < hybrid.FUSE_DEPTH:
-                return None
-            return lambda offset, count: idx.search(searcher, lex_query, offset, count)
+        def fixed(ranked: list, lexical: Optional[list] = None) -> hybrid.Ranking:
+            """`lexical`: the lexical leg's first hits, when its rest follows the list."""
+            return hybrid.Ranking(tuple(ranked), lexical is not None
+                                  and len(lexical) >= hybrid.FUSE_DEPTH)
         if exact:
             lex = idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH)
             found = hybrid.ranked(lex, "lexical")
@@ -288,12 +326,9 @@ class RecallCore:
                               0, 1) if key is not None else []
             ranked = hybrid.pinned_first(
                 hybrid.RankedHit(item[0].key, 0.0, item[0].time_us) if item else None, found)
-            more = more_lexical(lex)
-            return {"fetch": lambda offset, count: hybrid.lexical_tail(ranked, more, offset,
-                                                                       count),
-                    "empty_reason": lambda: "empty_index" if lexical_empty else "no_match"}
+            return fixed(ranked, lex), lambda: "empty_index" if lexical_empty else "no_match"
         if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
-            return {"fetch": lambda offset, count: [], "empty_reason": lambda: "empty_index"}
+            return fixed([]), lambda: "empty_index"
         if leg.exists and not self._indexer.leg_current(leg):
             built = leg.meta.get("embedder")
             raise MorphzError(
@@ -311,14 +346,14 @@ class RecallCore:
             return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
                               since_us=since_us, until_us=until_us,
                               min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
-        more = None
         if mode == "vector":
-            ranked = hybrid.ranked(vector_leg(), "vector")
+            ranking = fixed(hybrid.ranked(vector_leg(), "vector"))
         else:
             lex, vec = self._beside.both(
                 lambda: idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH), vector_leg)
-            ranked = hybrid.fuse(lex, vec, sum(ContextIndex.idf(searcher, words)))
-            more = more_lexical(lex)
+            ranking = fixed(hybrid.fuse(lex, vec, sum(ContextIndex.idf(searcher,
+                                                                       lex_query.terms))),
+                            lex)
 
         def empty() -> str:
             """empty_index: nothing embedded to compare with (and, for hybrid, the
@@ -326,8 +361,7 @@ class RecallCore:
             if leg.searchable() or (mode == "hybrid" and not lexical_empty):
                 return "no_match"
             return "empty_index"
-        return {"fetch": lambda offset, count: hybrid.lexical_tail(ranked, more, offset, count),
-                "empty_reason": empty}
+        return ranking, empty
 
     # -- paged reads ------------------------------------------------------------------------
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
@@ -489,6 +523,15 @@ def _authorize(m: MindView, context: str, caller: Caller,
 def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
     """The evaluating session's view; None for an operator's read (sees everything)."""
     return Viewer(m, evaluation["session"]) if evaluation else None
+
+
+def _fetch(idx: ContextIndex, searcher, lex_query: Query,
+           ranking: hybrid.Ranking) -> Callable[[int, int], list]:
+    """run_search's `fetch` over a fixed ranking, continued by the rest of the lexical
+    leg from the searcher that made it."""
+    more = (lambda offset, count: idx.search(searcher, lex_query, offset, count)) \
+        if ranking.lexical_continues else None
+    return lambda offset, count: hybrid.lexical_tail(ranking.ranked, more, offset, count)
 
 
 def _query_vector(embedder, query: str):

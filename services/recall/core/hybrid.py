@@ -36,15 +36,17 @@ hits, in its deterministic order.
 
 Vector results stop after the vector leg's FUSE_DEPTH candidates. Hybrid and exact
 results go on past the fused list with the rest of the lexical leg, in its order
-(lexical_tail), so paging a default search still reaches every lexical match. The next
-page reads the vector leg as it is then (the lexical leg's searcher is pinned by the
-cursor, the vectors are not).
+(lexical_tail), so paging a default search still reaches every lexical match. The
+vector leg moves on its own (it follows the lexical one), so a vector or hybrid search
+with a next page keeps its Ranking (the fused list, with the lexical searcher that
+continues it) server-side for its cursor: every page is a slice of the first page's
+ranking, never of a vector leg read again.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from morphz.services.recall.core.documents import event_key, frame_key
 from morphz.services.recall.index.vector_index import key_order
@@ -68,6 +70,13 @@ class RankedHit:
     time_us: Optional[int] = None
     lexical_rank: int = 0
     vector_rank: int = 0
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A vector or hybrid search's candidates as its first page fixed them."""
+    ranked: tuple[RankedHit, ...]
+    lexical_continues: bool  # the lexical leg had FUSE_DEPTH hits: more follow the list
 
 
 def exact_target(m: MindView, query: str) -> tuple[bool, Optional[str]]:
@@ -127,12 +136,12 @@ def ranked(hits: list, leg: str) -> list[RankedHit]:
             for i, h in enumerate(hits, 1)]
 
 
-def lexical_tail(ranked: list[RankedHit], more: Optional[Callable[[int, int], list]],
+def lexical_tail(ranked: Sequence[RankedHit], more: Optional[Callable[[int, int], list]],
                  offset: int, count: int) -> list[RankedHit]:
     """ranked[offset:offset + count], continued past its end by the lexical hits below
     its first FUSE_DEPTH (`more(offset, count)` reads the lexical leg; None: the leg had
     fewer, nothing follows), skipping those the fused list already holds."""
-    head = ranked[offset:offset + count]
+    head = list(ranked[offset:offset + count])
     if more is None or len(head) == count:
         return head
     start, need = max(0, offset - len(ranked)), count - len(head)

@@ -15,8 +15,11 @@ last; the vector follower (vectorfollow.py) runs it for each context a write mad
 Without a follower (tests, tools) it runs right after each lexical write. `rebuild`
 builds the lexical leg and starts an empty vector leg fitted on the context's text, at
 version 0; the vector leg then fills from the cache, embedding only texts it lacks.
-A leg built by another embedder identity (or another text version) is left as it is,
-never extended with vectors of this one: searches refuse it as stale until a rebuild.
+A leg built by another embedder identity is left as it is, never extended with vectors
+of this one: searches refuse it as stale until a rebuild. An index whose documents hold
+older texts (its lexical meta's text_version, documents.TEXT_VERSION, older or absent) is
+rebuilt in the background the first time this process uses it; meanwhile it answers as
+it is (search drops what is no longer indexed when it resolves a hit).
 Refitting (embedders learned from the context's text): at a rebuild, and whenever the
 leg has grown to REFIT_GROWTH times what its fit saw, the embedder is fitted again on
 every current text and the leg re-embedded into a new log (amortized linear work).
@@ -68,6 +71,11 @@ SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
 # the documents gathered before they are written (a commit's rows may pass each once).
 READ_AHEAD_BYTES = 16 << 20
 APPLY_BYTES = 32 << 20
+
+
+def texts_current(meta: dict) -> bool:
+    """Whether an index's documents hold today's texts (an empty index holds none)."""
+    return not meta or meta.get("text_version") == TEXT_VERSION
 
 
 def frame_changers(changes: Iterable[Change]) -> dict[str, Optional[int]]:
@@ -160,6 +168,7 @@ class Indexer:
         self._locks_guard = threading.Lock()
         self._progress: dict[str, dict] = {}
         self._rebuild_read_chunk = rebuild_read_chunk
+        self._outdated: set[str] = set()  # contexts whose older-text rebuild was begun
 
     def _lock(self, context: str) -> threading.Lock:
         with self._locks_guard:
@@ -171,7 +180,27 @@ class Indexer:
             return self._vlocks.setdefault(context, threading.Lock())
 
     def index(self, context: str) -> ContextIndex:
-        return self._indexes.get(context)
+        idx = self._indexes.get(context)
+        if not texts_current(idx.snapshot()[1]):
+            self._rebuild_outdated(context)
+        return idx
+
+    def _rebuild_outdated(self, context: str) -> None:
+        """Begin, once per process, the rebuild of an index built from older texts."""
+        with self._locks_guard:
+            if context in self._outdated:
+                return
+            self._outdated.add(context)
+        _log.info("%s: the recall index holds texts of an older version; rebuilding", context)
+        threading.Thread(target=self._rebuild_quietly, args=(context,), daemon=True,
+                         name="recall-rebuild-outdated").start()
+
+    def _rebuild_quietly(self, context: str) -> None:
+        try:
+            self.rebuild(context)
+        except Exception:  # noqa: BLE001 - derived data: `recall-index rebuild` remains
+            _log.warning("%s: rebuilding an index of older texts failed", context,
+                         exc_info=True)
 
     def position(self, context: str) -> int:
         """The context version (commit_seq) the live index holds (kept with its commits)."""
@@ -421,7 +450,9 @@ class Indexer:
         if self._rebuilding(context):
             return False
         old_meta = idx.snapshot()[1]
-        meta = dict(old_meta, context=context, position=last.commit_seq)
+        # A new index holds today's texts; an older one keeps saying it does not.
+        meta = dict(old_meta or {"text_version": TEXT_VERSION}, context=context,
+                    position=last.commit_seq)
         meta.pop("vectors", None)  # (an older index's: the leg's HEAD names it now)
         idx.apply(part.docs.values(), meta, deletes=part.deletes)
         self._vectors_follow(context)
@@ -442,37 +473,51 @@ class Indexer:
         embedded, appended and committed at the version of the last. Returns how many
         changes it took (0: caught up, or a stale leg, left as it is)."""
         with self._vlock(context):
-            idx = self.index(context)
-            leg = idx.vectors
-            target = self.position(context)
-            if leg.exists and not self.leg_current(leg):
-                return 0
-            if not target:
-                return 0
-            if not leg.committed:  # a new context, or an index from before the leg
-                self._begin_leg(context, leg)
-            if leg.position >= target:
-                return 0
-            changes = [c for c in self._store.changes(leg.position, context=context).changes
-                       if c.commit_seq <= target]
-            if not changes:
-                return 0
-            chunk = next(iter(_change_chunks(changes, step)))
-            with self._tracer.start_as_current_span("recall.vector_apply") as span:
-                part, chunk = self._gather_vectors(context, chunk)
-                if self._learned() and leg.count + len(part.docs) >= max(
-                        REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
-                    self._refit(context, idx)
-                else:
-                    vectors = self._leg_vectors(context, leg)
-                    # Partitioned (when due) only at the step that reaches the lexical
-                    # leg: a leg far behind (after a rebuild) is partitioned once.
-                    leg.append(list(part.docs.values()),
-                               vectors.vectors(list(part.texts.values())), part.deletes,
-                               partition=chunk[-1].commit_seq >= target)
-                    leg.commit(chunk[-1].commit_seq)
-                span.set_attribute("morphz.changes", len(chunk))
-            return len(chunk)
+            return self._apply_vectors_locked(context, step)
+
+    def try_apply_vectors(self, context: str, step: int = VECTOR_STEP) -> Optional[int]:
+        """apply_vectors, unless a step of the leg is under way (None): a caller bound
+        by a deadline (a search reading its writes) never waits for one."""
+        lock = self._vlock(context)
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            return self._apply_vectors_locked(context, step)
+        finally:
+            lock.release()
+
+    def _apply_vectors_locked(self, context: str, step: int) -> int:
+        idx = self.index(context)
+        leg = idx.vectors
+        target = self.position(context)
+        if leg.exists and not self.leg_current(leg):
+            return 0
+        if not target:
+            return 0
+        if not leg.committed:  # a new context, or an index from before the leg
+            self._begin_leg(context, leg)
+        if leg.position >= target:
+            return 0
+        changes = [c for c in self._store.changes(leg.position, context=context).changes
+                   if c.commit_seq <= target]
+        if not changes:
+            return 0
+        chunk = next(iter(_change_chunks(changes, step)))
+        with self._tracer.start_as_current_span("recall.vector_apply") as span:
+            part, chunk = self._gather_vectors(context, chunk)
+            if self._learned() and leg.count + len(part.docs) >= max(
+                    REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
+                self._refit(context, idx)
+            else:
+                vectors = self._leg_vectors(context, leg)
+                # Partitioned (when due) only at the step that reaches the lexical
+                # leg: a leg far behind (after a rebuild) is partitioned once.
+                leg.append(list(part.docs.values()),
+                           vectors.vectors(list(part.texts.values())), part.deletes,
+                           partition=chunk[-1].commit_seq >= target)
+                leg.commit(chunk[-1].commit_seq)
+            span.set_attribute("morphz.changes", len(chunk))
+        return len(chunk)
 
     def _begin_leg(self, context: str, leg: VectorLeg) -> None:
         """Start the leg empty at version 0, fitted on a sample of the context."""
@@ -593,7 +638,8 @@ class Indexer:
                 fresh = self._indexes.fresh(context)
                 self._progress[context]["total"] = events + len(frames)
                 count = fresh.apply(self._lexical_docs(context, events, changed_by, deadline),
-                                    {"context": context, "position": head},
+                                    {"context": context, "position": head,
+                                     "text_version": TEXT_VERSION},
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
                 # The vector leg starts over empty, at version 0, fitted on the context's
                 # text; it follows on its own (from the cache, for the texts it holds).
@@ -604,7 +650,8 @@ class Indexer:
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context), self._vlock(context):  # no vector step on the old
                 deadline.check("the rebuild")  # the last moment the caller may give up
-                fresh.apply((), {"context": context, "position": head, "last_rebuild": info})
+                fresh.apply((), {"context": context, "position": head, "last_rebuild": info,
+                                 "text_version": TEXT_VERSION})
                 self._indexes.swap(context, fresh)
                 swapped = True
             return info

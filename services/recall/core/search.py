@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from morphz.services.recall.core.documents import indexed
 from morphz.services.recall.core.timeparse import from_us
 from morphz.services.recall.core.views import event_hit, frame_hit
 from morphz.services.recall.index.tantivy_index import ContextIndex, Query
@@ -86,6 +87,8 @@ def _resolve(m: MindView, h, marker: Highlighter, events: dict[int, dict]) -> Op
     if kind == "e":
         seq = int(ident)
         hit = event_hit(m, seq, score, marker, events.get(seq))
+        if hit is not None and not indexed(hit["event_kind"]):  # an older index's
+            return None
     else:
         f = m.frame(ident)
         if f is None:
