@@ -254,6 +254,15 @@ def test_mcp_01_http_refuses_a_client_without_bearer_token(http_servers):
     assert reply.headers["www-authenticate"].lower().startswith("bearer")
 
 
+def test_mcp_01_http_unknown_bearer_token_is_unauthenticated_by_morphz(http_servers, context):
+    async def scenario():
+        async with http_session(http_servers(None).url, "not-a-token-of-this-server",
+                                context) as mcp:
+            reason, err = await mcp.error("morphz_status")
+            assert reason == "UNAUTHENTICATED" and err["code"] == "UNAUTHENTICATED"
+    run(scenario)
+
+
 def test_mcp_01_stdio_without_credentials_is_unauthenticated(morphz_flags, context, tmp_path):
     async def scenario():
         with open(tmp_path / "stdio.log", "a") as errlog:
