@@ -57,6 +57,7 @@ def _pick(args: argparse.Namespace, name: str, env: Mapping[str, str]) -> str:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> int:
     from morphz.client import Credentials, MorphzError
+    from morphz.client.options import DEFAULT_TIMEOUT
     from morphz.client.errors import input_error
     from morphz.services.mcp import server as mcp_server, transports
     from morphz.services.mcp.callers import BearerPrincipals, Connection, OwnPrincipal
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> int:
         binding = Binding(context=context or "", session=args.mcp_session,
                           max_output_bytes=args.max_output_bytes)
         connection = Connection(args.server, None, None, credentials,
-                                args.mcp_timeout or 30.0)
+                                args.mcp_timeout or DEFAULT_TIMEOUT)
         callers = BearerPrincipals(connection) if over_http else OwnPrincipal(connection)
         server = mcp_server.build(binding, callers, version=_version())
         if over_http:

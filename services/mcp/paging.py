@@ -62,9 +62,10 @@ def decode(cursor: Optional[str], tool: str) -> Position:
     return p
 
 
-def fit_list(page: dict, key: str, limit: int) -> int:
+def fit_list(page: dict, key: str, limit: int, at_least_one: bool = True) -> int:
     """Keep in page[key] the leading items that fit `limit` with the rest of the page and
-    a cursor (at least one, shortened if it alone is too long); return how many."""
+    a cursor (at_least_one: one even if it alone is too long, then shortened); return how
+    many."""
     items = page[key]
     page[key] = []
     used = size(page) + CURSOR_ROOM
@@ -75,7 +76,7 @@ def fit_list(page: dict, key: str, limit: int) -> int:
             break
         used += n
         kept += 1
-    if kept == 0 and items:
+    if kept == 0 and items and at_least_one:
         shorten(items[0], limit - used)
         kept = 1
     page[key] = items[:kept]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from morphz.client import AsyncClient, MorphzError
+from morphz.client import AsyncClient
+from morphz.client.errors import make_error
 
 from morphz.services.mcp import paging, tool_specs as T
 from morphz.services.mcp.paging import Position
@@ -114,13 +115,22 @@ class ToolCalls:
                                   include_events=bool(a.get("include_events")),
                                   max_bytes=self.limit // SERVER_PAGE_SHARE,
                                   cursor=at.server)
-        page = plain(reply)
-        page.pop("observation_ref", None)
-        page.pop("next_cursor", None)
-        page.pop("page_bytes", None)
-        paging.shorten_to_fit(page, "nodes", self.limit)
-        page["next_cursor"] = paging.encode(Position(T.TRAVERSE.name, reply.next_cursor)) \
-            if reply.next_cursor else ""
+        # A Morphz page holds at least one node with all its edges, which may pass the
+        # limit: its nodes, then its edges, are shown in as many pages as they need
+        # (at.skip nodes and at.offset edges of it already shown).
+        page = {"root": reply.root, "direction": reply.direction, "depth": reply.depth,
+                "version": reply.version, "nodes": [plain(n) for n in reply.nodes][at.skip:],
+                "edges": []}
+        nodes = paging.fit_list(page, "nodes", self.limit)
+        edges = 0
+        if at.skip + nodes == len(reply.nodes):
+            page["edges"] = [plain(e) for e in reply.edges][at.offset:]
+            edges = paging.fit_list(page, "edges", self.limit, at_least_one=nodes == 0)
+        if at.skip + nodes < len(reply.nodes) or at.offset + edges < len(reply.edges):
+            nxt = Position(at.tool, at.server, at.skip + nodes, offset=at.offset + edges)
+        else:
+            nxt = Position(at.tool, reply.next_cursor) if reply.next_cursor else None
+        page["next_cursor"] = paging.encode(nxt) if nxt else ""
         return page
 
     async def encoding(self, mz: AsyncClient, context: str, a: dict) -> dict:
@@ -128,10 +138,9 @@ class ToolCalls:
         if at.snapshot:  # a later page of a compiled encoding: its snapshot, replayed
             replay = await mz.replay_snapshot(context, at.snapshot)
             if replay.replay_hash != at.hash or at.offset > len(replay.text):
-                raise MorphzError("SNAPSHOT_INVALID", "the snapshot no longer replays to the "
-                                  "text its first page came from: compile a new encoding",
-                                  code="FAILED_PRECONDITION",
-                                  details={"snapshot": at.snapshot})
+                raise make_error("SNAPSHOT_INVALID", "the snapshot no longer replays to the "
+                                 "text its first page came from: compile a new encoding",
+                                 "FAILED_PRECONDITION", {"snapshot": at.snapshot})
             page = {"snapshot": at.snapshot, "hash": at.hash, "offset": at.offset,
                     "text": replay.text[at.offset:]}
             return self._text_page(page, at, len(replay.text))

@@ -272,6 +272,16 @@ def test_mcp_01_stdio_without_credentials_is_unauthenticated(morphz_flags, conte
     run(scenario)
 
 
+def test_mcp_01_unreachable_morphz_is_a_named_fault_not_internal(unused_address, tmp_path):
+    async def scenario():
+        with open(tmp_path / "stdio.log", "a") as errlog:
+            async with stdio_session(["--server", unused_address, "--timeout", "2"], {},
+                                     "nowhere", errlog) as mcp:
+                reason, err = await mcp.error("morphz_status")
+                assert reason == "UNAVAILABLE" and err["code"] == "UNAVAILABLE"
+    run(scenario)
+
+
 # -- MCP-02: secrets and paging -------------------------------------------------------------------
 SECRET_TEXT = "api key sk-live-7f3a9c"
 SECRET_PART = "hunter2-e41b"
@@ -321,6 +331,9 @@ def test_mcp_02_output_over_byte_limit_is_paged_with_cursor_never_cut(mcp_open, 
                 f"(create {f} (topic release) (detail \"{'x' * 150}\"))"
                 for f in frames[i:i + 10])))
 
+    alice.commit(context, "(context-tx (base-version {}) (derive summary (from {}) (all "
+                 "notes)))".format(alice.status(context).revision, " ".join(frames)))
+
     async def scenario():
         async with mcp_open("alice", context, limit=SMALL_LIMIT) as mcp:
             ref = (await mcp.ok("morphz_observe", text=long_text))["ref"]
@@ -346,7 +359,22 @@ def test_mcp_02_output_over_byte_limit_is_paged_with_cursor_never_cut(mcp_open, 
                 cursor = page["next_cursor"]
                 if not cursor:
                     break
-            assert seen == frames
+            assert seen == frames + ["summary"]
+            # A traversal: every source of `summary` once, across pages.
+            nodes, edges, cursor = [], [], None
+            while True:
+                args = {"cursor": cursor} if cursor else {}
+                is_error, raw = await mcp.call("morphz_recall_traverse", frame="summary",
+                                               depth=1, **args)
+                assert not is_error and len(raw.encode()) <= SMALL_LIMIT
+                page = json.loads(raw)
+                nodes += [n["id"] for n in page["nodes"]]
+                edges += [(e["from"], e["to"]) for e in page["edges"]]
+                cursor = page["next_cursor"]
+                if not cursor:
+                    break
+            assert sorted(nodes) == sorted(frames + ["summary"])
+            assert sorted(edges) == [("summary", f) for f in frames]
             # Search hits, paged the same way (20 frames match, over the byte limit).
             hits, cursor = [], None
             while True:
