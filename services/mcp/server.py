@@ -15,7 +15,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from morphz.client import AsyncClient, MorphzError
-from morphz.client.errors import input_error
+from morphz.client.errors import input_error, make_error
 
 from morphz.services.mcp import prompt, resources
 from morphz.services.mcp import tool_specs as T
@@ -55,11 +55,15 @@ def build(binding: Binding, callers: Callers, version: str = "") -> Server:
                 raise unknown_tool(params.name)
             check(validators[params.name], args)
             client = await callers.client_for(ctx.request)
-            output = await calls.call(params.name, client, args)
+            text = render(await calls.call(params.name, client, args))
+            if len(text.encode()) > binding.max_output_bytes:  # a tool that could not page
+                raise make_error("REPLY_TOO_LARGE", f"{params.name}'s output passes "
+                                 f"--max-output-bytes ({binding.max_output_bytes})",
+                                 "RESOURCE_EXHAUSTED", {"limit": binding.max_output_bytes,
+                                                        "bytes": len(text.encode())})
         except MorphzError as e:
             return tool_error(e)
-        return types.CallToolResult(content=[types.TextContent(type="text",
-                                                               text=render(output))])
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     async def list_resources(ctx, params) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=resources.listed(binding))

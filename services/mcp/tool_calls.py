@@ -69,6 +69,10 @@ class ToolCalls:
         view["bound"] = {"context": self.binding.context or None,
                          "session": self.binding.session,
                          "max_output_bytes": self.limit}
+        if size(view) > self.limit:  # thousands of sessions: say how many are not shown
+            total = len(view["sessions"])
+            view["sessions_not_shown"] = total - paging.fit_list(view, "sessions", self.limit,
+                                                                 at_least_one=False)
         return view
 
     async def frame(self, mz: AsyncClient, context: str, a: dict) -> dict:
