@@ -9,6 +9,7 @@ authenticates each call and answers UNAUTHENTICATED for one it does not know."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import socket
 import sys
 from typing import Callable, Optional, TextIO
@@ -75,6 +76,9 @@ async def serve_http(server: Server, sock: socket.socket, close: Callable,
         # nowhere (no metadata routes are served without a resource server URL).
         auth=AuthSettings(issuer_url=url, resource_server_url=None))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    if not ipaddress.ip_address(host).is_loopback:
+        print(f"morphz mcp: warning: bearer tokens reach {url} in plaintext: serve it on "
+              "loopback or behind a TLS-terminating proxy", file=sys.stderr, flush=True)
     print(f"morphz mcp: serving on {url}", file=announce, flush=True)
     try:
         await uvicorn.Server(config).serve(sockets=[sock])
