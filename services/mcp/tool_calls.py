@@ -31,7 +31,8 @@ class ToolCalls:
             T.TRAVERSE.name: self.traverse, T.FRAMES.name: self.frames,
             T.FRAME.name: self.frame, T.TRANSACT.name: self.transact,
             T.ENCODING.name: self.encoding, T.STATUS.name: self.status}
-        assert set(self._handlers) == set(T.BY_NAME), "every spec has a handler"
+        if set(self._handlers) != set(T.BY_NAME):
+            raise RuntimeError("every tool spec needs its handler, and only those")
 
     async def call(self, name: str, client: AsyncClient, args: dict) -> dict:
         context = self.binding.context_of(args)
