@@ -3,7 +3,8 @@
 `morphz serve` runs the all-in-one server (or one service: `serve storage|transaction|
 recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
 command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for), as
-`morphz backup` calls the storage service; `morphz restore` works offline. JSON
+`morphz backup` calls the storage service; `morphz restore` works offline; `morphz mcp`
+serves Morphz to MCP clients (mcp_cmds.py). JSON
 output (`--format=json`) is the core's reply dict as is; text output is a readable
 rendering of the same dict.
 
@@ -22,7 +23,7 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
-from morphz.services.cli import backup_cmds, encoding_cmds, import_cmds, recall_cmds
+from morphz.services.cli import backup_cmds, encoding_cmds, import_cmds, mcp_cmds, recall_cmds
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
                                         global_options, print_json, seconds_up_to_a_day,
                                         unsigned)
@@ -517,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "file grows only as data is written)")
 
     backup_cmds.add_commands(top, common, credentials)
+    mcp_cmds.add_command(top, credentials)
 
     context = top.add_parser("context", parents=[common, credentials],
                              help="work with a context")
@@ -763,6 +765,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return run_serve(args)
         if args.command in ("backup", "restore"):
             return run_admin(args, out)
+        if args.command == "mcp":
+            return mcp_cmds.run(args)
         return run_context(args, out)
     except MorphzError as e:
         print_json({"error": e.to_dict()}, out)
