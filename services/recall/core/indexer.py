@@ -242,10 +242,12 @@ class Indexer:
                 self._is_learned = True
         return self._is_learned
 
-    def _fit_sample(self, context: str, events: int, frames: list[R.Frame]) -> list[str]:
+    def _fit_sample(self, context: str, events: int, frames: list[R.Frame],
+                    deadline: Deadline = NEVER) -> list[str]:
         """At most FIT_SAMPLE texts: evenly spaced events, then frames (deterministic),
         each cut to its share of FIT_SAMPLE_CHARS (FIT_TEXT_CHARS at least): a context of
-        large texts is fitted on their beginnings, not held whole."""
+        large texts is fitted on their beginnings, not held whole. `deadline` is looked
+        at before each read chunk (SEC-07)."""
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
@@ -256,6 +258,7 @@ class Indexer:
         # READ_AHEAD_BYTES at most (rows of large events: fewer in a chunk).
         start = 0
         while start < len(keys):
+            deadline.check("the rebuild")
             with self._store.reader(context) as reader:
                 rows = reader.get_tables([("events", keys[start:start + REBUILD_READ_CHUNK])],
                                          max_bytes=READ_AHEAD_BYTES)[0]
@@ -310,6 +313,7 @@ class Indexer:
             damaged += b.damaged
             if prog.get("running"):
                 prog["done"] += len(b.vec_docs) + b.damaged + b.skipped
+                deadline.advanced(prog["done"], prog["total"])
             yield from b.docs
         if damaged:
             _log.warning("%s: %d events do not decode; not indexed", context, damaged)
@@ -597,8 +601,9 @@ class Indexer:
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
                 # The vector leg starts over empty, at version 0, fitted on the context's
                 # text; it follows on its own (from the cache, for the texts it holds).
-                self._start_leg(context, fresh.vectors, self._fit_sample(
-                    context, events, frames))
+                sample = self._fit_sample(context, events, frames, deadline)
+                deadline.check("the rebuild")  # before the fit, which can be long
+                self._start_leg(context, fresh.vectors, sample)
                 fresh.vectors.commit(0)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
