@@ -20,6 +20,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
 from tests import wire
 from tests.integration.test_availability import cpu_seconds, settled_cpu
+from tests.integration.test_cli import assert_error, run_cli, run_json
 from tests.polling import until
 from tests.topology import ServerProcess
 
@@ -184,3 +185,25 @@ def test_sec_07_a_job_of_another_principal_answers_as_not_found(principals):
     assert [j["id"] for j in c["alice"].list_jobs()["jobs"]] == [job["id"]]
 
 
+
+
+def test_sec_07_the_cli_starts_detached_jobs_and_gets_lists_and_cancels_them(slow):
+    server, _, _ = slow
+    started = run_json("context", "audit", "small", "--detach", address=server.address)
+    assert started["id"].startswith("tx-") and started["kind"] == "audit"
+    got: list = []
+    until(lambda: got.append(run_json("job", "get", started["id"], address=server.address))
+          or got[-1]["state"] == "succeeded", 120, lambda: got[-1:])
+    assert got[-1]["result"]["match"] is True
+    index = run_json("context", "recall-index", "rebuild", "small", "--detach",
+                     address=server.address)
+    assert index["id"].startswith("recall-")
+    listed = run_json("job", "list", "--of", "small", address=server.address)["jobs"]
+    assert {started["id"], index["id"]} <= {j["id"] for j in listed}
+    cancel = run_json("job", "cancel", started["id"], address=server.address)
+    assert cancel["state"] == "succeeded"  # finished: cancelling changes nothing
+    text = run_cli("job", "get", started["id"], address=server.address)
+    assert text.returncode == 0 and f"{started['id']}  audit small  succeeded" in text.stdout
+    missing = run_cli("job", "get", "recall-0000000000000000", "--format=json",
+                      address=server.address)
+    assert_error(missing, "NOT_FOUND", "JOB_NOT_FOUND")
