@@ -9,11 +9,13 @@ the expensive calls' budgets, and while other callers' cheap calls are served (t
 test's polls) it may use only --expensive-share of a core (here 2%)."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 import grpc
 import pytest
 
+from morphz.client import AsyncClient, Client, Credentials
 from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
@@ -207,3 +209,25 @@ def test_sec_07_the_cli_starts_detached_jobs_and_gets_lists_and_cancels_them(slo
     missing = run_cli("job", "get", "recall-0000000000000000", "--format=json",
                       address=server.address)
     assert_error(missing, "NOT_FOUND", "JOB_NOT_FOUND")
+
+
+def test_sec_07_the_python_clients_start_poll_list_and_cancel_jobs(slow):
+    server, _, _ = slow
+
+    with Client(server.address, credentials=Credentials(), timeout=60) as client:
+        job = client.start_job("small", "audit")
+        until(lambda: client.job(job.id).state == "succeeded", 120)
+        assert json.loads(client.job(job.id).result_json)["match"] is True
+        index = client.start_job("small", "rebuild-index")
+        assert index.id.startswith("recall-")
+        assert {job.id, index.id} <= {j.id for j in client.jobs("small")}
+        assert client.cancel_job(job.id).state == "succeeded"
+
+    async def run() -> str:
+        client = AsyncClient(server.address, credentials=Credentials(), timeout=60)
+        try:
+            started = await client.start_job("small", "rebuild-projections")
+            return (await client.job(started.id)).kind
+        finally:
+            await client.close()
+    assert asyncio.run(run()) == "rebuild-projections"
