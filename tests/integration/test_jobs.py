@@ -231,3 +231,22 @@ def test_sec_07_the_python_clients_start_poll_list_and_cancel_jobs(slow):
         finally:
             await client.close()
     assert asyncio.run(run()) == "rebuild-projections"
+
+
+def test_sec_07_jobs_run_where_their_service_runs(client, ctx, endpoints):
+    """On the session's servers (all-in-one, or split with --topology split): the audit
+    job on the transaction service, the index rebuild job on recall."""
+    client.append_event(ctx, "s", "user-message", "a job's context")
+    audit = client.start_job(ctx, "audit")
+    until(lambda: client.get_job(audit["id"])["state"] == "succeeded", 120,
+          lambda: client.get_job(audit["id"]))
+    assert client.get_job(audit["id"])["result"]["match"] is True
+    channel = grpc.insecure_channel(endpoints.recall)
+    try:
+        recall = RecallClient(channel, timeout=60)
+        index = recall.start_job(ctx)
+        until(lambda: recall.get_job(index["id"])["state"] == "succeeded", 120,
+              lambda: recall.get_job(index["id"]))
+        assert recall.get_job(index["id"])["result"]["context"] == ctx
+    finally:
+        channel.close()
