@@ -17,6 +17,8 @@ import pytest
 
 from morphz.client import AsyncClient, Client, Credentials
 from morphz.services.recall.client import RecallClient
+from morphz.services.storage.client import StorageClient
+from morphz.shared.storage.api import Write
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import ClientAuth
@@ -27,7 +29,7 @@ from tests.polling import until
 from tests.topology import ServerProcess
 
 EVENTS, EVENT_BYTES, BATCH = 1200, 32 << 10, 100
-SLOW = ["--expensive-share", "0.02"]
+SLOW = ["--expensive-share", "0.02", "--storage-listen", "127.0.0.1:0"]
 TOKENS = {"alice": "alice-token-5b0d0c1e9a7f", "bob": "bob-token-7c41e0d2b9a8",
           "carol": "carol-token-0e6d2a9b4c17"}
 
@@ -44,7 +46,8 @@ def fill(client: TransactionClient, context: str, events: int = EVENTS) -> None:
 @pytest.fixture(scope="module")
 def slow(tmp_path_factory):
     """A server whose jobs are paced to 2% of a core while others' calls are served, with
-    context "big" (EVENTS events of 32 KiB) and "small"."""
+    context "big" (EVENTS events of 32 KiB) and "small"; its storage API listens too (to
+    damage a context as only a write past the transaction path could)."""
     server = ServerProcess(tmp_path_factory.mktemp("jobs") / "data", args=SLOW).start()
     channel = grpc.insecure_channel(server.address, options=wire.BIG_MESSAGES)
     client = TransactionClient(channel, timeout=120)
@@ -112,13 +115,28 @@ def test_sec_07_a_finished_audit_job_answers_the_audit_report(slow):
 
 
 def test_sec_07_a_rebuild_job_cancelled_midway_leaves_the_projections_as_they_were(slow):
+    """A row slipped in past the history's end (audit: no match; a rebuild moves it aside
+    into quarantine): a rebuild job cancelled mid-replay moves nothing and writes
+    nothing; one run through repairs it."""
     server, client, _ = slow
+    storage_channel = grpc.insecure_channel(server.storage_address)
+    storage = StorageClient(storage_channel, timeout=60)
+    with storage.reader("big") as r:
+        seq, tail = r.commit_seq, len(list(r.scan("event_ids")))
+    stray = ("stray-id", str(EVENTS + 50).encode())
+    storage.commit("big", seq, [Write("event_ids", (stray[0],), stray[1])])
     before = client.status("big")
+    assert client.audit("big")["match"] is False
     job = client.start_job("big", "rebuild-projections")
     polled(client, job["id"], lambda j: j["done"] > 0)
     cancelled_and_quiet(server, client, job["id"])
-    after = client.status("big")
-    assert after == before  # same revision, commit sequence, tick: nothing written
+    assert client.status("big") == before  # same revision, commit sequence, tick
+    with storage.reader("big") as r:
+        assert len(list(r.scan("event_ids"))) == tail + 1 and list(r.scan("quarantine")) == []
+    storage_channel.close()
+    assert client.audit("big")["match"] is False  # as damaged as before, no more
+    repaired = client.rebuild_projections("big")
+    assert repaired["quarantined"] == ["event_ids/stray-id"]
     assert client.audit("big")["match"] is True
 
 
