@@ -224,10 +224,13 @@ class JobRunner:
             return None
         wait = ADMIT_RETRY_SECONDS[0]
         while not job.cancel.is_set():
+            # Paced as its principal's calls are (its own polls do not slow it); without
+            # authentication its caller is the job itself.
+            authenticated = job.caller.authenticated
             try:
-                return self._admission.admit(job.caller.principal or None
-                                             if job.caller.authenticated else None,
-                                             f"job:{job.id}")
+                return self._admission.admit(
+                    job.caller.principal if authenticated else None,
+                    f"principal:{job.caller.principal}" if authenticated else f"job:{job.id}")
             except MorphzError as e:
                 if e.status is not Status.RESOURCE_EXHAUSTED:
                     raise
