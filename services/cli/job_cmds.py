@@ -24,7 +24,7 @@ def add_commands(top, common, credentials) -> None:
         p = sub.add_parser(name, parents=[common, credentials], help=help_, description=help_)
         p.add_argument("job_id", metavar="ID")
     p = sub.add_parser("list", parents=[common, credentials],
-                       help="the jobs you may see (of --context if given)")
+                       help="the jobs you may see, of both services (of one context with --of)")
     p.add_argument("--of", dest="job_context", metavar="CONTEXT", default="",
                    help="only this context's jobs")
 
