@@ -19,17 +19,24 @@ def _no_pause(remaining: Optional[float]) -> None:
     pass
 
 
+def _no_progress(done: int, total: int) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class Deadline:
     """`expires_at`: a time.monotonic() value (None: no deadline); `cancelled`: whether
     the caller has gone (its cancellation or a dropped connection); `pace(remaining)`:
     a pause an expensive call takes at each check while cheap calls are served
-    (shared/admission.py), never past the deadline."""
+    (shared/admission.py), never past the deadline; `progress(done, total)`: told by
+    the long loops how far they are (a job's progress, shared/jobs.py)."""
     expires_at: Optional[float] = None
     cancelled: Callable[[], bool] = field(default=_not_cancelled, compare=False)
     clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
     pace: Callable[[Optional[float]], None] = field(default=_no_pause, compare=False,
                                                     repr=False)
+    progress: Callable[[int, int], None] = field(default=_no_progress, compare=False,
+                                                 repr=False)
 
     @classmethod
     def after(cls, seconds: Optional[float], cancelled: Callable[[], bool] = _not_cancelled,
@@ -39,6 +46,10 @@ class Deadline:
 
     def remaining(self) -> Optional[float]:
         return None if self.expires_at is None else self.expires_at - self.clock()
+
+    def advanced(self, done: int, total: int) -> None:
+        """Say how far the work is (`done` of `total` units)."""
+        self.progress(done, total)
 
     def check(self, doing: str = "the call") -> None:
         """Raise if the work should stop: DEADLINE_EXCEEDED, else CANCELLED (after the

@@ -51,6 +51,9 @@ REASONS: dict[str, Status] = {
     "PRINCIPAL_RPC_LIMIT": Status.RESOURCE_EXHAUSTED,
     "EXPENSIVE_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
     "PRINCIPAL_CPU_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "JOB_LIMIT": Status.RESOURCE_EXHAUSTED,  # server-side jobs (shared/jobs.py)
+    "PRINCIPAL_JOB_LIMIT": Status.RESOURCE_EXHAUSTED,
+    "JOB_NOT_FOUND": Status.NOT_FOUND,  # unknown, forgotten, or another principal's
     # contexts and references
     "CONTEXT_NOT_FOUND": Status.NOT_FOUND,
     # rows no commit wrote block the context (rebuild-projections moves them aside)

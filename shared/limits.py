@@ -81,6 +81,14 @@ EXPENSIVE_CPU = Limit("expensive_cpu_seconds", 60, "EXPENSIVE_CPU_LIMIT",
                       "CPU-seconds per minute the expensive calls of a server process use")
 PRINCIPAL_CPU = Limit("principal_cpu_seconds", 30, "PRINCIPAL_CPU_LIMIT",
                       "CPU-seconds per minute the expensive calls of one principal use")
+# Server-side jobs (shared/jobs.py): queued or running at once, server-wide and per
+# principal; finished ones are kept for FINISHED_JOBS_KEPT_SECONDS, at most this many.
+JOBS = Limit("jobs", 4, "JOB_LIMIT", "jobs (queued or running) a server process holds at once")
+PRINCIPAL_JOBS = Limit("principal_jobs", 2, "PRINCIPAL_JOB_LIMIT",
+                       "jobs (queued or running) one principal holds at once")
+FINISHED_JOBS = Limit("finished_jobs", 100, "JOB_NOT_FOUND",
+                      "finished jobs a server process remembers (the oldest are forgotten)")
+FINISHED_JOBS_KEPT_SECONDS = 3600
 GET_MANY_KEYS = Limit("get_many_keys", 1000, "STORAGE_REQUEST_TOO_LARGE",
                       "keys in one storage GetMany")
 SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
@@ -89,7 +97,7 @@ SCAN_MANY_SCANS = Limit("scan_many_scans", 32, "STORAGE_REQUEST_TOO_LARGE",
 ALL = (MESSAGE_BYTES, EVENT_TEXT_BYTES, COMMIT_BYTES, TX_BYTES, TX_OPS, TX_DEPTH, TX_NODES, NAME_CHARS,
        FRAME_ID_CHARS, LOOKUP_CHARS, STRING_CHARS, LIST_ITEMS, CONCURRENT_RPCS,
        BYTES_IN_FLIGHT, REPLY_BYTES, EXPENSIVE_RPCS, PRINCIPAL_RPCS, EXPENSIVE_CPU, PRINCIPAL_CPU,
-       OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
+       JOBS, PRINCIPAL_JOBS, FINISHED_JOBS, OPEN_SNAPSHOTS, WATCHES, GET_MANY_KEYS, SCAN_MANY_SCANS)
 BY_NAME = {lim.name: lim for lim in ALL}
 
 # What an error may echo of a request's value: at most this many characters.

@@ -8,11 +8,13 @@ interceptor (services/server/serving.py puts it first) that
 - bounds each request: message_bytes, then every string and list field
   (shared/field_limits.py);
 - and the server: concurrent_rpcs (health checks aside) and bytes_in_flight, the request
-  bytes of the RPCs being processed and the bytes of the unary replies not yet delivered
-  (SEC-08); a request that does not fit is answered RESOURCE_EXHAUSTED at once (retry
-  later), the others keep being served; a reply that does not fit is answered the same,
-  one over reply_bytes REPLY_TOO_LARGE (ask for it in pages), and one its client does
-  not read within reply_stall_seconds is cancelled (shared/stalled_replies.py).
+  bytes of the RPCs being processed and the bytes of the replies not yet delivered
+  (SEC-08): a unary reply until gRPC has delivered it, a streamed one until gRPC asks
+  for the next (it does once the previous is sent) or the stream ends; a request that
+  does not fit is answered RESOURCE_EXHAUSTED at once (retry later), the others keep
+  being served; a reply that does not fit is answered the same, one over reply_bytes
+  REPLY_TOO_LARGE (ask for it in pages), and one its client does not read within
+  reply_stall_seconds is cancelled (shared/stalled_replies.py).
 
 Every refusal is the structured error of shared/grpc_errors.py naming its limit.
 """
@@ -134,11 +136,11 @@ class Guard(grpc.ServerInterceptor):
             self.bytes_in_flight += size
             return True
 
-    def _hold_reply(self, reply, context) -> None:
-        """Count a unary reply in bytes_in_flight until gRPC has delivered it (the call's
-        callbacks run then), or refuse it; watch it for a client that does not read."""
+    def _held(self, reply, context) -> Optional[Callable[[], None]]:
+        """Count a reply in bytes_in_flight, or refuse it; watch it for a client that
+        does not read. Returns what gives it back once delivered (None: not held)."""
         if not isinstance(reply, Message):
-            return
+            return None
         size = reply.ByteSize()
         if size > self.max_reply:
             abort(context, MorphzError(
@@ -146,7 +148,7 @@ class Guard(grpc.ServerInterceptor):
                 f"{self.max_reply} go in one: ask for it in pages",
                 **limits.REPLY_BYTES.details(self.max_reply, size=size)))
         if size < SMALL_REPLY:
-            return  # fits a client's first window: never held
+            return None  # fits a client's first window: never held
         if not self._reserve(size):
             abort(context, MorphzError(
                 limits.BYTES_IN_FLIGHT.reason, f"the server is holding its limit of "
@@ -160,8 +162,30 @@ class Guard(grpc.ServerInterceptor):
                 released.append(True)
                 delivered()
                 self._release(False, size)
-        if not context.add_callback(release):
+        return release
+
+    def _hold_reply(self, reply, context) -> None:
+        """A unary reply, held until gRPC has delivered it (the call's callbacks run
+        then)."""
+        release = self._held(reply, context)
+        if release is not None and not context.add_callback(release):
             release()
+
+    def _held_stream(self, replies, context):
+        """A stream's replies, each held from when it is handed to gRPC until gRPC asks
+        for the next (it has sent this one then) or the stream ends (also when it is
+        cancelled: the generator is closed)."""
+        release = None
+        try:
+            for reply in replies:
+                release = self._held(reply, context)
+                yield reply
+                if release is not None:
+                    release()
+                    release = None
+        finally:
+            if release is not None:
+                release()
 
     def _release(self, counted: bool, size: int) -> None:
         with self._lock:
@@ -214,7 +238,7 @@ class Guard(grpc.ServerInterceptor):
                 abort(context, err)
 
     def _guarded(self, handler, method: str, call: _Call):
-        check, hold = self._check, self._hold_reply
+        check, hold, hold_stream = self._check, self._hold_reply, self._held_stream
         decode = self._decoder(handler.request_deserializer, method, call,
                                handler.request_streaming)
         if handler.unary_unary is not None:
@@ -235,7 +259,7 @@ class Guard(grpc.ServerInterceptor):
             def unary_stream(request, context):
                 try:
                     check(request, call, context)
-                    yield from inner(request, context)
+                    yield from hold_stream(inner(request, context), context)
                 finally:
                     call.release()
             return _handler(handler, unary_stream, decode)
@@ -258,7 +282,7 @@ class Guard(grpc.ServerInterceptor):
 
         def stream_stream(requests, context):
             try:
-                yield from inner(checked(requests, context), context)
+                yield from hold_stream(inner(checked(requests, context), context), context)
             finally:
                 call.release()
         return _handler(handler, stream_stream, decode)

@@ -23,7 +23,8 @@ from typing import Callable, Optional, TextIO
 
 import grpc
 
-from morphz.services.cli import backup_cmds, encoding_cmds, import_cmds, mcp_cmds, recall_cmds
+from morphz.services.cli import (backup_cmds, encoding_cmds, import_cmds, job_cmds, mcp_cmds,
+                                 recall_cmds, space)
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
                                         global_options, print_json, seconds_up_to_a_day,
                                         unsigned)
@@ -162,12 +163,14 @@ def cmd_read(client: TransactionClient, args: argparse.Namespace) -> dict:
 
 
 def cmd_audit(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.audit(args.context if args.context_name is None else args.context_name)
+    context = args.context if args.context_name is None else args.context_name
+    return client.start_job(context, "audit") if args.detach else client.audit(context)
 
 
 def cmd_rebuild(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.rebuild_projections(args.context if args.context_name is None
-                                      else args.context_name)
+    context = args.context if args.context_name is None else args.context_name
+    return client.start_job(context, "rebuild-projections") if args.detach \
+        else client.rebuild_projections(context)
 
 
 def cmd_policy(client: TransactionClient, args: argparse.Namespace) -> dict:
@@ -209,6 +212,10 @@ def render_status(r: dict, out: TextIO) -> None:
     for key in ("owner", "owner_address", "fencing_token", "shard"):
         if r.get(key):  # only where etcd places and owns contexts
             _line(out, key, r[key])
+    if r.get("storage_space"):
+        state = r["storage_space"]
+        _line(out, "storage_space", f"{state}: {space.NOTE[state]}" if state in space.NOTE
+              else state)
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
         print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"
@@ -519,6 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     backup_cmds.add_commands(top, common, credentials)
     mcp_cmds.add_command(top, credentials)
+    job_cmds.add_commands(top, common, credentials)
 
     context = top.add_parser("context", parents=[common, credentials],
                              help="work with a context")
@@ -596,9 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("audit", "replay events and verify the projections")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+    detach_option(p)
 
     p = add("rebuild-projections", "rebuild every projection from the events")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+    detach_option(p)
 
     p = add("policy", "show or change who may read, write, recall, encode or administer "
             "the context (--context); administrators only")
@@ -617,6 +627,12 @@ def build_parser() -> argparse.ArgumentParser:
             if name in COMMANDS:
                 raise RuntimeError(f"CLI command {name} defined twice")
     return parser
+
+
+def detach_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--detach", action="store_true",
+                   help="run it as a server-side job: print the job at once (its id for "
+                   "`morphz job get|cancel ID`) instead of waiting for the result")
 
 
 def security_options(serve: argparse.ArgumentParser) -> None:
@@ -721,16 +737,45 @@ def run_context(args: argparse.Namespace, out: TextIO) -> int:
                     reply = call(client, args)
                 finally:
                     client.close()
+                if args.action == "status":  # and the store's space alarm (DUR-07)
+                    reply = dict(reply, storage_space=_space(args, connect))
             else:  # recall/encoding commands: they build their own client on the channel
                 call, render, exit_status = ext.COMMANDS[args.action]
                 reply = call(channel, args)
         finally:
             channel.close()
+    if getattr(args, "detach", False):  # a job's first look, whatever the command
+        render, exit_status = job_cmds.render, always_ok
     if args.format == "json":
         print_json(reply, out)
     else:
         render(reply, out)
     return exit_status(reply)
+
+
+SPACE_TIMEOUT = 5.0  # seconds for the space alarm's health check beside a status
+
+
+def _space(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> str:
+    channel = connect(server_for("storage", args.server))
+    try:
+        return space.storage_space(channel, min(args.timeout, SPACE_TIMEOUT))
+    finally:
+        channel.close()
+
+
+def run_job(args: argparse.Namespace, out: TextIO) -> int:
+    """`morphz job get|list|cancel` (services/cli/job_cmds.py)."""
+    auth = client_auth(args)
+    with command_trace(f"job {args.job_action}", "", name="morphz job") as traced:
+        reply = job_cmds.run(args, lambda service: traced(auth.channel(
+            check_server(server_for(service, args.server)), options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])))
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        job_cmds.render(reply, out)
+    return 0
 
 
 def run_admin(args: argparse.Namespace, out: TextIO) -> int:
@@ -767,6 +812,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return run_admin(args, out)
         if args.command == "mcp":
             return mcp_cmds.run(args)
+        if args.command == "job":
+            return run_job(args, out)
         return run_context(args, out)
     except MorphzError as e:
         print_json({"error": e.to_dict()}, out)

@@ -80,6 +80,10 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                         ("rebuild", "drop and rebuild from events and frames")):
         p = isub.add_parser(name, parents=[common], help=help_)
         p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+        if name == "rebuild":
+            p.add_argument("--detach", action="store_true",
+                           help="run it as a server-side job: print the job at once (its id "
+                           "for `morphz job get|cancel ID`) instead of waiting")
     return list(COMMANDS)
 
 
@@ -107,6 +111,8 @@ def call_index(channel, args: argparse.Namespace) -> dict:
     context = args.context if args.context_name is None else args.context_name
     if args.index_action == "inspect":
         return client.inspect(context)
+    if args.detach:
+        return client.start_job(context, "rebuild-index")
     if not sys.stderr.isatty():
         return client.rebuild(context)
     done = threading.Event()

@@ -6,10 +6,12 @@ from typing import Optional
 
 import grpc
 
+from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.grpc_errors import call
+from morphz.shared.job_messages import job_reply
 from morphz.shared.protojson import to_plain
 
 REBUILD_TIMEOUT = 3600.0  # a rebuild reads the whole context
@@ -81,3 +83,18 @@ class RecallClient:
     def rebuild(self, context: str) -> dict:
         return self._call("RebuildIndex", build_request(pb.RebuildIndexRequest, context=context),
                           timeout=self._rebuild_timeout)
+
+    # -- server-side jobs: kind "rebuild-index" (shared/jobs.py) ------------------------------
+    def start_job(self, context: str, kind: str = "rebuild-index") -> dict:
+        return job_reply(self._call("StartJob", build_request(
+            common.StartJobRequest, context=context, kind=kind)))
+
+    def get_job(self, id: str) -> dict:
+        return job_reply(self._call("GetJob", build_request(common.JobRequest, id=id)))
+
+    def list_jobs(self, context: str = "") -> dict:
+        return {"jobs": [job_reply(j) for j in self._call("ListJobs", build_request(
+            common.ListJobsRequest, context=context)).get("jobs", [])]}
+
+    def cancel_job(self, id: str) -> dict:
+        return job_reply(self._call("CancelJob", build_request(common.JobRequest, id=id)))

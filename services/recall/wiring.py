@@ -22,6 +22,7 @@ from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.embedding.use import UseEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.recall.jobs import recall_jobs
 from morphz.services.recall.servicer import RecallServicer
 from morphz.services.server.defaults import EMBEDDER_ENV
 from morphz.services.server.wired import Wired
@@ -71,9 +72,10 @@ def register(app) -> Wired:
     beside = Beside(HYBRID_HELPERS)
     core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
                       feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)
-    recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core), app.server)
+    jobs = recall_jobs(core, app.admission)
+    recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core, jobs), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [beside.close, feeds.stop, lambda: vectors.stop(timeout=0),
+                 core, [jobs.close, beside.close, feeds.stop, lambda: vectors.stop(timeout=0),
                         embed_worker.close, vectors.stop, fitter.close, cache.close,
                         lambda: feeds.release_when_stopped(release)])
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from morphz.shared.admission import Budgets
+from morphz.shared.admission import Admission, Budgets
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.encoding import wiring as encoding_wiring
 from morphz.services.recall import wiring as recall_wiring
@@ -29,6 +29,7 @@ from morphz.services.storage.snapshots import (MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEAS
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import DEFAULT_TTL
 from morphz.services.transaction.core import rules as rulebook
+from morphz.services.transaction.jobs import transaction_jobs
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.server.wired import Wired
@@ -132,9 +133,15 @@ class AllInOne:
         self.startup_problems = self.transactions.startup_check()
         for problem in self.startup_problems:
             _log.error("startup check: %s (run `morphz context audit`)", problem)
-        self.server = build_server(config, self.tracer, self.guard.interceptors())
+        # One set of expensive-call budgets for the calls and the server-side jobs.
+        self.admission = Admission(config.budgets)
+        self.server = build_server(config, self.tracer, self.guard.interceptors(),
+                                   self.admission)
+        self._stoppers: list = []
+        jobs = transaction_jobs(self.transactions, self.admission)
+        self.on_stop(jobs.close)  # before the store closes: jobs are cancelled, awaited
         transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
-            TransactionServicer(self.transactions), self.server)
+            TransactionServicer(self.transactions, jobs), self.server)
         self.snapshots = SnapshotRegistry(self.store, lease=config.snapshot_lease_seconds,
                                           limit=config.max_open_snapshots)
         # Backups are taken through the storage API (its listener); made here anyway, as
@@ -143,7 +150,6 @@ class AllInOne:
         names = [transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name]
         # Recall and encoding wire themselves: each adds its servicer (built from this
         # app's store, transaction core and tracer) and returns what it added.
-        self._stoppers: list = []
         recall = recall_wiring.register(self)
         encoding = encoding_wiring.register(self)
         names += self.adopt(recall) + self.adopt(encoding)

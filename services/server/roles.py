@@ -32,7 +32,9 @@ from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import (SOLE_OWNER, Instance, LeaseOwnership,
                                                         Ownership)
+from morphz.services.transaction.jobs import transaction_jobs
 from morphz.services.transaction.servicer import TransactionServicer
+from morphz.shared.admission import Admission
 from morphz.shared.coord.placement import Placement
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.owner_cache import OwnerCache
@@ -147,8 +149,10 @@ def _transaction(p: "ServiceProcess") -> Built:
                                      tracer=core_tracer(p.tracer, "morphz.transaction"),
                                      owners=_ownership(p), shard_of=p.shard_of,
                                      cache=caches[0])
+    jobs = transaction_jobs(p.transactions, p.admission)
+    p.on_stop(jobs.close)
     transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
-        TransactionServicer(p.transactions), p.server)
+        TransactionServicer(p.transactions, jobs), p.server)
 
     def startup_check() -> None:  # as AllInOne does, once the storage service answers
         for problem in p.transactions.startup_check():
@@ -247,8 +251,10 @@ class ServiceProcess:
         self.tracer = tracer or make_tracer_provider(f"morphz-{role}")
         # The storage API serves the services' own principal only (once authentication
         # is on): the services reach it with their credentials (channel()), no one else.
+        # One set of expensive-call budgets for the calls and the server-side jobs.
+        self.admission = Admission(config.budgets)
         self.server = build_server(config, self.tracer, self.guard.interceptors(
-            internal=[STORAGE] if role == "storage" else []))
+            internal=[STORAGE] if role == "storage" else []), self.admission)
         self.coordinator = None  # the etcd client, made by the role if it uses one
         self.shard_of = lambda context: ""  # a context's storage shard ("": one store)
         self._starters: list = []

@@ -30,14 +30,16 @@ _log = logging.getLogger("morphz.server")
 
 
 def build_server(config, tracer: TracerProvider,
-                 interceptors: Sequence[grpc.ServerInterceptor] = ()) -> grpc.Server:
+                 interceptors: Sequence[grpc.ServerInterceptor] = (),
+                 admission: Optional[Admission] = None) -> grpc.Server:
     """A gRPC server with the config's workers and limits, traced if anything records
     (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
     (authentication: the trace shows the calls it refuses). Its Guard comes first: every
     request is decoded, bounded and admitted there (shared/rpc_guard.py); gRPC's own
     caps stay above the Guard's, as a backstop. Last, once the caller is known, the
     expensive calls' budgets (shared/rpc_admission.py): they never take the workers
-    kept for the cheap calls."""
+    kept for the cheap calls (`admission`: the budgets, shared with the process's
+    server-side jobs; a new one if not given)."""
     config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
                   max_bytes_in_flight=config.max_bytes_in_flight,
@@ -46,7 +48,7 @@ def build_server(config, tracer: TracerProvider,
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
         interceptors=[guard, *server_tracing(tracer), *interceptors,
-                      AdmissionInterceptor(Admission(config.budgets))],
+                      AdmissionInterceptor(admission or Admission(config.budgets))],
         maximum_concurrent_rpcs=guard.transport_rpcs,
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES + TRANSPORT_SLACK),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

@@ -21,7 +21,9 @@ from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
 from morphz.services.transaction.core.txlang import Tx
+from morphz.api.common.v1 import common_pb2 as common
 from morphz.shared.auth import Caller
+from morphz.shared.job_messages import job_reply
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_errors import call
@@ -136,3 +138,18 @@ class TransactionClient:
 
     def list_contexts(self) -> dict:
         return self._call("ListContexts", pb.ListContextsRequest)
+
+    # -- server-side jobs: kind "audit" or "rebuild-projections" (shared/jobs.py) ------------
+    def start_job(self, context: str, kind: str) -> dict:
+        return job_reply(self._call("StartJob", common.StartJobRequest, context=context,
+                                    kind=kind))
+
+    def get_job(self, id: str) -> dict:
+        return job_reply(self._call("GetJob", common.JobRequest, id=id))
+
+    def list_jobs(self, context: str = "") -> dict:
+        return {"jobs": [job_reply(j) for j in self._call(
+            "ListJobs", common.ListJobsRequest, context=context).get("jobs", [])]}
+
+    def cancel_job(self, id: str) -> dict:
+        return job_reply(self._call("CancelJob", common.JobRequest, id=id))

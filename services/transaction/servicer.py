@@ -9,12 +9,16 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.job_messages import job_list, job_message
+from morphz.shared.jobs import JobRunner
 from morphz.shared.protojson import from_plain
 
 
 class TransactionServicer(pb_grpc.TransactionServiceServicer):
-    def __init__(self, core: TransactionCore) -> None:
+    def __init__(self, core: TransactionCore, jobs: JobRunner) -> None:
+        """`jobs`: the audits and rebuilds run as server-side jobs (transaction/jobs.py)."""
         self._core = core
+        self._jobs = jobs
 
     @rpc_boundary
     def CreateContext(self, request, context):
@@ -115,6 +119,24 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def ListContexts(self, request, context):
         return from_plain(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
+
+    # -- server-side jobs (shared/jobs.py) ----------------------------------------------------
+    @rpc_boundary
+    def StartJob(self, request, context):
+        return job_message(self._jobs.start(request.kind, request.context,
+                                            caller_of(context)))
+
+    @rpc_boundary
+    def GetJob(self, request, context):
+        return job_message(self._jobs.get(request.id, caller_of(context)))
+
+    @rpc_boundary
+    def ListJobs(self, request, context):
+        return job_list(self._jobs.list(caller_of(context), request.context))
+
+    @rpc_boundary
+    def CancelJob(self, request, context):
+        return job_message(self._jobs.cancel(request.id, caller_of(context)))
 
 
 def _append_fields(r: pb.AppendEventRequest) -> dict:

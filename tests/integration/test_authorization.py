@@ -35,6 +35,7 @@ from morphz.shared.grpc_errors import from_rpc_error
 
 from tests.security_servers import (HANDSHAKE_REFUSED, OK, PUBLIC, SERVER_ADMIN, TOKENS,
                                     UNAUTHENTICATED, in_process_too, rpcs)
+from tests.polling import until
 from tests.topology import BOUND
 
 DENIED = grpc.StatusCode.PERMISSION_DENIED
@@ -43,8 +44,11 @@ SESSION_TEXT = "ship the release once the regression tests pass"
 TX = "/morphz.api.transaction.v1.TransactionService/"
 RECALL = "/morphz.api.recall.v1.RecallService/"
 ENCODING = "/morphz.api.encoding.v1.EncodingService/"
-OPEN_TO_ALL = {TX + "CreateContext", TX + "ListContexts",
+OPEN_TO_ALL = {TX + "CreateContext", TX + "ListContexts", TX + "ListJobs", RECALL + "ListJobs",
                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}
+# A job (shared/jobs.py) of alice's answers as one that does not exist to whoever may not
+# run its operation: NOT_FOUND (JOB_NOT_FOUND), not FORBIDDEN, which would confirm it.
+HIDDEN = {TX + "GetJob", TX + "CancelJob", RECALL + "GetJob", RECALL + "CancelJob"}
 
 
 def requests(world: dict, who: str) -> dict[str, dict]:
@@ -67,11 +71,19 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         TX + "SetPolicy": dict(c, op="grant", principal="dave", rights=["read"]),
         TX + "GetPolicy": c,
         TX + "ListContexts": {},
+        TX + "StartJob": dict(c, kind="audit"),
+        TX + "GetJob": {"id": world["tx_job"]},
+        TX + "ListJobs": {},
+        TX + "CancelJob": {"id": world["tx_job"]},
         RECALL + "Search": dict(c, query="release"),
         RECALL + "Read": dict(c, ref="@e1"),
         RECALL + "Traverse": dict(c, frameId="plan"),
         RECALL + "InspectIndex": c,
         RECALL + "RebuildIndex": c,
+        RECALL + "StartJob": dict(c, kind="rebuild-index"),
+        RECALL + "GetJob": {"id": world["recall_job"]},
+        RECALL + "ListJobs": {},
+        RECALL + "CancelJob": {"id": world["recall_job"]},
         ENCODING + "Compile": dict(c, session="main"),
         ENCODING + "ShowSnapshot": snap,
         ENCODING + "Replay": snap,
@@ -120,7 +132,13 @@ def _setup(address: str, auth_of) -> dict:
     snapshot = EncodingClient(auth_of("alice").channel(address), timeout=30).compile(
         CTX, "main")
     TransactionClient(auth_of("bob").channel(address), timeout=30).create_context(OTHER)
-    return {"snapshot": snapshot["snapshot"], "activation": snapshot["activation"]}
+    recall = RecallClient(auth_of("alice").channel(address), timeout=30)
+    jobs = {"tx_job": alice.start_job(CTX, "audit")["id"],
+            "recall_job": recall.start_job(CTX, "rebuild-index")["id"]}
+    # finished, so that the matrix's own jobs stay within alice's cap
+    until(lambda: alice.get_job(jobs["tx_job"])["state"] == "succeeded", 60)
+    until(lambda: recall.get_job(jobs["recall_job"])["state"] == "succeeded", 60)
+    return {"snapshot": snapshot["snapshot"], "activation": snapshot["activation"], **jobs}
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +175,10 @@ def test_sec_01_authorization_matrix_every_rpc_every_kind_of_caller(mode, worlds
             == {}, auth
     for who in ("carol", "bob"):  # no grant at all; the admin of another context
         got = matrix(address, auth_of(who), world, who)
-        assert _not({p: a for p, a in got.items() if p not in OPEN_TO_ALL},
+        assert _not({p: a for p, a in got.items() if p not in OPEN_TO_ALL | HIDDEN},
                     DENIED, "FORBIDDEN") == {}, who
+        assert _not({p: a for p, a in got.items() if p in HIDDEN},
+                    grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND") == {}, who
         assert _not({p: a for p, a in got.items() if p in OPEN_TO_ALL}, OK) == {}, who
     got = matrix(address, auth_of("alice"), world, "alice")
     assert _not(got, OK) == {}

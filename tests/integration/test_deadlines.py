@@ -14,6 +14,7 @@ from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.recall.core import tokenpool
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -166,6 +167,29 @@ def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp
         assert not progress["running"] and progress["total"] == before[3]
         # Mid-way: some chunks left unread; at the swap: everything indexed first.
         assert (progress["done"] == progress["total"]) == (at == last)
+
+
+def test_sec_07_an_index_rebuild_stops_in_its_fit_sample_read(core, store, tmp_path):
+    """With an embedder that learns from the context's text (LSA), a rebuild also reads a
+    fit sample, a chunk per read transaction: it looks at its deadline before each chunk
+    and once read, before the fit, and stops there with nothing swapped in."""
+    indexer = Indexer(store, IndexDirectory(str(tmp_path / "idx")), embedder=LsaEmbedder(),
+                      rebuild_read_chunk=10)
+    recall = RecallCore(store, core, indexer)
+    recall.rebuild("c", caller=CALLER)
+    counting, checks = cancelled_at(0)
+    recall.rebuild("c", caller=CALLER, deadline=counting)
+    events = recall.inspect("c", caller=CALLER)["events"]
+    chunks = -(-events // 10)
+    # the lexical read's chunks, the fit sample's chunks, before the fit, before the swap
+    assert checks[0] == 2 * chunks + 2
+    before, live = index_answers(recall), generations(tmp_path / "idx")
+    for at in (chunks + 2, 2 * chunks + 1):  # in the fit sample's read; before the fit
+        deadline, checks = cancelled_at(at)
+        stopped("CANCELLED", recall.rebuild, "c", caller=CALLER, deadline=deadline)
+        assert checks[0] == at  # stopped at that check, not later
+        assert index_answers(recall) == before
+        assert generations(tmp_path / "idx") == live
 
 
 def test_sec_07_commit_past_its_deadline_is_not_submitted(core):

@@ -13,6 +13,7 @@ import pytest
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.server.serving import SPACE_HEALTH
 from morphz.shared.errors import MorphzError
+from tests.integration.test_cli import run_cli, run_json
 from tests.topology import ServerProcess, health
 
 pytestmark = pytest.mark.all_in_one(reason="fills the disk of an all-in-one server of its own")
@@ -73,12 +74,17 @@ def _log_lines(srv: ServerProcess) -> int:
     return len(srv.stderr().splitlines())
 
 
+def _cli_status(srv: ServerProcess) -> dict:
+    return run_json("context", "status", CTX, address=srv.address)
+
+
 def test_dur_07_past_the_storage_quota_every_write_is_refused_and_reads_go_on(tmp_path):
     srv = ServerProcess(tmp_path / "data", args=["--storage-quota", "6MiB"]).start()
     try:
         c = srv.client()
         c.create_context(CTX)
         assert health(srv.address, SPACE_HEALTH) == 1  # SERVING
+        assert _cli_status(srv)["storage_space"] == "ok"
         acked = _fill(c)
         assert acked, "nothing fit under the quota"
         lines = _log_lines(srv)
@@ -86,6 +92,9 @@ def test_dur_07_past_the_storage_quota_every_write_is_refused_and_reads_go_on(tm
         _reads_served(c, acked)
         assert health(srv.address, SPACE_HEALTH) == 2  # NOT_SERVING: the alarm
         assert health(srv.address) == 1  # the server still serves (reads)
+        assert _cli_status(srv)["storage_space"] == "full"  # `morphz context status` shows it
+        text = run_cli("context", "status", CTX, address=srv.address).stdout
+        assert "storage_space: full: writes are refused STORAGE_FULL" in text, text
         assert _log_lines(srv) - lines < LOG_LINES_WHILE_FULL, srv.stderr()[-3000:]
         assert "Traceback" not in srv.stderr()
         # Space returns (a raised quota): writes resume, and every acknowledged one is there.
@@ -96,6 +105,7 @@ def test_dur_07_past_the_storage_quota_every_write_is_refused_and_reads_go_on(tm
         _reads_served(c, acked)
         c.append_event(CTX, "s1", "user-message", "after")
         assert health(srv.address, SPACE_HEALTH) == 1
+        assert _cli_status(srv)["storage_space"] == "ok"
         assert c.audit(CTX)["match"]
     finally:
         srv.kill()

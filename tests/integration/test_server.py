@@ -146,11 +146,12 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
     from morphz.services.recall.core.engine import RecallCore
     from morphz.services.storage.lmdb_store import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
+    from morphz.shared.admission import Admission
 
     store = LmdbStore(str(tmp_path / "store"))
     app = SimpleNamespace(server=grpc.server(futures.ThreadPoolExecutor(max_workers=2)),
                           store=store, transactions=TransactionCore(store),
-                          tracer=tracer_provider("wiring-test"),
+                          tracer=tracer_provider("wiring-test"), admission=Admission(),
                           config=ServerConfig(str(tmp_path), "127.0.0.1:0"))
     given = set(vars(app))
     recall = recall_wiring.register(app)
@@ -160,9 +161,10 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert recall.names == ["morphz.api.recall.v1.RecallService"]
         assert encoding.names == ["morphz.api.encoding.v1.EncodingService"]
         assert isinstance(recall.core, RecallCore) and isinstance(encoding.core, EncodingCore)
-        # the hybrid search's helpers, the followers, the vector follower (told, then the
-        # embedding worker, then joined), the fit worker, the vector cache, the folder lock
-        assert len(recall.stoppers) == 8 and encoding.stoppers == []
+        # the index rebuild jobs, the hybrid search's helpers, the followers, the vector
+        # follower (told, then the embedding worker, then joined), the fit worker, the
+        # vector cache, the folder lock
+        assert len(recall.stoppers) == 9 and encoding.stoppers == []
         app.transactions.create_context("c", caller=IN_PROCESS_CALLER)
         assert recall.core.inspect("c",
                                    caller=IN_PROCESS_CALLER)["context"] == "c"  # the core it handed back serves

@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, O
 
 import grpc
 
+from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz.api.recall.v1 import recall_pb2 as rec
 from morphz.api.transaction.v1 import transaction_pb2 as txn
@@ -188,6 +189,24 @@ class AsyncClient:
 
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
+
+    # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
+    async def start_job(self, context: str, kind: str) -> common.Job:
+        """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
+        return await self._send(C.start_job(context, kind))
+
+    async def job(self, id: str) -> common.Job:
+        """The job's state, progress and, once finished, result_json or error_reason."""
+        return await self._send(C.get_job(id))
+
+    async def jobs(self, context: str = "") -> list[common.Job]:
+        """The jobs this principal may see (of `context` if given), of both services."""
+        return [j for service in (C.TRANSACTION, C.RECALL)
+                for j in (await self._send(C.list_jobs(service, context))).jobs]
+
+    async def cancel_job(self, id: str) -> common.Job:
+        """Ask the job to stop at its next check (nothing is left half-done)."""
+        return await self._send(C.cancel_job(id))
 
     # -- authorization ---------------------------------------------------------------------------
     async def grant(self, context: str, principal: str, rights: Iterable[str], *,

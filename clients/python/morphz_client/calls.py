@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Mapping, Optional, Union
 
+from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz.api.recall.v1 import recall_pb2 as rec
 from morphz.api.transaction.v1 import transaction_pb2 as txn
@@ -184,6 +185,37 @@ def list_contexts() -> Call:
 
 def audit(context: str) -> Call:
     return Call(TRANSACTION, "Audit", _build(txn.AuditRequest, context=context), Safety.READ)
+
+
+# -- server-side jobs (both services: the kind, or the id's prefix, names which) ------------------
+JOB_KINDS = {"audit": TRANSACTION, "rebuild-projections": TRANSACTION,
+             "rebuild-index": RECALL}
+
+
+def job_service(id: str) -> str:
+    return RECALL if id.startswith("recall-") else TRANSACTION
+
+
+def start_job(context: str, kind: str) -> Call:
+    if kind not in JOB_KINDS:
+        raise input_error(f"unknown job kind {kind[:40]!r}: {' | '.join(JOB_KINDS)}",
+                          field="kind")
+    return Call(JOB_KINDS[kind], "StartJob", _build(common.StartJobRequest, context=context,
+                                                    kind=kind), Safety.NEVER)
+
+
+def get_job(id: str) -> Call:
+    return Call(job_service(id), "GetJob", _build(common.JobRequest, id=id), Safety.READ)
+
+
+def list_jobs(service: str, context: str) -> Call:
+    return Call(service, "ListJobs", _build(common.ListJobsRequest, context=context),
+                Safety.READ)
+
+
+def cancel_job(id: str) -> Call:  # asking twice asks the same
+    return Call(job_service(id), "CancelJob", _build(common.JobRequest, id=id),
+                Safety.IDEMPOTENT)
 
 
 # -- recall service ------------------------------------------------------------------------------

@@ -244,7 +244,11 @@ function build(c: Case): Tx {
 }
 
 describe("the builder against the shared fixture", () => {
-  const Transaction = protobuf.loadSync(path.join(PROTO_DIR, "morphz/api/transaction/v1/transaction.proto"))
+  // Imports (common.proto) resolve from the protos' root, as proto-loader's includeDirs do.
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin: string, target: string) =>
+    path.isAbsolute(target) ? target : path.join(PROTO_DIR, target);
+  const Transaction = root.loadSync("morphz/api/transaction/v1/transaction.proto")
     .lookupType("morphz.api.transaction.v1.Transaction");
 
   for (const c of FIXTURE.transactions as Case[]) {

@@ -504,13 +504,17 @@ class RecallCore:
 
     def rebuild(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
         """Rebuild the context's index; past `deadline` nothing is swapped in (SEC-07)."""
+        self.may_rebuild(context, caller=caller)
+        self._indexer.rebuild(context, deadline)
+        return self.inspect(context, caller=caller)
+
+    def may_rebuild(self, context: str, *, caller: Caller) -> None:
+        """Raise unless `caller` may rebuild the context's index (its admins)."""
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindView(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-        self._indexer.rebuild(context, deadline)
-        return self.inspect(context, caller=caller)
 
 
 def _authorize(m: MindView, context: str, caller: Caller,

@@ -271,10 +271,13 @@ class Indexer:
                 self._is_learned = True
         return self._is_learned
 
-    def _fit_sample(self, context: str, events: int, frames: list[R.Frame]) -> list[str]:
+    def _fit_sample(self, context: str, events: int, frames: list[R.Frame],
+                    deadline: Deadline = NEVER) -> list[str]:
         """At most FIT_SAMPLE texts: evenly spaced events, then frames (deterministic),
         each cut to its share of FIT_SAMPLE_CHARS (FIT_TEXT_CHARS at least): a context of
-        large texts is fitted on their beginnings, not held whole."""
+        large texts is fitted on their beginnings, not held whole. `deadline` is looked
+        at before each read chunk (of `rebuild_read_chunk` events) and once read, before
+        the fit, which can be long (SEC-07)."""
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
@@ -283,14 +286,16 @@ class Indexer:
         out: list[str] = []
         # A chunk per short read transaction, each one round trip to a remote store, of
         # READ_AHEAD_BYTES at most (rows of large events: fewer in a chunk).
-        start = 0
+        start, chunk = 0, self._rebuild_read_chunk or REBUILD_READ_CHUNK
         while start < len(keys):
+            deadline.check("the rebuild")
             with self._store.reader(context) as reader:
-                rows = reader.get_tables([("events", keys[start:start + REBUILD_READ_CHUNK])],
+                rows = reader.get_tables([("events", keys[start:start + chunk])],
                                          max_bytes=READ_AHEAD_BYTES)[0]
             out.extend(raw_event_text(event_dict(raw))[:cap] for raw in rows if raw is not None)
             start += len(rows)
         out.extend(frame_text(f)[:cap] for f in frames[:max(0, FIT_SAMPLE - len(out))])
+        deadline.check("the rebuild")
         return out
 
     def _fill_leg(self, context: str, leg: VectorLeg, events: int,
@@ -339,6 +344,7 @@ class Indexer:
             damaged += b.damaged
             if prog.get("running"):
                 prog["done"] += len(b.vec_docs) + b.damaged + b.skipped
+                deadline.advanced(prog["done"], prog["total"])
             yield from b.docs
         if damaged:
             _log.warning("%s: %d events do not decode; not indexed", context, damaged)
@@ -644,7 +650,7 @@ class Indexer:
                 # The vector leg starts over empty, at version 0, fitted on the context's
                 # text; it follows on its own (from the cache, for the texts it holds).
                 self._start_leg(context, fresh.vectors, self._fit_sample(
-                    context, events, frames))
+                    context, events, frames, deadline))
                 fresh.vectors.commit(0)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}

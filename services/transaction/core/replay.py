@@ -127,9 +127,13 @@ def stored_events(m: MindState, deadline: Deadline = NEVER) -> Iterator[tuple[in
     """The stored events in seq order, each read and decoded once for both the chain and
     the replay: (seq, bytes, decoded JSON or the ValueError decoding raised). A
     generator: the history is walked, never held (the replay keeps only the rows). The
-    walk stops at the call's deadline (SEC-07), checked before each event."""
+    walk stops at the call's deadline (SEC-07), checked before each event, and tells it
+    how far it is (a job's progress)."""
+    meta = m.meta()
+    total = meta.next_seq if meta is not None else 0
     for (seq,), raw in m.event_rows():
         deadline.check("the walk of the history")
+        deadline.advanced(seq + 1, max(total, seq + 1))
         try:
             value = R.decode_json(raw)
         except ValueError as e:

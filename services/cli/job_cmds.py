@@ -1,0 +1,73 @@
+"""`morphz job get|list|cancel`: server-side jobs (shared/jobs.py) started with `--detach`
+(`morphz context audit|rebuild-projections --detach`, `morphz context recall-index rebuild
+--detach`). A job id names its service (tx-..., recall-...), which the command asks."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Callable, TextIO
+
+import grpc
+
+from morphz.services.recall.client import RecallClient
+from morphz.services.transaction.client import TransactionClient
+
+SERVICES = ("transaction", "recall")
+
+
+def add_commands(top, common, credentials) -> None:
+    job = top.add_parser("job", parents=[common, credentials],
+                         help="poll or cancel server-side jobs (started with --detach)")
+    sub = job.add_subparsers(dest="job_action", required=True, metavar="ACTION")
+    for name, help_ in (("get", "a job's state, progress and (finished) result or error"),
+                        ("cancel", "stop a job at its next check; nothing is left half-done")):
+        p = sub.add_parser(name, parents=[common, credentials], help=help_, description=help_)
+        p.add_argument("job_id", metavar="ID")
+    p = sub.add_parser("list", parents=[common, credentials],
+                       help="the jobs you may see, of both services (of one context with --of)")
+    p.add_argument("--of", dest="job_context", metavar="CONTEXT", default="",
+                   help="only this context's jobs")
+
+
+def service_of(job_id: str) -> str:
+    return "recall" if job_id.startswith("recall-") else "transaction"
+
+
+def client_for(service: str, channel: grpc.Channel, timeout: float):
+    cls = RecallClient if service == "recall" else TransactionClient
+    return cls(channel, timeout=timeout)
+
+
+def run(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> dict:
+    """`connect(service)`: a channel to that service's server."""
+    services = SERVICES if args.job_action == "list" else (service_of(args.job_id),)
+    replies = []
+    for service in services:
+        channel = connect(service)
+        try:
+            client = client_for(service, channel, args.timeout)
+            if args.job_action == "get":
+                return client.get_job(args.job_id)
+            if args.job_action == "cancel":
+                return client.cancel_job(args.job_id)
+            replies += client.list_jobs(args.job_context)["jobs"]
+        finally:
+            channel.close()
+    return {"jobs": replies}
+
+
+def render_job(j: dict, out: TextIO) -> None:
+    total = f"{j.get('done', 0)}/{j.get('total', 0)}"
+    line = f"{j.get('id')}  {j.get('kind')} {j.get('context')}  {j.get('state')}  {total}"
+    if j.get("cancel_requested") and j.get("state") in ("queued", "running"):
+        line += "  (cancel requested)"
+    print(line, file=out)
+    if j.get("error_reason"):
+        print(f"  {j['error_reason']}: {j.get('error_message', '')}", file=out)
+    if j.get("result") is not None:
+        print("  " + json.dumps(j["result"], ensure_ascii=False), file=out)
+
+
+def render(reply: dict, out: TextIO) -> None:
+    for j in reply["jobs"] if "jobs" in reply else [reply]:
+        render_job(j, out)

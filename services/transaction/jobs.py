@@ -1,0 +1,26 @@
+"""The transaction service's server-side jobs (shared/jobs.py): an audit or a rebuild of
+a context's projections, run by TransactionCore with the job's cancellable Deadline."""
+from __future__ import annotations
+
+from typing import Optional
+
+from morphz.services.transaction.core.engine import TransactionCore
+from morphz.shared.admission import Admission
+from morphz.shared.auth import Caller
+from morphz.shared.jobs import JobRunner
+
+AUDIT, REBUILD = "audit", "rebuild-projections"
+
+
+def transaction_jobs(core: TransactionCore, admission: Optional[Admission] = None,
+                     **caps) -> JobRunner:
+    def authorize(kind: str, context: str, caller: Caller) -> None:
+        # Audit and rebuild both need the context's admin right, which is what reading
+        # its policy needs: refused (FORBIDDEN, CONTEXT_NOT_FOUND) as they would be.
+        core.get_policy(context, caller=caller)
+
+    works = {AUDIT: lambda context, caller, deadline: core.audit(
+                 context, caller=caller, deadline=deadline),
+             REBUILD: lambda context, caller, deadline: core.rebuild_projections(
+                 context, caller=caller, deadline=deadline)}
+    return JobRunner(works, authorize, admission=admission, prefix="tx", **caps)
