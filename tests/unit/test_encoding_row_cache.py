@@ -5,6 +5,7 @@ a row revealed once stays redacted for a compile that does not reveal, and the c
 stays within its bounds."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from datetime import datetime, timezone
@@ -49,8 +50,8 @@ def _compile(enc: EncodingCore, store, act: str, **kw) -> tuple[dict, bytes]:
     e = enc.compile("c", "s1", activation=act, budget_bytes=MAX_BUDGET_BYTES, caller=CALLER,
                     **kw)
     with store.reader("c") as r:
-        stored = r.get("snapshots", (e["snapshot"],))
-    return e, stored
+        stored = r.get("snapshots", (e.snapshot,))
+    return dataclasses.asdict(e), stored  # the reply's fields, compared whole below
 
 
 def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
