@@ -7,15 +7,16 @@ import msgspec
 
 from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.services.encoding.core.record import SnapshotRecord
+from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.results import (
     CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
 from morphz.shared.protojson import from_plain
 
 
-def scope_of(msg: pb.Scope) -> dict:
-    return {"sessions": list(msg.sessions), "kinds": list(msg.kinds), "since": msg.since,
-            "until": msg.until, "frames": list(msg.frames),
-            "reveal_secrets": msg.reveal_secrets}
+def scope_of(msg: pb.Scope) -> Scope:
+    """The requested scope, checked here (INPUT_INVALID naming the field)."""
+    return Scope.make(list(msg.sessions), list(msg.kinds), msg.since, msg.until,
+                      list(msg.frames), msg.reveal_secrets)
 
 
 def encoding(e: Encoding) -> pb.Encoding:

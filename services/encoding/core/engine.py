@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from opentelemetry import trace
 
@@ -72,9 +72,9 @@ class EncodingCore:
     @cycles_not_collected  # thousands of containers, all alive until it returns
     def compile(self, context: str, session: str, *, activation: str = "",
                 budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
-                must_read: list[str] = (), scope: Optional[dict] = None,
+                must_read: list[str] = (), scope: Optional[Scope] = None,
                 parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
-                bindings: Optional[dict] = None, capabilities: bool = False,
+                bindings: Optional[Mapping[str, str]] = None, capabilities: bool = False,
                 caller: Caller, deadline: Deadline = NEVER) -> Encoding:
         # Everything the caller sent is checked before the activation claims anything.
         check_name(context, "context")
@@ -84,7 +84,7 @@ class EncodingCore:
         budget = Budget.make(budget_bytes, budget_tokens, preview_bytes)
         env = Environment.make(model, evaluation_profile, bindings, capabilities)
         wanted = check_must_read(list(must_read))
-        requested = Scope.from_dict(scope)
+        requested = scope or Scope()  # checked where it was made (Scope.make)
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.session", session)
