@@ -12,10 +12,17 @@ from datetime import datetime, timezone
 
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.encoding.core.scope import Scope
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 
 FIXTURE = "tests/fixtures/snapshot_records.json"
+
+
+def _scope(**fields):
+    """A requested scope: a Scope now, the dict a compile took before (the tree that
+    wrote the fixture)."""
+    return fields if hasattr(Scope, "from_dict") else Scope.make(**fields)
 
 
 def _clock():
@@ -41,8 +48,8 @@ def compile_all(path: str) -> dict[str, bytes]:
                   f'(protect {big}) (checkpoint cp1))', caller=ME)
         out = {}
         for kw in ({}, {"preview_bytes": 64, "must_read": [a]},
-                   {"scope": {"kinds": ["user-message", "tool-result"], "frames": ["release"],
-                              "reveal_secrets": True}, "capabilities": True, "model": "m1",
+                   {"scope": _scope(kinds=["user-message", "tool-result"], frames=["release"],
+                                    reveal_secrets=True), "capabilities": True, "model": "m1",
                     "bindings": {"tz": "+08:00"}}):
             e = enc.compile("c", "s1", caller=ME, **kw)
             sid = e["snapshot"] if isinstance(e, dict) else e.snapshot  # before, after

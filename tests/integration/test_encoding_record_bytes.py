@@ -22,7 +22,7 @@ def test_asm_03_a_compile_stores_the_record_bytes_the_server_before_stored(tmp_p
     assert compile_all(str(tmp_path / "store")) == before
 
 
-def test_asm_03_records_stored_before_read_replay_and_show_as_written(tmp_path):
+def test_asm_04_records_stored_before_read_replay_and_show_as_written(tmp_path):
     """The stored bytes of the fixture, put back under the history they were made of,
     replay with a match; show gives back every field they hold."""
     with open(FIXTURE) as f:

@@ -228,3 +228,31 @@ def test_sec_03_damaged_item_rows_of_schema_2_are_corrupt_not_an_internal_error(
     with pytest.raises(MorphzError) as e:
         _read(head + b"\n" + json.dumps(packed).encode())
     assert e.value.reason == "SNAPSHOT_CORRUPT" and "[start, 13 fields]" in e.value.details["why"]
+
+
+def test_asm_03_a_record_of_one_object_reads_as_written():
+    """The oldest form: the body's fields in the head's own object, items as items."""
+    rec = _record()
+    one = json.dumps(_dict(rec)).encode()
+    assert b"\n" not in one
+    assert _read(one).plain() == _dict(rec)
+    assert _read(one).body.items[0].start == rec.items[0]["start"]
+
+
+def test_asm_03_fields_added_since_a_record_was_written_are_upcast_on_read():
+    """A record from before the activation's claimed inputs and results, the budget's
+    maintenance threshold, the sessions' waiting messages and the inputs' calls were
+    kept reads with the values an older server meant by leaving them out."""
+    from morphz.services.encoding.core.options import MAINTENANCE_PERMILLE
+    old = _dict(_record())
+    for k in ("claimed", "root", "retired_frames", "results"):
+        old["activation"].pop(k)
+    old["budget"].pop("maintenance_permille")
+    for s in old["inputs"]["sessions"]:
+        s.pop("waiting")
+    old["inputs"].pop("calls")
+    old["inputs"].pop("late_results")
+    back = _read(json.dumps(old).encode())
+    assert back.head.activation.claimed == [] and back.head.activation.root == ""
+    assert back.head.budget.maintenance_permille == MAINTENANCE_PERMILLE
+    assert back.body.inputs.sessions[0].waiting == 0 and back.body.inputs.calls == []
