@@ -75,10 +75,10 @@ def _check_schema(raw: bytes, sid: str) -> None:
     text = raw.decode("ascii", "replace")
     if not text.lstrip("-").isdigit():
         return
-    schema = int(text) if len(text) < 30 else None
+    schema = int(text) if len(text) < 30 else None  # never parse thousands of digits
     if schema in SCHEMAS:
         return
-    shown = schema if schema is not None else "past 64 bits"  # a stored value
+    shown = schema if schema is not None and abs(schema) < 1 << 63 else "past 64 bits"
     raise MorphzError("SNAPSHOT_INVALID", f"snapshot {sid[:80]} has record schema {shown}; "
                       f"this server reads schemas {', '.join(map(str, SCHEMAS))}",
                       snapshot=sid[:80])
