@@ -59,6 +59,7 @@ from morphz.services.encoding.core import snapshot_store
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.snapshot import item_rows
+from morphz.shared.mind.snapshots import TABLE as SNAPSHOTS
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -94,7 +95,7 @@ class Bench:
             self.as_caller = {"caller": IN_PROCESS_CALLER}
         self.write_ms = 0.0  # the last compile's snapshot write (in process only)
 
-    def _timed_write(self, store, context: str, record: dict, *rest) -> None:
+    def _timed_write(self, store, context: str, record, *rest) -> None:
         t = time.perf_counter()
         snapshot_store.put(store, context, record, *rest)
         self.write_ms = (time.perf_counter() - t) * 1000
@@ -164,7 +165,7 @@ class Bench:
                     out[c]["wall"].append(w * 1000)
                     out[c]["cpu"].append(p * 1000)
                     out[c]["write"].append(self.write_ms)
-                out[c]["bytes"] = e["bytes"]
+                out[c]["bytes"] = field(e, "bytes")
             if self.app is None:
                 w = time.perf_counter()
                 floor(self.store, c, e)
@@ -175,14 +176,19 @@ class Bench:
         return out
 
 
-def floor(store: LmdbStore, context: str, encoding: dict) -> None:
+def field(encoding, name: str):
+    """A field of a compile's reply: the core's Encoding, or the gRPC client's dict."""
+    return encoding[name] if isinstance(encoding, dict) else getattr(encoding, name)
+
+
+def floor(store: LmdbStore, context: str, encoding) -> None:
     """Timed beside the compiles as the machine's speed at the time: the least any compile
     of this encoding does in Python, one dict per item as the reply holds them, the items
     packed as the snapshot's rows (snapshot.item_rows) by orjson and stored by one LMDB
     put (beside the compile's own snapshot, under the snapshot's id and a suffix)."""
-    items = [dict(it, parts=[dict(p) for p in it["parts"]]) for it in encoding["items"]]
-    store.put_record(context, snapshot_store.TABLE, (encoding["snapshot"] + "-floor",),
-                     orjson.dumps({"text": encoding["text"], "rows": item_rows(items)}))
+    items = [dict(it, parts=[dict(p) for p in it["parts"]]) for it in field(encoding, "items")]
+    store.put_record(context, SNAPSHOTS, (field(encoding, "snapshot") + "-floor",),
+                     orjson.dumps({"text": field(encoding, "text"), "rows": item_rows(items)}))
 
 
 def profile(bench: "Bench", ctx: str, n: int) -> None:

@@ -1,21 +1,13 @@
-"""EncodingService over gRPC: request -> EncodingCore -> reply message."""
+"""EncodingService over gRPC: request -> EncodingCore -> reply message (convert.py)."""
 from __future__ import annotations
 
-import json
-
-from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
+from morphz.services.encoding import convert
+from morphz.services.encoding.convert import scope_of
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
-from morphz.shared.protojson import from_plain
-
-
-def scope_of(msg: pb.Scope) -> dict:
-    return {"sessions": list(msg.sessions), "kinds": list(msg.kinds), "since": msg.since,
-            "until": msg.until, "frames": list(msg.frames),
-            "reveal_secrets": msg.reveal_secrets}
 
 
 class EncodingServicer(pb_grpc.EncodingServiceServicer):
@@ -24,40 +16,38 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
 
     @rpc_boundary
     def Compile(self, request, context):
-        reply = self._core.compile(
+        return convert.encoding(self._core.compile(
             request.context, request.session, activation=request.activation,
             budget_bytes=request.budget_bytes, budget_tokens=request.budget_tokens,
             preview_bytes=request.preview_bytes, must_read=list(request.must_read),
             scope=scope_of(request.scope), parent_snapshot=request.parent_snapshot,
             model=request.model, evaluation_profile=request.evaluation_profile,
             bindings=dict(request.bindings), capabilities=request.capabilities,
-            caller=caller_of(context), deadline=deadline_of(context))
-        return from_plain(reply, pb.Encoding)
+            caller=caller_of(context), deadline=deadline_of(context)))
 
     @rpc_boundary
     def ShowSnapshot(self, request, context):
-        record = self._core.show(request.context, request.snapshot, caller=caller_of(context))
-        return pb.SnapshotRecord(record_json=json.dumps(record, ensure_ascii=False).encode())
+        return convert.snapshot_record(
+            self._core.show(request.context, request.snapshot, caller=caller_of(context)))
 
     @rpc_boundary
     def Replay(self, request, context):
-        return from_plain(self._core.replay(request.context, request.snapshot,
-                                            caller=caller_of(context)),
-                          pb.ReplayReport)
+        return convert.replay_report(
+            self._core.replay(request.context, request.snapshot, caller=caller_of(context)))
 
     @rpc_boundary
     def Check(self, request, context):
-        return from_plain(self._core.check(request.context, request.snapshot,
-                                           caller=caller_of(context)), pb.CheckReport)
+        return convert.check_report(
+            self._core.check(request.context, request.snapshot, caller=caller_of(context)))
 
     @rpc_boundary
     def Read(self, request, context):
-        return from_plain(self._core.read(request.context, request.snapshot, request.ref,
-                                          request.offset, request.limit,
-                                          caller=caller_of(context)), pb.ReadResult)
+        return convert.read_result(
+            self._core.read(request.context, request.snapshot, request.ref, request.offset,
+                            request.limit, caller=caller_of(context)))
 
     @rpc_boundary
     def Search(self, request, context):
-        return from_plain(self._core.search(request.context, request.snapshot, request.query,
-                                            request.limit,
-                                            caller=caller_of(context)), pb.SearchResult)
+        return convert.search_result(
+            self._core.search(request.context, request.snapshot, request.query,
+                              request.limit, caller=caller_of(context)))

@@ -402,6 +402,52 @@ class MindView:
         """Every grant: (principal, right, session)."""
         return [k for k, _ in self._scan("policy")]
 
+    # -- what an encoding compile reads (services/encoding) ----------------------------
+    # Intent-named read-aheads (one round trip each where the store is remote) and the
+    # frames and events keyed by their stored form for a cache that outlives a request:
+    # the encoding service names no table and decodes no row.
+    def prefetch_session(self, session: str, *, last: bool = False) -> None:
+        """The meta and one session's record (`last`: the view's last read)."""
+        self.prefetch_tables({"meta": [()], "sessions": [(session,)]}, last=last)
+
+    def prefetch_activation(self, activation: str) -> None:
+        """The meta and one activation's record."""
+        self.prefetch_tables({"activations": [(activation,)], "meta": [()]})
+
+    def prefetch_encoding_scans(self, session: str) -> None:
+        """Every whole scan a compile for `session` makes (gather.py), in one ScanMany."""
+        self.prefetch_scans([("pending", (session,)), ("root_requests", ()), ("inbox", ()),
+                             ("frames", ()), ("order", ()), ("relations", ()),
+                             ("checkpoints", ()), ("sessions", ()), ("open_calls", (session,))])
+
+    def prefetch_inputs(self, observations: Iterable[int], events: Iterable[int], *,
+                        max_bytes: Optional[int] = None) -> None:
+        """These observations' states and these events, read ahead together."""
+        self.prefetch_tables({"observations": [(seq,) for seq in observations],
+                              "events": [(seq,) for seq in events]}, max_bytes=max_bytes)
+
+    def frame_cache_keys(self) -> list[bytes]:
+        """Every frame's cache key (its stored form: equal keys are equal frames, a
+        changed frame has a new key), in no particular order; frame_of_key decodes one."""
+        return self.frame_rows()
+
+    @staticmethod
+    def frame_of_key(key: bytes) -> R.Frame:
+        return R.loads(R.Frame, key)
+
+    def event_cache_key(self, seq: int) -> Optional[bytes]:
+        """The event's cache key (its stored form, which names its context and seq: a key
+        names one event); None when there is no such event. event_of_key decodes one."""
+        return self.event_row(seq)
+
+    @staticmethod
+    def event_of_key(key: bytes) -> R.Event:
+        return R.loads(R.Event, key)
+
+    def snapshot_row(self, snapshot_id: str) -> Optional[bytes]:
+        """An encoding snapshot's stored bytes (shared/mind/snapshots.py reads them)."""
+        return self._get("snapshots", (snapshot_id,))
+
     # -- encoding snapshots -------------------------------------------------------------
     def snapshot(self, snapshot_id: str) -> Optional[dict]:
         """A stored snapshot record as the JSON object it must be (its fields belong to

@@ -87,7 +87,7 @@ def enc(store, core):
 
 def test_a_compile_runs_with_the_collector_paused(enc, collections):
     reply = enc.compile("c", "s1", budget_bytes=MAX_BUDGET_BYTES, caller=CALLER)
-    assert len(reply["items"]) > 300
+    assert len(reply.items) > 300
     collections.clear()
     enc.compile("c", "s1", budget_bytes=MAX_BUDGET_BYTES, caller=CALLER)
     assert len(collections) <= 1, collections  # one the allocations before the pause may make

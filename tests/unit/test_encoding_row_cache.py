@@ -5,6 +5,7 @@ a row revealed once stays redacted for a compile that does not reveal, and the c
 stays within its bounds."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from datetime import datetime, timezone
@@ -15,6 +16,7 @@ from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.row_cache import ENTRY_OVERHEAD, MAX_ROW_BYTES, RowCache
 from morphz.services.encoding.core.material import FrameIn
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
+from morphz.services.encoding.core.scope import Scope
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
@@ -49,8 +51,8 @@ def _compile(enc: EncodingCore, store, act: str, **kw) -> tuple[dict, bytes]:
     e = enc.compile("c", "s1", activation=act, budget_bytes=MAX_BUDGET_BYTES, caller=CALLER,
                     **kw)
     with store.reader("c") as r:
-        stored = r.get("snapshots", (e["snapshot"],))
-    return e, stored
+        stored = r.get("snapshots", (e.snapshot,))
+    return dataclasses.asdict(e), stored  # the reply's fields, compared whole below
 
 
 def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
@@ -73,7 +75,7 @@ def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
             _commit(tx, step, reason="step")
         act = tx.activate("c", "s1", caller=CALLER)["id"]
         for reveal, ask in itertools.product((False, True, False), asks):
-            scope = {"reveal_secrets": True} if reveal else None
+            scope = Scope(reveal_secrets=True) if reveal else None
             cached = len(cache)
             got, got_raw = _compile(warm, store, act, scope=scope, **ask)
             if i or reveal:  # past the first compile the warm engine renders from its cache
@@ -100,7 +102,7 @@ def test_sec_04_a_frame_revealed_once_stays_redacted_for_a_compile_that_does_not
     cache = RowCache()
     enc = _engine(store, tx, "enc", cache)
     act = tx.activate("c", "s1", caller=CALLER)["id"]
-    revealed, _ = _compile(enc, store, act, scope={"reveal_secrets": True})
+    revealed, _ = _compile(enc, store, act, scope=Scope(reveal_secrets=True))
     assert SECRET in revealed["text"] and len(cache) == 2  # the frame's row, the event's
     plain, raw = _compile(enc, store, act)
     assert SECRET not in plain["text"] and "[secret db]" in plain["text"]
@@ -115,7 +117,7 @@ def test_sec_04_an_event_revealed_once_stays_redacted_for_a_compile_that_does_no
                           caller=CALLER)["ref"]
     enc = _engine(store, tx, "enc", RowCache())
     act = tx.activate("c", "s1", caller=CALLER)["id"]
-    revealed, _ = _compile(enc, store, act, scope={"reveal_secrets": True})
+    revealed, _ = _compile(enc, store, act, scope=Scope(reveal_secrets=True))
     plain, raw = _compile(enc, store, act)
     assert SECRET in revealed["text"] and SECRET not in plain["text"]
     assert f"[secret {ref}]" in plain["text"] and SECRET.encode() not in raw

@@ -6,40 +6,40 @@ from __future__ import annotations
 
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
+from morphz.services.encoding.core.record import SnapshotRecord
+from morphz.services.encoding.core.results import CheckReport, Dependency
 
 
-def check(record: dict, m: MindView) -> dict:
-    inputs = record["inputs"]
-    changed: list[dict] = []
+def check(record: SnapshotRecord, m: MindView) -> CheckReport:
+    inputs = record.body.inputs
+    changed: list[Dependency] = []
 
     def note(key: str, kind: str, reason: str, recorded: int = 0, current: int = 0) -> None:
-        changed.append({"key": key, "kind": kind, "status": "changed", "reason": reason,
-                        "recorded_revision": recorded, "current_revision": current})
+        changed.append(Dependency(key, kind, "changed", reason, recorded, current))
 
-    for o in inputs["observations"]:
-        obs = m.observation(int(o["ref"][2:]))
+    for o in inputs.observations:
+        obs = m.observation(o.seq)
         if obs is None or obs.retired:
-            note(o["ref"], "event", "source_retired")
-    for f in inputs["frames"]:
-        cur = m.frame(f["id"])
+            note(o.ref, "event", "source_retired")
+    for f in inputs.frames:
+        cur = m.frame(f.id)
         if cur is None:
-            note(f["id"], "frame", "frame_removed", f["revision"])
+            note(f.id, "frame", "frame_removed", f.revision)
         elif cur.state == R.RETIRED:
-            note(f["id"], "frame", "frame_retired", f["revision"], cur.revision)
-        elif cur.revision != f["revision"]:
-            note(f["id"], "frame", "frame_revised", f["revision"], cur.revision)
-    for s, n, o in inputs["relations"]:
+            note(f.id, "frame", "frame_retired", f.revision, cur.revision)
+        elif cur.revision != f.revision:
+            note(f.id, "frame", "frame_revised", f.revision, cur.revision)
+    for s, n, o in inputs.relations:
         if not m.has_relation(s, n, o):
             note(f"{s} {n} {o}", "relation", "relation_removed")
-    for s in inputs["sessions"]:
-        cur = m.session(s["id"])
-        if cur is not None and cur.state == R.RETIRED and s["state"] != R.RETIRED:
+    for s in inputs.sessions:
+        cur = m.session(s.id)
+        if cur is not None and cur.state == R.RETIRED and s.state != R.RETIRED:
             # The evaluating session losing attention revokes the snapshot's access.
-            reason = "access_revoked" if s["id"] == record["session"] else "session_retired"
-            note(s["id"], "session", reason)
+            reason = "access_revoked" if s.id == record.session else "session_retired"
+            note(s.id, "session", reason)
     meta = m.meta()
-    checked = (len(inputs["observations"]) + len(inputs["frames"]) + len(inputs["relations"])
-               + len(inputs["sessions"]))
-    return {"snapshot": record["id"], "snapshot_revision": record["revision"],
-            "checked_revision": meta.revision, "current": not changed,
-            "valid_for_new_use": not changed, "inputs_checked": checked, "changed": changed}
+    checked = (len(inputs.observations) + len(inputs.frames) + len(inputs.relations)
+               + len(inputs.sessions))
+    return CheckReport(record.id, record.head.revision, meta.revision, not changed,
+                       not changed, checked, changed)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from opentelemetry import trace
+
+import msgspec
 
 from morphz.shared.telemetry import NO_TRACING
 
@@ -32,7 +34,10 @@ from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
 from morphz.shared.names import check_lookup, check_name
+from morphz.services.encoding.core.record import Omission, Region, SnapshotRecord
 from morphz.services.encoding.core.render import render
+from morphz.services.encoding.core.results import (
+    CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
 
@@ -67,10 +72,10 @@ class EncodingCore:
     @cycles_not_collected  # thousands of containers, all alive until it returns
     def compile(self, context: str, session: str, *, activation: str = "",
                 budget_bytes: int = 0, budget_tokens: int = 0, preview_bytes: int = 0,
-                must_read: list[str] = (), scope: Optional[dict] = None,
+                must_read: list[str] = (), scope: Optional[Scope] = None,
                 parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
-                bindings: Optional[dict] = None, capabilities: bool = False,
-                caller: Caller, deadline: Deadline = NEVER) -> dict:
+                bindings: Optional[Mapping[str, str]] = None, capabilities: bool = False,
+                caller: Caller, deadline: Deadline = NEVER) -> Encoding:
         # Everything the caller sent is checked before the activation claims anything.
         check_name(context, "context")
         check_name(session, "session")
@@ -79,7 +84,7 @@ class EncodingCore:
         budget = Budget.make(budget_bytes, budget_tokens, preview_bytes)
         env = Environment.make(model, evaluation_profile, bindings, capabilities)
         wanted = check_must_read(list(must_read))
-        requested = Scope.from_dict(scope)
+        requested = scope or Scope()  # checked where it was made (Scope.make)
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.session", session)
@@ -97,15 +102,15 @@ class EncodingCore:
                     if parent_snapshot else None
                 # This reader's last read: the meta and the session in one round trip, which
                 # also lets a remote snapshot go (no CloseSnapshot).
-                m.prefetch_tables({"meta": [()], "sessions": [(session,)]}, last=True)
+                m.prefetch_session(session, last=True)
                 m.require_meta(context)
                 evaluated = m.session(session)  # checked below, after the parent's scope
             if parent is not None:
-                if parent["session"] != session:
+                if parent.session != session:
                     raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
                                       "session; it cannot be narrowed for another",
                                       snapshot=parent_snapshot, session=session)
-                parent_scope = Scope.from_dict(parent["scope"])
+                parent_scope = parent.head.scope.scope()
             frozen = parent_scope.narrow(requested)
             _check_session(evaluated, session)
             # Past its deadline (SEC-07) a compile stops between its stages: before it
@@ -119,7 +124,7 @@ class EncodingCore:
                                                caller=SERVICE_CALLER)["id"]
             def read(reader: Reader) -> tuple[R.Activation, Gathered]:
                 m = MindView(reader)
-                m.prefetch_tables({"activations": [(act_id,)], "meta": [()]})  # one trip
+                m.prefetch_activation(act_id)  # one trip
                 act = m.activation(act_id)
                 if act is not None and not policy.allowed(m, caller, policy.ENCODE,
                                                           act.session):
@@ -156,12 +161,11 @@ class EncodingCore:
             span.set_attribute("morphz.encoding.items", len(r.items))
             span.set_attribute("morphz.snapshot", snapshot_id)
             span.set_attribute("morphz.activation", act.id)
-        return {"snapshot": snapshot_id, "hash": record["hash"], "text": r.text,
-                "bytes": r.bytes, "chars": len(r.text), "regions": r.regions,
-                "items": r.items, "pressure": r.pressure.view(), "activation": act.id,
-                "claimed": [R.ref(s) for s in act.claimed], "revision": g.material.revision,
-                "tick": g.material.tick, "omitted": g.omitted,
-                "omitted_total": g.omitted_total}
+        return Encoding(snapshot_id, record.head.hash, r.text, r.bytes, len(r.text),
+                        msgspec.convert(r.regions, list[Region]), r.items,
+                        record.head.pressure, act.id, [R.ref(s) for s in act.claimed],
+                        g.material.revision, g.material.tick,
+                        msgspec.convert(g.omitted, list[Omission]), g.omitted_total)
 
     def _fit(self, m, r, wanted: list[str]) -> None:
         """Fail loudly when the encoding is over budget; never shorten anything."""
@@ -203,13 +207,13 @@ class EncodingCore:
                           items=named, must_read=[w for w in wanted] or None, **limits)
 
     # -- snapshots --------------------------------------------------------------------------
-    def show(self, context: str, snapshot: str, *, caller: Caller) -> dict:
+    def show(self, context: str, snapshot: str, *, caller: Caller) -> SnapshotRecord:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
             return _snapshot(MindView(reader), context, snapshot, caller)
 
-    def replay(self, context: str, snapshot: str, *, caller: Caller) -> dict:
+    def replay(self, context: str, snapshot: str, *, caller: Caller) -> ReplayReport:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._tracer.start_as_current_span("encoding.replay"), \
@@ -219,16 +223,16 @@ class EncodingCore:
             with snapshot_store.reading(snapshot):
                 material, problems = thaw(record, m)
                 deps = depcheck.check(record, m)
-            r = render(material, record["budget"].get("maintenance_permille",
-                                                      MAINTENANCE_PERMILLE))
-        replay_hash = text_hash(r.text)
-        ranges_match = r.items == record["items"] and r.regions == record["regions"]
-        return {"snapshot": snapshot, "hash": record["hash"], "replay_hash": replay_hash,
-                "match": replay_hash == record["hash"] and ranges_match,
-                "ranges_match": ranges_match, "bytes": r.bytes, "text": r.text,
-                "dependencies": deps, "problems": problems}
+            r = render(material, record.head.budget.maintenance_permille)
+        replay_hash, recorded = text_hash(r.text), record.head.hash
+        body = record.body
+        ranges_match = (r.items == msgspec.to_builtins(body.items) and
+                        r.regions == msgspec.to_builtins(body.regions))
+        return ReplayReport(snapshot, recorded, replay_hash,
+                            replay_hash == recorded and ranges_match, ranges_match, r.bytes,
+                            r.text, deps, problems)
 
-    def check(self, context: str, snapshot: str, *, caller: Caller) -> dict:
+    def check(self, context: str, snapshot: str, *, caller: Caller) -> CheckReport:
         check_name(context, "context")
         check_name(snapshot, "snapshot")
         with self._store.reader(context) as reader:
@@ -239,7 +243,7 @@ class EncodingCore:
 
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,
-             limit: int = 0, *, caller: Caller) -> dict:
+             limit: int = 0, *, caller: Caller) -> ReadPage:
         check_lookup(ref, "ref")
         if not 0 <= limit <= MAX_READ_CHARS or offset < 0:
             raise bad(f"limit must be 0..{MAX_READ_CHARS} characters", field="limit")
@@ -249,18 +253,18 @@ class EncodingCore:
             m = MindView(reader)
             # Only the head (scope, session, id) is needed: no unpacking of the items.
             record = _snapshot(m, context, snapshot, caller, head=True)
-            scope = Scope.from_dict(record["scope"])
+            scope, session = record.head.scope.scope(), record.session
             with snapshot_store.reading(snapshot):
                 _check_access(record, m)
             ev = m.event_by_ref(ref)
-            if ev is not None and not Viewer(m, record["session"]).sees(ev):
+            if ev is not None and not Viewer(m, session).sees(ev):
                 ev = None  # another session's private evidence reads as missing (CONC-07)
             if ev is None and R.is_ref(ref):
                 raise MorphzError("EVENT_NOT_FOUND", f"no event {ref[:80]}", ref=ref[:80])
             if ev is not None:
                 seq = ev.seq
                 # What the session may see is its causal scope; kinds and times narrow it.
-                why = scope.why_not_event(record["session"], ev.kind, ev.time)
+                why = scope.why_not_event(session, ev.kind, ev.time)
                 if why:
                     raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
                                       ref=R.ref(seq), snapshot=snapshot)
@@ -280,12 +284,11 @@ class EncodingCore:
                     f.revision, f.state)
         limit = limit or DEFAULT_READ_CHARS
         end = min(len(text), offset + limit)
-        return {"ref": key, "kind": kind, "text": text[offset:end], "offset": offset,
-                "next_offset": end, "total_chars": len(text), "has_more": end < len(text),
-                "state": state, "revision": revision}
+        return ReadPage(key, kind, text[offset:end], offset, end, len(text), end < len(text),
+                        state, revision)
 
     def search(self, context: str, snapshot: str, query: str, limit: int = 0,
-               *, caller: Caller) -> dict:
+               *, caller: Caller) -> SearchResult:
         terms, limit = searching.check_query(query, limit)  # before anything is read
         check_name(context, "context")
         check_name(snapshot, "snapshot")
@@ -310,27 +313,27 @@ def _check_session(s: Optional[R.Session], session: str) -> None:
 
 
 def _snapshot(m: MindView, context: str, snapshot: str, caller: Caller,
-              head: bool = False) -> dict:
+              head: bool = False) -> SnapshotRecord:
     """A snapshot record the caller may use: `encode` in the context (FORBIDDEN, before
     its existence is told), then for the record's session (else: as if missing); a
     snapshot whose scope revealed secrets also needs `reveal` for that session (its
     replays, reads and searches show them)."""
     policy.check_any(m, context, caller, policy.ENCODE)
     record = (snapshot_store.head if head else snapshot_store.load)(m, context, snapshot)
-    if not policy.allowed(m, caller, policy.ENCODE, record["session"]):
+    if not policy.allowed(m, caller, policy.ENCODE, record.session):
         raise snapshot_store.not_found(snapshot)
-    if record["scope"].get("reveal_secrets"):
-        policy.check(m, context, caller, policy.REVEAL, record["session"])
+    if record.head.scope.reveal_secrets:
+        policy.check(m, context, caller, policy.REVEAL, record.session)
     return record
 
 
-def _check_access(record: dict, m: MindView) -> None:
+def _check_access(record: SnapshotRecord, m: MindView) -> None:
     """A frozen scope serves new reads only while its session still holds attention:
     retiring the session revokes the access the scope granted (ASM-04)."""
-    s = m.session(record["session"])
+    s = m.session(record.session)
     if s is None or s.state == R.RETIRED:
-        raise MorphzError("SNAPSHOT_INVALID", f"snapshot {record['id']}: access revoked "
-                          f"(session {record['session']} is retired); replay still shows "
-                          "what the evaluation saw", snapshot=record["id"],
+        raise MorphzError("SNAPSHOT_INVALID", f"snapshot {record.id}: access revoked "
+                          f"(session {record.session} is retired); replay still shows "
+                          "what the evaluation saw", snapshot=record.id,
                           why="access_revoked")
 

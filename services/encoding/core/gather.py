@@ -50,9 +50,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     g = Gathered()
     meta = m.meta()
     # The scans below, in one round trip where the store is remote (not one each).
-    m.prefetch_scans([("pending", (session,)), ("root_requests", ()), ("inbox", ()),
-                      ("frames", ()), ("order", ()), ("relations", ()), ("checkpoints", ()),
-                      ("sessions", ()), ("open_calls", (session,))])
+    m.prefetch_encoding_scans(session)
     pending = set(m.pending(session))
     claimed = set(act.claimed)
     fresh = claimed | set(act.results)
@@ -69,8 +67,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     # (past READ_AHEAD_BYTES, large events are read as they come).
     calls = m.open_calls(session)
     read = set(inbox) | pending | claimed | {seq for seq, _ in calls}
-    m.prefetch_tables({"observations": [(seq,) for seq in inbox],
-                       "events": [(seq,) for seq in sorted(read)]}, max_bytes=READ_AHEAD_BYTES)
+    m.prefetch_inputs(inbox, sorted(read), max_bytes=READ_AHEAD_BYTES)
     reveal, preview_bytes = scope.reveal_secrets, budget.preview_bytes
     for seq in inbox:
         seen, kept = _seen(m, cache, seq, reveal)
@@ -100,18 +97,18 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
 
     # Placement order first; frames the order does not name follow by id (as ListFrames).
     rendered: list[FrameIn] = []
-    rows = m.frame_rows()
+    keys = m.frame_cache_keys()
     # One lookup per frame (hot: every frame, every compile); None: no cache.
-    cached = cache.get_many(rows, reveal) if cache is not None else [None] * len(rows)
+    cached = cache.get_many(keys, reveal) if cache is not None else [None] * len(keys)
     by_id = {}
-    for row, f in zip(rows, cached):
+    for key, f in zip(keys, cached):
         if f is None:
-            f = frame_in(R.loads(R.Frame, row), meta.tick, reveal)
+            f = frame_in(m.frame_of_key(key), meta.tick, reveal)
             if f.state != R.RETIRING and cache is not None:  # see row_cache.py
                 if f.state == R.ACTIVE:
                     f.rendered = frame_item(f)
                 f.frozen = frame_input(f)
-                cache.put(row, reveal, f)
+                cache.put(key, reveal, f)
         by_id[f.id] = f
     retired, narrowed, add = R.RETIRED, bool(scope.frames), rendered.append  # hot loop
     for f in m.in_placement_order(by_id):
@@ -158,16 +155,16 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
 
 def _seen(m: MindView, cache: Optional[RowCache], seq: int,
           reveal: bool) -> tuple[SeenEvent, bool]:
-    """The event `seq` as compiles show it, from the cache by its row or made now; and
+    """The event `seq` as compiles show it, from the cache by its key or made now; and
     whether the cache keeps it."""
-    row = m.event_row(seq)
-    seen = cache.get(row, reveal) if cache is not None else None
+    key = m.event_cache_key(seq)
+    seen = cache.get(key, reveal) if cache is not None else None
     if seen is not None:
         return seen, True
-    ev = R.loads(R.Event, row)
+    ev = m.event_of_key(key)
     text = secrets.shown_text(ev, reveal)
     seen = SeenEvent(ev, text, len(text.encode("utf-8")))
-    return seen, cache is not None and cache.put(row, reveal, seen)
+    return seen, cache is not None and cache.put(key, reveal, seen)
 
 
 def _open_calls(m: MindView, calls: list[tuple[int, str]]) -> list[dict]:

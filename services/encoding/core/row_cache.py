@@ -1,13 +1,14 @@
 """What compiles made of stored rows, kept from one compile to the next.
 
-A stored row fixes everything made of it, so the row's bytes, with whether secrets are
-revealed, are the key: a hit skips decoding, redaction and rendering, and a changed
-record is a new row, never a stale hit. Two kinds of rows are kept:
+A stored row fixes everything made of it, so the row's bytes (MindView's cache key for a
+frame or an event), with whether secrets are revealed, are the key: a hit skips decoding,
+redaction and rendering, and a changed record is a new row, never a stale hit. Two kinds
+of rows are kept:
 
-- a frame's row (frames table): its FrameIn, with its rendered item and snapshot input
+- a frame's row (MindView.frame_cache_keys): its FrameIn, with its rendered item and snapshot input
   (material.py). A frame row fixes the item's id, revision, state, protection, sources
   and body. Retiring frames are not kept (their remaining ticks follow the clock).
-- an event's row (events table): its SeenEvent, the event decoded with its shown text
+- an event's row (MindView.event_cache_key): its SeenEvent, the event decoded with its shown text
   and the inbox items made of it. Events never change, and the row holds the event's
   context, sequence number and id, so a row names one event of one context.
 

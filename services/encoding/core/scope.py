@@ -56,13 +56,6 @@ class Scope:
         return Scope(tuple(sorted(set(sessions))), tuple(sorted(set(kinds))), since, until,
                      tuple(sorted(set(frames))), bool(reveal_secrets))
 
-    @staticmethod
-    def from_dict(d: Optional[dict]) -> "Scope":
-        d = d or {}
-        return Scope.make(d.get("sessions") or (), d.get("kinds") or (), d.get("since") or "",
-                          d.get("until") or "", d.get("frames") or (),
-                          bool(d.get("reveal_secrets")))
-
     def to_dict(self) -> dict:
         # reveal_secrets only when set: records written before it keep their form.
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()

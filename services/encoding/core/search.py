@@ -6,6 +6,7 @@ blank query is rejected before anything is read."""
 from __future__ import annotations
 
 from morphz.services.encoding.core.options import bad
+from morphz.services.encoding.core.results import SearchHit, SearchResult
 from morphz.shared.text.analyze import normalize  # the same folding as recall's index
 
 MAX_QUERY_CHARS = 1024
@@ -23,20 +24,21 @@ def check_query(query: str, limit: int) -> tuple[list[str], int]:
     return normalize(query).split(), limit or DEFAULT_LIMIT
 
 
-def search(terms: list[str], limit: int, material: list[tuple[str, str, str]]) -> dict:
+def search(terms: list[str], limit: int,
+           material: list[tuple[str, str, str]]) -> SearchResult:
     """material: (key, kind, text). All terms must occur (NFKC + case folded)."""
     if not material:
-        return {"hits": [], "empty_reason": "empty_index", "searched": 0,
-                "message": "the snapshot's scope holds nothing to search"}
+        return SearchResult([], "empty_index", 0,
+                            "the snapshot's scope holds nothing to search")
     hits = []
     for key, kind, text in material:
         norm = normalize(text)
         if all(t in norm for t in terms):
             at = max(0, norm.find(terms[0]) - SNIPPET_CHARS // 4)
-            hits.append({"key": key, "kind": kind, "snippet": norm[at:at + SNIPPET_CHARS]})
+            hits.append(SearchHit(key, kind, norm[at:at + SNIPPET_CHARS]))
             if len(hits) >= limit:
                 break
     if not hits:
-        return {"hits": [], "empty_reason": "no_match", "searched": len(material),
-                "message": f"none of the {len(material)} items in scope matches every term"}
-    return {"hits": hits, "empty_reason": "", "searched": len(material), "message": ""}
+        return SearchResult([], "no_match", len(material),
+                            f"none of the {len(material)} items in scope matches every term")
+    return SearchResult(hits, "", len(material), "")

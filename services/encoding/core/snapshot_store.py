@@ -1,6 +1,7 @@
-"""Where the encoding service keeps its snapshots: written once with Store.put_record
-(a side record: the context's version does not move, so a transaction computed
-meanwhile still commits), read back through the read model and checked whole.
+"""Where the encoding service keeps its snapshots: written once through the snapshot
+repository (shared/mind/snapshots.py: a side record, so the context's version does not
+move and a transaction computed meanwhile still commits), read back through it at a
+view's version and checked whole as it is decoded (record.py, upcast.py).
 
 Only records freeze() built are written, so a record that does not check was written
 some other way (an older server took any JSON from any caller) or damaged since:
@@ -11,18 +12,18 @@ import contextlib
 from typing import Iterator, Optional
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.snapshots import SnapshotRepository, StoredSnapshot
 from morphz.shared.mind.view import MindView, snapshot_corrupt
 from morphz.shared.storage.api import Store
-from morphz.services.encoding.core import record_shape
-from morphz.services.encoding.core.snapshot import SCHEMAS, pack, unpack
+from morphz.services.encoding.core import upcast
+from morphz.services.encoding.core.record import SnapshotRecord
+from morphz.services.encoding.core.snapshot import Frozen, pack
 
-TABLE = "snapshots"
 
-
-def put(store: Store, context: str, record: dict,
+def put(store: Store, context: str, frozen: Frozen,
         rows: Optional[list[tuple]] = None) -> None:
     """`rows`: the record's items as pack() stores them, when the renderer made them."""
-    store.put_record(context, TABLE, (record["id"],), pack(record, rows))
+    SnapshotRepository(store).put(context, frozen.id, *pack(frozen, rows))
 
 
 def not_found(snapshot_id: str) -> MorphzError:
@@ -31,38 +32,23 @@ def not_found(snapshot_id: str) -> MorphzError:
                        snapshot=snapshot_id[:80])
 
 
-def _stored(view: MindView, context: str, snapshot_id: str) -> dict:
+def _stored(view: MindView, context: str, snapshot_id: str) -> StoredSnapshot:
     view.require_meta(context)
-    try:
-        stored = view.snapshot(snapshot_id)
-    except MorphzError as e:  # an id too long to be a key names no snapshot
-        if e.reason != "STORAGE_KEY_INVALID":
-            raise
-        stored = None
+    stored = SnapshotRepository.get(view, snapshot_id)
     if stored is None:
         raise not_found(snapshot_id)
-    schema = stored.get("schema")
-    if type(schema) is int and schema not in SCHEMAS:
-        shown = schema if abs(schema) < 1 << 63 else "past 64 bits"  # a stored value
-        raise MorphzError("SNAPSHOT_INVALID", f"snapshot {snapshot_id[:80]} has record "
-                          f"schema {shown}; this server reads schemas "
-                          f"{', '.join(map(str, SCHEMAS))}",
-                          snapshot=snapshot_id[:80])
-    record_shape.check_head(stored, snapshot_id, context)
     return stored
 
 
-def head(view: MindView, context: str, snapshot_id: str) -> dict:
-    """The record's head only (id, session, scope, budget...), body left packed: what a
-    scoped read or a compile narrowing the snapshot's scope needs."""
-    return _stored(view, context, snapshot_id)
+def head(view: MindView, context: str, snapshot_id: str) -> SnapshotRecord:
+    """The record's head only (id, session, scope, budget...), body left undecoded: what
+    a scoped read or a compile narrowing the snapshot's scope needs."""
+    return SnapshotRecord(upcast.head(_stored(view, context, snapshot_id), context)[0])
 
 
-def load(view: MindView, context: str, snapshot_id: str) -> dict:
-    """The whole record, unpacked and checked."""
-    record = unpack(_stored(view, context, snapshot_id))
-    record_shape.check_body(record, snapshot_id)
-    return record
+def load(view: MindView, context: str, snapshot_id: str) -> SnapshotRecord:
+    """The whole record, decoded, checked and upcast to the current form."""
+    return upcast.whole(_stored(view, context, snapshot_id), context)
 
 
 @contextlib.contextmanager

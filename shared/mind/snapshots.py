@@ -1,0 +1,105 @@
+"""The repository of encoding snapshots: each record put once beside a context's
+versioned state (a side record: the context's version does not move, so a transaction
+computed meanwhile still commits), and read back at a view's version.
+
+The stored form is the repository's: one JSON line for the record's head, then its body's
+JSON text (an older form held the body's text under the head's "packed", on one line).
+The fields are the encoding service's, which hands the types to decode into (msgspec
+Structs, services/encoding/core/record.py); a row that is not such JSON is
+SNAPSHOT_CORRUPT, the answer for a record that cannot be read, never a crash."""
+from __future__ import annotations
+
+from typing import Optional, Type, TypeVar, Union
+
+import msgspec
+
+from morphz.shared.errors import MorphzError
+from morphz.shared.mind.view import MindView, snapshot_corrupt
+from morphz.shared.storage.api import Store
+
+TABLE = "snapshots"
+T = TypeVar("T")
+
+_KINDS = {"array": "an array", "null": "null", "str": "a string", "int": "a number",
+          "float": "a number", "bool": "a boolean"}
+
+
+class StoredSnapshot:
+    """One stored record, undecoded: its head line and, when it followed the head, the
+    body's text."""
+
+    def __init__(self, snapshot_id: str, head: bytes, body: Optional[bytes]) -> None:
+        self.snapshot_id, self._head, self._body = snapshot_id, head, body
+
+    @property
+    def has_body_line(self) -> bool:
+        return self._body is not None
+
+    def head(self, type_: Type[T]) -> T:
+        """The head line decoded into `type_` (checked as it is decoded)."""
+        return decode(self._head, type_, self.snapshot_id)
+
+    def body(self, type_: Type[T], packed: Optional[str] = None) -> T:
+        """The body decoded into `type_`: the line after the head, or `packed` (the
+        older form's text under the head)."""
+        text = self._body if self._body is not None else packed
+        if text is None:
+            raise snapshot_corrupt(self.snapshot_id, "no body")
+        return decode(text, type_, self.snapshot_id)
+
+
+class SnapshotRepository:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def put(self, context: str, snapshot_id: str, head: bytes, body: bytes) -> None:
+        """Store a record: `head` and `body` are compact JSON (no raw newline)."""
+        self._store.put_record(context, TABLE, (snapshot_id,), head + b"\n" + body)
+
+    @staticmethod
+    def get(view: MindView, snapshot_id: str) -> Optional[StoredSnapshot]:
+        """The record `snapshot_id` names at the view's version; None when there is none
+        (an id too long to be a key names none)."""
+        try:
+            raw = view.snapshot_row(snapshot_id)
+        except MorphzError as e:
+            if e.reason != "STORAGE_KEY_INVALID":
+                raise
+            return None
+        if raw is None:
+            return None
+        head, newline, body = bytes(raw).partition(b"\n")
+        if newline:
+            try:  # text whatever part of it is read (a scoped read decodes the head only)
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise snapshot_corrupt(snapshot_id, "not JSON: the body is not UTF-8") from None
+        return StoredSnapshot(snapshot_id, head, body if newline else None)
+
+
+def decode(text: Union[bytes, str], type_: Type[T], snapshot_id: str) -> T:
+    """`text` as `type_`, or SNAPSHOT_CORRUPT saying where it is not."""
+    try:
+        return msgspec.json.decode(text, type=type_)
+    except msgspec.ValidationError as e:
+        raise snapshot_corrupt(snapshot_id, validation_why(e)) from None
+    except (msgspec.DecodeError, RecursionError) as e:
+        raise snapshot_corrupt(snapshot_id, f"not JSON: {str(e)[:120]}") from None
+
+
+def validation_why(e: msgspec.ValidationError) -> str:
+    """`where: what` of a validation error (`$.inputs.frames[0].revision` becomes
+    `inputs.frames[0].revision`); a check naming a field below the one msgspec names
+    (`.bindings.k: ...`) adds it to the path; a value that is no object says so."""
+    text = str(e)
+    what, sep, where = text.rpartition(" - at `$")
+    if not sep:
+        got = text.rpartition("got `")[2].rstrip("`")
+        if text.startswith("Expected `object`") and got in _KINDS:
+            return f"{_KINDS[got]}, not an object"
+        return text[:200]
+    where = where.rstrip("`")
+    if what.startswith("."):
+        sub, _, what = what.partition(": ")
+        where += sub
+    return f"{where.lstrip('.')[:160]}: {what[:200]}"
