@@ -4,7 +4,8 @@ insertions, repeats) for every RPC of every service (and health checking), taken
 the service descriptors; and random context-tx texts, to the server's parser (Commit;
 the parser alone: tests/unit/test_dsl_fuzz.py). No request is answered INTERNAL or UNKNOWN (nothing crashes
 a servicer), no unary call of a public service takes over SLOW_S (1 s) from its sending
-to its answer (a hang or a pathological input shows there first), the servers still
+to its answer, nor over SLOW_TIMES_P90 times the run's own 90th percentile when the machine
+is so loaded that every call is slow (a hang or a pathological input shows there first), the servers still
 answer afterwards, and every context's audit matches. Not timed: streams (a watch lasts
 as long as it follows) and the internal storage API, whose Commit waits up to 2 s for a
 pipelined predecessor by design (services/storage/servicer.py).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 from collections import Counter
 
@@ -35,6 +37,11 @@ CASES = int(os.environ.get("MORPHZ_FUZZ_CASES", "12000"))
 SEED = int(os.environ.get("MORPHZ_FUZZ_SEED") or random.SystemRandom().randrange(1 << 32))
 CRASHES = {"INTERNAL", "UNKNOWN"}
 SLOW_S = 1.0
+SLOW_TIMES_P90 = 10
+
+
+def _p90(values: list) -> float:
+    return statistics.quantiles(values, n=10)[-1] if len(values) >= 2 else 0.0
 CONTEXTS = ("fz1", "fz2")
 # Field values the generator draws from, so that requests reach real state. No table
 # names: a raw storage write is the storage API's to allow (it is internal, SEC-05).
@@ -86,6 +93,7 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
     outcomes: Counter = Counter()
     crashes: list = []
     slow: list = []
+    took_s: list = []  # every answered call's time, the run's own baseline
     window: list = []
 
     def send(rpc, what: str, payload: bytes) -> None:
@@ -103,8 +111,10 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
             outcomes[code.name] += 1
             if code.name in CRASHES:
                 crashes.append((rpc.path, what, code.name, err and err.message))
-            if took > SLOW_S and answered and rpc.role != "storage":
-                slow.append((rpc.path, what, round(took, 2)))
+            if answered and rpc.role != "storage":
+                took_s.append(took)
+                if took > SLOW_S:
+                    slow.append((rpc.path, what, round(took, 2)))
     try:
         for _ in range(CASES):
             pick = rng.random()
@@ -127,7 +137,11 @@ def test_sec_03_fuzzed_requests_get_structured_errors_and_nothing_breaks(fresh_s
     finally:
         for ch in channels.values():
             ch.close()
-    print(f"{CASES} requests: {dict(outcomes)}; over {SLOW_S:g} s: {len(slow)}")
+    # Slow means out of proportion (a request that amplifies CPU), judged against this
+    # run's own calls: on a loaded machine every call is slower alike, the tail most.
+    bound = max(SLOW_S, SLOW_TIMES_P90 * _p90(took_s))
+    slow = [s for s in slow if s[2] > bound]
+    print(f"{CASES} requests: {dict(outcomes)}; over {bound:.2f} s: {len(slow)}")
     assert not crashes, crashes[:10]
     assert not slow, slow[:10]
     # The servers still answer, and what they accepted is consistent.
