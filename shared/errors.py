@@ -151,6 +151,8 @@ REASONS: dict[str, Status] = {
     "RECALL_MODE_INVALID": Status.INVALID_ARGUMENT,
     # the vector leg was built by another embedder (or text version): rebuild the index
     "RECALL_INDEX_STALE": Status.FAILED_PRECONDITION,
+    # the server runs with its vector leg off (`--embedder none`): a vector search cannot run
+    "RECALL_VECTORS_OFF": Status.FAILED_PRECONDITION,
 }
 
 

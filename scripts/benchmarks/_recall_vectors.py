@@ -24,6 +24,7 @@ import numpy as np
 from common import log, percentile
 
 from morphz.services.recall.embedding.api import EmbedderIdentity
+from morphz.shared.errors import MorphzError
 
 POLL = 0.02
 
@@ -39,13 +40,24 @@ def _until(check: Callable[[], bool], bound: float) -> float:
 
 
 def _vectors_lag(recall, context: str) -> int:
-    return recall.inspect(context)["vectors"]["lag"]
+    """The leg's lag; an inspect past its deadline (a server just started on a loaded
+    machine: one took over 60 s) counts as still lagging, and is asked again."""
+    try:
+        return recall.inspect(context)["vectors"]["lag"]
+    except MorphzError as e:
+        if e.reason != "DEADLINE_EXCEEDED":
+            raise
+        log(f"    (inspect of {context} past its deadline; asking again)")
+        return -1
 
 
-def fill_after_rebuild(recall, context: str, cold_rebuild_s: float, bound: float) -> dict:
-    """After the first rebuild (`cold_rebuild_s`, the cache empty): its vector fill; then a
-    second rebuild and its fill, from the cache."""
+def fill_after_rebuild(recall, context: str, cold_rebuild_s: float, bound: float,
+                       cached: bool = True) -> dict:
+    """After the first rebuild (`cold_rebuild_s`, the cache empty): its vector fill; then
+    (`cached`) a second rebuild and its fill, from the cache."""
     cold_fill = _until(lambda: _vectors_lag(recall, context) == 0, bound)
+    if not cached:
+        return {"cold_fill_s": cold_fill, "cold_total_s": cold_rebuild_s + cold_fill}
     t = time.perf_counter()
     recall.rebuild(context)
     warm_rebuild = time.perf_counter() - t
@@ -83,8 +95,8 @@ def hot_paths(tx, recall, store_commit_burst: Callable[[int], None], context: st
     _until(lambda: recall.inspect(context)["lag"] == 0, 600)  # the lexical leg has it
     lexical_s = time.perf_counter() - t
     lag = _vectors_lag(recall, context)
-    busy_c, busy_s, n_busy = ops(samples, lambda: _vectors_lag(recall, context) > 0)
-    caught = _until(lambda: _vectors_lag(recall, context) == 0, 3600)
+    busy_c, busy_s, n_busy = ops(samples, lambda: _vectors_lag(recall, context) != 0)
+    caught = _until(lambda rc=recall: _vectors_lag(rc, context) == 0, 3600)
     p = lambda xs: percentile(xs, 50) * 1000 if xs else float("nan")  # noqa: E731
     return {"idle_commit_p50_ms": p(idle_c), "idle_search_p50_ms": p(idle_s),
             "lagging_commit_p50_ms": p(busy_c), "lagging_search_p50_ms": p(busy_s),
@@ -179,3 +191,57 @@ def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
         worker.close()
         cache.close()
         store.close()
+
+
+def steady_state(serve: Callable[[str], tuple], embedders: dict[str, str], context: str,
+                 search_context: str, queries: list[str], words: list[str], rate: float,
+                 samples: int, rounds: int) -> dict:
+    """Commit p50 and lexical search p50 at a constant commit rate, the vector leg off
+    (`--embedder none`) against on, each in a server of its own over the same data,
+    `rounds` times each in turn (off, on, off, on...: load on the shared machine hits
+    both alike). A tick: one commit to `context`, one lexical search of
+    `search_context`, then sleep to the next tick of `rate` per second. With the leg
+    on, its lag is sampled every tenth tick (outside the timings): the rate is one the
+    leg keeps up with when its lag stays small and ends at 0."""
+    out: dict = {name: {"commit": [], "search": [], "max_lag": 0, "end_lag": 0}
+                 for name in embedders}
+    tick = 1.0 / rate
+    for r in range(rounds):
+        for name, spec in embedders.items():
+            app, tx, recall = serve(spec)
+            row = out[name]
+            try:
+                if name == "on":  # what the off rounds wrote: the leg catches up first
+                    _until(lambda rc=recall: _vectors_lag(rc, context) == 0, 3600)
+                for i in range(10):  # warm-up
+                    tx.append_event(context, "s1", "user-message", f"warm {r} {i}")
+                    recall.search(search_context, queries[i % len(queries)], limit=20,
+                                  mode="lexical")
+                nxt = time.perf_counter()
+                for i in range(samples):
+                    t = time.perf_counter()
+                    tx.append_event(context, "s1", "user-message",
+                                    f"{words[i % len(words)]} steady {r} {i}")
+                    row["commit"].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    recall.search(search_context, queries[i % len(queries)], limit=20,
+                                  mode="lexical")
+                    row["search"].append(time.perf_counter() - t)
+                    if name == "on" and i % 10 == 9:
+                        row["max_lag"] = max(row["max_lag"], _vectors_lag(recall, context))
+                    nxt += tick
+                    time.sleep(max(0.0, nxt - time.perf_counter()))
+                if name == "on":
+                    row["end_lag"] = _vectors_lag(recall, context)
+                    _until(lambda rc=recall: _vectors_lag(rc, context) == 0, 600)
+            finally:
+                app()
+        log(f"    steady state: round {r + 1}/{rounds} done")
+    p = lambda xs: percentile(xs, 50) * 1000  # noqa: E731
+    res = {"rate_per_s": rate, "samples": samples, "rounds": rounds}
+    for name, row in out.items():
+        res[name] = {"commit_p50_ms": p(row["commit"]), "search_p50_ms": p(row["search"]),
+                     "max_lag": row["max_lag"], "end_lag": row["end_lag"]}
+    res["commit_ratio"] = res["on"]["commit_p50_ms"] / res["off"]["commit_p50_ms"]
+    res["search_ratio"] = res["on"]["search_p50_ms"] / res["off"]["search_p50_ms"]
+    return res

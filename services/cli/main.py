@@ -459,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="all, recall: the vector leg's embedder: default (e5, or USE "
                        "where the CPU lacks AVX2), e5 (multilingual-e5-small), use (USE "
                        "multilingual v3), lsa (learned from each context's own text), "
-                       "hashing[:DIMENSION] (feature hashing, nothing learned) or onnx:PATH; an "
+                       "hashing[:DIMENSION] (feature hashing, nothing learned), onnx:PATH or "
+                       "none (no vector leg: vector search is refused, hybrid answers "
+                       "from the lexical leg); an "
                        "index built by another embedder needs `recall-index rebuild` before "
                        f"vector/hybrid search (default: ${EMBEDDER_ENV} or default)")
     serve.add_argument("--recall-idle", metavar="SECONDS", type=seconds_up_to_a_day,

@@ -31,7 +31,8 @@ from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
 
 SHARD_LOOKUP_SECONDS = 2.0  # how soon a storage shard registered later is followed
-HYBRID_HELPERS = 2  # hybrid searches whose lexical leg may run beside the vector leg at once
+HYBRID_HELPERS = 2
+VECTORS_OFF = "none"  # --embedder none: the server runs without a vector leg  # hybrid searches whose lexical leg may run beside the vector leg at once
 
 
 def register(app) -> Wired:
@@ -48,19 +49,26 @@ def register(app) -> Wired:
     # Derived data only: deleting this directory loses nothing (rebuild restores it).
     root = os.path.join(app.config.data_dir, "recall")
     # Before the lock: a bad one leaves none. Not given: the environment's, else default.
-    embedder = embedder_for(app.config.embedder or os.environ.get(EMBEDDER_ENV, ""))
+    spec = app.config.embedder or os.environ.get(EMBEDDER_ENV, "")
+    embedder = None if spec == VECTORS_OFF else embedder_for(spec)
     release = lock_root(root)
     indexes = IndexDirectory(root)
     fitter = Fitter()  # large fits in a worker process: they would stall every request
-    # The vector leg follows on a thread of its own, embedding in a worker process of
-    # its own (any batch: a pretrained model's is seconds of CPU), with the vectors of
-    # every text kept across rebuilds.
-    embed_worker = Fitter(in_worker_min=1)
-    cache = VectorCache(root)
-    vectors = VectorFollower(indexes.contexts)
-    indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer, fitter=fitter,
-                      cache=cache, embed_worker=embed_worker, vectors_due=vectors.due)
-    vectors.start(indexer.apply_vectors)
+    stops: list = []
+    if embedder is None:  # the vector leg off: no follower, worker or cache at all
+        indexer = Indexer(app.store, indexes, tracer=tracer, fitter=fitter, vectors_off=True)
+    else:
+        # The vector leg follows on a thread of its own, embedding in a worker process of
+        # its own (any batch: a pretrained model's is seconds of CPU), with the vectors of
+        # every text kept across rebuilds.
+        embed_worker = Fitter(in_worker_min=1)
+        cache = VectorCache(root)
+        vectors = VectorFollower(indexes.contexts)
+        indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer,
+                          fitter=fitter, cache=cache, embed_worker=embed_worker,
+                          vectors_due=vectors.due)
+        vectors.start(indexer.apply_vectors)
+        stops = [lambda: vectors.stop(timeout=0), embed_worker.close, vectors.stop]
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
@@ -75,8 +83,8 @@ def register(app) -> Wired:
     jobs = recall_jobs(core, app.admission)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core, jobs), app.server)
     return Wired([recall_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name],
-                 core, [jobs.close, beside.close, feeds.stop, lambda: vectors.stop(timeout=0),
-                        embed_worker.close, vectors.stop, fitter.close, cache.close,
+                 core, [jobs.close, beside.close, feeds.stop, *stops, fitter.close,
+                        *([] if embedder is None else [cache.close]),
                         lambda: feeds.release_when_stopped(release)])
 
 
@@ -116,5 +124,6 @@ def embedder_for(spec: str) -> Embedder:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"cannot load the ONNX model in "
                               f"{path[:200]!r}: {str(e)[:300]}", field="embedder") from None
     raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: default, "
-                      "e5, use, lsa, hashing[:DIMENSION] or onnx:PATH", field="embedder")
+                      "e5, use, lsa, hashing[:DIMENSION], onnx:PATH or none (the vector "
+                      "leg off)", field="embedder")
 

@@ -95,6 +95,33 @@ def test_recall_11_reads_and_encodings_show_the_occurred_time(recall, enc, mind)
     assert enc.replay(mind.context, e["snapshot"])["match"]
 
 
+def test_recall_11_an_encodings_scope_time_range_uses_occurred_time_else_recorded(enc, mind):
+    old = mind.event("imported from the old tracker", occurred_at=OLD.isoformat())
+    new = mind.event("written just now")
+    recorded = datetime.fromisoformat(mind.client.get_event(mind.context, new["ref"])["time"])
+
+    def compiled(since: datetime, until: datetime) -> tuple[dict, set, dict]:
+        e = enc.compile(mind.context, "s1", scope={"since": since.isoformat(),
+                                                   "until": until.isoformat()})
+        shown = {it["key"] for it in e["items"] if it["kind"] == "observation"}
+        omitted = {o["key"]: o["reason"] for o in e["omitted"]}
+        return e, shown, omitted
+    # Around the old event's occurred time: it is in, the one recorded today is not.
+    e, shown, omitted = compiled(OLD - timedelta(minutes=1), OLD + timedelta(minutes=1))
+    assert old["ref"] in shown and new["ref"] not in shown
+    assert omitted[new["ref"]] == "outside scope: at or after until"
+    assert enc.read(mind.context, e["snapshot"], old["ref"])["text"] == \
+        "imported from the old tracker"
+    assert enc.replay(mind.context, e["snapshot"])["match"]
+    # Around today: the event without an occurred time is judged by its recorded time;
+    # the old one, recorded in this window too, is not in it.
+    e, shown, omitted = compiled(recorded - timedelta(minutes=5),
+                                 recorded + timedelta(minutes=5))
+    assert new["ref"] in shown and old["ref"] not in shown
+    assert omitted[old["ref"]] == "outside scope: before since"
+    assert enc.replay(mind.context, e["snapshot"])["match"]
+
+
 # -- RECALL-12 ---------------------------------------------------------------------------
 def test_recall_12_a_search_never_finds_its_own_earlier_results(recall, mind):
     target = mind.event("the sandbox quota is 40 GiB per tenant")

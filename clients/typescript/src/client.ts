@@ -219,7 +219,9 @@ export class Client {
 
   private noteWrite(request: object, reply: unknown): void {
     const context = (request as { context?: string }).context;
-    const seq = Number((reply as { commitSeq?: number } | null)?.commitSeq ?? 0);
+    // A batch's replies (AppendEvents) each carry the commitSeq of the one commit.
+    const r = reply as { commitSeq?: number; events?: { commitSeq?: number }[] } | null;
+    const seq = Number(r?.commitSeq ?? r?.events?.[r.events.length - 1]?.commitSeq ?? 0);
     if (context && seq > (this.positions.get(context) ?? 0)) this.positions.set(context, seq);
   }
 
@@ -245,14 +247,26 @@ export class Client {
   // -- events ---------------------------------------------------------------------------
   /** Any input: user-message | tool-result | approval | external | message | action. */
   appendEvent(context: string, options: AppendEventOptions): Promise<T.AppendEventResponse> {
-    const requestId = options.requestId ?? newRequestId();
-    const request = {
+    const request = this.appendRequest(context, options);
+    return this.tx("AppendEvent", request, request.requestId ? "request_id" : "never");
+  }
+
+  private appendRequest(context: string, options: AppendEventOptions) {
+    return {
       context, session: options.session, kind: options.kind, text: options.text, actor: options.actor ?? "",
       causalRefs: options.causalRefs ?? [], activation: options.activation ?? "",
-      targetSession: options.targetSession ?? "", secret: options.secret ?? false, requestId,
-      occurredAt: options.occurredAt ?? "",
+      targetSession: options.targetSession ?? "", secret: options.secret ?? false,
+      requestId: options.requestId ?? newRequestId(), occurredAt: options.occurredAt ?? "",
     };
-    return this.tx("AppendEvent", request, requestId ? "request_id" : "never");
+  }
+
+  /** Many events in one commit (all or none; at most 10,000), each given as appendEvent's
+   * options. Each keeps its own request id (a fresh one where none is given), so a batch
+   * sent again applies only what was not; replies come one per event, in order. */
+  appendEvents(context: string, events: AppendEventOptions[]): Promise<T.AppendEventsResponse> {
+    const items = events.map((options) => this.appendRequest("", options));
+    return this.tx("AppendEvents", { context, events: items },
+      items.every((i) => i.requestId) ? "request_id" : "never");
   }
 
   /** A message from `session` waiting in session `to`'s inbox. */

@@ -5,6 +5,7 @@ export type { AuditReport__Output as AuditReport } from "./generated/morphz/api/
 export type { RebuildReport__Output as RebuildReport } from "./generated/morphz/api/transaction/v1/RebuildReport";
 export type { AppendEventRequest } from "./generated/morphz/api/transaction/v1/AppendEventRequest";
 export type { AppendEventResponse__Output as AppendEventResponse } from "./generated/morphz/api/transaction/v1/AppendEventResponse";
+export type { AppendEventsResponse__Output as AppendEventsResponse } from "./generated/morphz/api/transaction/v1/AppendEventsResponse";
 export type { Event__Output as Event } from "./generated/morphz/api/transaction/v1/Event";
 export type { Activation__Output as Activation } from "./generated/morphz/api/transaction/v1/Activation";
 export type { CommitRequest } from "./generated/morphz/api/transaction/v1/CommitRequest";

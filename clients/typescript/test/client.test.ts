@@ -319,6 +319,33 @@ describe("recall", () => {
       [[old.ref, "occurred", "2019-03-01T09:30:00.000000+08:00"]]);
   });
 
+  test("recall_11_append_events_commits_a_batch_once_with_its_occurred_times", async () => {
+    const ctx = fresh("batch");
+    await mz.createContext(ctx);
+    const items = [
+      { session: "main", kind: "user-message", text: "first imported", occurredAt: "2019-03-01T09:30:00+08:00", requestId: `${ctx}-1` },
+      { session: "main", kind: "tool-result", text: "second imported", requestId: `${ctx}-2` },
+      { session: "main", kind: "user-message", text: "third imported", requestId: `${ctx}-3` },
+    ];
+    const reply = await mz.appendEvents(ctx, items);
+    assert.deepEqual(reply.events.map((e) => [e.ref, e.replayed]), [["@e1", false], ["@e2", false], ["@e3", false]]);
+    const seq = reply.events[0].commitSeq;  // one commit for the whole batch
+    assert.ok(reply.events.every((e) => e.commitSeq === seq) && seq > 0);
+    assert.equal(mz.writePosition(ctx), seq);
+    assert.equal((await mz.event(ctx, "@e1")).occurredAt, "2019-03-01T09:30:00.000000+08:00");
+    assert.equal((await mz.event(ctx, "@e2")).occurredAt, "");
+    // Sent again with the same request ids: replayed, nothing appended twice.
+    const again = await mz.appendEvents(ctx, items);
+    assert.deepEqual(again.events.map((e) => [e.ref, e.replayed]), [["@e1", true], ["@e2", true], ["@e3", true]]);
+    // All or none: one bad item names its index and nothing of the batch is applied.
+    const bad = await rejection(mz.appendEvents(ctx, [
+      { session: "main", kind: "user-message", text: "fine" },
+      { session: "main", kind: "user-message", text: "no offset", occurredAt: "2019-03-01T09:30:00" },
+    ]));
+    assert.deepEqual([bad.reason, bad.details.field, bad.details.index], ["CONTEXT_INPUT_INVALID", "occurred_at", 1]);
+    assert.equal((await mz.status(ctx)).eventCount, 4);  // context-created and the three
+  });
+
   test("recall_13_fifty_appends_then_a_search_finds_the_fiftieth", async () => {
     // The issue's reproduction, no waiting: the client sends its last write's commitSeq.
     const ctx = fresh("recall13");

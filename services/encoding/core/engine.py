@@ -264,7 +264,7 @@ class EncodingCore:
             if ev is not None:
                 seq = ev.seq
                 # What the session may see is its causal scope; kinds and times narrow it.
-                why = scope.why_not_event(session, ev.kind, ev.time)
+                why = scope.why_not_event(session, ev.kind, ev.time, R.occurred_at(ev.data))
                 if why:
                     raise MorphzError("SCOPE_VIOLATION", f"{R.ref(seq)} is {why}",
                                       ref=R.ref(seq), snapshot=snapshot)

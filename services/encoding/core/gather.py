@@ -75,7 +75,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
         ref = R.ref(seq)
         if home(ev) != session and not viewer.sees(ev):
             continue  # another session's private evidence: not even named (CONC-07)
-        why = scope.why_not_event(home(ev), ev.kind, ev.time)
+        why = scope.why_not_event(home(ev), ev.kind, ev.time, R.occurred_at(ev.data))
         if not why and seq in pending:
             why = PENDING
         if why:

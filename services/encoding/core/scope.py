@@ -93,14 +93,17 @@ class Scope:
                           child.reveal_secrets)
 
     # -- membership ------------------------------------------------------------------
-    def why_not_event(self, session: str, kind: str, time: str) -> str:
-        """'' when an observation is inside the scope, else the reason it is not."""
+    def why_not_event(self, session: str, kind: str, time: str, occurred_at: str = "") -> str:
+        """'' when an observation is inside the scope, else the reason it is not. The
+        time range is judged on when it happened where it came from (`occurred_at`), the
+        time Morphz recorded it where none was given: as recall's time-range search
+        (RECALL-11)."""
         if self.sessions and session not in self.sessions:
             return "outside scope: another session's causal scope"
         if self.kinds and kind not in self.kinds:
             return "outside scope: kind"
         if self.since or self.until:
-            t = datetime.fromisoformat(time)
+            t = datetime.fromisoformat(occurred_at or time)
             if self.since and t < self._since:
                 return "outside scope: before since"
             if self.until and t >= self._until:

@@ -166,6 +166,12 @@ class RecallCore:
         if mode not in hybrid.MODES:
             raise MorphzError("RECALL_MODE_INVALID", f"mode must be one of "
                               f"{', '.join(hybrid.MODES)}", field="mode")
+        if self._indexer.vectors_off and mode != "lexical":
+            if mode == "vector":
+                raise MorphzError("RECALL_VECTORS_OFF", "this server runs with its vector leg "
+                                  "off (--embedder none): search in lexical or hybrid mode "
+                                  "(hybrid answers from the lexical leg)", field="mode")
+            mode = "lexical"  # hybrid, named or by default: as while the leg is unbuilt
         if len(query) > MAX_QUERY_CHARS:
             raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
                               "characters", field="query")
@@ -482,7 +488,13 @@ class RecallCore:
                 "rebuild": self._indexer.progress(context),
                 "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context),
                 "vectors": self._vector_status(context, idx, head),
-                "embedder": self._indexer.embedder.identity.label(),
+                **self._embedder_status()}
+
+    def _embedder_status(self) -> dict:
+        if self._indexer.vectors_off:
+            return {"embedder": "none", "embedder_note": "the vector leg is off "
+                    "(--embedder none): searches use the lexical leg"}
+        return {"embedder": self._indexer.embedder.identity.label(),
                 "embedder_note": getattr(self._indexer.embedder, "note", "")}
 
     def _vector_status(self, context: str, idx: ContextIndex, head: int) -> dict:

@@ -142,6 +142,7 @@ class Indexer:
                  cache: Optional[VectorCache] = None,
                  embed_worker: Optional[Fitter] = None,
                  vectors_due: Optional[Callable[[str], None]] = None,
+                 vectors_off: bool = False,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
                  rebuild_read_chunk: Optional[int] = None) -> None:
         """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
@@ -150,7 +151,8 @@ class Indexer:
         default in this process); `vectors_due(context)`: tells the vector follower a
         context's vector leg has work (None: apply_vectors runs after each write);
         `rebuild_read_chunk`: events per read transaction of a rebuild, each one a look
-        at the call's deadline (None: REBUILD_READ_CHUNK)."""
+        at the call's deadline (None: REBUILD_READ_CHUNK). `vectors_off`: no vector leg
+        at all (`--embedder none`): nothing is embedded, started or followed."""
         self._store = store
         self._indexes = indexes
         self.embedder: Embedder = embedder or HashingEmbedder()  # wiring.py picks one
@@ -160,6 +162,7 @@ class Indexer:
         self._cache = cache
         self._embed_worker = embed_worker
         self._vectors_due = vectors_due
+        self.vectors_off = vectors_off
         self._vlocks: dict[str, threading.Lock] = {}
         self._is_learned: Optional[bool] = None
         self._tracer = tracer or NO_TRACING
@@ -248,6 +251,8 @@ class Indexer:
 
     def vector_status(self, context: str, head: int) -> dict:
         """The vector leg's position and lag behind `head` (the store's version)."""
+        if self.vectors_off:  # no leg to be behind
+            return {"position": 0, "lag": 0}
         leg = self.index(context).vectors
         position = leg.position if leg.committed else 0
         return {"position": position, "lag": max(0, head - position)}
@@ -258,7 +263,7 @@ class Indexer:
     def want_vectors(self, context: str) -> None:
         """Have the vector follower look at the context (a restart leaves legs behind
         that no new write names)."""
-        if self._vectors_due is not None:
+        if self._vectors_due is not None and not self.vectors_off:
             self._vectors_due(context)
 
     def _learned(self) -> bool:
@@ -466,6 +471,8 @@ class Indexer:
 
     def _vectors_follow(self, context: str) -> None:
         """After a lexical write: the vector follower's turn, or the leg's steps now."""
+        if self.vectors_off:
+            return
         if self._vectors_due is not None:
             self._vectors_due(context)
             return
@@ -478,6 +485,8 @@ class Indexer:
         the leg's position, up to the lexical position (about `step` events and frames),
         embedded, appended and committed at the version of the last. Returns how many
         changes it took (0: caught up, or a stale leg, left as it is)."""
+        if self.vectors_off:
+            return 0
         with self._vlock(context):
             return self._apply_vectors_locked(context, step)
 
@@ -649,9 +658,10 @@ class Indexer:
                                     heap=REBUILD_HEAP, threads=2, fresh=True)
                 # The vector leg starts over empty, at version 0, fitted on the context's
                 # text; it follows on its own (from the cache, for the texts it holds).
-                self._start_leg(context, fresh.vectors, self._fit_sample(
-                    context, events, frames, deadline))
-                fresh.vectors.commit(0)
+                if not self.vectors_off:
+                    self._start_leg(context, fresh.vectors, self._fit_sample(
+                        context, events, frames, deadline))
+                    fresh.vectors.commit(0)
             info = {"at": self._clock().isoformat(timespec="seconds"),
                     "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
             with self._lock(context), self._vlock(context):  # no vector step on the old
