@@ -493,6 +493,8 @@ class Indexer:
     def try_apply_vectors(self, context: str, step: int = VECTOR_STEP) -> Optional[int]:
         """apply_vectors, unless a step of the leg is under way (None): a caller bound
         by a deadline (a search reading its writes) never waits for one."""
+        if self.vectors_off:
+            return 0
         lock = self._vlock(context)
         if not lock.acquire(blocking=False):
             return None
