@@ -1,0 +1,264 @@
+"""The reference driver: Morphz's public gRPC API (transaction and encoding services)
+through stubs the kit generates from protos/ (scripts/gen.py). Nothing of the server's
+code is imported; a rejection's reason is read from the google.rpc.Status + ErrorInfo the
+API documents (protos/morphz/api/common/v1/common.proto)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional, Sequence
+
+import grpc
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
+
+from morphz_conformance.control import ProcessControl
+from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver, Encoding,
+                                       Event, Frame, Implementation, Item, NotSupported,
+                                       OpResult, Part, Receipt, Rejected, Relation,
+                                       RetireRequest, SessionState, Status, Unreachable)
+from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2 as enc
+from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2_grpc as enc_grpc
+from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2 as txn
+from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2_grpc as txn_grpc
+
+MORPHZ = Implementation("morphz", "")
+_STATUS_KEY = "grpc-status-details-bin"
+# Reconnect soon after a restart the kit made (gRPC's default backoff grows to minutes);
+# replies as large as an encoding can be.
+_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000),
+            ("grpc.max_receive_message_length", 64 << 20)]
+_TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def rejection(e: grpc.RpcError) -> Exception:
+    """The Rejected a structured gRPC error carries, or Unreachable for transport ones."""
+    code = e.code() if callable(getattr(e, "code", None)) else grpc.StatusCode.UNKNOWN
+    for key, value in (e.trailing_metadata() or ()) if hasattr(e, "trailing_metadata") else ():
+        if key != _STATUS_KEY:
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except DecodeError:
+            break
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return Rejected(info.reason, status.message, code=code.name,
+                                details={k: _json(v) for k, v in info.metadata.items()})
+    if code in _TRANSPORT:
+        return Unreachable(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
+    return Rejected(code.name, e.details() if hasattr(e, "details") else "", code=code.name)
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+class GrpcDriver(Driver):
+    """`target`: HOST:PORT of the all-in-one server (or of the transaction service, with
+    `encoding_target` for the encoding service). `token`: a bearer token sent as
+    `authorization: Bearer ...` (never logged, never in a report); `tls_ca`: PEM bytes
+    of the CA to trust (TLS on); `timeout`: every call's deadline in seconds."""
+
+    def __init__(self, target: str, *, encoding_target: str = "", token: str = "",
+                 tls_ca: Optional[bytes] = None, timeout: float = 30.0,
+                 control: Optional[ProcessControl] = None,
+                 implementation: Implementation = MORPHZ) -> None:
+        self._targets = (target, encoding_target or target)
+        self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
+        self._control, self._impl = control, implementation
+        self._channels: list[grpc.Channel] = []
+        self._connect()
+
+    def _connect(self) -> None:
+        for ch in self._channels:
+            ch.close()
+        self._channels = [self._channel(t) for t in self._targets]
+        self._tx = txn_grpc.TransactionServiceStub(self._channels[0])
+        self._enc = enc_grpc.EncodingServiceStub(self._channels[1])
+
+    def _channel(self, target: str) -> grpc.Channel:
+        if self._tls_ca is None:
+            return grpc.insecure_channel(target, options=_OPTIONS)
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(self._tls_ca),
+                                   options=_OPTIONS)
+
+    def _call(self, method, request):
+        metadata = (("authorization", f"Bearer {self._token}"),) if self._token else ()
+        try:
+            return method(request, timeout=self._timeout, metadata=metadata)
+        except grpc.RpcError as e:
+            raise rejection(e) from None
+
+    # -- model operations -----------------------------------------------------------------
+    def implementation(self) -> Implementation:
+        return self._impl
+
+    def answers(self) -> bool:
+        """Whether the target answers a call now (the control hooks wait on it)."""
+        try:
+            self._tx.ListContexts(txn.ListContextsRequest(), timeout=2,
+                                  metadata=(("authorization", f"Bearer {self._token}"),)
+                                  if self._token else ())
+            return True
+        except grpc.RpcError as e:
+            return e.code() not in _TRANSPORT
+
+    def create_context(self, context: str, *, window: int = 0) -> Status:
+        return _status(self._call(self._tx.CreateContext,
+                                  txn.CreateContextRequest(context=context, window=window)))
+
+    def status(self, context: str) -> Status:
+        return _status(self._call(self._tx.GetStatus, txn.GetStatusRequest(context=context)))
+
+    def append(self, context: str, session: str, kind: str, text: str, *,
+               request_id: str = "", actor: str = "", causal_refs: Sequence[str] = (),
+               activation: str = "", target_session: str = "",
+               secret: bool = False) -> Appended:
+        r = self._call(self._tx.AppendEvent, txn.AppendEventRequest(
+            context=context, session=session, kind=kind, text=text, request_id=request_id,
+            actor=actor, causal_refs=list(causal_refs), activation=activation,
+            target_session=target_session, secret=secret))
+        return _appended(r)
+
+    def activate(self, context: str, session: str) -> Activation:
+        return _activation(self._call(self._tx.Activate,
+                                      txn.ActivateRequest(context=context, session=session)))
+
+    def deliver(self, context: str, activation: str) -> Activation:
+        return _activation(self._call(self._tx.Deliver, txn.DeliverRequest(
+            context=context, activation=activation)))
+
+    def commit(self, context: str, text: str, *, session: str = "", request_id: str = "",
+               activation: str = "") -> Receipt:
+        r = self._call(self._tx.Commit, txn.CommitRequest(
+            context=context, session=session, request_id=request_id, text=text,
+            activation=activation))
+        return Receipt(
+            revision=r.revision, base_version=r.base_version,
+            results=tuple(OpResult(x.index, x.op, x.target, x.outcome, x.frame_revision,
+                                   x.due_tick) for x in r.results),
+            released_now=tuple(r.capacity.released_now),
+            released_now_bytes=r.capacity.released_now_bytes,
+            released_after_window=tuple(r.capacity.released_after_window),
+            released_after_window_bytes=r.capacity.released_after_window_bytes,
+            cognitive_tick=r.cognitive_tick, event_ref=r.event_ref, replayed=r.replayed,
+            rebased=r.rebased)
+
+    def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> Frame:
+        return _frame(self._call(self._tx.GetFrame, txn.GetFrameRequest(
+            context=context, frame_id=frame_id, at_revision=at_revision)))
+
+    def frames(self, context: str) -> list[Frame]:
+        frames, cursor = [], ""
+        while True:
+            page = self._call(self._tx.ListFrames, txn.ListFramesRequest(
+                context=context, max_bytes=1 << 20, cursor=cursor))
+            frames.extend(_frame(f) for f in page.frames)
+            if not page.next_cursor:
+                return frames
+            cursor = page.next_cursor
+
+    def event(self, context: str, ref: str) -> Event:
+        e = self._call(self._tx.GetEvent, txn.GetEventRequest(context=context, ref=ref))
+        return Event(id=e.id, seq=e.seq, ref=e.ref, kind=e.kind, actor=e.actor,
+                     session=e.session, causal_refs=tuple(e.causal_refs), time=e.time,
+                     text=e.text, state=e.state, protected=e.protected, context=e.context,
+                     secret=e.secret)
+
+    def encoding(self, context: str, session: str, *, activation: str = "") -> Encoding:
+        e = self._call(self._enc.Compile, enc.CompileRequest(
+            context=context, session=session, activation=activation))
+        return Encoding(
+            text=e.text, activation=e.activation, revision=e.revision, tick=e.tick,
+            regions=tuple(r.name for r in sorted(e.regions, key=lambda r: r.start)),
+            items=tuple(Item(region=i.region, kind=i.kind, key=i.key, start=i.start,
+                             end=i.end, parts=tuple(Part(p.owner, p.start, p.end)
+                                                    for p in i.parts),
+                             residency=i.residency, state=i.state,
+                             remaining_ticks=i.remaining_ticks) for i in e.items),
+            pressure_level=e.pressure.level)
+
+    def audit(self, context: str) -> AuditResult:
+        r = self._call(self._tx.Audit, txn.AuditRequest(context=context))
+        problems = [f"{p.projection}: {d}" for p in r.projections if not p.match
+                    for d in p.differences]
+        if not r.chain.match and r.chain.first_broken:
+            problems.append(f"chain broken at {r.chain.first_broken}: {r.chain.problem}")
+        if r.replay_error:
+            problems.append(f"replay: {r.replay_error}")
+        return AuditResult(match=r.match, problems=tuple(problems))
+
+    def rebuild(self, context: str) -> None:
+        self._call(self._tx.RebuildProjections, txn.RebuildProjectionsRequest(context=context))
+
+    def import_events(self, context: str, events) -> list[Appended]:
+        r = self._call(self._tx.AppendEvents, txn.AppendEventsRequest(
+            context=context, events=[txn.AppendEventRequest(context=context, **e)
+                                     for e in events]))
+        return [_appended(a) for a in r.events]
+
+    # -- control hooks --------------------------------------------------------------------
+    def capabilities(self) -> frozenset[str]:
+        return self._control.capabilities() if self._control else frozenset()
+
+    def _hooks(self, name: str) -> ProcessControl:
+        if self._control is None or name not in self._control.capabilities():
+            raise NotSupported(name)
+        return self._control
+
+    def stop(self) -> None:
+        self._hooks("stop").stop()
+
+    def start(self) -> None:
+        self._hooks("start").start()
+        self._connect()  # a fresh channel: no backoff left over from the outage
+
+    def kill(self) -> None:
+        self._hooks("kill").kill()
+
+    def close(self) -> None:
+        if self._control is not None:
+            self._control.close()
+        for ch in self._channels:
+            ch.close()
+        self._channels = []
+
+
+def _status(s) -> Status:
+    return Status(context=s.context, revision=s.revision, cognitive_tick=s.cognitive_tick,
+                  window=s.window, event_count=s.event_count,
+                  frames_by_state=dict(s.frames_by_state),
+                  sessions=tuple(SessionState(x.id, x.state, x.pending, x.messages_waiting,
+                                              x.outstanding_calls) for x in s.sessions))
+
+
+def _appended(r) -> Appended:
+    return Appended(ref=r.ref, seq=r.seq, id=r.id, replayed=r.replayed, session=r.session,
+                    activation=r.activation, call=r.call, returned_to=r.returned_to)
+
+
+def _activation(a) -> Activation:
+    return Activation(id=a.id, session=a.session, claimed=tuple(a.claimed), root=a.root,
+                      tick=a.tick, tick_advanced=a.tick_advanced,
+                      retired_frames=tuple(a.retired_frames), delivered=a.delivered,
+                      results=tuple(a.results))
+
+
+def _frame(f) -> Frame:
+    retire = None
+    if f.HasField("retire"):
+        r = f.retire
+        retire = RetireRequest(r.generation, r.requested_tick, r.due_tick, r.remaining_ticks,
+                               r.reason, r.frame_revision)
+    return Frame(id=f.id, revision=f.revision, state=f.state, protected=f.protected,
+                 sources=tuple(f.sources), body=f.body, retire=retire,
+                 generation=f.generation,
+                 relations=tuple(Relation(x.subject, x.name, x.object) for x in f.relations),
+                 secret=f.secret)
+
+
+__all__ = ["GrpcDriver", "NotSupported", "rejection"]
