@@ -202,7 +202,7 @@ def test_kit_02_no_credential_or_secret_text_reaches_the_report_or_its_log(capsy
     results = run(_Echoing(token), cases, sys.stdout, secrets)
     report = build_report(results, profile="SC-Core", extensions=[], driver=_Echoing(token),
                           target="127.0.0.1:1", started=now(), ms=1, partial=True,
-                          secrets=secrets)
+                          secrets=secrets, case_ids={"CORE-01", "CORE-02"})
     logged = capsys.readouterr().out
     text = json.dumps(report, ensure_ascii=False)
     assert [r.outcome for r in results] == [FAIL, FAIL]

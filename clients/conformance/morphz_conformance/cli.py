@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--target", required=True, metavar="HOST:PORT")
     run.add_argument("--encoding-target", default="", metavar="HOST:PORT",
                      help="the encoding service, where it is not at --target")
+    run.add_argument("--recall-target", default="", metavar="HOST:PORT",
+                     help="the recall service, where it is not at --target")
+    run.add_argument("--storage-target", default="", metavar="HOST:PORT",
+                     help="Morphz's internal storage API (serve --storage-listen): lets "
+                     "AUDIT-01 tamper with a stored frame (else that case is not applicable)")
     run.add_argument("--start-cmd", default="", help="command that starts the target (the "
                      "kit runs it at the start and whenever a case restarts the target)")
     run.add_argument("--stop-cmd", default="", help="command that stops the target "
@@ -101,12 +106,16 @@ def _run(args) -> int:
     holder: dict = {}
     control = ProcessControl(commands, lambda: holder["driver"].answers(),
                              log_path=args.target_log or None)
-    driver = GrpcDriver(args.target, encoding_target=args.encoding_target, token=token,
+    driver = GrpcDriver(args.target, encoding_target=args.encoding_target,
+                        recall_target=args.recall_target,
+                        storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout, control=control,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     holder["driver"] = driver
-    cases = select(all_cases(), args.profile, args.extension, args.only)
+    known = all_cases()
+    case_ids = {c.id for c in known}
+    cases = select(known, args.profile, args.extension, args.only)
     out = None if args.quiet else sys.stdout
     started, t0 = now(), _monotonic()
     try:
@@ -118,12 +127,12 @@ def _run(args) -> int:
     report = build_report(results, profile=args.profile, extensions=args.extension,
                           driver=driver, target=_public_target(args.target), started=started,
                           ms=int((_monotonic() - t0) * 1000), partial=bool(args.only),
-                          secrets=secrets)
+                          secrets=secrets, case_ids=case_ids)
     if private is not None:
         report = sign(report, private)
     with open(args.report, "w", encoding="utf-8") as f:
         f.write(dump(report))
-    print(summary_table(results, included(args.profile), args.extension))
+    print(summary_table(results, included(args.profile), args.extension, case_ids))
     s = report["summary"]
     print(f"verdict: {report['verdict']}  ({s['pass']} passed, {s['fail']} failed, "
           f"{s[NOT_APPLICABLE]} not applicable, {len(s['uncovered'])} ids without a case)"

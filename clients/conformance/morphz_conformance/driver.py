@@ -55,6 +55,7 @@ class Status:
     event_count: int
     frames_by_state: Mapping[str, int] = field(default_factory=dict)
     sessions: tuple[SessionState, ...] = ()
+    commit_seq: int = 0  # the context's physical version: what a search can wait for
 
     def session(self, sid: str) -> Optional[SessionState]:
         return next((s for s in self.sessions if s.id == sid), None)
@@ -71,6 +72,7 @@ class Appended:
     activation: str = ""
     call: str = ""
     returned_to: str = ""  # a call result: "activation" or "session"
+    commit_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Receipt:
     event_ref: str = ""
     replayed: bool = False
     rebased: bool = False
+    commit_seq: int = 0
 
     @property
     def outcomes(self) -> list[str]:
@@ -181,6 +184,17 @@ class Item:
     residency: str = ""  # observations: full | preview
     state: str = ""
     remaining_ticks: int = 0
+    shown_bytes: int = 0
+    total_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """Context pressure as a signal: how full the encoding is against its budget."""
+    level: str  # normal | elevated | maintenance
+    used_bytes: int
+    limit_bytes: int
+    external_actions_deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -193,10 +207,113 @@ class Encoding:
     tick: int
     regions: tuple[str, ...]
     items: tuple[Item, ...]
-    pressure_level: str = ""
+    pressure: Pressure
+    bytes: int = 0
 
     def keys(self, kind: str = "") -> list[str]:
         return [i.key for i in self.items if not kind or i.kind == kind]
+
+    def item(self, kind: str, key: str) -> Optional[Item]:
+        return next((i for i in self.items if i.kind == kind and i.key == key), None)
+
+    def span(self, item: Item) -> str:
+        return self.text[item.start:item.end]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A recall made for an evaluation: it is recorded as a `recall` observation."""
+    session: str
+    activation: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    kind: str  # event | frame
+    ref: str   # @eN for events
+    id: str
+    state: str
+    preview: str = ""
+    revision: int = 0
+    time: str = ""
+    time_basis: str = ""  # occurred | recorded
+
+    @property
+    def key(self) -> str:
+        return self.ref or self.id
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    hits: tuple[Hit, ...]
+    next_cursor: str = ""
+    empty: str = ""  # empty_index | no_match
+    observation_ref: str = ""
+    unclosed_lag: int = 0
+
+    @property
+    def keys(self) -> list[str]:
+        return [h.key for h in self.hits]
+
+
+@dataclass(frozen=True)
+class ReadPage:
+    kind: str  # event | frame
+    ref: str
+    id: str
+    text: str
+    offset: int
+    next_offset: int
+    total_chars: int
+    has_more: bool
+    state: str = ""
+    event_kind: str = ""
+    observation_ref: str = ""
+
+
+@dataclass(frozen=True)
+class Node:
+    kind: str  # frame | event
+    id: str
+    ref: str
+    depth: int
+    state: str
+    revision: int = 0
+    sources: tuple[str, ...] = ()
+    body: str = ""
+    preview: str = ""
+    text: str = ""
+    event_kind: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.ref or self.id
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    kind: str  # source | relation
+    source: str
+    target: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Traversal:
+    nodes: tuple[Node, ...]
+    edges: tuple[GraphEdge, ...]
+    next_cursor: str = ""
+    version: str = ""
+    page_bytes: int = 0
+    observation_ref: str = ""
+
+
+@dataclass(frozen=True)
+class IndexState:
+    documents: int
+    position: int
+    head: int
+    lag: int
 
 
 @dataclass(frozen=True)
@@ -231,9 +348,10 @@ class Driver:
     def append(self, context: str, session: str, kind: str, text: str, *,
                request_id: str = "", actor: str = "", causal_refs: Sequence[str] = (),
                activation: str = "", target_session: str = "",
-               secret: bool = False) -> Appended:
+               secret: bool = False, occurred_at: str = "") -> Appended:
         """Record one observation (user-message, tool-result, external, approval,
-        continuation, message, action...)."""
+        continuation, message, action...); `occurred_at`: when it happened at its
+        source (ISO 8601 with an offset)."""
         raise NotImplementedError
 
     def activate(self, context: str, session: str) -> Activation:
@@ -259,13 +377,46 @@ class Driver:
         """An event by @eN or full id."""
         raise NotImplementedError
 
-    def encoding(self, context: str, session: str, *, activation: str = "") -> Encoding:
+    def encoding(self, context: str, session: str, *, activation: str = "",
+                 budget_bytes: int = 0, preview_bytes: int = 0,
+                 capabilities: bool = False) -> Encoding:
         """The encoding for an evaluation of `session` (claims its pending inputs unless
-        `activation` names an open one)."""
+        `activation` names an open one). `budget_bytes`: its size budget (0: the
+        default); `preview_bytes`: observations over this show as previews (0: the
+        default); `capabilities`: include the optional cognitive-capabilities region."""
         raise NotImplementedError
 
     def audit(self, context: str) -> AuditResult:
         """Replay the events and compare with the current projection."""
+        raise NotImplementedError
+
+    # recall ----------------------------------------------------------------------------
+    def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
+               limit: int = 0, kinds: Sequence[str] = (), states: Sequence[str] = (),
+               sessions: Sequence[str] = (), cursor: str = "", mode: str = "lexical",
+               evaluation: Optional[Evaluation] = None, min_commit_seq: int = 0) -> SearchPage:
+        """Search events and frames (retired ones included). `since` inclusive, `until`
+        exclusive (ISO 8601 with an offset); `cursor`: a previous page's, unchanged;
+        `min_commit_seq`: the version the search must see (read your writes)."""
+        raise NotImplementedError
+
+    def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
+             evaluation: Optional[Evaluation] = None) -> ReadPage:
+        """A page of an event's or a frame's full content (offsets in characters)."""
+        raise NotImplementedError
+
+    def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
+                 direction: str = "", include_bodies: bool = False,
+                 include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
+                 cursor: str = "", evaluation: Optional[Evaluation] = None) -> Traversal:
+        """BFS from a frame: ancestors (default), descendants or both."""
+        raise NotImplementedError
+
+    def index_status(self, context: str) -> IndexState:
+        raise NotImplementedError
+
+    def rebuild_index(self, context: str) -> IndexState:
+        """Drop and rebuild the derived index from events and frames."""
         raise NotImplementedError
 
     def rebuild(self, context: str) -> None:
@@ -279,8 +430,8 @@ class Driver:
 
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
-        """Among "stop", "start", "kill" (SIGKILL), "restart", "second_runtime",
-        "lease"; the default driver has none."""
+        """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
+        "second_runtime", "lease"; the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -298,6 +449,11 @@ class Driver:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def tamper_frame(self, context: str, frame_id: str, body: str) -> None:
+        """AUDIT-01: change a frame's stored body behind the implementation's back (as a
+        faulty disk or an operator with raw access would), bypassing the transaction path."""
+        raise NotSupported("tamper")
 
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""

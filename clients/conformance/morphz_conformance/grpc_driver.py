@@ -13,11 +13,18 @@ from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import ProcessControl
 from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver, Encoding,
-                                       Event, Frame, Implementation, Item, NotSupported,
-                                       OpResult, Part, Receipt, Rejected, Relation,
-                                       RetireRequest, SessionState, Status, Unreachable)
+                                       Evaluation, Event, Frame, GraphEdge, Hit,
+                                       Implementation, IndexState, Item, Node, NotSupported,
+                                       OpResult, Part, Pressure, Receipt, Rejected, Relation,
+                                       ReadPage, RetireRequest, SearchPage, SessionState,
+                                       Status, Traversal, Unreachable)
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2_grpc as enc_grpc
+from morphz_conformance.stubs.morphz.api.common.v1 import common_pb2 as common
+from morphz_conformance.stubs.morphz.api.recall.v1 import recall_pb2 as rec
+from morphz_conformance.stubs.morphz.api.recall.v1 import recall_pb2_grpc as rec_grpc
+from morphz_conformance.stubs.morphz.api.storage.v1 import storage_pb2 as storage
+from morphz_conformance.stubs.morphz.api.storage.v1 import storage_pb2_grpc as storage_grpc
 from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2 as txn
 from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2_grpc as txn_grpc
 
@@ -59,15 +66,18 @@ def _json(value: str) -> Any:
 
 class GrpcDriver(Driver):
     """`target`: HOST:PORT of the all-in-one server (or of the transaction service, with
-    `encoding_target` for the encoding service). `token`: a bearer token sent as
+    `encoding_target` and `recall_target` for those services). `storage_target`: the
+    internal storage API (`morphz serve --storage-listen`), used only by the tamper hook
+    (AUDIT-01). `token`: a bearer token sent as
     `authorization: Bearer ...` (never logged, never in a report); `tls_ca`: PEM bytes
     of the CA to trust (TLS on); `timeout`: every call's deadline in seconds."""
 
-    def __init__(self, target: str, *, encoding_target: str = "", token: str = "",
-                 tls_ca: Optional[bytes] = None, timeout: float = 30.0,
+    def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
+                 storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None, timeout: float = 30.0,
                  control: Optional[ProcessControl] = None,
                  implementation: Implementation = MORPHZ) -> None:
-        self._targets = (target, encoding_target or target)
+        self._targets = (target, encoding_target or target, recall_target or target,
+                         storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control, self._impl = control, implementation
         self._channels: list[grpc.Channel] = []
@@ -76,9 +86,12 @@ class GrpcDriver(Driver):
     def _connect(self) -> None:
         for ch in self._channels:
             ch.close()
-        self._channels = [self._channel(t) for t in self._targets]
+        self._channels = [self._channel(t) for t in self._targets if t]
         self._tx = txn_grpc.TransactionServiceStub(self._channels[0])
         self._enc = enc_grpc.EncodingServiceStub(self._channels[1])
+        self._rec = rec_grpc.RecallServiceStub(self._channels[2])
+        self._storage = (storage_grpc.StorageServiceStub(self._channels[3])
+                         if len(self._channels) > 3 else None)
 
     def _channel(self, target: str) -> grpc.Channel:
         if self._tls_ca is None:
@@ -117,11 +130,11 @@ class GrpcDriver(Driver):
     def append(self, context: str, session: str, kind: str, text: str, *,
                request_id: str = "", actor: str = "", causal_refs: Sequence[str] = (),
                activation: str = "", target_session: str = "",
-               secret: bool = False) -> Appended:
+               secret: bool = False, occurred_at: str = "") -> Appended:
         r = self._call(self._tx.AppendEvent, txn.AppendEventRequest(
             context=context, session=session, kind=kind, text=text, request_id=request_id,
             actor=actor, causal_refs=list(causal_refs), activation=activation,
-            target_session=target_session, secret=secret))
+            target_session=target_session, secret=secret, occurred_at=occurred_at))
         return _appended(r)
 
     def activate(self, context: str, session: str) -> Activation:
@@ -146,7 +159,7 @@ class GrpcDriver(Driver):
             released_after_window=tuple(r.capacity.released_after_window),
             released_after_window_bytes=r.capacity.released_after_window_bytes,
             cognitive_tick=r.cognitive_tick, event_ref=r.event_ref, replayed=r.replayed,
-            rebased=r.rebased)
+            rebased=r.rebased, commit_seq=r.commit_seq)
 
     def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> Frame:
         return _frame(self._call(self._tx.GetFrame, txn.GetFrameRequest(
@@ -169,9 +182,13 @@ class GrpcDriver(Driver):
                      text=e.text, state=e.state, protected=e.protected, context=e.context,
                      secret=e.secret)
 
-    def encoding(self, context: str, session: str, *, activation: str = "") -> Encoding:
+    def encoding(self, context: str, session: str, *, activation: str = "",
+                 budget_bytes: int = 0, preview_bytes: int = 0,
+                 capabilities: bool = False) -> Encoding:
         e = self._call(self._enc.Compile, enc.CompileRequest(
-            context=context, session=session, activation=activation))
+            context=context, session=session, activation=activation,
+            budget_bytes=budget_bytes, preview_bytes=preview_bytes,
+            capabilities=capabilities))
         return Encoding(
             text=e.text, activation=e.activation, revision=e.revision, tick=e.tick,
             regions=tuple(r.name for r in sorted(e.regions, key=lambda r: r.start)),
@@ -179,8 +196,11 @@ class GrpcDriver(Driver):
                              end=i.end, parts=tuple(Part(p.owner, p.start, p.end)
                                                     for p in i.parts),
                              residency=i.residency, state=i.state,
-                             remaining_ticks=i.remaining_ticks) for i in e.items),
-            pressure_level=e.pressure.level)
+                             remaining_ticks=i.remaining_ticks, shown_bytes=i.shown_bytes,
+                             total_bytes=i.total_bytes) for i in e.items),
+            pressure=Pressure(e.pressure.level, e.pressure.used_bytes, e.pressure.limit_bytes,
+                              e.pressure.external_actions_deferred),
+            bytes=e.bytes)
 
     def audit(self, context: str) -> AuditResult:
         r = self._call(self._tx.Audit, txn.AuditRequest(context=context))
@@ -191,6 +211,51 @@ class GrpcDriver(Driver):
         if r.replay_error:
             problems.append(f"replay: {r.replay_error}")
         return AuditResult(match=r.match, problems=tuple(problems))
+
+    # -- recall ---------------------------------------------------------------------------
+    def search(self, context, query="", *, since="", until="", limit=0, kinds=(), states=(),
+               sessions=(), cursor="", mode="lexical", evaluation=None, min_commit_seq=0):
+        r = self._call(self._rec.Search, rec.SearchRequest(
+            context=context, query=query, since=since, until=until, limit=limit,
+            kinds=list(kinds), states=list(states), sessions=list(sessions), cursor=cursor,
+            mode=mode, evaluation=_evaluation(evaluation), min_commit_seq=min_commit_seq))
+        return SearchPage(
+            hits=tuple(Hit(h.kind, h.ref, h.id, h.state, h.preview, h.revision, h.time,
+                           h.time_basis) for h in r.results),
+            next_cursor=r.next_cursor, empty=r.empty, observation_ref=r.observation_ref,
+            unclosed_lag=r.unclosed_lag)
+
+    def read(self, context, ref, *, offset=0, limit=0, evaluation=None):
+        r = self._call(self._rec.Read, rec.ReadRequest(
+            context=context, ref=ref, offset=offset, limit=limit,
+            evaluation=_evaluation(evaluation)))
+        return ReadPage(kind=r.kind, ref=r.ref, id=r.id, text=r.text, offset=r.offset,
+                        next_offset=r.next_offset, total_chars=r.total_chars,
+                        has_more=r.has_more, state=r.state, event_kind=r.event_kind,
+                        observation_ref=r.observation_ref)
+
+    def traverse(self, context, frame_id, *, depth=None, direction="", include_bodies=False,
+                 include_events=False, max_nodes=0, max_bytes=0, cursor="", evaluation=None):
+        r = self._call(self._rec.Traverse, rec.TraverseRequest(
+            context=context, frame_id=frame_id, depth=depth, direction=direction,
+            include_bodies=include_bodies, include_events=include_events,
+            max_nodes=max_nodes, max_bytes=max_bytes, cursor=cursor,
+            evaluation=_evaluation(evaluation)))
+        return Traversal(
+            nodes=tuple(Node(n.kind, n.id, n.ref, n.depth, n.state, n.revision,
+                             tuple(n.sources), n.body, n.preview, n.text, n.event_kind)
+                        for n in r.nodes),
+            edges=tuple(GraphEdge(e.kind, getattr(e, "from"), e.to, e.name) for e in r.edges),
+            next_cursor=r.next_cursor, version=r.version, page_bytes=r.page_bytes,
+            observation_ref=r.observation_ref)
+
+    def index_status(self, context):
+        return _index(self._call(self._rec.InspectIndex,
+                                 rec.InspectIndexRequest(context=context)))
+
+    def rebuild_index(self, context):
+        return _index(self._call(self._rec.RebuildIndex,
+                                 rec.RebuildIndexRequest(context=context)))
 
     def rebuild(self, context: str) -> None:
         self._call(self._tx.RebuildProjections, txn.RebuildProjectionsRequest(context=context))
@@ -203,7 +268,24 @@ class GrpcDriver(Driver):
 
     # -- control hooks --------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
-        return self._control.capabilities() if self._control else frozenset()
+        caps = self._control.capabilities() if self._control else frozenset()
+        return caps | ({"tamper"} if self._targets[3] else frozenset())
+
+    def tamper_frame(self, context: str, frame_id: str, body: str) -> None:
+        """Rewrites the frame's row in the store's `frames` table (JSON with a `body`)
+        through the internal storage API, as only the services themselves could."""
+        if self._storage is None:
+            raise NotSupported("tamper")
+        key = [common.KeyPart(text=frame_id)]
+        got = self._call(self._storage.Get, storage.GetRequest(context=context, table="frames",
+                                                               key=key))
+        if not got.found:
+            raise Rejected("FRAME_NOT_FOUND", f"no stored row for {frame_id}")
+        row = json.loads(got.value)
+        row["body"] = body
+        self._call(self._storage.Commit, storage.CommitRequest(
+            context=context, expect_commit_seq=got.commit_seq,
+            writes=[storage.Write(table="frames", key=key, value=json.dumps(row).encode())]))
 
     def _hooks(self, name: str) -> ProcessControl:
         if self._control is None or name not in self._control.capabilities():
@@ -231,14 +313,23 @@ class GrpcDriver(Driver):
 def _status(s) -> Status:
     return Status(context=s.context, revision=s.revision, cognitive_tick=s.cognitive_tick,
                   window=s.window, event_count=s.event_count,
-                  frames_by_state=dict(s.frames_by_state),
+                  frames_by_state=dict(s.frames_by_state), commit_seq=s.commit_seq,
                   sessions=tuple(SessionState(x.id, x.state, x.pending, x.messages_waiting,
                                               x.outstanding_calls) for x in s.sessions))
 
 
 def _appended(r) -> Appended:
     return Appended(ref=r.ref, seq=r.seq, id=r.id, replayed=r.replayed, session=r.session,
-                    activation=r.activation, call=r.call, returned_to=r.returned_to)
+                    activation=r.activation, call=r.call, returned_to=r.returned_to,
+                    commit_seq=r.commit_seq)
+
+
+def _evaluation(e: Optional[Evaluation]):
+    return rec.Evaluation(session=e.session, activation=e.activation) if e else None
+
+
+def _index(s) -> IndexState:
+    return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag)
 
 
 def _activation(a) -> Activation:

@@ -102,6 +102,12 @@ class CaseRun:
         return self.driver.commit(ctx, f"(context-tx (base-version {base}){reason_form} {ops})",
                                   session=session, request_id=request_id, activation=activation)
 
+    def search(self, ctx: str, query: str = "", **kw):
+        """A search that sees every write made so far (it names the context's current
+        version: read your writes, RECALL-13)."""
+        kw.setdefault("min_commit_seq", self.driver.status(ctx).commit_seq)
+        return self.driver.search(ctx, query, **kw)
+
     def tick(self, ctx: str, n: int = 1, session: str = "s1"):
         """Advance cognitive_tick n times: one external input per claimed batch."""
         act = None
