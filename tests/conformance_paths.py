@@ -17,7 +17,7 @@ CASE_MISSING = frozenset({
     *(f"SEC-{n:02d}" for n in range(1, 10)),
     *(f"HYB-{n:02d}" for n in range(1, 7)),
     *(f"ASM-{n:02d}" for n in range(1, 6)),
-    "MCP-01", "MCP-02", "UI-01", "UI-02", "KIT-01", "KIT-02", "KIT-03",
+    "MCP-01", "MCP-02", "UI-01", "UI-02",
 })
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

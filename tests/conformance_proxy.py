@@ -90,6 +90,18 @@ class RetryAnsweredTwice(Fault):
         return forward(method, request)
 
 
+class LeaksOtherSessions(Fault):
+    """A session's commit is checked as an operator's (the session dropped): the causal
+    scope is not enforced, so another session's private evidence may be cited."""
+
+    def call(self, method, request, forward):
+        if method == TX + "Commit":
+            commit = txn.CommitRequest.FromString(request)
+            commit.session = ""
+            request = commit.SerializeToString()
+        return forward(method, request)
+
+
 class Proxy:
     """Listens on loopback (`address`) and forwards to `backend` through `fault`."""
 

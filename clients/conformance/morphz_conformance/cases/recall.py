@@ -270,7 +270,7 @@ def recall_12_no_self_results(t: CaseRun):
 @case("RECALL-13", "a search after one's own write sees it")
 def recall_13_read_your_writes(t: CaseRun):
     d, ctx = t.driver, t.context()
-    for i in range(20):
+    for i in range(8):
         w = d.append(ctx, "s1", "user-message", f"note number {i} marker{i}")
         page = d.search(ctx, f"marker{i}", min_commit_seq=w.commit_seq)
         t.check(w.ref in page.keys or page.unclosed_lag > 0,
