@@ -198,6 +198,35 @@ class Pressure:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """What an evaluation may see; it can only be narrowed (empty: no narrower)."""
+    sessions: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    frames: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SnapshotSearch:
+    keys: tuple[str, ...]
+    empty_reason: str = ""  # empty_index | no_match
+
+
+@dataclass(frozen=True)
+class SnapshotReplay:
+    hash: str
+    replay_hash: str
+    match: bool
+    ranges_match: bool
+
+
+@dataclass(frozen=True)
+class SnapshotCheck:
+    current: bool
+    valid_for_new_use: bool
+    changed: tuple[tuple[str, str], ...] = ()  # (key, reason)
+
+
+@dataclass(frozen=True)
 class Encoding:
     """The text the model sees for one evaluation, its regions in physical order and
     the items placed in them (character ranges into `text`)."""
@@ -209,6 +238,9 @@ class Encoding:
     items: tuple[Item, ...]
     pressure: Pressure
     bytes: int = 0
+    snapshot: str = ""  # the immutable snapshot this compile was frozen as
+    hash: str = ""      # sha256:<hex> of the text
+    omitted: tuple[tuple[str, str], ...] = ()  # (key, reason)
 
     def keys(self, kind: str = "") -> list[str]:
         return [i.key for i in self.items if not kind or i.kind == kind]
@@ -379,11 +411,28 @@ class Driver:
 
     def encoding(self, context: str, session: str, *, activation: str = "",
                  budget_bytes: int = 0, preview_bytes: int = 0,
-                 capabilities: bool = False) -> Encoding:
+                 capabilities: bool = False, scope: Optional[Scope] = None,
+                 parent_snapshot: str = "", must_read: Sequence[str] = ()) -> Encoding:
         """The encoding for an evaluation of `session` (claims its pending inputs unless
         `activation` names an open one). `budget_bytes`: its size budget (0: the
         default); `preview_bytes`: observations over this show as previews (0: the
-        default); `capabilities`: include the optional cognitive-capabilities region."""
+        default); `capabilities`: include the optional cognitive-capabilities region;
+        `scope`: narrower than `parent_snapshot`'s (or the session's causal scope);
+        `must_read`: refs or frame ids that must appear whole."""
+        raise NotImplementedError
+
+    # assembly: snapshots ------------------------------------------------------------------
+    def snapshot_read(self, context: str, snapshot: str, ref: str) -> str:
+        """An event's or frame's text, read through a snapshot's frozen scope."""
+        raise NotImplementedError
+
+    def snapshot_search(self, context: str, snapshot: str, query: str) -> SnapshotSearch:
+        raise NotImplementedError
+
+    def replay_snapshot(self, context: str, snapshot: str) -> SnapshotReplay:
+        raise NotImplementedError
+
+    def check_snapshot(self, context: str, snapshot: str) -> SnapshotCheck:
         raise NotImplementedError
 
     def audit(self, context: str) -> AuditResult:

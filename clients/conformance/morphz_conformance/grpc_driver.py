@@ -16,8 +16,9 @@ from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver
                                        Evaluation, Event, Frame, GraphEdge, Hit,
                                        Implementation, IndexState, Item, Node, NotSupported,
                                        OpResult, Part, Pressure, Receipt, Rejected, Relation,
-                                       ReadPage, RetireRequest, SearchPage, SessionState,
-                                       Status, Traversal, Unreachable)
+                                       ReadPage, RetireRequest, Scope, SearchPage,
+                                       SessionState, SnapshotCheck, SnapshotReplay,
+                                       SnapshotSearch, Status, Traversal, Unreachable)
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2_grpc as enc_grpc
 from morphz_conformance.stubs.morphz.api.common.v1 import common_pb2 as common
@@ -184,11 +185,15 @@ class GrpcDriver(Driver):
 
     def encoding(self, context: str, session: str, *, activation: str = "",
                  budget_bytes: int = 0, preview_bytes: int = 0,
-                 capabilities: bool = False) -> Encoding:
+                 capabilities: bool = False, scope: Optional[Scope] = None,
+                 parent_snapshot: str = "", must_read: Sequence[str] = ()) -> Encoding:
         e = self._call(self._enc.Compile, enc.CompileRequest(
             context=context, session=session, activation=activation,
             budget_bytes=budget_bytes, preview_bytes=preview_bytes,
-            capabilities=capabilities))
+            capabilities=capabilities, parent_snapshot=parent_snapshot,
+            must_read=list(must_read),
+            scope=enc.Scope(sessions=list(scope.sessions), kinds=list(scope.kinds),
+                            frames=list(scope.frames)) if scope else None))
         return Encoding(
             text=e.text, activation=e.activation, revision=e.revision, tick=e.tick,
             regions=tuple(r.name for r in sorted(e.regions, key=lambda r: r.start)),
@@ -200,7 +205,33 @@ class GrpcDriver(Driver):
                              total_bytes=i.total_bytes) for i in e.items),
             pressure=Pressure(e.pressure.level, e.pressure.used_bytes, e.pressure.limit_bytes,
                               e.pressure.external_actions_deferred),
-            bytes=e.bytes)
+            bytes=e.bytes, snapshot=e.snapshot, hash=e.hash,
+            omitted=tuple((o.key, o.reason) for o in e.omitted))
+
+    def snapshot_read(self, context: str, snapshot: str, ref: str) -> str:
+        parts, offset = [], 0
+        while True:
+            r = self._call(self._enc.Read, enc.ReadRequest(context=context, snapshot=snapshot,
+                                                           ref=ref, offset=offset))
+            parts.append(r.text)
+            if not r.has_more:
+                return "".join(parts)
+            offset = r.next_offset
+
+    def snapshot_search(self, context: str, snapshot: str, query: str) -> SnapshotSearch:
+        r = self._call(self._enc.Search, enc.SearchRequest(context=context, snapshot=snapshot,
+                                                           query=query))
+        return SnapshotSearch(tuple(h.key for h in r.hits), r.empty_reason)
+
+    def replay_snapshot(self, context: str, snapshot: str) -> SnapshotReplay:
+        r = self._call(self._enc.Replay, enc.SnapshotRequest(context=context,
+                                                             snapshot=snapshot))
+        return SnapshotReplay(r.hash, r.replay_hash, r.match, r.ranges_match)
+
+    def check_snapshot(self, context: str, snapshot: str) -> SnapshotCheck:
+        r = self._call(self._enc.Check, enc.SnapshotRequest(context=context, snapshot=snapshot))
+        return SnapshotCheck(r.current, r.valid_for_new_use,
+                             tuple((d.key, d.reason) for d in r.changed))
 
     def audit(self, context: str) -> AuditResult:
         r = self._call(self._tx.Audit, txn.AuditRequest(context=context))

@@ -1,4 +1,5 @@
 """The kit's cases, one module per profile; MODULES is the order a run takes them in."""
-from morphz_conformance.cases import concurrent, core, durable, kit, recall
+from morphz_conformance.cases import (assembly, concurrent, core, durable, kit, recall,
+                                      security)
 
-MODULES = (core, recall, durable, concurrent, kit)
+MODULES = (core, recall, durable, concurrent, security, assembly, kit)
