@@ -25,6 +25,21 @@ _BACKOFF = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_bac
 Forward = Callable[[str, bytes], bytes]  # (method, request) -> reply; raises grpc.RpcError
 
 
+class Refusal(Exception):
+    """A fault's own structured error (google.rpc.Status with an ErrorInfo reason)."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self):
+        from google.rpc import error_details_pb2, status_pb2
+        from grpc_status import rpc_status
+        st = status_pb2.Status(code=self.code.value[0], message=self.message)
+        st.details.add().Pack(error_details_pb2.ErrorInfo(reason=self.reason, domain="morphz"))
+        return rpc_status.to_status(st)
+
+
 class Fault:
     """Forwards unchanged; a subclass bends `call` for the methods it breaks."""
 
@@ -102,6 +117,53 @@ class LeaksOtherSessions(Fault):
         return forward(method, request)
 
 
+class ForgetsAcrossRestart(Fault):
+    """The last acknowledged commit of each context is gone once the server has been down
+    (as a server acknowledging before its write is durable would lose it to a SIGKILL):
+    the frames it created read as missing. The proxy cannot tell a stop from a kill, so
+    it forgets across either."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._down = False
+        self._last: dict[str, set[str]] = {}       # context -> frames its last commit made
+        self._forgotten: dict[str, set[str]] = {}
+
+    def call(self, method, request, forward):
+        try:
+            reply = forward(method, request)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                with self._lock:
+                    self._down = True
+            raise
+        with self._lock:
+            if self._down:  # back after an outage: the last commits are "lost"
+                self._down = False
+                for ctx, ids in self._last.items():
+                    self._forgotten.setdefault(ctx, set()).update(ids)
+                self._last.clear()
+        if method == TX + "Commit":
+            ctx = txn.CommitRequest.FromString(request).context
+            made = {r.target for r in txn.Receipt.FromString(reply).results
+                    if r.outcome in ("created", "derived")}
+            with self._lock:
+                self._last[ctx] = made
+        elif method == TX + "GetFrame":
+            asked = txn.GetFrameRequest.FromString(request)
+            if asked.frame_id in self._forgotten.get(asked.context, ()):
+                raise Refusal(grpc.StatusCode.NOT_FOUND, "FRAME_NOT_FOUND",
+                              f"no frame {asked.frame_id}")
+        elif method == TX + "ListFrames":
+            gone = self._forgotten.get(txn.ListFramesRequest.FromString(request).context, set())
+            listed = txn.FrameList.FromString(reply)
+            kept = [f for f in listed.frames if f.id not in gone]
+            del listed.frames[:]
+            listed.frames.extend(kept)
+            reply = listed.SerializeToString()
+        return reply
+
+
 class Proxy:
     """Listens on loopback (`address`) and forwards to `backend` through `fault`."""
 
@@ -131,6 +193,8 @@ class Proxy:
                                                 timeout=min(remaining or 30.0, 60.0))
         try:
             return self._fault.call(method, request, forward)
+        except Refusal as r:
+            context.abort_with_status(r.status())
         except grpc.RpcError as e:
             context.set_trailing_metadata(tuple(
                 (k, v) for k, v in (e.trailing_metadata() or ()) if k == _STATUS_KEY))
