@@ -31,7 +31,7 @@ KIT = str(pathlib.Path(sys.executable).with_name("morphz-conformance"))
 PROFILE = "SC-Concurrent"
 RUN_BOUND = 600  # seconds a whole kit run may take on a loaded machine before it fails
 TOKEN = "tok-kit-PLANTED-9b1e4d"  # sent as a bearer token; must appear nowhere
-EXTENSIONS = ("Security", "Assembly", "Kit")  # the clean run's, beside the profile
+EXTENSIONS = ("Security", "Hybrid", "Assembly", "Kit")  # the clean run's, beside the profile
 
 
 @dataclass(frozen=True)

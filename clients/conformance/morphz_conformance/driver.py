@@ -269,6 +269,8 @@ class Hit:
     revision: int = 0
     time: str = ""
     time_basis: str = ""  # occurred | recorded
+    lexical_rank: int = 0  # hybrid/vector: the rank (from 1) in each leg; 0: not in it
+    vector_rank: int = 0
 
     @property
     def key(self) -> str:
@@ -346,6 +348,7 @@ class IndexState:
     position: int
     head: int
     lag: int
+    vector_lag: int = 0  # commits the vector leg is behind (it follows on its own)
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,8 @@ class Driver:
                sessions: Sequence[str] = (), cursor: str = "", mode: str = "lexical",
                evaluation: Optional[Evaluation] = None, min_commit_seq: int = 0) -> SearchPage:
         """Search events and frames (retired ones included). `since` inclusive, `until`
-        exclusive (ISO 8601 with an offset); `cursor`: a previous page's, unchanged;
+        exclusive (ISO 8601 with an offset); `mode`: lexical, vector or hybrid;
+        `cursor`: a previous page's, unchanged;
         `min_commit_seq`: the version the search must see (read your writes)."""
         raise NotImplementedError
 

@@ -252,7 +252,7 @@ class GrpcDriver(Driver):
             mode=mode, evaluation=_evaluation(evaluation), min_commit_seq=min_commit_seq))
         return SearchPage(
             hits=tuple(Hit(h.kind, h.ref, h.id, h.state, h.preview, h.revision, h.time,
-                           h.time_basis) for h in r.results),
+                           h.time_basis, h.lexical_rank, h.vector_rank) for h in r.results),
             next_cursor=r.next_cursor, empty=r.empty, observation_ref=r.observation_ref,
             unclosed_lag=r.unclosed_lag)
 
@@ -360,7 +360,8 @@ def _evaluation(e: Optional[Evaluation]):
 
 
 def _index(s) -> IndexState:
-    return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag)
+    return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag,
+                      vector_lag=s.vectors.lag)
 
 
 def _activation(a) -> Activation:
