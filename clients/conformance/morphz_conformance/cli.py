@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Optional
 
 from morphz_conformance import __version__
@@ -86,7 +87,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def _run(args) -> int:
-    from morphz_conformance.control import Commands, ProcessControl
+    from morphz_conformance.control import Commands
     from morphz_conformance.driver import Implementation
     from morphz_conformance.grpc_driver import GrpcDriver
     from morphz_conformance.registry import all_cases
@@ -102,22 +103,19 @@ def _run(args) -> int:
     token = token or os.environ.get("MORPHZ_TOKEN", "")
     secrets = {token} if token else set()
     tls_ca = open(args.tls_ca, "rb").read() if args.tls_ca else None
-    commands = Commands(args.start_cmd, args.stop_cmd, args.kill_cmd)
-    holder: dict = {}
-    control = ProcessControl(commands, lambda: holder["driver"].answers(),
-                             log_path=args.target_log or None)
     driver = GrpcDriver(args.target, encoding_target=args.encoding_target,
                         recall_target=args.recall_target,
                         storage_target=args.storage_target, token=token,
-                        tls_ca=tls_ca, timeout=args.timeout, control=control,
+                        tls_ca=tls_ca, timeout=args.timeout,
+                        commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd),
+                        target_log=args.target_log or None,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
-    holder["driver"] = driver
     known = all_cases()
     case_ids = {c.id for c in known}
     cases = select(known, args.profile, args.extension, args.only)
     out = None if args.quiet else sys.stdout
-    started, t0 = now(), _monotonic()
+    started, t0 = now(), time.monotonic()
     try:
         if args.start_cmd:
             driver.start()
@@ -126,7 +124,7 @@ def _run(args) -> int:
         driver.close()
     report = build_report(results, profile=args.profile, extensions=args.extension,
                           driver=driver, target=_public_target(args.target), started=started,
-                          ms=int((_monotonic() - t0) * 1000), partial=bool(args.only),
+                          ms=int((time.monotonic() - t0) * 1000), partial=bool(args.only),
                           secrets=secrets, case_ids=case_ids)
     if private is not None:
         report = sign(report, private)
@@ -179,11 +177,6 @@ def _list(args) -> int:
 def _public_target(target: str) -> str:
     """The target as a report may show it: no user:password@ part."""
     return target.rpartition("@")[2]
-
-
-def _monotonic() -> float:
-    import time
-    return time.monotonic()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
-from morphz_conformance.control import ProcessControl
+from morphz_conformance.control import Commands, ProcessControl
 from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
                                        Implementation, IndexState, Item, Node, NotSupported,
@@ -30,6 +30,7 @@ from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2 a
 from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2_grpc as txn_grpc
 
 MORPHZ = Implementation("morphz", "")
+NO_COMMANDS = Commands()  # no control hooks
 _STATUS_KEY = "grpc-status-details-bin"
 # Reconnect soon after a restart the kit made (gRPC's default backoff grows to minutes);
 # replies as large as an encoding can be.
@@ -69,18 +70,22 @@ class GrpcDriver(Driver):
     """`target`: HOST:PORT of the all-in-one server (or of the transaction service, with
     `encoding_target` and `recall_target` for those services). `storage_target`: the
     internal storage API (`morphz serve --storage-listen`), used only by the tamper hook
-    (AUDIT-01). `token`: a bearer token sent as
-    `authorization: Bearer ...` (never logged, never in a report); `tls_ca`: PEM bytes
-    of the CA to trust (TLS on); `timeout`: every call's deadline in seconds."""
+    (AUDIT-01). `token`: a bearer token sent as `authorization: Bearer ...` (never
+    logged, never in a report); `tls_ca`: PEM bytes of the CA to trust (TLS on);
+    `timeout`: every call's deadline in seconds; `commands`: how to start, stop and
+    kill the target (the control hooks), `target_log`: where a target the kit starts
+    writes its output."""
 
     def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
-                 storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None, timeout: float = 30.0,
-                 control: Optional[ProcessControl] = None,
+                 storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
+                 timeout: float = 30.0, commands: Commands = NO_COMMANDS,
+                 target_log: Optional[str] = None,
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
-        self._control, self._impl = control, implementation
+        self._control = ProcessControl(commands, self.answers, target_log)
+        self._impl = implementation
         self._channels: list[grpc.Channel] = []
         self._connect()
 
@@ -100,10 +105,12 @@ class GrpcDriver(Driver):
         return grpc.secure_channel(target, grpc.ssl_channel_credentials(self._tls_ca),
                                    options=_OPTIONS)
 
+    def _metadata(self) -> tuple:
+        return (("authorization", f"Bearer {self._token}"),) if self._token else ()
+
     def _call(self, method, request):
-        metadata = (("authorization", f"Bearer {self._token}"),) if self._token else ()
         try:
-            return method(request, timeout=self._timeout, metadata=metadata)
+            return method(request, timeout=self._timeout, metadata=self._metadata())
         except grpc.RpcError as e:
             raise rejection(e) from None
 
@@ -115,8 +122,7 @@ class GrpcDriver(Driver):
         """Whether the target answers a call now (the control hooks wait on it)."""
         try:
             self._tx.ListContexts(txn.ListContextsRequest(), timeout=2,
-                                  metadata=(("authorization", f"Bearer {self._token}"),)
-                                  if self._token else ())
+                                  metadata=self._metadata())
             return True
         except grpc.RpcError as e:
             return e.code() not in _TRANSPORT
@@ -299,8 +305,8 @@ class GrpcDriver(Driver):
 
     # -- control hooks --------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
-        caps = self._control.capabilities() if self._control else frozenset()
-        return caps | ({"tamper"} if self._targets[3] else frozenset())
+        return self._control.capabilities() | (
+            {"tamper"} if self._targets[3] else frozenset())
 
     def tamper_frame(self, context: str, frame_id: str, body: str) -> None:
         """Rewrites the frame's row in the store's `frames` table (JSON with a `body`)
@@ -319,7 +325,7 @@ class GrpcDriver(Driver):
             writes=[storage.Write(table="frames", key=key, value=json.dumps(row).encode())]))
 
     def _hooks(self, name: str) -> ProcessControl:
-        if self._control is None or name not in self._control.capabilities():
+        if name not in self._control.capabilities():
             raise NotSupported(name)
         return self._control
 
@@ -334,8 +340,7 @@ class GrpcDriver(Driver):
         self._hooks("kill").kill()
 
     def close(self) -> None:
-        if self._control is not None:
-            self._control.close()
+        self._control.close()
         for ch in self._channels:
             ch.close()
         self._channels = []
