@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="the encoding service, where it is not at --target")
     run.add_argument("--recall-target", default="", metavar="HOST:PORT",
                      help="the recall service, where it is not at --target")
+    run.add_argument("--second-target", default="", metavar="HOST:PORT",
+                     help="SC-Distributed: a second transaction instance over the same store")
     run.add_argument("--storage-target", default="", metavar="HOST:PORT",
                      help="Morphz's internal storage API (serve --storage-listen): lets "
                      "AUDIT-01 tamper with a stored frame (else that case is not applicable)")
@@ -108,7 +110,7 @@ def _run(args) -> int:
                         storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout,
                         commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd),
-                        target_log=args.target_log or None,
+                        target_log=args.target_log or None, second_target=args.second_target,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     known = all_cases()

@@ -56,6 +56,10 @@ class Status:
     frames_by_state: Mapping[str, int] = field(default_factory=dict)
     sessions: tuple[SessionState, ...] = ()
     commit_seq: int = 0  # the context's physical version: what a search can wait for
+    # SC-Distributed: the runtime instance owning the context now and its fencing token.
+    owner: str = ""
+    owner_address: str = ""
+    fencing_token: int = 0
 
     def session(self, sid: str) -> Optional[SessionState]:
         return next((s for s in self.sessions if s.id == sid), None)

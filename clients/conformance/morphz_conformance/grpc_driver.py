@@ -31,6 +31,7 @@ from morphz_conformance.stubs.morphz.api.transaction.v1 import transaction_pb2_g
 
 MORPHZ = Implementation("morphz", "")
 NO_COMMANDS = Commands()  # no control hooks
+MAX_REDIRECTS = 2  # an owner can change once more while a redirect is followed
 _STATUS_KEY = "grpc-status-details-bin"
 # Reconnect soon after a restart the kit made (gRPC's default backoff grows to minutes);
 # replies as large as an encoding can be.
@@ -74,19 +75,23 @@ class GrpcDriver(Driver):
     logged, never in a report); `tls_ca`: PEM bytes of the CA to trust (TLS on);
     `timeout`: every call's deadline in seconds; `commands`: how to start, stop and
     kill the target (the control hooks), `target_log`: where a target the kit starts
-    writes its output."""
+    writes its output. SC-Distributed: `second_target` is another transaction instance
+    over the same store (the second runtime); `follow_owner`: send a write an instance
+    refuses as NOT_OWNER on to the owner it names."""
 
     def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
                  timeout: float = 30.0, commands: Commands = NO_COMMANDS,
-                 target_log: Optional[str] = None,
+                 target_log: Optional[str] = None, second_target: str = "",
+                 follow_owner: bool = True,
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
-        self._impl = implementation
+        self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
         self._channels: list[grpc.Channel] = []
+        self._owners: dict[str, grpc.Channel] = {}
         self._connect()
 
     def _connect(self) -> None:
@@ -114,6 +119,25 @@ class GrpcDriver(Driver):
         except grpc.RpcError as e:
             raise rejection(e) from None
 
+    def _txcall(self, name: str, request):
+        """A transaction-service call; with several instances, a NOT_OWNER refusal names
+        the owner's address, and the call goes there (unless `follow_owner` is off)."""
+        stub = self._tx
+        for _ in range(MAX_REDIRECTS):
+            try:
+                return self._call(getattr(stub, name), request)
+            except Rejected as e:
+                owner = e.details.get("owner_address")
+                if e.reason != "NOT_OWNER" or not self._follow_owner or not owner:
+                    raise
+                stub = self._owner_stub(str(owner))
+        return self._call(getattr(stub, name), request)
+
+    def _owner_stub(self, address: str):
+        if address not in self._owners:
+            self._owners[address] = self._channel(address)
+        return txn_grpc.TransactionServiceStub(self._owners[address])
+
     # -- model operations -----------------------------------------------------------------
     def implementation(self) -> Implementation:
         return self._impl
@@ -128,33 +152,33 @@ class GrpcDriver(Driver):
             return e.code() not in _TRANSPORT
 
     def create_context(self, context: str, *, window: int = 0) -> Status:
-        return _status(self._call(self._tx.CreateContext,
-                                  txn.CreateContextRequest(context=context, window=window)))
+        return _status(self._txcall("CreateContext",
+                                    txn.CreateContextRequest(context=context, window=window)))
 
     def status(self, context: str) -> Status:
-        return _status(self._call(self._tx.GetStatus, txn.GetStatusRequest(context=context)))
+        return _status(self._txcall("GetStatus", txn.GetStatusRequest(context=context)))
 
     def append(self, context: str, session: str, kind: str, text: str, *,
                request_id: str = "", actor: str = "", causal_refs: Sequence[str] = (),
                activation: str = "", target_session: str = "",
                secret: bool = False, occurred_at: str = "") -> Appended:
-        r = self._call(self._tx.AppendEvent, txn.AppendEventRequest(
+        r = self._txcall("AppendEvent", txn.AppendEventRequest(
             context=context, session=session, kind=kind, text=text, request_id=request_id,
             actor=actor, causal_refs=list(causal_refs), activation=activation,
             target_session=target_session, secret=secret, occurred_at=occurred_at))
         return _appended(r)
 
     def activate(self, context: str, session: str) -> Activation:
-        return _activation(self._call(self._tx.Activate,
-                                      txn.ActivateRequest(context=context, session=session)))
+        return _activation(self._txcall("Activate",
+                                        txn.ActivateRequest(context=context, session=session)))
 
     def deliver(self, context: str, activation: str) -> Activation:
-        return _activation(self._call(self._tx.Deliver, txn.DeliverRequest(
+        return _activation(self._txcall("Deliver", txn.DeliverRequest(
             context=context, activation=activation)))
 
     def commit(self, context: str, text: str, *, session: str = "", request_id: str = "",
                activation: str = "") -> Receipt:
-        r = self._call(self._tx.Commit, txn.CommitRequest(
+        r = self._txcall("Commit", txn.CommitRequest(
             context=context, session=session, request_id=request_id, text=text,
             activation=activation))
         return Receipt(
@@ -169,13 +193,13 @@ class GrpcDriver(Driver):
             rebased=r.rebased, commit_seq=r.commit_seq)
 
     def frame(self, context: str, frame_id: str, *, at_revision: int = 0) -> Frame:
-        return _frame(self._call(self._tx.GetFrame, txn.GetFrameRequest(
+        return _frame(self._txcall("GetFrame", txn.GetFrameRequest(
             context=context, frame_id=frame_id, at_revision=at_revision)))
 
     def frames(self, context: str) -> list[Frame]:
         frames, cursor = [], ""
         while True:
-            page = self._call(self._tx.ListFrames, txn.ListFramesRequest(
+            page = self._txcall("ListFrames", txn.ListFramesRequest(
                 context=context, max_bytes=1 << 20, cursor=cursor))
             frames.extend(_frame(f) for f in page.frames)
             if not page.next_cursor:
@@ -183,7 +207,7 @@ class GrpcDriver(Driver):
             cursor = page.next_cursor
 
     def event(self, context: str, ref: str) -> Event:
-        e = self._call(self._tx.GetEvent, txn.GetEventRequest(context=context, ref=ref))
+        e = self._txcall("GetEvent", txn.GetEventRequest(context=context, ref=ref))
         return Event(id=e.id, seq=e.seq, ref=e.ref, kind=e.kind, actor=e.actor,
                      session=e.session, causal_refs=tuple(e.causal_refs), time=e.time,
                      text=e.text, state=e.state, protected=e.protected, context=e.context,
@@ -240,7 +264,7 @@ class GrpcDriver(Driver):
                              tuple((d.key, d.reason) for d in r.changed))
 
     def audit(self, context: str) -> AuditResult:
-        r = self._call(self._tx.Audit, txn.AuditRequest(context=context))
+        r = self._txcall("Audit", txn.AuditRequest(context=context))
         problems = [f"{p.projection}: {d}" for p in r.projections if not p.match
                     for d in p.differences]
         if not r.chain.match and r.chain.first_broken:
@@ -295,10 +319,10 @@ class GrpcDriver(Driver):
                                  rec.RebuildIndexRequest(context=context)))
 
     def rebuild(self, context: str) -> None:
-        self._call(self._tx.RebuildProjections, txn.RebuildProjectionsRequest(context=context))
+        self._txcall("RebuildProjections", txn.RebuildProjectionsRequest(context=context))
 
     def import_events(self, context: str, events) -> list[Appended]:
-        r = self._call(self._tx.AppendEvents, txn.AppendEventsRequest(
+        r = self._txcall("AppendEvents", txn.AppendEventsRequest(
             context=context, events=[txn.AppendEventRequest(context=context, **e)
                                      for e in events]))
         return [_appended(a) for a in r.events]
@@ -306,7 +330,17 @@ class GrpcDriver(Driver):
     # -- control hooks --------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         return self._control.capabilities() | (
-            {"tamper"} if self._targets[3] else frozenset())
+            {"tamper"} if self._targets[3] else frozenset()) | (
+            {"second_runtime"} if self._second else frozenset())
+
+    def second_runtime(self) -> "GrpcDriver":
+        """The second instance, as it is: a write it does not own is refused, not sent on."""
+        if not self._second:
+            raise NotSupported("second_runtime")
+        return GrpcDriver(self._second, encoding_target=self._targets[1],
+                          recall_target=self._targets[2], token=self._token,
+                          tls_ca=self._tls_ca, timeout=self._timeout, follow_owner=False,
+                          implementation=self._impl)
 
     def tamper_frame(self, context: str, frame_id: str, body: str) -> None:
         """Rewrites the frame's row in the store's `frames` table (JSON with a `body`)
@@ -320,8 +354,10 @@ class GrpcDriver(Driver):
             raise Rejected("FRAME_NOT_FOUND", f"no stored row for {frame_id}")
         row = json.loads(got.value)
         row["body"] = body
+        # With owners (etcd), the store takes writes carrying the owner's fencing token only.
+        fence = self.status(context).fencing_token
         self._call(self._storage.Commit, storage.CommitRequest(
-            context=context, expect_commit_seq=got.commit_seq,
+            context=context, expect_commit_seq=got.commit_seq, fence=fence,
             writes=[storage.Write(table="frames", key=key, value=json.dumps(row).encode())]))
 
     def _hooks(self, name: str) -> ProcessControl:
@@ -341,15 +377,16 @@ class GrpcDriver(Driver):
 
     def close(self) -> None:
         self._control.close()
-        for ch in self._channels:
+        for ch in [*self._channels, *self._owners.values()]:
             ch.close()
-        self._channels = []
+        self._channels, self._owners = [], {}
 
 
 def _status(s) -> Status:
     return Status(context=s.context, revision=s.revision, cognitive_tick=s.cognitive_tick,
                   window=s.window, event_count=s.event_count,
                   frames_by_state=dict(s.frames_by_state), commit_seq=s.commit_seq,
+                  owner=s.owner, owner_address=s.owner_address, fencing_token=s.fencing_token,
                   sessions=tuple(SessionState(x.id, x.state, x.pending, x.messages_waiting,
                                               x.outstanding_calls) for x in s.sessions))
 
