@@ -44,7 +44,9 @@ def cluster(tmp_path, etcd):
     others = {role: ServerProcess(tmp_path / role, args=[role, *calls]).start()
               for role in ("recall", "encoding")}
     yield {"first": first, "start": start, "second": second.address,
-           "storage": storage.address, "others": others}
+           "storage": storage.address, "others": others,
+           # DIST-04's lease service outage: etcd paused, then continued (by its pid)
+           "lease_stop": f"kill -STOP {etcd.proc.pid}", "lease_start": f"kill -CONT {etcd.proc.pid}"}
     for proc in [*others.values(), second, storage]:
         proc.kill()
 
@@ -60,9 +62,12 @@ def test_kit_01_the_whole_sc_distributed_profile_passes_against_split_processes(
          "--second-target", cluster["second"], "--storage-target", cluster["storage"],
          "--recall-target", cluster["others"]["recall"].address,
          "--encoding-target", cluster["others"]["encoding"].address,
+         "--lease-stop-cmd", cluster["lease_stop"], "--lease-start-cmd", cluster["lease_start"],
          "--start-cmd", cluster["start"], "--target-log", str(tmp_path / "first.log"),
          "--report", str(report)], capture_output=True, text=True, timeout=RUN_BOUND)
     cases = json.loads(report.read_text())["cases"]
     assert {c["outcome"] for c in cases} == {"pass"}, done.stdout + done.stderr
     assert {c["profile"] for c in cases} == {"SC-Core", "SC-Durable", "SC-Concurrent",
                                              "SC-Distributed"}
+    assert sorted(c["id"] for c in cases if c["profile"] == "SC-Distributed") == [
+        "DIST-01", "DIST-02", "DIST-03", "DIST-04", "DIST-05"]

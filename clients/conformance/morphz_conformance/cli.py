@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="the encoding service, where it is not at --target")
     run.add_argument("--recall-target", default="", metavar="HOST:PORT",
                      help="the recall service, where it is not at --target")
+    run.add_argument("--lease-stop-cmd", default="", help="SC-Distributed: command that makes "
+                     "the lease service (etcd) unreachable, e.g. pauses it")
+    run.add_argument("--lease-start-cmd", default="", help="SC-Distributed: command that "
+                     "makes it reachable again")
     run.add_argument("--second-target", default="", metavar="HOST:PORT",
                      help="SC-Distributed: a second transaction instance over the same store")
     run.add_argument("--storage-target", default="", metavar="HOST:PORT",
@@ -109,7 +113,8 @@ def _run(args) -> int:
                         recall_target=args.recall_target,
                         storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout,
-                        commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd),
+                        commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd,
+                                          args.lease_stop_cmd, args.lease_start_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))

@@ -26,9 +26,11 @@ class Commands:
     start: str = ""
     stop: str = ""
     kill: str = ""
+    lease_stop: str = ""   # SC-Distributed: make the lease service unreachable
+    lease_start: str = ""  # and reachable again
 
     def capabilities(self) -> frozenset[str]:
-        caps = set()
+        caps = {"lease"} if self.lease_stop and self.lease_start else set()
         if self.start:
             caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
         if self.stop:
@@ -83,6 +85,16 @@ class ProcessControl:
             raise NotSupported("kill")
         self._reap()
         self._wait(lambda: not self._answers(), "stop answering after SIGKILL")
+
+    def lose_leases(self) -> None:
+        if "lease" not in self.capabilities():
+            raise NotSupported("lease")
+        _run(self.commands.lease_stop)
+
+    def restore_leases(self) -> None:
+        if "lease" not in self.capabilities():
+            raise NotSupported("lease")
+        _run(self.commands.lease_start)
 
     def close(self) -> None:
         """Stop what the kit launched (at the end of a run)."""

@@ -190,6 +190,7 @@ class Item:
     remaining_ticks: int = 0
     shown_bytes: int = 0
     total_bytes: int = 0
+    revision: int = 0  # frames: the frame revision shown
 
 
 @dataclass(frozen=True)
@@ -488,7 +489,7 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "second_runtime", "lease"; the default driver has none."""
+        "second_runtime", "lease", "fence"; the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -516,9 +517,17 @@ class Driver:
         """SC-Distributed: a driver for a second runtime instance over the same store."""
         raise NotSupported("second_runtime")
 
-    def expire_lease(self, context: str) -> None:
-        """SC-Distributed: make the current owner lose its lease on `context`."""
+    def lose_leases(self) -> None:
+        """SC-Distributed: make the lease service unreachable, so owners cannot renew."""
         raise NotSupported("lease")
+
+    def restore_leases(self) -> None:
+        raise NotSupported("lease")
+
+    def fenced_write(self, context: str, token: int) -> None:
+        """SC-Distributed: write to the context's store carrying `token` as the fencing
+        token, bypassing the runtime (as a former owner still running would)."""
+        raise NotSupported("fence")
 
     def close(self) -> None:
         """Release connections and anything the driver started."""

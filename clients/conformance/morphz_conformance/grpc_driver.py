@@ -5,6 +5,7 @@ API documents (protos/morphz/api/common/v1/common.proto)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Optional, Sequence
 
 import grpc
@@ -121,17 +122,28 @@ class GrpcDriver(Driver):
 
     def _txcall(self, name: str, request):
         """A transaction-service call; with several instances, a NOT_OWNER refusal names
-        the owner's address, and the call goes there (unless `follow_owner` is off)."""
-        stub = self._tx
-        for _ in range(MAX_REDIRECTS):
+        the owner's address, and the call goes there (unless `follow_owner` is off). An
+        instance restarted under its old id is refused by its own former lease until that
+        expires: a refusal naming the instance just asked is waited out (within the
+        call's deadline)."""
+        stub, asked, redirects = self._tx, self._targets[0], 0
+        deadline = time.monotonic() + self._timeout
+        while True:
             try:
                 return self._call(getattr(stub, name), request)
             except Rejected as e:
-                owner = e.details.get("owner_address")
+                owner = str(e.details.get("owner_address") or "")
                 if e.reason != "NOT_OWNER" or not self._follow_owner or not owner:
                     raise
-                stub = self._owner_stub(str(owner))
-        return self._call(getattr(stub, name), request)
+                if owner == asked:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+                    continue
+                redirects += 1
+                if redirects > MAX_REDIRECTS:
+                    raise
+                stub, asked = self._owner_stub(owner), owner
 
     def _owner_stub(self, address: str):
         if address not in self._owners:
@@ -143,13 +155,18 @@ class GrpcDriver(Driver):
         return self._impl
 
     def answers(self) -> bool:
-        """Whether the target answers a call now (the control hooks wait on it)."""
+        """Whether the target answers now (the control hooks wait on it): the transaction
+        service answers a call, and each other service at an address of its own reports
+        SERVING on gRPC health, which such a service does only once what it calls (the
+        transaction service, after a restart too) answers it."""
         try:
             self._tx.ListContexts(txn.ListContextsRequest(), timeout=2,
                                   metadata=self._metadata())
-            return True
         except grpc.RpcError as e:
-            return e.code() not in _TRANSPORT
+            if e.code() in _TRANSPORT:
+                return False
+        return all(_serving(ch) for ch, t in zip(self._channels[1:3], self._targets[1:3])
+                   if t != self._targets[0])
 
     def create_context(self, context: str, *, window: int = 0) -> Status:
         return _status(self._txcall("CreateContext",
@@ -232,7 +249,8 @@ class GrpcDriver(Driver):
                                                     for p in i.parts),
                              residency=i.residency, state=i.state,
                              remaining_ticks=i.remaining_ticks, shown_bytes=i.shown_bytes,
-                             total_bytes=i.total_bytes) for i in e.items),
+                             total_bytes=i.total_bytes, revision=i.revision)
+                        for i in e.items),
             pressure=Pressure(e.pressure.level, e.pressure.used_bytes, e.pressure.limit_bytes,
                               e.pressure.external_actions_deferred),
             bytes=e.bytes, snapshot=e.snapshot, hash=e.hash,
@@ -330,8 +348,26 @@ class GrpcDriver(Driver):
     # -- control hooks --------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         return self._control.capabilities() | (
-            {"tamper"} if self._targets[3] else frozenset()) | (
+            {"tamper", "fence"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset())
+
+    def lose_leases(self) -> None:
+        self._control.lose_leases()
+
+    def restore_leases(self) -> None:
+        self._control.restore_leases()
+
+    def fenced_write(self, context: str, token: int) -> None:
+        """A harmless row (`frames`/kit-fenced-write) committed straight to storage with
+        `token` as its fence."""
+        if self._storage is None:
+            raise NotSupported("fence")
+        got = self._call(self._storage.Get, storage.GetRequest(
+            context=context, table="frames", key=[common.KeyPart(text="kit-fenced-write")]))
+        self._call(self._storage.Commit, storage.CommitRequest(
+            context=context, expect_commit_seq=got.commit_seq, fence=token,
+            writes=[storage.Write(table="frames", key=[common.KeyPart(text="kit-fenced-write")],
+                                  value=b"{}")]))
 
     def second_runtime(self) -> "GrpcDriver":
         """The second instance, as it is: a write it does not own is refused, not sent on."""
@@ -389,6 +425,16 @@ def _status(s) -> Status:
                   owner=s.owner, owner_address=s.owner_address, fencing_token=s.fencing_token,
                   sessions=tuple(SessionState(x.id, x.state, x.pending, x.messages_waiting,
                                               x.outstanding_calls) for x in s.sessions))
+
+
+def _serving(channel: grpc.Channel) -> bool:
+    """gRPC health (grpc.health.v1, the whole server): the request is an empty
+    HealthCheckRequest, the reply SERVING is field 1 = 1."""
+    try:
+        reply = channel.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=2)
+    except grpc.RpcError:
+        return False
+    return reply == b"\x08\x01"
 
 
 def _appended(r) -> Appended:

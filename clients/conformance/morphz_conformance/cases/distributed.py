@@ -6,7 +6,7 @@ import threading
 import time
 
 from morphz_conformance.driver import Rejected, Unreachable
-from morphz_conformance.registry import CaseFailed, CaseRun, case
+from morphz_conformance.registry import CaseFailed, CaseRun, NotApplicable, case
 
 TAKEOVER_BOUND = 90.0  # seconds a takeover may take (lease TTL plus a loaded machine)
 
@@ -82,3 +82,85 @@ def dist_03_takeover(t: CaseRun):
     finally:
         other.close()
         d.start()  # the first runtime back, for the cases after this one
+
+
+@case("DIST-02", "a commit with a lower fencing token than the highest seen is rejected",
+      needs=("fence",))
+def dist_02_stale_token_fenced(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    t.tx(ctx, "(create plan (goal ship))")
+    st = d.status(ctx)
+    if st.fencing_token == 0:
+        raise NotApplicable("the target runs without owners (no fencing token)")
+    for stale in (st.fencing_token - 1, 0):
+        t.rejected("FENCED", d.fenced_write, ctx, stale)
+    after = d.status(ctx)
+    t.eq((after.commit_seq, after.revision), (st.commit_seq, st.revision),
+         "nothing written under a stale token, though at the current version")
+    t.rejected("FRAME_NOT_FOUND", d.frame, ctx, "kit-fenced-write")
+    t.eq(t.tx(ctx, "(create next (x 2))").revision, 2, "the owner goes on committing")
+
+
+@case("DIST-04", "an owner that cannot renew its lease refuses at once, then resumes",
+      needs=("lease",))
+def dist_04_lease_lost_refuses_then_resumes(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    t.tx(ctx, "(create plan (goal ship))")
+    revision = 1
+    d.lose_leases()
+    try:
+        deadline, refusal = time.monotonic() + TAKEOVER_BOUND, None
+        while refusal is None:
+            try:
+                revision = t.tx(ctx, f"(create r{revision} (x 1))", base=revision).revision
+            except Rejected as e:
+                refusal = e
+            if refusal is None and time.monotonic() > deadline:
+                raise CaseFailed("the owner kept committing without its lease")
+            time.sleep(0.1)
+        t.eq(refusal.reason, "OWNERSHIP_LOST", f"the refusal: {refusal.message[:200]}")
+        t.check("lease" in refusal.message, "the refusal says the lease is the cause")
+        t.rejected("OWNERSHIP_LOST", t.tx, ctx, "(create refused (x 1))", base=revision)
+    finally:
+        d.restore_leases()
+    deadline = time.monotonic() + TAKEOVER_BOUND
+    while True:
+        try:
+            receipt = t.tx(ctx, "(create back (x 1))", base=revision)
+            break
+        except (Rejected, Unreachable) as e:
+            if time.monotonic() > deadline:
+                raise CaseFailed(f"never resumed: {e}") from None
+            time.sleep(0.1)
+    t.eq(receipt.revision, revision + 1, "nothing was written while refused")
+
+
+@case("DIST-05", "the reads of one request see one version while commits go on")
+def dist_05_one_version_per_request(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    d.append(ctx, "s1", "user-message", "watch the frames")
+    t.tx(ctx, " ".join(f"(create f{i} (v 0))" for i in range(6)))
+    stop = threading.Event()
+
+    def writer():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                t.tx(ctx, " ".join(f"(revise f{i} (v {n}))" for i in range(6)))
+            except Rejected:
+                continue  # a conflict with nothing: the next round rereads
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        for _ in range(8):
+            e = d.encoding(ctx, "s1")
+            shown = {i.key: i.revision for i in e.items if i.kind == "frame"}
+            t.eq(len(set(shown.values())), 1,
+                 f"one encoding shows frames of several versions: {shown}")
+            for key, rev in shown.items():
+                t.eq(d.frame(ctx, key, at_revision=e.revision).revision, rev,
+                     f"{key} as of the encoding's revision {e.revision}")
+    finally:
+        stop.set()
+        thread.join(30)
