@@ -15,9 +15,11 @@ from typing import Callable, Optional
 
 import grpc
 
+from morphz.api.storage.v1 import storage_pb2
 from morphz.api.transaction.v1 import transaction_pb2 as txn
 
 TX = "/morphz.api.transaction.v1.TransactionService/"
+STORAGE = "/morphz.api.storage.v1.StorageService/"
 _STATUS_KEY = "grpc-status-details-bin"
 _BACKOFF = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 500),
             ("grpc.max_receive_message_length", 64 << 20)]
@@ -47,15 +49,21 @@ class Fault:
         return forward(method, request)
 
 
-def _reason(e: grpc.RpcError) -> str:
+def _info(e: grpc.RpcError):
+    """The ErrorInfo a structured error carries (None for a transport failure)."""
     from google.rpc import error_details_pb2, status_pb2
     for key, value in e.trailing_metadata() or ():
         if key == _STATUS_KEY:
             for detail in status_pb2.Status.FromString(value).details:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
-                    return info.reason
-    return ""
+                    return info
+    return None
+
+
+def _reason(e: grpc.RpcError) -> str:
+    info = _info(e)
+    return info.reason if info is not None else ""
 
 
 class StaleLastWriterWins(Fault):
@@ -162,6 +170,22 @@ class ForgetsAcrossRestart(Fault):
             listed.frames.extend(kept)
             reply = listed.SerializeToString()
         return reply
+
+
+class FencedOwnerWrites(Fault):
+    """In front of storage: a write refused because its fencing token is lower than the
+    highest seen (FENCED) is applied anyway, under the highest token."""
+
+    def call(self, method, request, forward):
+        try:
+            return forward(method, request)
+        except grpc.RpcError as e:
+            info = _info(e)
+            if method != STORAGE + "Commit" or info is None or info.reason != "FENCED":
+                raise
+        commit = storage_pb2.CommitRequest.FromString(request)
+        commit.fence = int(info.metadata["highest"])
+        return forward(method, commit.SerializeToString())
 
 
 class Proxy:
