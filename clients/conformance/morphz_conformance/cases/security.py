@@ -1,6 +1,7 @@
-"""The Security extension (SEC-*): the requirements a single principal can check. Those
-needing a second principal, the raw storage API or resource exhaustion need driver hooks
-the kit does not have yet (their ids are reported without a case)."""
+"""The Security extension (SEC-*): the requirements one principal can check through the
+public API (foreign refs, hostile input, secrets, named limits). SEC-01, 05, 07, 08 and 09
+need a second principal, the raw storage API's credentials or resource exhaustion: driver
+hooks the kit does not have yet (their ids are reported without a case)."""
 from __future__ import annotations
 
 from morphz_conformance.driver import Rejected
@@ -50,3 +51,36 @@ def sec_03_hostile_input(t: CaseRun):
     t.eq((t.revision(ctx), d.frame(ctx, "kept").body), (1, "(v 1)"), "what was committed")
     t.eq(t.tx(ctx, "(revise kept (v 2))").revision, 2, "the server still commits")
     t.check(d.audit(ctx).match, "the audit matches")
+
+
+@case("SEC-04", "secrets never enter an agent-visible encoding, reads or search unrevealed")
+def sec_04_secrets_stay_marked(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    secret = t.secret("launch code 7731-KIT-SECRET")
+    ev = d.append(ctx, "s1", "user-message", secret, secret=True)
+    shown = d.event(ctx, ev.ref)
+    t.check(shown.secret and secret not in shown.text,
+            "an event read without the reveal right shows its marker")
+    t.check(ev.ref in shown.text, f"the marker names the event: {shown.text!r}")
+    e = d.encoding(ctx, "s1")
+    t.check(ev.ref in e.keys("observation") and secret not in e.text,
+            "the encoding shows the secret observation as its marker")
+    hits = t.search(ctx, "launch code 7731")
+    t.check(all(secret not in h.preview for h in hits.hits), "search previews reveal nothing")
+    t.check(secret not in d.read(ctx, ev.ref).text, "a recall read reveals nothing")
+
+
+@case("SEC-06", "every limit is explicit; exceeding it names the limit; others go on")
+def sec_06_limits_named(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    d.append(ctx, "s1", "user-message", "limits")
+    t.tx(ctx, "(create f (x))")
+    for reason, call, field, maximum in (
+            ("RECALL_LIMIT_INVALID", lambda: d.search(ctx, "x", limit=101), "limit", 100),
+            ("RECALL_LIMIT_INVALID", lambda: d.traverse(ctx, "f", max_nodes=129),
+             "max_nodes", 128),
+            ("RECALL_LIMIT_INVALID", lambda: d.traverse(ctx, "f", depth=5), "depth", 4)):
+        err = t.rejected(reason, call)
+        t.eq((err.details.get("field"), err.details.get("maximum")), (field, maximum),
+             f"the {field} limit is named")
+    t.eq(t.tx(ctx, "(revise f (y))").revision, 2, "the server goes on serving")
