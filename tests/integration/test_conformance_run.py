@@ -1,6 +1,7 @@
 """The conformance kit against a real all-in-one `morphz serve` (a child process the kit
-itself starts, stops and SIGKILLs through --start-cmd; its internal storage listener lets
-AUDIT-01's case tamper with a stored frame): SC-Core through SC-Concurrent
+itself starts, stops and SIGKILLs through --start-cmd, and restarts under a small storage
+quota for DUR-07; its internal storage listener lets AUDIT-01's case tamper with a stored
+frame): SC-Core through SC-Concurrent
 pass, the signed report verifies and a tampered one does not (KIT-02), and each
 deliberately broken target (tests/conformance_proxy.py) fails exactly the cases named
 for its fault (KIT-03). The kit runs as an outside implementer runs it: the
@@ -64,15 +65,17 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     with `fault` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
     server, storage = _free_address(), _free_address()
-    start = shlex.join([sys.executable, "-m", "morphz.services.cli.main", "serve",
-                        "--listen", server, "--storage-listen", storage,
-                        "--data", str(tmp / "data")])
+    serve = [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen", server,
+             "--storage-listen", storage, "--data", str(tmp / "data")]
+    start = shlex.join(serve)
+    small = shlex.join([*serve, "--storage-quota", "6MiB"])  # DUR-07: the same, nearly full
     proxy = Proxy(server, fault).start() if fault is not None else None
     report = tmp / "report.json"
     token_file = tmp / "token"
     token_file.write_text(TOKEN)
     args = [KIT, "run", "--profile", PROFILE, "--target", proxy.address if proxy else server,
-            "--storage-target", storage, "--start-cmd", start, "--target-log", str(tmp / "server.log"),
+            "--storage-target", storage, "--start-cmd", start,
+            "--small-store-start-cmd", small, "--target-log", str(tmp / "server.log"),
             "--report", str(report), "--token-file", str(token_file),
             "--implementation-version", "test", *extra]
     if key is not None:

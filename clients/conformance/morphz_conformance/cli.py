@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
                      "(default with --start-cmd: SIGTERM to the process the kit started)")
     run.add_argument("--kill-cmd", default="", help="command that SIGKILLs the target "
                      "(default with --start-cmd: SIGKILL to the process the kit started)")
+    run.add_argument("--small-store-start-cmd", default="", help="DUR-07: command that "
+                     "starts the target with little storage space (e.g. a small quota); the "
+                     "case fills it, then restarts the target with --start-cmd")
     run.add_argument("--target-log", default="", help="where a target the kit starts writes "
                      "its output (default: discarded)")
     run.add_argument("--report", required=True, metavar="FILE")
@@ -114,7 +117,8 @@ def _run(args) -> int:
                         storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout,
                         commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd,
-                                          args.lease_stop_cmd, args.lease_start_cmd),
+                                          args.lease_stop_cmd, args.lease_start_cmd,
+                                          args.small_store_start_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))

@@ -28,9 +28,12 @@ class Commands:
     kill: str = ""
     lease_stop: str = ""   # SC-Distributed: make the lease service unreachable
     lease_start: str = ""  # and reachable again
+    start_small: str = ""  # DUR-07: start the target with little storage space left
 
     def capabilities(self) -> frozenset[str]:
         caps = {"lease"} if self.lease_stop and self.lease_start else set()
+        if self.start and self.start_small:
+            caps.add("space")
         if self.start:
             caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
         if self.stop:
@@ -53,12 +56,14 @@ class ProcessControl:
     def capabilities(self) -> frozenset[str]:
         return self.commands.capabilities()
 
-    def start(self) -> None:
-        if not self.commands.start:
+    def start(self, command: str = "") -> None:
+        """Start the target (with `command` instead of the start command when given)."""
+        command = command or self.commands.start
+        if not command:
             raise NotSupported("start")
         log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL
         try:
-            self._proc = subprocess.Popen(shlex.split(self.commands.start), stdin=subprocess.DEVNULL,
+            self._proc = subprocess.Popen(shlex.split(command), stdin=subprocess.DEVNULL,
                                           stdout=log, stderr=log, start_new_session=True)
         finally:
             if log is not subprocess.DEVNULL:
@@ -85,6 +90,20 @@ class ProcessControl:
             raise NotSupported("kill")
         self._reap()
         self._wait(lambda: not self._answers(), "stop answering after SIGKILL")
+
+    def limit_space(self) -> None:
+        """Restart the target with little storage space (the case fills the rest)."""
+        if "space" not in self.capabilities():
+            raise NotSupported("space")
+        self.stop()
+        self.start(self.commands.start_small)
+
+    def free_space(self) -> None:
+        """Restart the target with its space back."""
+        if "space" not in self.capabilities():
+            raise NotSupported("space")
+        self.stop()
+        self.start()
 
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():

@@ -489,7 +489,7 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "second_runtime", "lease", "fence"; the default driver has none."""
+        "space", "second_runtime", "lease", "fence"; the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -516,6 +516,15 @@ class Driver:
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""
         raise NotSupported("second_runtime")
+
+    def limit_space(self) -> None:
+        """DUR-07: leave the target little storage space (a small quota, a small disk);
+        the case fills the rest."""
+        raise NotSupported("space")
+
+    def free_space(self) -> None:
+        """DUR-07: give the space back; writes must resume."""
+        raise NotSupported("space")
 
     def lose_leases(self) -> None:
         """SC-Distributed: make the lease service unreachable, so owners cannot renew."""

@@ -351,6 +351,14 @@ class GrpcDriver(Driver):
             {"tamper", "fence"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset())
 
+    def limit_space(self) -> None:
+        self._control.limit_space()
+        self._connect()
+
+    def free_space(self) -> None:
+        self._control.free_space()
+        self._connect()
+
     def lose_leases(self) -> None:
         self._control.lose_leases()
 

@@ -2,10 +2,11 @@
 (DUR-*), through the Driver and its control hooks."""
 from __future__ import annotations
 
+import os
 import threading
 
 from morphz_conformance.driver import Driver, Rejected, Unreachable
-from morphz_conformance.registry import CaseRun, case
+from morphz_conformance.registry import CaseFailed, CaseRun, case
 
 
 def _state(d: Driver, ctx: str):
@@ -129,3 +130,33 @@ def dur_09_resumable_import(t: CaseRun):
     t.eq([a.ref for a in again[:15]], [a.ref for a in first], "replays name the first refs")
     t.eq(d.status(ctx).event_count - count, 40, "each record applied exactly once")
     t.check(d.audit(ctx).match, "the audit matches after the resumed import")
+
+
+@case("DUR-07", "a full store refuses every write STORAGE_FULL, reads go on, nothing is lost",
+      needs=("space",))
+def dur_07_full_store(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    before = "acknowledged before the space ran low"
+    acked = [(d.append(ctx, "s1", "user-message", before).ref, before)]
+    d.limit_space()
+    try:
+        for i in range(5000):
+            text = f"{i:06d} " + os.urandom(48 << 10).hex()  # incompressible
+            try:
+                acked.append((d.append(ctx, "s1", "tool-result", text).ref, text))
+            except Rejected as e:
+                t.eq(e.reason, "STORAGE_FULL", "the refusal of a write past the space")
+                break
+        else:
+            raise CaseFailed("the store never filled up")
+        t.rejected("STORAGE_FULL", d.append, ctx, "s1", "user-message", "one more")
+        t.rejected("STORAGE_FULL", t.tx, ctx, "(create f (x 1))")
+        t.rejected("STORAGE_FULL", d.create_context, f"{ctx}-another")
+        for ref, text in acked[:2] + acked[-2:]:
+            t.eq(d.event(ctx, ref).text, text, f"{ref} read while full")
+    finally:
+        d.free_space()
+    for ref, text in acked:
+        t.eq(d.event(ctx, ref).text, text, f"acknowledged {ref} after space returned")
+    d.append(ctx, "s1", "user-message", "writes resume")
+    t.check(d.audit(ctx).match, "the audit matches")
