@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -209,3 +210,13 @@ def test_kit_02_no_credential_or_secret_text_reaches_the_report_or_its_log(capsy
     for leaked in (token, "0000-SECRET"):
         assert leaked not in text and leaked not in logged
     assert REDACTED in report["cases"][0]["reason"] and REDACTED in report["cases"][1]["reason"]
+
+
+def test_kit_a_target_that_does_not_start_is_a_json_error_not_a_traceback(tmp_path):
+    kit = pathlib.Path(sys.executable).with_name("morphz-conformance")
+    done = subprocess.run([str(kit), "run", "--profile", "SC-Core", "--target", "127.0.0.1:9",
+                           "--start-cmd", "false", "--report", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert json.loads(done.stderr)["error"]["reason"] == "TARGET_CONTROL_FAILED"
+    assert not (tmp_path / "r.json").exists()

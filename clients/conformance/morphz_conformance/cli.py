@@ -87,10 +87,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    from morphz_conformance.control import ControlError
     args = _parser().parse_args(argv)
     try:
         return {"run": _run, "verify": _verify, "keygen": _keygen, "list": _list}[
             args.command](args)
+    except ControlError as e:
+        return _error("TARGET_CONTROL_FAILED", str(e))
     except (OSError, ValueError) as e:
         return _error("KIT_INPUT_INVALID", f"{type(e).__name__}: {e}")
 

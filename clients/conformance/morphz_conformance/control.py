@@ -21,6 +21,10 @@ from morphz_conformance.driver import NotSupported
 READY_BOUND = 90.0  # seconds a start may take before the run gives up on the target
 
 
+class ControlError(RuntimeError):
+    """A control hook could not do its job (the target did not start, a command failed)."""
+
+
 @dataclass(frozen=True)
 class Commands:
     start: str = ""
@@ -148,9 +152,9 @@ class ProcessControl:
         deadline = time.monotonic() + READY_BOUND
         while not done():
             if died():
-                raise RuntimeError(f"the target exited before it would {what}")
+                raise ControlError(f"the target exited before it would {what}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the target did not {what} within {READY_BOUND:.0f}s")
+                raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
             time.sleep(0.1)
 
 
@@ -159,4 +163,4 @@ def _run(command: str) -> None:
                           capture_output=True, timeout=120)
     if done.returncode != 0:
         # The command's own output is not echoed: it could carry credentials.
-        raise RuntimeError(f"control command exited {done.returncode}")
+        raise ControlError(f"control command exited {done.returncode}")
