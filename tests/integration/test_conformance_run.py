@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from morphz_conformance.mapping import REQUIREMENTS, included
+from morphz_conformance.registry import all_cases
 from tests.conformance_proxy import (Fault, ForgetsAcrossRestart, LeaksOtherSessions, Proxy,
                                      RetryAnsweredTwice, StaleLastWriterWins)
 from tests.conformance_paths import CASE_MISSING
@@ -32,7 +33,9 @@ KIT = str(pathlib.Path(sys.executable).with_name("morphz-conformance"))
 PROFILE = "SC-Concurrent"
 RUN_BOUND = 600  # seconds a whole kit run may take on a loaded machine before it fails
 TOKEN = "tok-kit-PLANTED-9b1e4d"  # sent as a bearer token; must appear nowhere
-EXTENSIONS = ("Security", "Hybrid", "Assembly", "Kit")  # the clean run's, beside the profile
+SECOND_TOKEN = "tok-second-PLANTED-51c07a"  # SEC-01's second principal
+# The clean run's extensions beside the profile (Security: the authenticated run's).
+EXTENSIONS = ("Hybrid", "Assembly", "Kit")
 
 
 @dataclass(frozen=True)
@@ -60,20 +63,20 @@ def _free_address() -> str:
 
 
 def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path | None = None,
-            extra: list[str] = ()) -> KitRun:
+            extra: list[str] = (), profile: str = PROFILE, serve_extra: list[str] = ()) -> KitRun:
     """`morphz-conformance run` over a fresh server on data in `tmp` (through a proxy
     with `fault` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
     server, storage = _free_address(), _free_address()
     serve = [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen", server,
-             "--storage-listen", storage, "--data", str(tmp / "data")]
+             "--storage-listen", storage, "--data", str(tmp / "data"), *serve_extra]
     start = shlex.join(serve)
     small = shlex.join([*serve, "--storage-quota", "6MiB"])  # DUR-07: the same, nearly full
     proxy = Proxy(server, fault).start() if fault is not None else None
     report = tmp / "report.json"
     token_file = tmp / "token"
     token_file.write_text(TOKEN)
-    args = [KIT, "run", "--profile", PROFILE, "--target", proxy.address if proxy else server,
+    args = [KIT, "run", "--profile", profile, "--target", proxy.address if proxy else server,
             "--storage-target", storage, "--start-cmd", start,
             "--small-store-start-cmd", small, "--target-log", str(tmp / "server.log"),
             "--report", str(report), "--token-file", str(token_file),
@@ -86,6 +89,16 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
         if proxy is not None:
             proxy.stop()
     return KitRun(done.returncode, done.stdout, done.stderr, report)
+
+
+def _authenticated(tmp: pathlib.Path) -> KitRun:
+    """The Security extension against a server that takes bearer tokens: the kit's
+    principal (TOKEN) and a second one holding no grant (SECOND_TOKEN)."""
+    tokens, second = tmp / "tokens", tmp / "second-token"
+    tokens.write_text(f"{TOKEN} kit\n{SECOND_TOKEN} bob\n")
+    second.write_text(SECOND_TOKEN)
+    return kit_run(tmp, profile="Security", serve_extra=["--tokens", str(tokens)],
+                   extra=["--second-token-file", str(second)])
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +119,7 @@ def runs(tmp_path_factory, keys) -> dict[str, KitRun]:
     for name, (fault, _) in BROKEN.items():
         jobs[name] = (lambda f=fault, n=name: kit_run(
             tmp_path_factory.mktemp(re.sub(r"\W+", "-", n)), fault=f()))
+    jobs["authenticated"] = lambda: _authenticated(tmp_path_factory.mktemp("authenticated"))
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         started = {name: pool.submit(job) for name, job in jobs.items()}
         return {name: f.result() for name, f in started.items()}
@@ -167,9 +181,19 @@ def test_kit_02_a_tampered_report_fails_verification(clean, keys, tmp_path, chan
     assert json.loads(done.stderr)["error"]["reason"] == "SIGNATURE_INVALID"
 
 
-def test_kit_02_the_token_appears_nowhere_in_the_report_or_the_kits_output(clean):
-    for text in (clean.report_path.read_text(encoding="utf-8"), clean.stdout, clean.stderr):
-        assert TOKEN not in text
+def test_kit_02_the_token_appears_nowhere_in_the_report_or_the_kits_output(runs):
+    for run in (runs["clean"], runs["authenticated"]):
+        for text in (run.report_path.read_text(encoding="utf-8"), run.stdout, run.stderr):
+            assert TOKEN not in text and SECOND_TOKEN not in text
+
+
+def test_sec_01_the_security_extension_passes_against_a_server_taking_tokens(runs):
+    """SEC-01's case (no credentials: UNAUTHENTICATED; a principal without a grant:
+    refused for every right) and the other Security cases, authenticated."""
+    run = runs["authenticated"]
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.outcomes() == {c.name: "pass" for c in all_cases() if c.profile == "Security"}
+    assert "SEC-01" in {c["id"] for c in run.report["cases"]}
 
 
 # -- KIT-03: broken targets ---------------------------------------------------------------------------

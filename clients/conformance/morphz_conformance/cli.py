@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--implementation-version", default="", help="version in the report")
     run.add_argument("--token-file", default="", help="file holding a bearer token for the "
                      "target (read, sent, never written anywhere); or $MORPHZ_TOKEN")
+    run.add_argument("--second-token-file", default="", help="SEC-01: a second principal's "
+                     "bearer token (one holding no grant on the kit's contexts)")
     run.add_argument("--tls-ca", default="", help="PEM file of the CA to trust (TLS on)")
     run.add_argument("--timeout", type=float, default=30.0, help="each call's deadline (s)")
     run.add_argument("--only", action="append", default=[], metavar="ID|CASE",
@@ -113,7 +115,11 @@ def _run(args) -> int:
         with open(args.token_file, encoding="utf-8") as f:
             token = f.read().strip()
     token = token or os.environ.get("MORPHZ_TOKEN", "")
-    secrets = {token} if token else set()
+    second_token = ""
+    if args.second_token_file:
+        with open(args.second_token_file, encoding="utf-8") as f:
+            second_token = f.read().strip()
+    secrets = {t for t in (token, second_token) if t}
     tls_ca = open(args.tls_ca, "rb").read() if args.tls_ca else None
     driver = GrpcDriver(args.target, encoding_target=args.encoding_target,
                         recall_target=args.recall_target,
@@ -123,6 +129,7 @@ def _run(args) -> int:
                                           args.lease_stop_cmd, args.lease_start_cmd,
                                           args.small_store_start_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
+                        second_token=second_token,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     known = all_cases()

@@ -489,7 +489,8 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "space", "second_runtime", "lease", "fence"; the default driver has none."""
+        "space", "principals", "second_runtime", "lease", "fence"; the default driver
+        has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -512,6 +513,11 @@ class Driver:
         """AUDIT-01: change a frame's stored body behind the implementation's back (as a
         faulty disk or an operator with raw access would), bypassing the transaction path."""
         raise NotSupported("tamper")
+
+    def as_principal(self, who: str) -> "Driver":
+        """SEC-01: this target as another caller: "other" (a second principal holding no
+        grant on the kit's contexts) or "anonymous" (no credentials at all)."""
+        raise NotSupported("principals")
 
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""

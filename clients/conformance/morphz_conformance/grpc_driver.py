@@ -78,19 +78,21 @@ class GrpcDriver(Driver):
     kill the target (the control hooks), `target_log`: where a target the kit starts
     writes its output. SC-Distributed: `second_target` is another transaction instance
     over the same store (the second runtime); `follow_owner`: send a write an instance
-    refuses as NOT_OWNER on to the owner it names."""
+    refuses as NOT_OWNER on to the owner it names. SEC-01: `second_token` is a second
+    principal's (holding no grant on the kit's contexts)."""
 
     def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
                  timeout: float = 30.0, commands: Commands = NO_COMMANDS,
                  target_log: Optional[str] = None, second_target: str = "",
-                 follow_owner: bool = True,
+                 follow_owner: bool = True, second_token: str = "",
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
+        self._second_token = second_token
         self._channels: list[grpc.Channel] = []
         self._owners: dict[str, grpc.Channel] = {}
         self._connect()
@@ -349,7 +351,16 @@ class GrpcDriver(Driver):
     def capabilities(self) -> frozenset[str]:
         return self._control.capabilities() | (
             {"tamper", "fence"} if self._targets[3] else frozenset()) | (
-            {"second_runtime"} if self._second else frozenset())
+            {"second_runtime"} if self._second else frozenset()) | (
+            {"principals"} if self._token and self._second_token else frozenset())
+
+    def as_principal(self, who: str) -> "GrpcDriver":
+        if "principals" not in self.capabilities():
+            raise NotSupported("principals")
+        token = {"other": self._second_token, "anonymous": ""}[who]
+        return GrpcDriver(self._targets[0], encoding_target=self._targets[1],
+                          recall_target=self._targets[2], token=token, tls_ca=self._tls_ca,
+                          timeout=self._timeout, implementation=self._impl)
 
     def limit_space(self) -> None:
         self._control.limit_space()

@@ -1,7 +1,8 @@
 """The Security extension (SEC-*): the requirements one principal can check through the
-public API (foreign refs, hostile input, secrets, named limits). SEC-01, 05, 07, 08 and 09
-need a second principal, the raw storage API's credentials or resource exhaustion: driver
-hooks the kit does not have yet (their ids are reported without a case)."""
+public API (a second principal and no credentials refused, foreign refs, hostile input,
+secrets, named limits). SEC-05, 07, 08 and 09 need the raw storage API's credentials or
+resource exhaustion: driver hooks the kit does not have yet (their ids are reported
+without a case)."""
 from __future__ import annotations
 
 from morphz_conformance.driver import Rejected
@@ -15,6 +16,31 @@ HOSTILE = (
     "(" * 5000,
     "(context-tx (base-version 0) (create f (x \x00 \udcff)))".encode("utf-8", "replace").decode(),
 )
+
+
+@case("SEC-01", "every call authenticates a principal; every access is authorized",
+      needs=("principals",))
+def sec_01_authenticated_and_authorized(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    ev = d.append(ctx, "s1", "user-message", "the owner's own note")
+    t.tx(ctx, "(create plan (goal ship))")
+    calls = {"read": lambda x: x.status(ctx),
+             "read an event": lambda x: x.event(ctx, ev.ref),
+             "write": lambda x: x.append(ctx, "s1", "user-message", "intruder"),
+             "commit": lambda x: x.commit(ctx, "(context-tx (base-version 1) (create y (z)))"),
+             "recall": lambda x: x.search(ctx, "note"),
+             "encode": lambda x: x.encoding(ctx, "s1")}
+    for who, reason in (("anonymous", "UNAUTHENTICATED"), ("other", "FORBIDDEN")):
+        caller = d.as_principal(who)
+        try:
+            for what, call in calls.items():
+                err = t.rejected(reason, call, caller)
+                t.check(err.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"),
+                        f"{who} {what}: status {err.code}")
+        finally:
+            caller.close()
+    t.eq((t.revision(ctx), d.event(ctx, ev.ref).text), (1, "the owner's own note"),
+         "nothing changed by the refused callers")
 
 
 @case("SEC-02", "stable refs are scoped to their context: a foreign id reads nothing")
