@@ -489,8 +489,8 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "space", "principals", "second_runtime", "lease", "fence"; the default driver
-        has none."""
+        "space", "principals", "raw_store", "second_runtime", "lease", "fence"; the
+        default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -513,6 +513,12 @@ class Driver:
         """AUDIT-01: change a frame's stored body behind the implementation's back (as a
         faulty disk or an operator with raw access would), bypassing the transaction path."""
         raise NotSupported("tamper")
+
+    def raw_store_attempts(self, context: str) -> dict[str, str]:
+        """SEC-05: try to read and write the context's raw store every way a public
+        caller (the kit's own credentials) has; per way, the refusal's reason, or ""
+        when it was let through."""
+        raise NotSupported("raw_store")
 
     def as_principal(self, who: str) -> "Driver":
         """SEC-01: this target as another caller: "other" (a second principal holding no

@@ -350,9 +350,33 @@ class GrpcDriver(Driver):
     # -- control hooks --------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         return self._control.capabilities() | (
-            {"tamper", "fence"} if self._targets[3] else frozenset()) | (
+            {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
             {"principals"} if self._token and self._second_token else frozenset())
+
+    def raw_store_attempts(self, context: str) -> dict[str, str]:
+        """The storage API's Get and Commit, with the kit's credentials, on the public port
+        and on the internal storage listener."""
+        if not self._targets[3]:
+            raise NotSupported("raw_store")
+        key = [common.KeyPart(text="kit-raw-write")]
+        read = storage.GetRequest(context=context, table="frames", key=key)
+        write = storage.CommitRequest(context=context, writes=[
+            storage.Write(table="frames", key=key, value=b"{}")])
+        outcomes = {}
+        for where, channel in (("public port", self._channels[0]),
+                               ("storage listener", self._channels[3])):
+            stub = storage_grpc.StorageServiceStub(channel)
+            for what, method, request in (("read", stub.Get, read),
+                                          ("write", stub.Commit, write)):
+                try:
+                    self._call(method, request)
+                    outcomes[f"{what} on the {where}"] = ""
+                except Rejected as e:
+                    outcomes[f"{what} on the {where}"] = e.reason
+                except Unreachable:
+                    outcomes[f"{what} on the {where}"] = "UNAVAILABLE"
+        return outcomes
 
     def as_principal(self, who: str) -> "GrpcDriver":
         if "principals" not in self.capabilities():

@@ -1,7 +1,7 @@
 """The Security extension (SEC-*): the requirements one principal can check through the
 public API (a second principal and no credentials refused, foreign refs, hostile input,
-secrets, named limits). SEC-05, 07, 08 and 09 need the raw storage API's credentials or
-resource exhaustion: driver hooks the kit does not have yet (their ids are reported
+secrets, named limits, the raw store out of reach). SEC-07, 08 and 09 need budgets, slow
+readers and namespaces: driver hooks the kit does not have yet (their ids are reported
 without a case)."""
 from __future__ import annotations
 
@@ -41,6 +41,22 @@ def sec_01_authenticated_and_authorized(t: CaseRun):
             caller.close()
     t.eq((t.revision(ctx), d.event(ctx, ev.ref).text), (1, "the owner's own note"),
          "nothing changed by the refused callers")
+
+
+@case("SEC-05", "the raw storage API is not reachable with a public caller's credentials",
+      needs=("raw_store", "principals"))
+def sec_05_raw_store_unreachable(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    t.tx(ctx, "(create plan (goal ship))")
+    before = d.status(ctx)
+    attempts = d.raw_store_attempts(ctx)
+    t.check(attempts, "no way to the raw store was tried")
+    let_through = sorted(way for way, reason in attempts.items() if not reason)
+    t.eq(let_through, [], "raw store access a public caller was allowed")
+    after = d.status(ctx)
+    t.eq((after.commit_seq, after.revision), (before.commit_seq, before.revision),
+         "nothing written to the store")
+    t.rejected("FRAME_NOT_FOUND", d.frame, ctx, "kit-raw-write")
 
 
 @case("SEC-02", "stable refs are scoped to their context: a foreign id reads nothing")
