@@ -92,12 +92,14 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
 
 
 def _authenticated(tmp: pathlib.Path) -> KitRun:
-    """The Security extension against a server that takes bearer tokens: the kit's
-    principal (TOKEN) and a second one holding no grant (SECOND_TOKEN)."""
+    """The Security extension against a server that takes bearer tokens, each principal's
+    contexts in a namespace of its own: the kit's principal (TOKEN) and a second one
+    holding no grant (SECOND_TOKEN)."""
     tokens, second = tmp / "tokens", tmp / "second-token"
     tokens.write_text(f"{TOKEN} kit\n{SECOND_TOKEN} bob\n")
     second.write_text(SECOND_TOKEN)
-    return kit_run(tmp, profile="Security", serve_extra=["--tokens", str(tokens)],
+    return kit_run(tmp, profile="Security",
+                   serve_extra=["--tokens", str(tokens), "--private-namespaces"],
                    extra=["--second-token-file", str(second)])
 
 

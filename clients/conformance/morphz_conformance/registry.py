@@ -128,13 +128,14 @@ class CaseRun:
             raise CaseFailed(f"{what}: expected {expected!r}, got {actual!r}")
 
     @staticmethod
-    def rejected(expected: str, fn: Callable, /, *args, **kwargs) -> Rejected:
-        """fn(*args, **kwargs) must be rejected with reason `expected`; returns the
-        rejection."""
+    def rejected(expected: str | frozenset[str], fn: Callable, /, *args, **kwargs) -> Rejected:
+        """fn(*args, **kwargs) must be rejected with reason `expected` (or one of a set);
+        returns the rejection."""
         try:
             result = fn(*args, **kwargs)
         except Rejected as e:
-            if e.reason != expected:
+            if e.reason != expected and not (isinstance(expected, frozenset)
+                                             and e.reason in expected):
                 raise CaseFailed(f"expected rejection {expected}, got {e.reason}: "
                                  f"{e.message[:200]}") from None
             return e

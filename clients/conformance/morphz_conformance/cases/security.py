@@ -1,7 +1,7 @@
 """The Security extension (SEC-*): the requirements one principal can check through the
 public API (a second principal and no credentials refused, foreign refs, hostile input,
-secrets, named limits, the raw store out of reach). SEC-07, 08 and 09 need budgets, slow
-readers and namespaces: driver hooks the kit does not have yet (their ids are reported
+secrets, named limits, the raw store out of reach, namespaces). SEC-07 and 08 need
+budgets and slow readers: driver hooks the kit does not have yet (their ids are reported
 without a case)."""
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ def sec_01_authenticated_and_authorized(t: CaseRun):
              "commit": lambda x: x.commit(ctx, "(context-tx (base-version 1) (create y (z)))"),
              "recall": lambda x: x.search(ctx, "note"),
              "encode": lambda x: x.encoding(ctx, "s1")}
-    for who, reason in (("anonymous", "UNAUTHENTICATED"), ("other", "FORBIDDEN")):
+    # A principal of another namespace (SEC-09) does not even find the context.
+    refused = frozenset({"FORBIDDEN", "CONTEXT_NOT_FOUND"})
+    for who, reason in (("anonymous", "UNAUTHENTICATED"), ("other", refused)):
         caller = d.as_principal(who)
         try:
             for what, call in calls.items():
                 err = t.rejected(reason, call, caller)
-                t.check(err.code in ("UNAUTHENTICATED", "PERMISSION_DENIED"),
+                t.check(err.code in ("UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND"),
                         f"{who} {what}: status {err.code}")
         finally:
             caller.close()
@@ -57,6 +59,27 @@ def sec_05_raw_store_unreachable(t: CaseRun):
     t.eq((after.commit_seq, after.revision), (before.commit_seq, before.revision),
          "nothing written to the store")
     t.rejected("FRAME_NOT_FOUND", d.frame, ctx, "kit-raw-write")
+
+
+@case("SEC-09", "context names live in namespaces: a name taken in one reveals nothing",
+      needs=("principals",))
+def sec_09_namespaces(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    first = d.append(ctx, "s1", "user-message", "the first namespace's note")
+    before = d.status(ctx)
+    other = d.as_principal("other")
+    try:
+        # The name means another context there: not found, or not theirs to read yet.
+        t.rejected(frozenset({"CONTEXT_NOT_FOUND", "FORBIDDEN"}), other.status, ctx)
+        other.create_context(ctx)  # the same name, in the other principal's namespace
+        mine = other.append(ctx, "s1", "user-message", "the second namespace's note")
+        t.eq(other.event(ctx, mine.ref).text, "the second namespace's note",
+             "the other namespace's context of that name")
+        t.eq(other.status(ctx).revision, 0, "a new, empty context")
+    finally:
+        other.close()
+    t.eq(d.event(ctx, first.ref).text, "the first namespace's note", "the first is untouched")
+    t.eq(d.status(ctx).event_count, before.event_count, "the first namespace's context")
 
 
 @case("SEC-02", "stable refs are scoped to their context: a foreign id reads nothing")
