@@ -15,7 +15,7 @@ CASE_MISSING = frozenset({
     "DUR-05", "DUR-06", "DUR-08",
     "DIST-06", "DIST-07",
     "SEC-07", "SEC-08",
-    "HYB-02", "HYB-04", "HYB-05", "HYB-06",
+    "HYB-04", "HYB-05", "HYB-06",
     "MCP-01", "MCP-02", "UI-01", "UI-02",
 })
 

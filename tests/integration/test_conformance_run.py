@@ -1,6 +1,6 @@
 """The conformance kit against a real all-in-one `morphz serve` (a child process the kit
 itself starts, stops and SIGKILLs through --start-cmd, and restarts under a small storage
-quota for DUR-07; its internal storage listener lets AUDIT-01's case tamper with a stored
+quota for DUR-07 and with another embedder for HYB-02; its internal storage listener lets AUDIT-01's case tamper with a stored
 frame): SC-Core through SC-Concurrent
 pass, the signed report verifies and a tampered one does not (KIT-02), and each
 deliberately broken target (tests/conformance_proxy.py) fails exactly the cases named
@@ -72,13 +72,16 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
              "--storage-listen", storage, "--data", str(tmp / "data"), *serve_extra]
     start = shlex.join(serve)
     small = shlex.join([*serve, "--storage-quota", "6MiB"])  # DUR-07: the same, nearly full
+    # HYB-02: the same data embedded by another embedder than the session's (hashing)
+    other_embedder = shlex.join([*serve, "--embedder", "hashing:128"])
     proxy = Proxy(server, fault).start() if fault is not None else None
     report = tmp / "report.json"
     token_file = tmp / "token"
     token_file.write_text(TOKEN)
     args = [KIT, "run", "--profile", profile, "--target", proxy.address if proxy else server,
             "--storage-target", storage, "--start-cmd", start,
-            "--small-store-start-cmd", small, "--target-log", str(tmp / "server.log"),
+            "--small-store-start-cmd", small, "--other-embedder-start-cmd", other_embedder,
+            "--target-log", str(tmp / "server.log"),
             "--report", str(report), "--token-file", str(token_file),
             "--implementation-version", "test", *extra]
     if key is not None:

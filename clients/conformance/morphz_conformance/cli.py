@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--small-store-start-cmd", default="", help="DUR-07: command that "
                      "starts the target with little storage space (e.g. a small quota); the "
                      "case fills it, then restarts the target with --start-cmd")
+    run.add_argument("--other-embedder-start-cmd", default="", help="HYB-02: command that "
+                     "starts the target on its data embedding with another embedder")
     run.add_argument("--target-log", default="", help="where a target the kit starts writes "
                      "its output (default: discarded)")
     run.add_argument("--report", required=True, metavar="FILE")
@@ -127,7 +129,8 @@ def _run(args) -> int:
                         tls_ca=tls_ca, timeout=args.timeout,
                         commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd,
                                           args.lease_stop_cmd, args.lease_start_cmd,
-                                          args.small_store_start_cmd),
+                                          args.small_store_start_cmd,
+                                          args.other_embedder_start_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         second_token=second_token,
                         implementation=Implementation(args.implementation,

@@ -33,11 +33,14 @@ class Commands:
     lease_stop: str = ""   # SC-Distributed: make the lease service unreachable
     lease_start: str = ""  # and reachable again
     start_small: str = ""  # DUR-07: start the target with little storage space left
+    start_other_embedder: str = ""  # HYB-02: start it embedding with another embedder
 
     def capabilities(self) -> frozenset[str]:
         caps = {"lease"} if self.lease_stop and self.lease_start else set()
         if self.start and self.start_small:
             caps.add("space")
+        if self.start and self.start_other_embedder:
+            caps.add("embedder")
         if self.start:
             caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
         if self.stop:
@@ -108,6 +111,12 @@ class ProcessControl:
             raise NotSupported("space")
         self.stop()
         self.start()
+
+    def restart_with_other_embedder(self) -> None:
+        if "embedder" not in self.capabilities():
+            raise NotSupported("embedder")
+        self.stop()
+        self.start(self.commands.start_other_embedder)
 
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():

@@ -489,8 +489,8 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "space", "principals", "raw_store", "second_runtime", "lease", "fence"; the
-        default driver has none."""
+        "space", "embedder", "principals", "raw_store", "second_runtime", "lease",
+        "fence"; the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -537,6 +537,11 @@ class Driver:
     def free_space(self) -> None:
         """DUR-07: give the space back; writes must resume."""
         raise NotSupported("space")
+
+    def restart_with_other_embedder(self) -> None:
+        """HYB-02: restart the target on its data embedding with another embedder (restart()
+        brings the original back)."""
+        raise NotSupported("embedder")
 
     def lose_leases(self) -> None:
         """SC-Distributed: make the lease service unreachable, so owners cannot renew."""

@@ -394,6 +394,10 @@ class GrpcDriver(Driver):
         self._control.free_space()
         self._connect()
 
+    def restart_with_other_embedder(self) -> None:
+        self._control.restart_with_other_embedder()
+        self._connect()
+
     def lose_leases(self) -> None:
         self._control.lose_leases()
 

@@ -1,6 +1,6 @@
-"""The Hybrid extension (seed 004; HYB-01, HYB-03): a lexical and a vector leg fused, each
-hit naming its rank in each leg; ids, refs and numbers take an exact path; vector hits
-pass the same filters as lexical ones."""
+"""The Hybrid extension (seed 004; HYB-01..03): a lexical and a vector leg fused, each hit
+naming its rank in each leg; an index another embedder built refused as stale; ids, refs
+and numbers take an exact path; vector hits pass the same filters as lexical ones."""
 from __future__ import annotations
 
 import time
@@ -73,3 +73,24 @@ def hyb_03_exact_path_and_filters(t: CaseRun):
                 f"{mode}: the state filter holds for vector hits")
         s1 = d.search(ctx, "launch", mode=mode, sessions=["s1"]).keys
         t.check(other not in s1, f"{mode}: the session filter holds for vector hits")
+
+
+@case("HYB-02", "an index another embedder built is refused as stale, never mixed",
+      needs=("embedder", "restart"))
+def hyb_02_other_embedder_refused_as_stale(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    _events(t, ctx)
+    _both_legs_caught_up(t, ctx)
+    before = d.search(ctx, "launch", mode="vector").keys
+    t.check(before, "the vector leg found nothing")
+    d.restart_with_other_embedder()
+    try:
+        for mode in ("vector", "hybrid"):
+            err = t.rejected("RECALL_INDEX_STALE", d.search, ctx, "launch", mode=mode)
+            t.check("rebuild" in err.message, f"{mode}: the refusal says what to do")
+        t.check(t.search(ctx, "launch", mode="lexical").keys, "the lexical leg still answers")
+    finally:
+        d.restart()  # the original embedder, whose vectors these are
+    _both_legs_caught_up(t, ctx)
+    t.eq(d.search(ctx, "launch", mode="vector").keys, before,
+         "the original embedder's vectors serve again, unmixed")
