@@ -1,0 +1,6 @@
+"""morphz-conformance: the SC profiles' conformance kit (seed 003 section 11).
+
+Black-box cases, each named by its CONFORMANCE id, run through a `Driver`
+(driver.py) against any implementation; the reference driver speaks Morphz's gRPC API
+(grpc_driver.py). Reports are JSON, signed with Ed25519 (report.py)."""
+__version__ = "0.1.0"

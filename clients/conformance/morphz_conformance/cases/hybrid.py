@@ -1,0 +1,96 @@
+"""The Hybrid extension (seed 004; HYB-01..03): a lexical and a vector leg fused, each hit
+naming its rank in each leg; an index another embedder built refused as stale; ids, refs
+and numbers take an exact path; vector hits pass the same filters as lexical ones."""
+from __future__ import annotations
+
+import time
+
+from morphz_conformance.registry import CaseFailed, CaseRun, case
+
+VECTOR_BOUND = 120.0  # seconds the vector leg may take to follow on a loaded machine
+
+
+def _both_legs_caught_up(t: CaseRun, ctx: str) -> None:
+    """The vector leg follows the lexical one on its own: wait (bounded) until both hold
+    every commit, so each leg ranks the same candidates."""
+    t.search(ctx, "warm")  # the lexical leg reaches the current version
+    deadline = time.monotonic() + VECTOR_BOUND
+    while True:
+        st = t.driver.index_status(ctx)
+        if st.lag == 0 and st.vector_lag == 0:
+            return
+        if time.monotonic() > deadline:
+            raise CaseFailed(f"the vector leg did not catch up in {VECTOR_BOUND:.0f}s: {st}")
+        time.sleep(0.05)
+
+
+def _events(t: CaseRun, ctx: str) -> dict[str, str]:
+    d = t.driver
+    return {"both": d.append(ctx, "s1", "user-message", "the launch is on hold until legal signs off").ref,
+            "hold": d.append(ctx, "s1", "user-message", "hold the door for the movers").ref,
+            "launching": d.append(ctx, "s1", "user-message", "launching the rocket tomorrow").ref,
+            "other": d.append(ctx, "s1", "user-message", "weather report: sunny").ref}
+
+
+@case("HYB-01", "hybrid fuses a lexical and a vector leg; each hit says its rank in each leg")
+def hyb_01_ranks_in_each_leg(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    _events(t, ctx)
+    _both_legs_caught_up(t, ctx)
+    query = "launch hold"
+    lexical = d.search(ctx, query, mode="lexical").keys
+    vector = d.search(ctx, query, mode="vector").keys
+    hybrid = d.search(ctx, query, mode="hybrid").hits
+    t.check(hybrid, "hybrid found nothing")
+    for h in hybrid:
+        want = (lexical.index(h.key) + 1 if h.key in lexical else 0,
+                vector.index(h.key) + 1 if h.key in vector else 0)
+        t.eq((h.lexical_rank, h.vector_rank), want, f"the ranks of {h.key}")
+        t.check(want != (0, 0), f"{h.key} is in neither leg")
+    t.rejected("RECALL_MODE_INVALID", d.search, ctx, "launch", mode="semantic")
+
+
+@case("HYB-03", "ids, refs and numbers take an exact path; vector hits pass the same filters")
+def hyb_03_exact_path_and_filters(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    refs = _events(t, ctx)
+    build = d.append(ctx, "s1", "user-message", "build 4711 failed on the launch pad").ref
+    d.append(ctx, "s1", "user-message", "build 4712 passed")
+    log = d.append(ctx, "s1", "tool-result", "launching checklist draft, superseded").ref
+    t.tx(ctx, '(create memory/old (note "old launch plan"))')
+    t.tx(ctx, f'(derive memory/new (from memory/old {log}) (note "new plan")) '
+              f"(retire memory/old {log})", reason="digested")
+    other = d.append(ctx, "s2", "user-message", "launching from the other session").ref
+    _both_legs_caught_up(t, ctx)
+    for mode in ("vector", "hybrid"):
+        t.eq(d.search(ctx, refs["other"], mode=mode).keys[:1], [refs["other"]],
+             f"{mode}: a ref finds its item first")
+        t.eq(d.search(ctx, "memory/new", mode=mode).keys[:1], ["memory/new"],
+             f"{mode}: a frame id finds its frame first")
+        t.eq(d.search(ctx, "4711", mode=mode).keys, [build], f"{mode}: a number, exactly")
+        active = d.search(ctx, "launch", mode=mode, states=["active"]).hits
+        t.check(all(h.state == "active" for h in active) and log not in [h.key for h in active],
+                f"{mode}: the state filter holds for vector hits")
+        s1 = d.search(ctx, "launch", mode=mode, sessions=["s1"]).keys
+        t.check(other not in s1, f"{mode}: the session filter holds for vector hits")
+
+
+@case("HYB-02", "an index another embedder built is refused as stale, never mixed",
+      needs=("embedder", "restart"))
+def hyb_02_other_embedder_refused_as_stale(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    _events(t, ctx)
+    _both_legs_caught_up(t, ctx)
+    before = d.search(ctx, "launch", mode="vector").keys
+    t.check(before, "the vector leg found nothing")
+    d.restart_with_other_embedder()
+    try:
+        for mode in ("vector", "hybrid"):
+            err = t.rejected("RECALL_INDEX_STALE", d.search, ctx, "launch", mode=mode)
+            t.check("rebuild" in err.message, f"{mode}: the refusal says what to do")
+        t.check(t.search(ctx, "launch", mode="lexical").keys, "the lexical leg still answers")
+    finally:
+        d.restart()  # the original embedder, whose vectors these are
+    _both_legs_caught_up(t, ctx)
+    t.eq(d.search(ctx, "launch", mode="vector").keys, before,
+         "the original embedder's vectors serve again, unmixed")

@@ -1,0 +1,175 @@
+"""Control hooks over the target's process: start, stop, SIGKILL, restart.
+
+Either the kit launches the target itself (`--start-cmd`: it keeps the process and
+stops it with SIGTERM, kills it with SIGKILL, both to its whole process group), or the
+operator gives commands for each (`--stop-cmd`, `--kill-cmd`), e.g. for a service
+manager or a container. After a start the kit waits until the target answers; after a
+stop or kill, until it no longer does.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from morphz_conformance.driver import NotSupported
+
+READY_BOUND = 90.0  # seconds a start may take before the run gives up on the target
+
+
+class ControlError(RuntimeError):
+    """A control hook could not do its job (the target did not start, a command failed)."""
+
+
+@dataclass(frozen=True)
+class Commands:
+    start: str = ""
+    stop: str = ""
+    kill: str = ""
+    lease_stop: str = ""   # SC-Distributed: make the lease service unreachable
+    lease_start: str = ""  # and reachable again
+    start_small: str = ""  # DUR-07: start the target with little storage space left
+    start_other_embedder: str = ""  # HYB-02: start it embedding with another embedder
+
+    def capabilities(self) -> frozenset[str]:
+        caps = {"lease"} if self.lease_stop and self.lease_start else set()
+        if self.start and self.start_small:
+            caps.add("space")
+        if self.start and self.start_other_embedder:
+            caps.add("embedder")
+        if self.start:
+            caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
+        if self.stop:
+            caps.add("stop")
+        if self.kill:
+            caps.add("kill")
+        if {"start", "stop"} <= caps:
+            caps.add("restart")
+        return frozenset(caps)
+
+
+class ProcessControl:
+    """Runs `commands`; `answers()` says whether the target answers a call now."""
+
+    def __init__(self, commands: Commands, answers: Callable[[], bool],
+                 log_path: Optional[str] = None) -> None:
+        self.commands, self._answers, self._log_path = commands, answers, log_path
+        self._proc: Optional[subprocess.Popen] = None
+
+    def capabilities(self) -> frozenset[str]:
+        return self.commands.capabilities()
+
+    def start(self, command: str = "") -> None:
+        """Start the target (with `command` instead of the start command when given)."""
+        command = command or self.commands.start
+        if not command:
+            raise NotSupported("start")
+        log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL
+        try:
+            self._proc = subprocess.Popen(shlex.split(command), stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=log, start_new_session=True)
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()
+        self._wait(lambda: self._answers(), "answer after start",
+                   died=lambda: self._proc is not None and self._proc.poll() is not None)
+
+    def stop(self) -> None:
+        if self.commands.stop:
+            _run(self.commands.stop)
+        elif self._proc is not None:
+            self._signal(signal.SIGTERM)
+        else:
+            raise NotSupported("stop")
+        self._reap()
+        self._wait(lambda: not self._answers(), "stop answering after stop")
+
+    def kill(self) -> None:
+        if self.commands.kill:
+            _run(self.commands.kill)
+        elif self._proc is not None:
+            self._signal(signal.SIGKILL)
+        else:
+            raise NotSupported("kill")
+        self._reap()
+        self._wait(lambda: not self._answers(), "stop answering after SIGKILL")
+
+    def limit_space(self) -> None:
+        """Restart the target with little storage space (the case fills the rest)."""
+        if "space" not in self.capabilities():
+            raise NotSupported("space")
+        self.stop()
+        self.start(self.commands.start_small)
+
+    def free_space(self) -> None:
+        """Restart the target with its space back."""
+        if "space" not in self.capabilities():
+            raise NotSupported("space")
+        self.stop()
+        self.start()
+
+    def restart_with_other_embedder(self) -> None:
+        if "embedder" not in self.capabilities():
+            raise NotSupported("embedder")
+        self.stop()
+        self.start(self.commands.start_other_embedder)
+
+    def lose_leases(self) -> None:
+        if "lease" not in self.capabilities():
+            raise NotSupported("lease")
+        _run(self.commands.lease_stop)
+
+    def restore_leases(self) -> None:
+        if "lease" not in self.capabilities():
+            raise NotSupported("lease")
+        _run(self.commands.lease_start)
+
+    def close(self) -> None:
+        """Stop what the kit launched (at the end of a run)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self._proc.wait(timeout=30)
+        self._proc = None
+
+    def _signal(self, sig: int) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self._proc.wait(timeout=30)
+            self._proc = None
+
+    @staticmethod
+    def _wait(done: Callable[[], bool], what: str,
+              died: Callable[[], bool] = lambda: False) -> None:
+        deadline = time.monotonic() + READY_BOUND
+        while not done():
+            if died():
+                raise ControlError(f"the target exited before it would {what}")
+            if time.monotonic() > deadline:
+                raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
+            time.sleep(0.1)
+
+
+def _run(command: str) -> None:
+    done = subprocess.run(shlex.split(command), stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=120)
+    if done.returncode != 0:
+        # The command's own output is not echoed: it could carry credentials.
+        raise ControlError(f"control command exited {done.returncode}")
