@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from morphz.services.server.config import ServerConfig
 from morphz.services.server.defaults import RECALL_IDLE_SECONDS
@@ -15,8 +16,9 @@ ALL = "all"  # `morphz serve` with no role: every part in one process
 PARTS = ("storage", "transaction", "recall", "encoding")  # each after what it calls
 # The parts each role calls in other processes: the addresses (ServerConfig fields) it
 # needs (with --etcd, storage shards are found in etcd instead of --storage).
-NEEDS = {ALL: (), "storage": (), "transaction": ("storage",),
-         "recall": ("storage", "transaction"), "encoding": ("storage", "transaction")}
+NEEDS = MappingProxyType({
+    ALL: (), "storage": (), "transaction": ("storage",), "recall": ("storage", "transaction"),
+    "encoding": ("storage", "transaction")})
 # A shard's name is part of etcd keys and of recall's feed-position file names.
 SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}\Z")
 
