@@ -30,12 +30,14 @@ class Cluster:
     def placement(self) -> Placement:
         return Placement(self._coordinator())
 
-    def ownership(self, instance: str, address: str, process) -> Ownership:
-        """With etcd: contexts owned under this instance's lease, commits fenced; without,
-        the sole owner. `process` (node.py Node) starts, stops and reports on the lease."""
+    def ownership(self, instance: str, address: Callable[[], str], process) -> Ownership:
+        """With etcd: contexts owned under this instance's lease (named `instance`, else
+        its `address()`), commits fenced; without, the sole owner. `process` (node.py
+        Node) starts, stops and reports on the lease."""
         if not self._etcd:
             return SOLE_OWNER
-        owners = LeaseOwnership(self._coordinator(), Instance(instance or address, address),
+        reached = address()
+        owners = LeaseOwnership(self._coordinator(), Instance(instance or reached, reached),
                                 ttl=self._ttl)
         process.on_start(owners.start)
         process.on_stop(owners.close)  # stoppers run in reverse: the lease is revoked first

@@ -57,15 +57,23 @@ class Node:
         self.store = self.snapshots = self.transactions = None
         self.startup_problems: list[str] = []
         self.storage_server, self.storage_port = None, None
-        # The storage API serves the services' own principal only (once authentication
-        # is on): the services reach it with their credentials (channel()), no one else.
         # One set of expensive-call budgets for the calls and the server-side jobs.
         self.admission = Admission(c.budgets)
+        # The storage API serves the services' own principal only (once authentication
+        # is on): the services reach it with their credentials (channel()), no one else.
         self.server = build_server(c, self.tracer, self.guard.interceptors(
             internal=[STORAGE] if "storage" in d.public else []), self.admission)
-        # Bound before the parts are built, so they know its address (--listen may say :0).
-        self.port = self.guard.listen(self.server, c.listen)
-        self._names, deps, on_ready = self._build(Faults.from_env())
+        self.port: Optional[int] = None  # bound once a part asks its address, else after
+        try:
+            self._names, deps, on_ready = self._build(Faults.from_env())
+            self._bind()
+            if d.storage_listen:
+                self.storage_port = self.guard.listen(self.storage_server, d.storage_listen)
+        except BaseException:  # a part that cannot be built, a port taken: close the parts
+            self._release()
+            if tracer is None:  # its own; a caller's is the caller's
+                self.tracer.shutdown()
+            raise
         self.health = expose(self.server, self._names)
         if d.runs("storage"):
             report_space(self.store.space, self.health)
@@ -95,7 +103,7 @@ class Node:
         if d.runs("transaction"):
             core = self.adopt(transaction_wiring.register(
                 host, faults=faults, owners=self.cluster.ownership(
-                    self.config.instance, self.config.advertise or self.address, self),
+                    self.config.instance, lambda: self.config.advertise or self.address, self),
                 shard_of=self.shard_of,
                 on_store_change=None if local else self._store_changed.append)).core
             self.transactions, names = core, names + [TRANSACTION]
@@ -150,17 +158,23 @@ class Node:
 
     def _serve_storage(self, host: Host, local) -> None:
         """The internal storage API on a listener of its own (a second gRPC server: gRPC
-        registers services per server), with health checking and reflection."""
+        registers services per server), with health checking and reflection; bound
+        once every part is built."""
         self.storage_server = build_server(self.config, self.tracer,
                                            self.guard.interceptors(internal=[STORAGE]))
         self.adopt(storage_wiring.register(replace(host, server=self.storage_server), local))
         self.storage_health = expose(self.storage_server, [STORAGE])
-        self.storage_port = self.guard.listen(self.storage_server,
-                                              self.deployment.storage_listen)
+
+    def _bind(self) -> None:
+        if self.port is None:
+            self.port = self.guard.listen(self.server, self.config.listen)
 
     @property
     def address(self) -> str:
-        """HOST:PORT this process is reached at (the host's name if it listens on all)."""
+        """HOST:PORT this process is reached at (the host's name if it listens on all);
+        asked before the parts are built (etcd's records name it), the port binds then:
+        --listen may say :0."""
+        self._bind()
         host = self.config.listen.rsplit(":", 1)[0]
         if host in ("", "0.0.0.0", "[::]", "::"):
             host = socket.gethostname()
@@ -199,6 +213,9 @@ class Node:
         """Run `drainer()` when draining starts (to end streams the drain would await)."""
         self._drainers.append(drainer)
 
+    def _servers(self) -> list[grpc.Server]:
+        return [self.server] + ([] if self.storage_server is None else [self.storage_server])
+
     def _healths(self) -> list:
         listener = [] if self.storage_server is None else [(self.storage_health, [STORAGE])]
         return [(self.health, self._names)] + listener
@@ -225,11 +242,13 @@ class Node:
             mark(health, names, NOT_SERVING)
         for drainer in self._drainers:
             drainer()
-        servers = [self.server] + ([] if self.storage_server is None else [self.storage_server])
-        for done in [server.stop(grace) for server in servers]:
+        for done in [server.stop(grace) for server in self._servers()]:
             done.wait()
+        self._release()
+        self.tracer.shutdown()
+
+    def _release(self) -> None:
         for stopper in reversed(self._stoppers):
             stopper()
         for ch in self._channels:
             ch.close()
-        self.tracer.shutdown()
