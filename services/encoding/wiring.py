@@ -1,15 +1,15 @@
-"""Wires the encoding service into the all-in-one server (services/server/app.py)."""
+"""Wires the encoding service into a server (built by services/server/node.py)."""
 from __future__ import annotations
 
 from morphz.api.encoding.v1 import encoding_pb2, encoding_pb2_grpc
 from morphz.shared.telemetry import core_tracer
+from morphz.shared.wired import Host, Wired
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.servicer import EncodingServicer
-from morphz.services.server.wired import Wired
 
 
-def register(app) -> Wired:
+def register(app: Host) -> Wired:
     """Add the encoding servicer to app.server; return what it added (no stoppers).
 
     The core reads projections and keeps its snapshots in app.store, and claims

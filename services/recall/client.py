@@ -9,19 +9,13 @@ import grpc
 from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
+from morphz.services.recall.convert import evaluation_to_proto
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.grpc_errors import call
 from morphz.shared.job_messages import job_reply
 from morphz.shared.protojson import to_plain
 
 REBUILD_TIMEOUT = 3600.0  # a rebuild reads the whole context
-
-
-def _evaluation(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:
-    if not evaluation:
-        return None
-    return build_request(pb.Evaluation, session=evaluation.get("session", ""),
-                    activation=evaluation.get("activation", ""))
 
 
 class RecallClient:
@@ -42,7 +36,7 @@ class RecallClient:
         req = build_request(pb.SearchRequest, context=context, query=query, since=since,
                        until=until, limit=limit, kinds=list(kinds), states=list(states),
                        sessions=list(sessions), cursor=cursor, mode=mode,
-                       evaluation=_evaluation(evaluation), min_commit_seq=min_commit_seq)
+                       evaluation=evaluation_to_proto(evaluation), min_commit_seq=min_commit_seq)
         reply = call(self._stub.Search, req, timeout=self._timeout)
         # Spelled out: the hot path (to_plain's reflection costs more than the search).
         return {"results": [{"kind": h.kind, "ref": h.ref, "id": h.id, "state": h.state,
@@ -64,7 +58,7 @@ class RecallClient:
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
              evaluation: Optional[dict] = None) -> dict:
         req = build_request(pb.ReadRequest, context=context, ref=ref, offset=offset, limit=limit,
-                       evaluation=_evaluation(evaluation))
+                       evaluation=evaluation_to_proto(evaluation))
         return self._call("Read", req)
 
     def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
@@ -74,7 +68,8 @@ class RecallClient:
         req = build_request(pb.TraverseRequest, context=context, frame_id=frame_id, depth=depth,
                        direction=direction, include_bodies=include_bodies,
                        include_events=include_events, max_nodes=max_nodes,
-                       max_bytes=max_bytes, cursor=cursor, evaluation=_evaluation(evaluation))
+                       max_bytes=max_bytes, cursor=cursor,
+                       evaluation=evaluation_to_proto(evaluation))
         return self._call("Traverse", req)
 
     def inspect(self, context: str) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
+from morphz.services.recall.convert import evaluation_from_proto
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
@@ -10,11 +11,6 @@ from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.job_messages import job_list, job_message
 from morphz.shared.jobs import JobRunner
 from morphz.shared.protojson import from_plain
-
-
-def _evaluation(request) -> dict:
-    ev = request.evaluation
-    return {"session": ev.session, "activation": ev.activation}
 
 
 # Of the call's deadline, what a search's wait for its index leaves for the search itself.
@@ -39,7 +35,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             request.context, request.query, since=request.since, until=request.until,
             limit=request.limit, kinds=list(request.kinds), states=list(request.states),
             sessions=list(request.sessions), cursor=request.cursor, mode=request.mode,
-            evaluation=_evaluation(request), min_commit_seq=request.min_commit_seq,
+            evaluation=evaluation_from_proto(request.evaluation),
+            min_commit_seq=request.min_commit_seq,
             wait_seconds=_wait_seconds(context), caller=caller_of(context))
         # Built directly: the hot path, and every hit key is a Hit field.
         return pb.SearchResponse(
@@ -52,7 +49,8 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     @rpc_boundary
     def Read(self, request, context):
         reply = self._core.read(request.context, request.ref, offset=request.offset,
-                                limit=request.limit, evaluation=_evaluation(request),
+                                limit=request.limit,
+                                evaluation=evaluation_from_proto(request.evaluation),
                                 caller=caller_of(context))
         return from_plain(reply, pb.ReadResponse)
 
@@ -64,7 +62,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             direction=request.direction, include_bodies=request.include_bodies,
             include_events=request.include_events, max_nodes=request.max_nodes,
             max_bytes=request.max_bytes, cursor=request.cursor,
-            evaluation=_evaluation(request), caller=caller_of(context),
+            evaluation=evaluation_from_proto(request.evaluation), caller=caller_of(context),
             deadline=deadline_of(context))
         return from_plain(reply, pb.TraverseResponse)
 

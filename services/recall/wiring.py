@@ -1,4 +1,4 @@
-"""Wires the recall service into a server (services/server/app.py, roles.py)."""
+"""Wires the recall service into a server (built by services/server/node.py)."""
 from __future__ import annotations
 
 import os
@@ -13,6 +13,7 @@ from morphz.services.recall.core.fitpool import Fitter
 from morphz.services.recall.core.follower import FeedFollower
 from morphz.services.recall.core.indexer import Indexer
 from morphz.services.recall.core.vectorfollow import VectorFollower
+from morphz.services.recall.defaults import EMBEDDER_ENV
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.cpu import runs_e5_engine
 from morphz.services.recall.embedding.default import default_embedder
@@ -24,22 +25,22 @@ from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.jobs import recall_jobs
 from morphz.services.recall.servicer import RecallServicer
-from morphz.services.server.defaults import EMBEDDER_ENV
-from morphz.services.server.wired import Wired
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.sharded import ShardedStore
 from morphz.shared.telemetry import core_tracer
+from morphz.shared.wired import Host, Wired
 
 SHARD_LOOKUP_SECONDS = 2.0  # how soon a storage shard registered later is followed
 HYBRID_HELPERS = 2
 VECTORS_OFF = "none"  # --embedder none: the server runs without a vector leg  # hybrid searches whose lexical leg may run beside the vector leg at once
 
 
-def register(app) -> Wired:
+def register(app: Host) -> Wired:
     """Add the recall servicer to app.server; return what it added.
 
-    `app` offers: server (grpc.Server), store (the authoritative Store), transactions
-    (TransactionCore), tracer (TracerProvider), config (ServerConfig: data_dir...).
+    `app` (shared/wired.py Host) offers: server, store (the authoritative Store),
+    transactions (TransactionCore or its client), tracer, config (ServerConfig:
+    data_dir, embedder, recall_idle_seconds).
     """
     tracer = core_tracer(app.tracer, "morphz.recall")
     # One BLAS thread for the process: a search's matrix-vector product over 20k vectors

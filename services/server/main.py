@@ -7,12 +7,11 @@ import signal
 import sys
 import threading
 
-from morphz.services.server.app import AllInOne, ServerConfig
+from morphz.services.server.config import ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
-from morphz.services.server.roles import ServiceProcess, check_addresses
+from morphz.services.server.deployment import ALL, Deployment
+from morphz.services.server.node import Node
 from morphz.shared import collector, memory
-
-ALL = "all"
 
 
 def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
@@ -32,9 +31,9 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
-    check_addresses(role, config)
+    deployment = Deployment.of(role, config)  # options that do not go with the role fail here
     memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
-    app = AllInOne(config).start() if role == ALL else ServiceProcess(role, config).start()
+    app = Node(deployment).start()
     collector.freeze_started_heap()  # full collections skip what lives as long as the process
     host = listen.rsplit(":", 1)[0]
     # Handled before the line below says it serves: a SIGTERM sent as soon as it is read
@@ -44,7 +43,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
         signal.signal(sig, lambda *_: done.set())
     # One line a supervisor (or a test) can wait for.
     data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""
-    internal = "" if getattr(app, "storage_port", None) is None else \
+    internal = "" if app.storage_port is None else \
         f" storage={config.storage_listen.rsplit(':', 1)[0]}:{app.storage_port}"
     print(f"morphz: serving on {host}:{app.port}{data}{internal}"
           + ("" if role == ALL else f" role={role}"), flush=True)

@@ -12,10 +12,11 @@ from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, Change, FeedPage, Key, Reader, StaleCommit,
+from morphz.shared.storage.api import (FEED_PAGE, FeedPage, Key, Reader, StaleCommit,
                                        StaleRead, Store, Ticket, Write)
 from morphz.services.storage.backup import Manifest
-from morphz.services.storage.servicer import key_from_proto, key_to_proto
+from morphz.services.storage.convert import (key_from_proto, key_to_proto, manifest_from_proto,
+                                             page_from_proto)
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
 from morphz.shared.limits import SCAN_MANY_SCANS
@@ -26,11 +27,6 @@ GET_MANY_KEYS = 500  # keys per GetMany RPC (the server takes up to MAX_GET_MANY
 # without a deadline (a silent peer is noticed within this time, or the idle page's).
 WATCH_STREAM_SECONDS = 300.0
 _FAR = (1 << 64) - 1  # a position past any head: the page is empty, the head is current
-
-
-def page_from_proto(r: pb.WatchResponse) -> FeedPage:
-    return FeedPage([Change(c.position, c.context, c.commit_seq, tuple(c.events),
-                            tuple(c.frames)) for c in r.changes], r.head, r.store)
 
 
 class StorageClient(Store):
@@ -89,8 +85,7 @@ class StorageClient(Store):
             raise MorphzError("BACKUP_CORRUPT", "the server's backup stream does not begin "
                               "with its manifest")
         m = first.manifest
-        manifest = Manifest(feed_head=m.feed_head, contexts=m.contexts, taken_at=m.taken_at,
-                            size=m.size, sha256=m.sha256, store=m.store, version=m.version)
+        manifest = manifest_from_proto(m)
 
         def chunks() -> Iterator[bytes]:
             try:

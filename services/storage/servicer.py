@@ -5,16 +5,16 @@ import itertools
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Optional
 
-from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
-from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups, Manifest
+from morphz.services.storage.backup import CHUNK_BYTES, MAX_CHUNK_BYTES, Backups
+from morphz.services.storage.convert import (key_from_proto, key_to_proto, manifest_to_proto,
+                                             page_to_proto)
 from morphz.services.storage.reorder import CommitsInFlight
 from morphz.services.storage.snapshots import SnapshotRegistry
-from morphz.shared.storage.api import FEED_PAGE, Change, FeedPage, Key, StaleCommit, Store, Write
+from morphz.shared.storage.api import FEED_PAGE, FeedPage, StaleCommit, Store, Write
 from morphz.shared.storage.keys import check_table
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import GET_MANY_KEYS, SCAN_MANY_SCANS, WATCHES
@@ -35,39 +35,10 @@ _PREDECESSOR_POLL_SECONDS = 0.05
 _PREDECESSOR_GRACE_SECONDS = 0.02
 
 
-def key_from_proto(parts) -> Key:
-    out = []
-    for p in parts:
-        which = p.WhichOneof("part")
-        if which is None:
-            raise MorphzError("STORAGE_KEY_INVALID", "empty key part")
-        out.append(getattr(p, which))
-    return tuple(out)
-
-
-def key_to_proto(key: Key) -> list[common_pb2.KeyPart]:
-    return [common_pb2.KeyPart(number=k) if isinstance(k, int) else common_pb2.KeyPart(text=k)
-            for k in key]
-
-
-def change_to_proto(c: Change) -> pb.Change:
-    return pb.Change(position=c.position, context=c.context, commit_seq=c.commit_seq,
-                     events=c.events, frames=c.frames)
-
-
-def manifest_to_proto(m: Manifest) -> pb.BackupManifest:
-    return pb.BackupManifest(**asdict(m))
-
-
 def _reached_head(page: FeedPage, context: str) -> bool:
     """Whether the page ends at the head it was read at (a follower is not behind)."""
     last = page.changes[-1]
     return (last.commit_seq if context else last.position) >= page.head
-
-
-def page_to_proto(page: FeedPage) -> pb.WatchResponse:
-    return pb.WatchResponse(changes=[change_to_proto(c) for c in page.changes], head=page.head,
-                            store=page.store)
 
 
 class StorageServicer(pb_grpc.StorageServiceServicer):

@@ -121,3 +121,11 @@ def tx_to_proto(tx: Tx) -> pb.Transaction:
         else:
             setattr(op, field, o.name)
     return out
+
+
+def append_fields_from_proto(r: pb.AppendEventRequest) -> dict:
+    """An event to append, as TransactionCore.append_event's keyword arguments."""
+    return {"session": r.session, "kind": r.kind, "text": r.text,
+            "request_id": r.request_id, "actor": r.actor, "causal_refs": list(r.causal_refs),
+            "activation": r.activation, "target_session": r.target_session,
+            "secret": r.secret, "occurred_at": r.occurred_at}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
-from morphz.services.transaction.convert import tx_from_proto
+from morphz.services.transaction.convert import append_fields_from_proto, tx_from_proto
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
@@ -33,7 +33,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def AppendEvent(self, request, context):
-        reply = self._core.append_event(request.context, **_append_fields(request),
+        reply = self._core.append_event(request.context, **append_fields_from_proto(request),
                                         caller=caller_of(context))
         return from_plain(reply, pb.AppendEventResponse)
 
@@ -44,7 +44,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                 raise MorphzError("CONTEXT_INPUT_INVALID", "an event of the batch names "
                                   "another context", field="events.context", index=i)
         reply = self._core.append_events(request.context,
-                                         [_append_fields(e) for e in request.events],
+                                         [append_fields_from_proto(e) for e in request.events],
                                          caller=caller_of(context))
         return from_plain(reply, pb.AppendEventsResponse)
 
@@ -138,9 +138,3 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def CancelJob(self, request, context):
         return job_message(self._jobs.cancel(request.id, caller_of(context)))
 
-
-def _append_fields(r: pb.AppendEventRequest) -> dict:
-    return {"session": r.session, "kind": r.kind, "text": r.text,
-            "request_id": r.request_id, "actor": r.actor, "causal_refs": list(r.causal_refs),
-            "activation": r.activation, "target_session": r.target_session,
-            "secret": r.secret, "occurred_at": r.occurred_at}
