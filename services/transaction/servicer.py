@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
-from morphz.services.transaction.convert import tx_from_proto
+from morphz.services.transaction.convert import (
+    append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
-from morphz.shared.protojson import from_plain
 
 
 class TransactionServicer(pb_grpc.TransactionServiceServicer):
@@ -18,20 +18,20 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def CreateContext(self, request, context):
-        return from_plain(self._core.create_context(request.context, request.window,
+        return result_to_proto(self._core.create_context(request.context, request.window,
                                                     caller=caller_of(context)),
                           pb.ContextStatus)
 
     @rpc_boundary
     def GetStatus(self, request, context):
-        return from_plain(self._core.status(request.context,
+        return result_to_proto(self._core.status(request.context,
                                             caller=caller_of(context)), pb.ContextStatus)
 
     @rpc_boundary
     def AppendEvent(self, request, context):
         reply = self._core.append_event(request.context, **_append_fields(request),
                                         caller=caller_of(context))
-        return from_plain(reply, pb.AppendEventResponse)
+        return append_to_proto(reply)
 
     @rpc_boundary
     def AppendEvents(self, request, context):
@@ -42,16 +42,16 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         reply = self._core.append_events(request.context,
                                          [_append_fields(e) for e in request.events],
                                          caller=caller_of(context))
-        return from_plain(reply, pb.AppendEventsResponse)
+        return pb.AppendEventsResponse(events=[append_to_proto(r) for r in reply.events])
 
     @rpc_boundary
     def Activate(self, request, context):
-        return from_plain(self._core.activate(request.context, request.session,
+        return result_to_proto(self._core.activate(request.context, request.session,
                                               caller=caller_of(context)), pb.Activation)
 
     @rpc_boundary
     def Deliver(self, request, context):
-        return from_plain(self._core.deliver(request.context, request.activation,
+        return result_to_proto(self._core.deliver(request.context, request.activation,
                                              caller=caller_of(context)),
                           pb.Activation)
 
@@ -65,18 +65,18 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                                     request_id=request.request_id,
                                     activation=request.activation, caller=caller_of(context),
                                     deadline=deadline_of(context))
-        return from_plain(receipt, pb.Receipt)
+        return commit_to_proto(receipt)
 
     @rpc_boundary
     def GetFrame(self, request, context):
-        return from_plain(self._core.get_frame(request.context, request.frame_id,
+        return result_to_proto(self._core.get_frame(request.context, request.frame_id,
                                                request.at_revision,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Frame)
 
     @rpc_boundary
     def ListFrames(self, request, context):
-        return from_plain(self._core.list_frames(request.context,
+        return result_to_proto(self._core.list_frames(request.context,
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
@@ -85,7 +85,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def GetEvent(self, request, context):
-        return from_plain(self._core.get_event(request.context, request.ref,
+        return result_to_proto(self._core.get_event(request.context, request.ref,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Event)
 
@@ -93,27 +93,27 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def RebuildProjections(self, request, context):
         report = self._core.rebuild_projections(request.context, caller=caller_of(context),
                                                 deadline=deadline_of(context))
-        return from_plain(report, pb.RebuildReport)
+        return result_to_proto(report, pb.RebuildReport)
 
     @rpc_boundary
     def Audit(self, request, context):
-        return from_plain(self._core.audit(request.context, caller=caller_of(context),
+        return result_to_proto(self._core.audit(request.context, caller=caller_of(context),
                                            deadline=deadline_of(context)), pb.AuditReport)
 
     @rpc_boundary
     def SetPolicy(self, request, context):
-        return from_plain(self._core.set_policy(
+        return result_to_proto(self._core.set_policy(
             request.context, request.op, request.principal, list(request.rights),
             request.session, caller=caller_of(context)), pb.Policy)
 
     @rpc_boundary
     def GetPolicy(self, request, context):
-        return from_plain(self._core.get_policy(request.context, caller=caller_of(context)),
+        return result_to_proto(self._core.get_policy(request.context, caller=caller_of(context)),
                           pb.Policy)
 
     @rpc_boundary
     def ListContexts(self, request, context):
-        return from_plain(self._core.list_contexts(caller=caller_of(context)),
+        return result_to_proto(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
-from morphz.shared.mind import records as R
+from morphz.shared.mind import receipts, records as R
 from morphz.shared.mind.view import MindView
 from morphz.shared.storage.overlay import Overlay, overlay_scan
 
@@ -255,9 +255,10 @@ class MindState(MindView):
         self._grants.pop(principal, None)
 
     # -- idempotency ----------------------------------------------------------------------
-    def idempotency(self, request_id: str) -> Optional[dict]:
-        return R.loads(dict, self._get("idempotency", (request_id,)))
+    def idempotency(self, request_id: str) -> Optional[receipts.IdempotencyRecord]:
+        """What the request id was applied as, of any stored version (receipts.py)."""
+        return receipts.loads(self._get("idempotency", (request_id,)))
 
-    def put_idempotency(self, request_id: str, record: dict) -> None:
-        self._put("idempotency", (request_id,), R.dumps(record))
+    def put_idempotency(self, request_id: str, record: receipts.IdempotencyRecord) -> None:
+        self._put("idempotency", (request_id,), receipts.dumps(record))
 

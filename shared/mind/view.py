@@ -402,6 +402,13 @@ class MindView:
         """Every grant: (principal, right, session)."""
         return [k for k, _ in self._scan("policy")]
 
+    # -- the transaction service's reads (issue 41: in place of its own table reads) ------
+    def last_event_seq(self) -> Optional[int]:
+        """The seq of the last stored event row (None: no event), read from the end:
+        what a server's startup check compares with the meta's next seq."""
+        last = next(iter(self._reader.scan("events", reverse=True, limit=1)), None)
+        return last[0][0] if last is not None else None
+
     # -- encoding snapshots -------------------------------------------------------------
     def snapshot(self, snapshot_id: str) -> Optional[dict]:
         """A stored snapshot record as the JSON object it must be (its fields belong to
