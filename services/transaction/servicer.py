@@ -6,10 +6,12 @@ from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import (
     append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.requests import AppendItem
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.values import ContextName
 
 
 class TransactionServicer(pb_grpc.TransactionServiceServicer):
@@ -18,18 +20,18 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def CreateContext(self, request, context):
-        return result_to_proto(self._core.create_context(request.context, request.window,
+        return result_to_proto(self._core.create_context(_context(request), request.window,
                                                     caller=caller_of(context)),
                           pb.ContextStatus)
 
     @rpc_boundary
     def GetStatus(self, request, context):
-        return result_to_proto(self._core.status(request.context,
+        return result_to_proto(self._core.status(_context(request),
                                             caller=caller_of(context)), pb.ContextStatus)
 
     @rpc_boundary
     def AppendEvent(self, request, context):
-        reply = self._core.append_event(request.context, **_append_fields(request),
+        reply = self._core.append_event(_context(request), **vars(_append_item(request)),
                                         caller=caller_of(context))
         return append_to_proto(reply)
 
@@ -39,19 +41,19 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             if e.context not in ("", request.context):
                 raise MorphzError("CONTEXT_INPUT_INVALID", "an event of the batch names "
                                   "another context", field="events.context", index=i)
-        reply = self._core.append_events(request.context,
-                                         [_append_fields(e) for e in request.events],
+        reply = self._core.append_events(_context(request),
+                                         [_append_item(e) for e in request.events],
                                          caller=caller_of(context))
         return pb.AppendEventsResponse(events=[append_to_proto(r) for r in reply.events])
 
     @rpc_boundary
     def Activate(self, request, context):
-        return result_to_proto(self._core.activate(request.context, request.session,
+        return result_to_proto(self._core.activate(_context(request), request.session,
                                               caller=caller_of(context)), pb.Activation)
 
     @rpc_boundary
     def Deliver(self, request, context):
-        return result_to_proto(self._core.deliver(request.context, request.activation,
+        return result_to_proto(self._core.deliver(_context(request), request.activation,
                                              caller=caller_of(context)),
                           pb.Activation)
 
@@ -61,7 +63,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         if form is None:
             raise MorphzError("TX_INVALID", "give the transaction as text or structured")
         tx = request.text if form == "text" else tx_from_proto(request.structured)
-        receipt = self._core.commit(request.context, tx, session=request.session,
+        receipt = self._core.commit(_context(request), tx, session=request.session,
                                     request_id=request.request_id,
                                     activation=request.activation, caller=caller_of(context),
                                     deadline=deadline_of(context))
@@ -69,14 +71,14 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def GetFrame(self, request, context):
-        return result_to_proto(self._core.get_frame(request.context, request.frame_id,
+        return result_to_proto(self._core.get_frame(_context(request), request.frame_id,
                                                request.at_revision,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Frame)
 
     @rpc_boundary
     def ListFrames(self, request, context):
-        return result_to_proto(self._core.list_frames(request.context,
+        return result_to_proto(self._core.list_frames(_context(request),
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
@@ -85,30 +87,30 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def GetEvent(self, request, context):
-        return result_to_proto(self._core.get_event(request.context, request.ref,
+        return result_to_proto(self._core.get_event(_context(request), request.ref,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Event)
 
     @rpc_boundary
     def RebuildProjections(self, request, context):
-        report = self._core.rebuild_projections(request.context, caller=caller_of(context),
+        report = self._core.rebuild_projections(_context(request), caller=caller_of(context),
                                                 deadline=deadline_of(context))
         return result_to_proto(report, pb.RebuildReport)
 
     @rpc_boundary
     def Audit(self, request, context):
-        return result_to_proto(self._core.audit(request.context, caller=caller_of(context),
+        return result_to_proto(self._core.audit(_context(request), caller=caller_of(context),
                                            deadline=deadline_of(context)), pb.AuditReport)
 
     @rpc_boundary
     def SetPolicy(self, request, context):
         return result_to_proto(self._core.set_policy(
-            request.context, request.op, request.principal, list(request.rights),
+            _context(request), request.op, request.principal, list(request.rights),
             request.session, caller=caller_of(context)), pb.Policy)
 
     @rpc_boundary
     def GetPolicy(self, request, context):
-        return result_to_proto(self._core.get_policy(request.context, caller=caller_of(context)),
+        return result_to_proto(self._core.get_policy(_context(request), caller=caller_of(context)),
                           pb.Policy)
 
     @rpc_boundary
@@ -117,8 +119,11 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                           pb.ContextList)
 
 
-def _append_fields(r: pb.AppendEventRequest) -> dict:
-    return {"session": r.session, "kind": r.kind, "text": r.text,
-            "request_id": r.request_id, "actor": r.actor, "causal_refs": list(r.causal_refs),
-            "activation": r.activation, "target_session": r.target_session,
-            "secret": r.secret, "occurred_at": r.occurred_at}
+def _append_item(r: pb.AppendEventRequest) -> AppendItem:
+    return AppendItem(r.session, r.kind, r.text, r.request_id, r.actor, tuple(r.causal_refs),
+                      r.activation, r.target_session, r.secret, r.occurred_at)
+
+
+def _context(request) -> ContextName:
+    """The request's context name, checked here once (the core takes it as checked)."""
+    return ContextName.parse(request.context)

@@ -227,12 +227,14 @@ class MindState(MindView):
     # "R@T" when an activation did at tick T while R was the latest revision (a window
     # retirement makes no revision).
     def boundary_stamp(self, boundary: str) -> Optional[R.Stamp]:
-        return R.Stamp.parse(self._get("boundaries", (boundary,)))
+        return R.Stamp.parse(self._get("boundaries", (str(boundary),)))
 
     def set_boundaries(self, boundaries: Iterable[str], revision: int,
                        tick: Optional[int] = None) -> None:
         """Stamp each boundary: one stamp for all (a transaction of n ops stamps some 3n)."""
-        self._overlay.put_all("boundaries", zip(boundaries), R.stamp_bytes(revision, tick))
+        # str(): a typed boundary (a str subclass) keys its row as its plain text.
+        self._overlay.put_all("boundaries", zip(map(str, boundaries)),
+                              R.stamp_bytes(revision, tick))
 
     def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                            Optional[bytes]]]]:

@@ -18,32 +18,33 @@ from typing import Optional
 
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
+from morphz.services.transaction.core.boundaries import ORDER, Boundary
 
 _TABLES = frozenset(("frames", "observations", "relations", "order_rank", "checkpoints",
                      "sessions"))
 
 
-def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set[str]:
+def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set[Boundary]:
     """Every boundary the writes of `m` changed; rows whose boundaries are all in `known`
     (already stamped) are not decoded."""
     rows = m.changed_rows(_TABLES)
-    out: set[str] = set()
+    out: set[Boundary] = set()
     for (fid,), before, after in rows["frames"]:
-        names = (f"frame:{fid}", f"sources:{fid}", f"life:{fid}")
+        names = (Boundary.frame(fid), Boundary.sources(fid), Boundary.life(fid))
         if before is None or after is None:
             out.update(names)
         elif not known.issuperset(names):
             out.update(_frame_changes(names, R.decode_json(before), m.frame(fid)))
     for (seq,), before, after in rows["observations"]:
         if _flags(before) != _flags(after):
-            out.add(f"life:@e{seq}")
-    out.update(f"edge:{s} {n} {o}" for (s, n, o), _, _ in rows["relations"])
+            out.add(Boundary.life(R.ref(seq)))
+    out.update(Boundary.edge(s, n, o) for (s, n, o), _, _ in rows["relations"])
     if _order_changed(m, rows["order_rank"]):
-        out.add("order")
-    out.update(f"checkpoint:{name}" for (name,), _, _ in rows["checkpoints"])
+        out.add(ORDER)
+    out.update(Boundary.checkpoint(name) for (name,), _, _ in rows["checkpoints"])
     for (sid,), before, after in rows["sessions"]:
         if _attention(before) != _attention(after):
-            out.add(f"session:{sid}")
+            out.add(Boundary.session(sid))
     return out
 
 

@@ -21,7 +21,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 from opentelemetry import trace
 
@@ -46,7 +46,6 @@ from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
-from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared import cursor as cursors, policy
 from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
@@ -58,8 +57,13 @@ from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
 from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.values import ContextName, EventRef
+from morphz.services.transaction.core.requests import AppendItem
 
 log = logging.getLogger(__name__)
+# A context's name as an entry point takes it: checked at the edge (the servicer parses a
+# ContextName), or a string a caller holding the core gives, checked on entry.
+Context = Union[ContextName, str]
 MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
 # A transaction this big commits with the cycle collector paused (cycles.py): its parse
@@ -324,9 +328,9 @@ class TransactionCore:
         return AppendResult.of(rec.receipt, replayed=True)
 
     # -- contexts ----------------------------------------------------------------------
-    def create_context(self, context: str, window: int = 0, *,
+    def create_context(self, context: Context, window: int = 0, *,
                        caller: Caller) -> StatusResult:
-        check_name(context, "context")
+        context = _context(context)
         namespaces.check_create(context, caller)
         if not 0 <= window <= MAX_WINDOW:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
@@ -348,8 +352,8 @@ class TransactionCore:
         self._write(context, build)
         return self.status(context, caller=caller)
 
-    def status(self, context: str, *, caller: Caller) -> StatusResult:
-        check_name(context, "context")
+    def status(self, context: Context, *, caller: Caller) -> StatusResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
@@ -366,7 +370,7 @@ class TransactionCore:
                                 self._shard_of(context), **self._owners.describe(context))
 
     # -- events and activations --------------------------------------------------------------
-    def append_event(self, context: str, session: str, kind: str, text: str, *,
+    def append_event(self, context: Context, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
                      activation: str = "", target_session: str = "", secret: bool = False,
                      occurred_at: str = "", caller: Caller) -> AppendResult:
@@ -374,26 +378,26 @@ class TransactionCore:
         another session (`target_session`); causal.py decides where it belongs.
         `secret`: the text is shown only where a request reveals secrets (secrets.py).
         `occurred_at`: when it happened where it came from (ISO 8601 with an offset)."""
-        check_name(context, "context")
+        context = _context(context)
         step = self._append_step(context, session, kind, text, request_id=request_id,
                                  actor=actor, causal_refs=causal_refs, activation=activation,
                                  target_session=target_session, secret=secret,
                                  occurred_at=occurred_at, caller=caller)
         return _append_result(*self._write(context, step, with_seq=True))
 
-    def append_events(self, context: str, events: list[dict], *,
+    def append_events(self, context: Context, events: Sequence[AppendItem], *,
                       caller: Caller) -> AppendBatchResult:
         """Many appends in one commit (an import): all of them or none. Each item takes
         append_event's keywords plus session, kind, text; each keeps its own request id,
         so a batch sent again applies only the items not yet applied."""
-        check_name(context, "context")
+        context = _context(context)
         if not 0 < len(events) <= MAX_BATCH_EVENTS:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"give 1..{MAX_BATCH_EVENTS} events",
                               field="events", count=len(events))
         steps = []
         for i, item in enumerate(events):
             try:
-                steps.append(self._append_step(context, caller=caller, **item))
+                steps.append(self._append_step(context, caller=caller, **vars(item)))
             except MorphzError as e:
                 e.details.setdefault("index", i)
                 raise
@@ -445,8 +449,8 @@ class TransactionCore:
                                causal_refs=refs, text=text, request_id=request_id)
         return build
 
-    def activate(self, context: str, session: str, *, caller: Caller) -> ActivationResult:
-        check_name(context, "context")
+    def activate(self, context: Context, session: str, *, caller: Caller) -> ActivationResult:
+        context = _context(context)
         check_name(session, "session")
 
         def build(m: MindState) -> Proposed:
@@ -457,9 +461,9 @@ class TransactionCore:
                                session=session, actor="runtime")
         return ActivationResult.of(self._write(context, build)[0])
 
-    def deliver(self, context: str, activation: str, *,
+    def deliver(self, context: Context, activation: str, *,
                 caller: Caller) -> ActivationResult:
-        check_name(context, "context")
+        context = _context(context)
         check_name(activation, "activation")
 
         def build(m: MindState) -> Union[Proposed, ActivationResult]:
@@ -477,14 +481,14 @@ class TransactionCore:
         return done if isinstance(done, ActivationResult) else ActivationResult.of(done)
 
     # -- transactions ------------------------------------------------------------------------
-    def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
+    def commit(self, context: Context, tx: Union[str, Tx], *, session: str = "",
                request_id: str = "", activation: str = "", caller: Caller,
                deadline: Deadline = NEVER) -> CommitResult:
         """Commit a transaction. `session`: the session whose evaluation made it (it
         reads that session's attention); `activation`: the evaluation that read the Mind,
         whose tick is the read tick unless the transaction declares `(base-tick T)`.
         Past `deadline` after parsing or validation it is not submitted (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
         if session:
             check_name(session, "session")
         if activation:
@@ -546,9 +550,9 @@ class TransactionCore:
             else CommitResult.of(done, commit_seq=seq)
 
     # -- reads ----------------------------------------------------------------------------------
-    def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
+    def get_frame(self, context: Context, frame_id: str, at_revision: int = 0,
                   *, reveal_secrets: bool = False, caller: Caller) -> FrameResult:
-        check_name(context, "context")
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)  # frames: the shared Mind
@@ -569,12 +573,12 @@ class TransactionCore:
             return _frame_view(m, meta, f, at_revision or meta.revision,
                                with_relations=not at_revision, reveal=reveal_secrets)
 
-    def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
+    def list_frames(self, context: Context, *, reveal_secrets: bool = False, max_bytes: int = 0,
                     cursor: str = "", caller: Caller,
                     deadline: Deadline = NEVER) -> FrameListResult:
         """Frames in projection order: all of them (max_bytes 0), or a page of about
         max_bytes and the cursor of the next (frame_pages.py)."""
-        check_name(context, "context")
+        context = _context(context)
         if not 0 <= max_bytes <= frame_pages.MAX_PAGE_BYTES:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"max_bytes must be 0..."
                               f"{frame_pages.MAX_PAGE_BYTES}, got {max_bytes}",
@@ -613,9 +617,9 @@ class TransactionCore:
                 position = past
             return FrameListResult(meta.revision, tuple(frames), next_cursor)
 
-    def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False,
+    def get_event(self, context: Context, ref_or_id: str, *, reveal_secrets: bool = False,
                   caller: Caller) -> EventResult:
-        check_name(context, "context")
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
@@ -623,7 +627,8 @@ class TransactionCore:
                 policy.check_any(m, context, caller, policy.REVEAL)
             readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
-            seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
+            ref = EventRef.find(ref_or_id)
+            seq = ref.seq if ref is not None else m.event_seq_by_id(ref_or_id)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
             if ev is not None and readable is not None and \
                     not any(Viewer(m, s).sees(ev) for s in readable):
@@ -649,24 +654,24 @@ class TransactionCore:
                 bool(obs and obs.protected), **_belongs(where))
 
     # -- audit ----------------------------------------------------------------------------------
-    def audit(self, context: str, *, caller: Caller,
+    def audit(self, context: Context, *, caller: Caller,
               deadline: Deadline = NEVER) -> AuditResult:
         """Replay every event through the reducer into memory and compare each table.
         A difference is reported, never repaired (rebuild_projections repairs). The
         replay stops at `deadline` (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             return audit_report(context, m, deadline)
 
-    def rebuild_projections(self, context: str, *, caller: Caller,
+    def rebuild_projections(self, context: Context, *, caller: Caller,
                             deadline: Deadline = NEVER) -> RebuildResult:
         """Recompute every projection from the events and write the differences in one
         atomic commit: the same revision, tick and active state as before the damage.
         Past `deadline` the replay stops and nothing is written (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
 
         def build(m: MindState) -> RawWrite:
             policy.check(m, context, caller, policy.ADMIN)
@@ -679,11 +684,11 @@ class TransactionCore:
         return self._write(context, build)[0]
 
     # -- policy -----------------------------------------------------------------------------
-    def set_policy(self, context: str, op: str, principal: str, rights: list[str],
+    def set_policy(self, context: Context, op: str, principal: str, rights: list[str],
                    session: str = "", *, caller: Caller) -> PolicyResult:
         """Grant or revoke rights (shared/policy.py), as a `policy` event: chained,
         audited and replayed like every other. Administrators only."""
-        check_name(context, "context")
+        context = _context(context)
         change = policy_change.check_change(op, principal, list(rights), session)
         made = []
 
@@ -699,8 +704,8 @@ class TransactionCore:
             return policy_change.view(MindState(reader), context,
                                       R.ref(made[0].event.seq))
 
-    def get_policy(self, context: str, *, caller: Caller) -> PolicyResult:
-        check_name(context, "context")
+    def get_policy(self, context: Context, *, caller: Caller) -> PolicyResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
@@ -733,6 +738,14 @@ class TransactionCore:
                     problems.append(f"{context}: events end at {last}, "
                                     f"meta expects next {meta.next_seq}")
         return problems
+
+
+def _context(context: Context) -> str:
+    """A context's name, checked once: a ContextName was checked where it entered (the
+    servicer), a string from a caller holding the core is checked here."""
+    if isinstance(context, ContextName):
+        return context.value
+    return ContextName.parse(context).value
 
 
 def _check_size(writes: list[Write]) -> None:

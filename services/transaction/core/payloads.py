@@ -18,7 +18,8 @@ from morphz.services.transaction.core.txlang import Tx
 
 
 def _rules(version: int) -> dict:
-    return {} if version == 1 else {"rules": version}  # rules.stamp: v1 recorded none
+    """The rules version an event records (rules.py); version 1 events record none."""
+    return {} if version == 1 else {"rules": version}
 
 
 @dataclass(frozen=True, slots=True)

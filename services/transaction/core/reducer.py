@@ -12,7 +12,7 @@ from morphz.shared.mind import records as R
 from morphz.shared.mind.receipts import AppendReceipt, IdempotencyRecord, OpOutcome, TxReceipt
 from morphz.services.transaction.core import (
     payloads as P, policy_change, rules as rulebook, scope_reducer)
-from morphz.services.transaction.core.boundaries import WINDOW, footprint
+from morphz.services.transaction.core.boundaries import WINDOW, Boundary, footprint
 from morphz.services.transaction.core.changes import changed_boundaries
 from morphz.services.transaction.core.ops import apply_ops
 from morphz.shared.mind.state import MindState
@@ -92,7 +92,7 @@ def _apply_activation(m: MindState, ev: R.Event, data: P.Activation) -> R.Activa
         if retired and rulebook.rules(data.rules).stamp_window_retirements:
             # No revision is made: the stamp names the latest revision and this tick, so a
             # transaction that read before it cannot undo the retirement unseen.
-            m.set_boundaries([f"life:{fid}" for fid in retired] + [WINDOW], meta.revision,
+            m.set_boundaries([Boundary.life(fid) for fid in retired] + [WINDOW], meta.revision,
                              meta.tick)
     root = next((s for s in claimed if kinds[s] == "user-message"), None)
     meta.activations += 1
@@ -147,7 +147,7 @@ def _apply_tx(m: MindState, ev: R.Event, data: P.Commit,
     if rules.promote_cited_evidence:
         scope_reducer.promote_sources(m, tx, meta.revision)
     _, stamped = footprint(tx)
-    stamped |= {f"life:{fid}" for fid in run.superseded}
+    stamped |= {Boundary.life(fid) for fid in run.superseded}
     if rules.stamp_actual_changes:
         stamped |= changed_boundaries(m, frozenset(stamped))
     m.set_boundaries(stamped, meta.revision)

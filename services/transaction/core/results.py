@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Iterator, Optional
 
+import msgspec
+
 from morphz.shared.mind import records as R
 from morphz.shared.mind.receipts import AppendReceipt, OpOutcome, TxReceipt
 
@@ -27,7 +29,9 @@ def plain(value: Any) -> Any:
         return [plain(v) for v in value]
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
-    return R.plain(value)  # a record's dataclass (OpOutcome is a msgspec Struct)
+    if isinstance(value, msgspec.Struct):  # a stored receipt's part (OpOutcome)
+        return msgspec.structs.asdict(value)
+    return R.plain(value)  # a record's dataclass
 
 
 class Result(Mapping):
