@@ -403,6 +403,14 @@ class MindView:
         return [k for k, _ in self._scan("policy")]
 
     # -- the transaction service's reads (issue 41: in place of its own table reads) ------
+    def prefetch_frame_views(self, frame_ids: list[str], *, max_bytes: int) -> None:
+        """Read ahead what views of these frames read: their rows (about `max_bytes` at
+        most) and their relations both ways, in one round trip each where the store is
+        remote (a page of a frame listing)."""
+        self.prefetch_tables({"frames": [(fid,) for fid in frame_ids]}, max_bytes=max_bytes)
+        self.prefetch_scans([(table, (fid,)) for fid in frame_ids
+                             for table in ("relations", "relations_in")])
+
     def last_event_seq(self) -> Optional[int]:
         """The seq of the last stored event row (None: no event), read from the end:
         what a server's startup check compares with the meta's next seq."""

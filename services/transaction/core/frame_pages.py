@@ -76,9 +76,7 @@ def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.F
 def _read_batch(m: MindView, ids: list[str]) -> None:
     """The frames' rows (up to READ_AHEAD_BYTES) and the relation scans their views
     make, in one read each where the store is remote."""
-    m.prefetch_tables({"frames": [(fid,) for fid in ids]}, max_bytes=READ_AHEAD_BYTES)
-    m.prefetch_scans([(table, (fid,)) for fid in ids
-                      for table in ("relations", "relations_in")])
+    m.prefetch_frame_views(ids, max_bytes=READ_AHEAD_BYTES)
 
 
 def view_bytes(view: FrameResult) -> int:
