@@ -134,19 +134,23 @@ def tx_to_proto(tx: Tx) -> pb.Transaction:
 
 # -- results (core/results.py) -> reply messages --------------------------------------------
 def commit_to_proto(r: CommitResult) -> pb.Receipt:
-    """Spelled out: every commit answers one (from_plain's walk would cost more)."""
-    c = r.capacity
-    return pb.Receipt(
-        revision=r.revision, base_version=r.base_version,
-        results=[pb.OpResult(index=o.index, op=o.op, target=o.target, outcome=o.outcome,
-                             frame_revision=o.frame_revision, due_tick=o.due_tick)
-                 for o in r.results],
-        capacity=pb.Capacity(released_now_bytes=c.released_now_bytes,
-                             released_after_window_bytes=c.released_after_window_bytes,
-                             released_now=c.released_now,
-                             released_after_window=c.released_after_window),
-        cognitive_tick=r.cognitive_tick, event_ref=r.event_ref, replayed=r.replayed,
-        rebased=r.rebased, rebased_from=r.rebased_from, commit_seq=r.commit_seq or 0)
+    """Spelled out, field by field (every commit answers one: measured faster than the
+    constructor given nested messages, or from_plain's walk of the plain form)."""
+    out = pb.Receipt(revision=r.revision, base_version=r.base_version,
+                     cognitive_tick=r.cognitive_tick, event_ref=r.event_ref,
+                     replayed=r.replayed, rebased=r.rebased, rebased_from=r.rebased_from,
+                     commit_seq=r.commit_seq or 0)
+    add = out.results.add
+    for o in r.results:
+        add(index=o.index, op=o.op, target=o.target, outcome=o.outcome,
+            frame_revision=o.frame_revision, due_tick=o.due_tick)
+    c, cap = r.capacity, out.capacity
+    cap.SetInParent()  # present even when all zero, as the dict reply made it
+    cap.released_now_bytes = c.released_now_bytes
+    cap.released_after_window_bytes = c.released_after_window_bytes
+    cap.released_now.extend(c.released_now)
+    cap.released_after_window.extend(c.released_after_window)
+    return out
 
 
 def append_to_proto(r: AppendResult) -> pb.AppendEventResponse:
