@@ -14,12 +14,10 @@ is committed for, the sessions whose evidence an event read may show.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Callable, Optional, Sequence, Union
 
@@ -28,7 +26,9 @@ from opentelemetry import trace
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import chain, payloads as P, rules as rulebook
+from morphz.services.transaction.core import chain, payloads as P, read_views, rules as rulebook
+from morphz.services.transaction.core.builds import (
+    Batch, Build, Proposed, RawWrite, apply_batch, payload_hash)
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.shared.cycles import cycles_paused
@@ -39,15 +39,14 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (
     ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
-    EventResult, FrameListResult, FrameResult, PolicyResult, RebuildResult, Relation, Result,
-    RetireView, SessionStatus, StatusResult)
+    EventResult, FrameListResult, FrameResult, PolicyResult, RebuildResult, Result,
+    SessionStatus, StatusResult)
 from morphz.shared.mind.receipts import AppendReceipt, TxReceipt
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
 from morphz.shared import cursor as cursors, policy
-from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.deadline import NEVER, Deadline
@@ -73,63 +72,6 @@ BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
 _STOPPED = ("DEADLINE_EXCEEDED", "CANCELLED")  # a deadline's reasons: no retry on storage's rows
 MAX_BATCH_EVENTS = 10_000  # append_events: items in one commit
-
-
-@dataclass(frozen=True)
-class Proposed:
-    """What a `build` returns to apply an event: the event and its payload, typed (the
-    reducer applies the payload itself; the event's data is its stored form)."""
-    event: R.Event
-    payload: P.Payload
-
-
-@dataclass
-class RawWrite:
-    """What a `build` returns to store a record outside the Mind (no event, no revision)."""
-    reply: Result
-    writes: list[Write]
-
-
-# A `build`'s answer: an event to apply, or the finished answer of an idempotent retry.
-Build = Callable[[MindState], Union[Proposed, Result, RawWrite, "_Batch"]]
-
-
-@dataclass
-class _Batch:
-    """What append_events' `build` gives: each item's build, applied in order to one state."""
-    steps: list[Callable[[MindState], Union[Proposed, AppendResult]]]
-    # What holds for the whole batch (the context exists, the caller may write it),
-    # checked first so that its refusal names no item.
-    check: Callable[[MindState], None] = lambda m: None
-    replies: list[AppendResult] = field(default_factory=list)  # set by each _apply_batch
-
-    def __call__(self, m: MindState) -> "_Batch":
-        """As a `build` it is itself: _submit applies its steps (_apply_batch)."""
-        return self
-
-
-def _apply_batch(m: MindState, batch: _Batch) -> Optional[AppendBatchResult]:
-    """Each step applied after the one before it (its seq follows); the batch's result,
-    or None when every step was an idempotent retry (batch.replies holds theirs)."""
-    batch.check(m)
-    batch.replies, applied = [], False
-    for i, step in enumerate(batch.steps):
-        try:
-            done = step(m)
-            if isinstance(done, Proposed):
-                chain.link(m, done.event)
-                done = AppendResult.of(apply_event(m, done.event, None, payload=done.payload))
-                applied = True
-        except MorphzError as e:
-            e.details.setdefault("index", i)
-            raise
-        batch.replies.append(done)
-    return AppendBatchResult(tuple(batch.replies)) if applied else None
-
-
-def payload_hash(payload: dict) -> str:
-    raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class TransactionCore:
@@ -277,8 +219,8 @@ class TransactionCore:
                 return ev, None, None, pipe.last_ticket(), reader.commit_seq
             if isinstance(ev, RawWrite):  # a record outside the Mind
                 reply, writes = ev.reply, ev.writes
-            elif isinstance(ev, _Batch):
-                reply = _apply_batch(m, ev)
+            elif isinstance(ev, Batch):
+                reply = apply_batch(m, ev)
                 if reply is None:  # every item was applied before: nothing to write
                     return (AppendBatchResult(tuple(ev.replies)), None, None,
                             pipe.last_ticket(), reader.commit_seq)
@@ -405,7 +347,7 @@ class TransactionCore:
         def check(m: MindState) -> None:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
-        reply, seq = self._write(context, _Batch(steps, check), with_seq=True)
+        reply, seq = self._write(context, Batch(steps, check), with_seq=True)
         # One commit: every item's read-your-writes position is the batch's (RECALL-13).
         return AppendBatchResult(tuple(replace(r, commit_seq=seq) for r in reply.events))
 
@@ -570,7 +512,7 @@ class TransactionCore:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist"
                                   + (f" at revision {at_revision}" if at_revision else ""),
                                   ref=frame_id[:80])
-            return _frame_view(m, meta, f, at_revision or meta.revision,
+            return read_views.frame_view(m, meta, f, at_revision or meta.revision,
                                with_relations=not at_revision, reveal=reveal_secrets)
 
     def list_frames(self, context: Context, *, reveal_secrets: bool = False, max_bytes: int = 0,
@@ -602,7 +544,7 @@ class TransactionCore:
             frames, size, next_cursor = [], 0, ""
             for past, f in frame_pages.frames_from(m, position):
                 deadline.check("the listing")  # SEC-07
-                view = _frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
+                view = read_views.frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
                 n = frame_pages.view_bytes(view)
                 if frames and size + n > budget:
                     if not max_bytes:
@@ -640,18 +582,7 @@ class TransactionCore:
                 revealing = policy.sessions(m, caller, policy.REVEAL)
                 if revealing is not None and not any(Viewer(m, s).sees(ev) for s in revealing):
                     raise policy.forbidden(context, caller, policy.REVEAL, ev.session)
-            obs = m.observation(seq)
-            # Runtime internals (payload hashes, ids) stay inside, except where an event
-            # belongs: an action's activation, a result's call, a message's target, the
-            # evaluation a transaction was committed for.
-            where = P.decode(ev) if ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE,
-                                                R.CONTEXT_TX) else None
-            return EventResult(
-                ev.seq, ev.id, ev.kind, ev.time, ev.context, ev.session, ev.actor,
-                tuple(ev.causal_refs), secrets.shown_text(ev, reveal_secrets), ev.request_id,
-                secrets.is_secret_event(ev.data), R.occurred_at(ev.data), R.ref(seq),
-                (R.RETIRED if obs.retired else R.ACTIVE) if obs else "",
-                bool(obs and obs.protected), **_belongs(where))
+            return read_views.event_view(ev, m.observation(seq), reveal_secrets)
 
     # -- audit ----------------------------------------------------------------------------------
     def audit(self, context: Context, *, caller: Caller,
@@ -796,32 +727,6 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str, tick: int,
             raise MorphzError("SESSION_RETIRED", f"session {session} is retired: its "
                               "evaluations can no longer commit", session=session)
     return session, read_tick
-
-
-def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
-                with_relations: bool = True, reveal: bool = False) -> FrameResult:
-    shown = secrets.frame_body(f.id, f.body)  # parsed once: the flag and the redaction
-    r = f.retire
-    retire = None if r is None else RetireView(
-        r.generation, r.requested_tick, r.due_tick, r.reason, r.frame_revision,
-        max(0, r.due_tick - meta.tick))
-    # Edges are a current-state projection; as-of reads give bodies only, not old edges.
-    edges = sorted(set(m.relations_from(f.id)) | set(m.relations_to(f.id))) \
-        if with_relations else []
-    return FrameResult(f.id, f.revision, f.body if reveal else shown, tuple(f.sources),
-                       f.state, f.protected, retire, f.generation, f.changed_at,
-                       shown != f.body, as_of, tuple(Relation(*e) for e in edges))
-
-
-def _belongs(payload: Optional[P.Payload]) -> dict:
-    """Where an event belongs, as its view names it: an action's activation (or the
-    evaluation a transaction was committed for), a call result's call, a message's target."""
-    if isinstance(payload, P.Commit):
-        return {"activation": payload.activation} if payload.activation else {}
-    if isinstance(payload, P.Input):
-        return {k: v for k, v in (("activation", payload.activation), ("call", payload.call),
-                                  ("target_session", payload.target_session)) if v}
-    return {}
 
 
 def _append_result(done: Union[AppendReceipt, AppendResult], commit_seq: int) -> AppendResult:
