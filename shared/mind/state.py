@@ -7,6 +7,7 @@ rejected request leaves no trace.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
@@ -236,8 +237,29 @@ class MindState(MindView):
         self._overlay.put_all("boundaries", zip(map(str, boundaries)),
                               R.stamp_bytes(revision, tick))
 
-    def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
-                                                                           Optional[bytes]]]]:
+    # -- what a request's writes changed (the transaction core's boundaries: changes.py) --
+    def written_changes(self) -> "WrittenChanges":
+        """What this view's writes changed against the rows it read (bytes that differ),
+        decoded as far as a conflict boundary compares them."""
+        rows = self._changed_rows(_CHANGE_TABLES)
+        return WrittenChanges(
+            tuple((fid, before is not None, after is not None)
+                  for (fid,), before, after in rows["frames"]),
+            tuple((seq, _flags(before), _flags(after))
+                  for (seq,), before, after in rows["observations"]),
+            tuple(key for key, _, _ in rows["relations"]),
+            any(before is not None and after is not None
+                for _, before, after in rows["order_rank"]),
+            tuple(name for (name,), _, _ in rows["checkpoints"]),
+            tuple((sid, _attention(before), _attention(after))
+                  for (sid,), before, after in rows["sessions"]))
+
+    def frame_before(self, frame_id: str) -> Optional[R.Frame]:
+        """The frame as the reader has it (before this view's writes)."""
+        return R.loads(R.Frame, self._reader.get("frames", (frame_id,)))
+
+    def _changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
+                                                                            Optional[bytes]]]]:
         """Per table of `tables`: (key, before, after) of each row this view wrote whose
         bytes differ from the reader's, i.e. what the request being applied changed."""
         out: dict[str, list] = {}
@@ -264,3 +286,30 @@ class MindState(MindView):
     def put_idempotency(self, request_id: str, record: receipts.IdempotencyRecord) -> None:
         self._put("idempotency", (request_id,), receipts.dumps(record))
 
+
+
+_CHANGE_TABLES = frozenset(("frames", "observations", "relations", "order_rank",
+                            "checkpoints", "sessions"))
+
+
+@dataclass(frozen=True)
+class WrittenChanges:
+    """MindState.written_changes: each kind's changed keys; for observations and sessions
+    the compared facts before and after (flags: retired, protected; attention: state,
+    level); `reranked`: a frame that had an order rank has another one."""
+    frames: tuple[tuple[str, bool, bool], ...]  # (frame id, existed before, exists after)
+    observations: tuple[tuple[int, tuple, tuple], ...]
+    relations: tuple[tuple[str, str, str], ...]
+    reranked: bool
+    checkpoints: tuple[str, ...]
+    sessions: tuple[tuple[str, tuple, tuple], ...]
+
+
+def _flags(raw: Optional[bytes]) -> tuple:
+    obs = R.decode_json(raw) if raw is not None else {}
+    return bool(obs.get("retired")), bool(obs.get("protected"))
+
+
+def _attention(raw: Optional[bytes]) -> tuple:
+    s = R.decode_json(raw) if raw is not None else {}
+    return s.get("state"), s.get("level")
