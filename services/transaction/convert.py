@@ -14,6 +14,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
+from morphz.services.transaction.core.requests import AppendItem
 from morphz.services.transaction.core.results import AppendResult, CommitResult, Result
 from morphz.services.transaction.core.txlang import (
     MAX_OPS, TX_LIMITS, EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx,
@@ -130,6 +131,12 @@ def tx_to_proto(tx: Tx) -> pb.Transaction:
         else:
             setattr(op, field, o.name)
     return out
+
+
+def append_item_from_proto(r: pb.AppendEventRequest) -> AppendItem:
+    """An event to append (append_event's arguments; append_events' items)."""
+    return AppendItem(r.session, r.kind, r.text, r.request_id, r.actor, tuple(r.causal_refs),
+                      r.activation, r.target_session, r.secret, r.occurred_at)
 
 
 # -- results (core/results.py) -> reply messages --------------------------------------------

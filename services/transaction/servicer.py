@@ -4,9 +4,8 @@ from __future__ import annotations
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import (
-    append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
+    append_item_from_proto, append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
-from morphz.services.transaction.core.requests import AppendItem
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
@@ -31,7 +30,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def AppendEvent(self, request, context):
-        reply = self._core.append_event(_context(request), **vars(_append_item(request)),
+        reply = self._core.append_event(_context(request), **vars(append_item_from_proto(request)),
                                         caller=caller_of(context))
         return append_to_proto(reply)
 
@@ -42,7 +41,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
                 raise MorphzError("CONTEXT_INPUT_INVALID", "an event of the batch names "
                                   "another context", field="events.context", index=i)
         reply = self._core.append_events(_context(request),
-                                         [_append_item(e) for e in request.events],
+                                         [append_item_from_proto(e) for e in request.events],
                                          caller=caller_of(context))
         return pb.AppendEventsResponse(events=[append_to_proto(r) for r in reply.events])
 
@@ -117,11 +116,6 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def ListContexts(self, request, context):
         return result_to_proto(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
-
-
-def _append_item(r: pb.AppendEventRequest) -> AppendItem:
-    return AppendItem(r.session, r.kind, r.text, r.request_id, r.actor, tuple(r.causal_refs),
-                      r.activation, r.target_session, r.secret, r.occurred_at)
 
 
 def _context(request) -> ContextName:
