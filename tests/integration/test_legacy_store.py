@@ -41,7 +41,7 @@ def _audit_matches(client, context: str) -> None:
 
 
 @pytest.mark.parametrize("context", RECORDED["contexts"])
-def test_legacy_store_audits_match(client, context):
+def test_audit_01_dur_05_a_store_written_before_audits_match(client, context):
     _audit_matches(client, context)
 
 
@@ -61,12 +61,12 @@ def _retried(reply: dict, again: dict) -> dict:
 @pytest.mark.parametrize("request_", RECORDED["requests"],
                          ids=[r["kwargs"].get("request_id") or r["method"]
                               for r in RECORDED["requests"]])
-def test_legacy_retry_returns_original_receipt(client, request_):
+def test_dur_04_a_retry_recorded_before_gets_its_original_receipt(client, request_):
     again = getattr(client, request_["method"])(*request_["args"], **request_["kwargs"])
     assert again == _retried(request_["reply"], again)
 
 
-def test_legacy_store_accepts_new_commits(client):
+def test_audit_01_a_store_written_before_accepts_new_commits(client):
     context = RECORDED["contexts"][0]
     status = client.status(context)
     ev = client.append_event(context, "s1", "user-message", "after the upgrade",

@@ -51,7 +51,7 @@ def legacy_store(tmp_path_factory):
     store.close()
 
 
-def test_stored_event_payloads_decode_typed_and_write_back_their_data(legacy_store):
+def test_audit_01_stored_event_payloads_decode_typed_and_write_back_their_data(legacy_store):
     kinds = set()
     for context in legacy_store.contexts():
         with legacy_store.reader(context) as reader:
@@ -65,7 +65,7 @@ def test_stored_event_payloads_decode_typed_and_write_back_their_data(legacy_sto
     assert kinds == {P.Created, P.Activation, P.Delivery, P.Commit, P.Policy, P.Input}
 
 
-def test_idempotency_records_of_v1_read_as_typed_receipts(legacy_store):
+def test_dur_04_idempotency_records_of_v1_read_as_typed_receipts(legacy_store):
     found = {}
     for context in legacy_store.contexts():
         with legacy_store.reader(context) as reader:
