@@ -563,11 +563,10 @@ def measure_floor(args, tmp: str, mode: str, inflight: int) -> dict:
 
 def measure_core(args, tmp: str) -> dict:
     """Information: CPU per commit of the transaction core (the logic the floor lacks)."""
-    from morphz.api.transaction.v1 import transaction_pb2 as pb
     from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.convert import commit_to_proto
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER
-    from morphz.shared.protojson import from_plain
     store = LmdbStore(os.path.join(tmp, "core-lmdb"), sync=False)
     try:
         core = TransactionCore(store)
@@ -583,11 +582,11 @@ def measure_core(args, tmp: str) -> dict:
                 s, c = time.perf_counter(), time.process_time()
                 receipt = core.commit("core", tx_text(base, frames, "revise", i),
                                       caller=IN_PROCESS_CALLER)
-                from_plain(receipt, pb.Receipt)
+                commit_to_proto(receipt)  # the reply message, as the servicer makes it
                 if i > 50:  # the first ones warm caches
                     lat.append(time.perf_counter() - s)
                     cpu += time.process_time() - c
-                base = receipt["revision"]
+                base = receipt.revision
         n = len(lat)
         return {"name": "core: in-process, no fsync (info)", "inflight": 1,
                 **summarize(lat, sum(lat), server_cpu_ms_per_op=cpu / n * 1e3 if n else 0.0)}

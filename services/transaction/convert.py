@@ -1,4 +1,5 @@
-"""Protobuf <-> domain for the transaction service (the structured context-tx form).
+"""Protobuf <-> domain for the transaction service: the structured context-tx form, and
+the core's results (core/results.py) as reply messages.
 
 The structured form says exactly what the text form says, no more and no less: what
 proto3 cannot show (an empty `from` clause) is an explicit field, a oneof member whose
@@ -8,13 +9,22 @@ transaction. The rules are documented on the messages in transaction.proto.
 """
 from __future__ import annotations
 
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
 from morphz.api.transaction.v1 import transaction_pb2 as pb
+from morphz.services.transaction.core.requests import AppendItem
+from morphz.services.transaction.core.results import AppendResult, CommitResult, Result
 from morphz.services.transaction.core.txlang import (
     MAX_OPS, TX_LIMITS, EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx,
     header_nodes, limit_details, parse_body, text_nodes, too_many_ops)
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import is_ref, ref, ref_seq
+from morphz.shared.protojson import from_plain
+
+M = TypeVar("M", bound=Message)
 
 _TARGET_FIELDS = ("retire", "restore", "protect", "unprotect")
 
@@ -123,9 +133,43 @@ def tx_to_proto(tx: Tx) -> pb.Transaction:
     return out
 
 
-def append_fields_from_proto(r: pb.AppendEventRequest) -> dict:
-    """An event to append, as TransactionCore.append_event's keyword arguments."""
-    return {"session": r.session, "kind": r.kind, "text": r.text,
-            "request_id": r.request_id, "actor": r.actor, "causal_refs": list(r.causal_refs),
-            "activation": r.activation, "target_session": r.target_session,
-            "secret": r.secret, "occurred_at": r.occurred_at}
+def append_item_from_proto(r: pb.AppendEventRequest) -> AppendItem:
+    """An event to append (append_event's arguments; append_events' items)."""
+    return AppendItem(r.session, r.kind, r.text, r.request_id, r.actor, tuple(r.causal_refs),
+                      r.activation, r.target_session, r.secret, r.occurred_at)
+
+
+# -- results (core/results.py) -> reply messages --------------------------------------------
+def commit_to_proto(r: CommitResult) -> pb.Receipt:
+    """Spelled out, field by field (every commit answers one: measured faster than the
+    constructor given nested messages, or from_plain's walk of the plain form)."""
+    out = pb.Receipt(revision=r.revision, base_version=r.base_version,
+                     cognitive_tick=r.cognitive_tick, event_ref=r.event_ref,
+                     replayed=r.replayed, rebased=r.rebased, rebased_from=r.rebased_from,
+                     commit_seq=r.commit_seq or 0)
+    add = out.results.add
+    for o in r.results:
+        add(index=o.index, op=o.op, target=o.target, outcome=o.outcome,
+            frame_revision=o.frame_revision, due_tick=o.due_tick)
+    c, cap = r.capacity, out.capacity
+    cap.SetInParent()  # present even when all zero, as the dict reply made it
+    cap.released_now_bytes = c.released_now_bytes
+    cap.released_after_window_bytes = c.released_after_window_bytes
+    cap.released_now.extend(c.released_now)
+    cap.released_after_window.extend(c.released_after_window)
+    return out
+
+
+def append_to_proto(r: AppendResult) -> pb.AppendEventResponse:
+    out = pb.AppendEventResponse(ref=r.ref, seq=r.seq, id=r.id, replayed=r.replayed,
+                                 commit_seq=r.commit_seq or 0)
+    for name in ("session", "activation", "call", "returned_to", "target_session"):
+        value = getattr(r, name)
+        if value is not None:  # optional fields: set only where the event has them
+            setattr(out, name, value)
+    return out
+
+
+def result_to_proto(r: Result, cls: type[M]) -> M:
+    """Any other result, through its plain form."""
+    return from_plain(r.plain(), cls)

@@ -19,8 +19,9 @@ def transaction_jobs(core: TransactionCore, admission: Optional[Admission] = Non
         # its policy needs: refused (FORBIDDEN, CONTEXT_NOT_FOUND) as they would be.
         core.get_policy(context, caller=caller)
 
+    # A job's result is kept in its plain (JSON) form, the one its reply carries.
     works = {AUDIT: lambda context, caller, deadline: core.audit(
-                 context, caller=caller, deadline=deadline),
+                 context, caller=caller, deadline=deadline).plain(),
              REBUILD: lambda context, caller, deadline: core.rebuild_projections(
-                 context, caller=caller, deadline=deadline)}
+                 context, caller=caller, deadline=deadline).plain()}
     return JobRunner(works, authorize, admission=admission, prefix="tx", **caps)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
-from morphz.services.transaction.convert import append_fields_from_proto, tx_from_proto
+from morphz.services.transaction.convert import (
+    append_item_from_proto, append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
@@ -11,7 +12,7 @@ from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
 from morphz.shared.job_messages import job_list, job_message
 from morphz.shared.jobs import JobRunner
-from morphz.shared.protojson import from_plain
+from morphz.shared.values import ContextName
 
 
 class TransactionServicer(pb_grpc.TransactionServiceServicer):
@@ -22,20 +23,20 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def CreateContext(self, request, context):
-        return from_plain(self._core.create_context(request.context, request.window,
+        return result_to_proto(self._core.create_context(_context(request), request.window,
                                                     caller=caller_of(context)),
                           pb.ContextStatus)
 
     @rpc_boundary
     def GetStatus(self, request, context):
-        return from_plain(self._core.status(request.context,
+        return result_to_proto(self._core.status(_context(request),
                                             caller=caller_of(context)), pb.ContextStatus)
 
     @rpc_boundary
     def AppendEvent(self, request, context):
-        reply = self._core.append_event(request.context, **append_fields_from_proto(request),
+        reply = self._core.append_event(_context(request), **vars(append_item_from_proto(request)),
                                         caller=caller_of(context))
-        return from_plain(reply, pb.AppendEventResponse)
+        return append_to_proto(reply)
 
     @rpc_boundary
     def AppendEvents(self, request, context):
@@ -43,19 +44,19 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
             if e.context not in ("", request.context):
                 raise MorphzError("CONTEXT_INPUT_INVALID", "an event of the batch names "
                                   "another context", field="events.context", index=i)
-        reply = self._core.append_events(request.context,
-                                         [append_fields_from_proto(e) for e in request.events],
+        reply = self._core.append_events(_context(request),
+                                         [append_item_from_proto(e) for e in request.events],
                                          caller=caller_of(context))
-        return from_plain(reply, pb.AppendEventsResponse)
+        return pb.AppendEventsResponse(events=[append_to_proto(r) for r in reply.events])
 
     @rpc_boundary
     def Activate(self, request, context):
-        return from_plain(self._core.activate(request.context, request.session,
+        return result_to_proto(self._core.activate(_context(request), request.session,
                                               caller=caller_of(context)), pb.Activation)
 
     @rpc_boundary
     def Deliver(self, request, context):
-        return from_plain(self._core.deliver(request.context, request.activation,
+        return result_to_proto(self._core.deliver(_context(request), request.activation,
                                              caller=caller_of(context)),
                           pb.Activation)
 
@@ -65,22 +66,22 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         if form is None:
             raise MorphzError("TX_INVALID", "give the transaction as text or structured")
         tx = request.text if form == "text" else tx_from_proto(request.structured)
-        receipt = self._core.commit(request.context, tx, session=request.session,
+        receipt = self._core.commit(_context(request), tx, session=request.session,
                                     request_id=request.request_id,
                                     activation=request.activation, caller=caller_of(context),
                                     deadline=deadline_of(context))
-        return from_plain(receipt, pb.Receipt)
+        return commit_to_proto(receipt)
 
     @rpc_boundary
     def GetFrame(self, request, context):
-        return from_plain(self._core.get_frame(request.context, request.frame_id,
+        return result_to_proto(self._core.get_frame(_context(request), request.frame_id,
                                                request.at_revision,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Frame)
 
     @rpc_boundary
     def ListFrames(self, request, context):
-        return from_plain(self._core.list_frames(request.context,
+        return result_to_proto(self._core.list_frames(_context(request),
                                                  reveal_secrets=request.reveal_secrets,
                                                  max_bytes=request.max_bytes,
                                                  cursor=request.cursor,
@@ -89,35 +90,35 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
 
     @rpc_boundary
     def GetEvent(self, request, context):
-        return from_plain(self._core.get_event(request.context, request.ref,
+        return result_to_proto(self._core.get_event(_context(request), request.ref,
                                                reveal_secrets=request.reveal_secrets,
                                                caller=caller_of(context)), pb.Event)
 
     @rpc_boundary
     def RebuildProjections(self, request, context):
-        report = self._core.rebuild_projections(request.context, caller=caller_of(context),
+        report = self._core.rebuild_projections(_context(request), caller=caller_of(context),
                                                 deadline=deadline_of(context))
-        return from_plain(report, pb.RebuildReport)
+        return result_to_proto(report, pb.RebuildReport)
 
     @rpc_boundary
     def Audit(self, request, context):
-        return from_plain(self._core.audit(request.context, caller=caller_of(context),
+        return result_to_proto(self._core.audit(_context(request), caller=caller_of(context),
                                            deadline=deadline_of(context)), pb.AuditReport)
 
     @rpc_boundary
     def SetPolicy(self, request, context):
-        return from_plain(self._core.set_policy(
-            request.context, request.op, request.principal, list(request.rights),
+        return result_to_proto(self._core.set_policy(
+            _context(request), request.op, request.principal, list(request.rights),
             request.session, caller=caller_of(context)), pb.Policy)
 
     @rpc_boundary
     def GetPolicy(self, request, context):
-        return from_plain(self._core.get_policy(request.context, caller=caller_of(context)),
+        return result_to_proto(self._core.get_policy(_context(request), caller=caller_of(context)),
                           pb.Policy)
 
     @rpc_boundary
     def ListContexts(self, request, context):
-        return from_plain(self._core.list_contexts(caller=caller_of(context)),
+        return result_to_proto(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
 
     # -- server-side jobs (shared/jobs.py) ----------------------------------------------------
@@ -138,3 +139,7 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
     def CancelJob(self, request, context):
         return job_message(self._jobs.cancel(request.id, caller_of(context)))
 
+
+def _context(request) -> ContextName:
+    """The request's context name, checked here once (the core takes it as checked)."""
+    return ContextName.parse(request.context)

@@ -7,10 +7,11 @@ rejected request leaves no trace.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
-from morphz.shared.mind import records as R
+from morphz.shared.mind import receipts, records as R
 from morphz.shared.mind.view import MindView
 from morphz.shared.storage.overlay import Overlay, overlay_scan
 
@@ -227,15 +228,38 @@ class MindState(MindView):
     # "R@T" when an activation did at tick T while R was the latest revision (a window
     # retirement makes no revision).
     def boundary_stamp(self, boundary: str) -> Optional[R.Stamp]:
-        return R.Stamp.parse(self._get("boundaries", (boundary,)))
+        return R.Stamp.parse(self._get("boundaries", (str(boundary),)))
 
     def set_boundaries(self, boundaries: Iterable[str], revision: int,
                        tick: Optional[int] = None) -> None:
         """Stamp each boundary: one stamp for all (a transaction of n ops stamps some 3n)."""
-        self._overlay.put_all("boundaries", zip(boundaries), R.stamp_bytes(revision, tick))
+        # str(): a typed boundary (a str subclass) keys its row as its plain text.
+        self._overlay.put_all("boundaries", zip(map(str, boundaries)),
+                              R.stamp_bytes(revision, tick))
 
-    def changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
-                                                                           Optional[bytes]]]]:
+    # -- what a request's writes changed (the transaction core's boundaries: changes.py) --
+    def written_changes(self) -> "WrittenChanges":
+        """What this view's writes changed against the rows it read (bytes that differ),
+        decoded as far as a conflict boundary compares them."""
+        rows = self._changed_rows(_CHANGE_TABLES)
+        return WrittenChanges(
+            tuple((fid, before is not None, after is not None)
+                  for (fid,), before, after in rows["frames"]),
+            tuple((seq, _flags(before), _flags(after))
+                  for (seq,), before, after in rows["observations"]),
+            tuple(key for key, _, _ in rows["relations"]),
+            any(before is not None and after is not None
+                for _, before, after in rows["order_rank"]),
+            tuple(name for (name,), _, _ in rows["checkpoints"]),
+            tuple((sid, _attention(before), _attention(after))
+                  for (sid,), before, after in rows["sessions"]))
+
+    def frame_before(self, frame_id: str) -> Optional[R.Frame]:
+        """The frame as the reader has it (before this view's writes)."""
+        return R.loads(R.Frame, self._reader.get("frames", (frame_id,)))
+
+    def _changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
+                                                                            Optional[bytes]]]]:
         """Per table of `tables`: (key, before, after) of each row this view wrote whose
         bytes differ from the reader's, i.e. what the request being applied changed."""
         out: dict[str, list] = {}
@@ -255,9 +279,37 @@ class MindState(MindView):
         self._grants.pop(principal, None)
 
     # -- idempotency ----------------------------------------------------------------------
-    def idempotency(self, request_id: str) -> Optional[dict]:
-        return R.loads(dict, self._get("idempotency", (request_id,)))
+    def idempotency(self, request_id: str) -> Optional[receipts.IdempotencyRecord]:
+        """What the request id was applied as, of any stored version (receipts.py)."""
+        return receipts.loads(self._get("idempotency", (request_id,)))
 
-    def put_idempotency(self, request_id: str, record: dict) -> None:
-        self._put("idempotency", (request_id,), R.dumps(record))
+    def put_idempotency(self, request_id: str, record: receipts.IdempotencyRecord) -> None:
+        self._put("idempotency", (request_id,), receipts.dumps(record))
 
+
+
+_CHANGE_TABLES = frozenset(("frames", "observations", "relations", "order_rank",
+                            "checkpoints", "sessions"))
+
+
+@dataclass(frozen=True)
+class WrittenChanges:
+    """MindState.written_changes: each kind's changed keys; for observations and sessions
+    the compared facts before and after (flags: retired, protected; attention: state,
+    level); `reranked`: a frame that had an order rank has another one."""
+    frames: tuple[tuple[str, bool, bool], ...]  # (frame id, existed before, exists after)
+    observations: tuple[tuple[int, tuple, tuple], ...]
+    relations: tuple[tuple[str, str, str], ...]
+    reranked: bool
+    checkpoints: tuple[str, ...]
+    sessions: tuple[tuple[str, tuple, tuple], ...]
+
+
+def _flags(raw: Optional[bytes]) -> tuple:
+    obs = R.decode_json(raw) if raw is not None else {}
+    return bool(obs.get("retired")), bool(obs.get("protected"))
+
+
+def _attention(raw: Optional[bytes]) -> tuple:
+    s = R.decode_json(raw) if raw is not None else {}
+    return s.get("state"), s.get("level")

@@ -448,6 +448,21 @@ class MindView:
         """An encoding snapshot's stored bytes (shared/mind/snapshots.py reads them)."""
         return self._get("snapshots", (snapshot_id,))
 
+    # -- the transaction service's reads (issue 41: in place of its own table reads) ------
+    def prefetch_frame_views(self, frame_ids: list[str], *, max_bytes: int) -> None:
+        """Read ahead what views of these frames read: their rows (about `max_bytes` at
+        most) and their relations both ways, in one round trip each where the store is
+        remote (a page of a frame listing)."""
+        self.prefetch_tables({"frames": [(fid,) for fid in frame_ids]}, max_bytes=max_bytes)
+        self.prefetch_scans([(table, (fid,)) for fid in frame_ids
+                             for table in ("relations", "relations_in")])
+
+    def last_event_seq(self) -> Optional[int]:
+        """The seq of the last stored event row (None: no event), read from the end:
+        what a server's startup check compares with the meta's next seq."""
+        last = next(iter(self._reader.scan("events", reverse=True, limit=1)), None)
+        return last[0][0] if last is not None else None
+
     # -- encoding snapshots -------------------------------------------------------------
     def snapshot(self, snapshot_id: str) -> Optional[dict]:
         """A stored snapshot record as the JSON object it must be (its fields belong to

@@ -28,38 +28,82 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import Stamp
 from morphz.shared.mind.state import MindState
 
+
+
+class Boundary(str):
+    """One conflict boundary. Its text is its stored key (the boundaries table) and what
+    a TX_CONFLICT names, so it is a str; it is made only by these constructors, which
+    spell each kind one way."""
+    __slots__ = ()
+
+    @property
+    def kind(self) -> str:
+        """frame, life, edge, sources, order, checkpoint, session or window."""
+        return self.partition(":")[0]
+
+    @staticmethod
+    def frame(frame_id: str) -> "Boundary":
+        return Boundary("frame:" + frame_id)
+
+    @staticmethod
+    def life(target: str) -> "Boundary":
+        """The lifecycle of a frame (by id) or of an observation (by its @eN ref)."""
+        return Boundary("life:" + target)
+
+    @staticmethod
+    def sources(frame_id: str) -> "Boundary":
+        return Boundary("sources:" + frame_id)
+
+    @staticmethod
+    def edge(subject: str, name: str, obj: str) -> "Boundary":
+        return Boundary(f"edge:{subject} {name} {obj}")
+
+    @staticmethod
+    def checkpoint(name: str) -> "Boundary":
+        return Boundary("checkpoint:" + name)
+
+    @staticmethod
+    def session(session: str) -> "Boundary":
+        return Boundary("session:" + session)
+
+
+ORDER = Boundary("order")
 # Stamped by every window retirement too: where the latest one happened.
-WINDOW = "window"
+WINDOW = Boundary("window")
 
 
-def footprint(tx: Tx) -> tuple[set[str], set[str]]:
+def footprint(tx: Tx) -> tuple[set[Boundary], set[Boundary]]:
     """(reads, writes) of a transaction, from its operations alone."""
-    reads: set[str] = set()
-    writes: set[str] = set()
+    reads: set[Boundary] = set()
+    writes: set[Boundary] = set()
     for op in tx.ops:
         if isinstance(op, FrameOp):
-            reads.add(f"frame:{op.frame_id}")
-            writes.add(f"frame:{op.frame_id}")
+            frame = Boundary.frame(op.frame_id)
+            reads.add(frame)
+            writes.add(frame)
             if op.op == "revise":  # revising a retiring frame cancels its retirement
-                reads.add(f"life:{op.frame_id}")
-                writes.add(f"life:{op.frame_id}")
+                life = Boundary.life(op.frame_id)
+                reads.add(life)
+                writes.add(life)
             if op.sources is not None:
-                writes.add(f"sources:{op.frame_id}")
-                reads.update(f"frame:{s}" for s in op.sources if not is_ref(s))
+                writes.add(Boundary.sources(op.frame_id))
+                reads.update(Boundary.frame(s) for s in op.sources if not is_ref(s))
         elif isinstance(op, TargetsOp):
             for t in op.targets:
-                reads.add(f"life:{t}")
-                writes.add(f"life:{t}")
+                life = Boundary.life(t)
+                reads.add(life)
+                writes.add(life)
         elif isinstance(op, EdgeOp):
-            edge = f"edge:{op.subject} {op.name} {op.object}"
+            edge = Boundary.edge(op.subject, op.name, op.object)
             reads.add(edge)
             writes.add(edge)
         elif isinstance(op, PlaceOp):
-            reads.add("order")
-            writes.add("order")
+            reads.add(ORDER)
+            writes.add(ORDER)
         elif isinstance(op, NamedOp) and op.op in ("checkpoint", "rollback", "drop-checkpoint"):
-            reads.add(f"checkpoint:{op.name}")
-            writes.add(f"checkpoint:{op.name}")
+            point = Boundary.checkpoint(op.name)
+            reads.add(point)
+            writes.add(point)
             if op.op == "rollback":  # it rewrites every lifecycle, window retirements too
                 reads.add(WINDOW)
     return reads, writes
@@ -92,7 +136,7 @@ def check_base(m: MindState, tx: Tx, latest: int, *, session: str = "",
                           ops=exact)
     reads, writes = footprint(tx)
     if session:
-        reads.add(f"session:{session}")
+        reads.add(Boundary.session(session))
     changed = []
     for b in sorted(reads | writes):
         stamp = m.boundary_stamp(b)

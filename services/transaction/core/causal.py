@@ -8,7 +8,7 @@
 - Every other causal ref must be visible to the event's session (visibility.py); a
   foreign private event gets the answer of a missing one.
 
-The outcome (the event's session and its data) is what the reducer applies; the
+The outcome (the event's session and its payload) is what the reducer applies; the
 reducer never re-judges these rules, so replaying history does not depend on them.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.names import check_name
+from morphz.services.transaction.core.payloads import Input
 
 MAX_CAUSAL_REFS = 256
 
@@ -60,8 +61,9 @@ def check_shape(a: Append) -> None:
                               "its source", field="target_session", session=a.session)
 
 
-def route(m: MindState, a: Append) -> tuple[str, dict]:
-    """(the event's session, its data) or a structured rejection."""
+def route(m: MindState, a: Append) -> tuple[str, Input]:
+    """(the event's session, where its payload says it belongs) or a structured
+    rejection."""
     meta = m.meta()
     events = {}
     for r in a.refs:
@@ -69,24 +71,23 @@ def route(m: MindState, a: Append) -> tuple[str, dict]:
         if ev is None:
             raise _missing(r)
         events[r] = ev
-    session, data = a.session, {}
+    session, routed = a.session, Input()
     call = None
     if a.kind == R.ACTION:
-        data["activation"] = _open_activation(m, a)
+        routed = Input(activation=_open_activation(m, a))
     elif a.kind == R.MESSAGE:
         if m.session(a.target_session) is None:
             raise MorphzError("SESSION_NOT_FOUND", f"no session {a.target_session}",
                               session=a.target_session, field="target_session")
-        data["target_session"] = a.target_session
+        routed = Input(target_session=a.target_session)
     elif a.kind == R.TOOL_RESULT:
         call, session = _call(m, a, events)
-        if call:
-            data["call"] = call
+        routed = Input(call=call)
     viewer = Viewer(m, session)
     for r, ev in events.items():
         if r != call and not viewer.sees(ev):
             raise _missing(r)
-    return session, data
+    return session, routed
 
 
 def _missing(r: str) -> MorphzError:

@@ -14,21 +14,21 @@ is committed for, the sessions whose evidence an event read may show.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 from opentelemetry import trace
 
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import chain, rules as rulebook
+from morphz.services.transaction.core import chain, payloads as P, read_views, rules as rulebook
+from morphz.services.transaction.core.builds import (
+    Batch, Build, Proposed, RawWrite, apply_batch, payload_hash)
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.shared.cycles import cycles_paused
@@ -36,14 +36,17 @@ from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline
 from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan
 from morphz.shared.faults import NO_FAULTS, Faults
-from morphz.services.transaction.core.reducer import apply_event
+from morphz.services.transaction.core.reducer import Applied, apply_event
+from morphz.services.transaction.core.results import (
+    ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
+    EventResult, FrameListResult, FrameResult, PolicyResult, RebuildResult, Result,
+    SessionStatus, StatusResult)
+from morphz.shared.mind.receipts import AppendReceipt, TxReceipt
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.services.transaction.core.txlang import Tx, parse_text
-from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared import cursor as cursors, policy
-from morphz.shared.mind import secrets
 from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.deadline import NEVER, Deadline
@@ -53,8 +56,13 @@ from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
 from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.values import ContextName, EventRef
+from morphz.services.transaction.core.requests import AppendItem
 
 log = logging.getLogger(__name__)
+# A context's name as an entry point takes it: checked at the edge (the servicer parses a
+# ContextName), or a string a caller holding the core gives, checked on entry.
+Context = Union[ContextName, str]
 MAX_TEXT_BYTES = EVENT_TEXT_BYTES.max
 MAX_WINDOW = 1 << 20
 # A transaction this big commits with the cycle collector paused (cycles.py): its parse
@@ -64,50 +72,6 @@ BIG_TX_OPS = 256
 _WRITE_ATTEMPTS = 64
 _STOPPED = ("DEADLINE_EXCEEDED", "CANCELLED")  # a deadline's reasons: no retry on storage's rows
 MAX_BATCH_EVENTS = 10_000  # append_events: items in one commit
-
-
-@dataclass
-class RawWrite:
-    """What a `build` returns to store a record outside the Mind (no event, no revision)."""
-    reply: dict
-    writes: list[Write]
-
-
-@dataclass
-class _Batch:
-    """What append_events' `build` gives: each item's build, applied in order to one state."""
-    steps: list[Callable[[MindState], Union[R.Event, dict]]]
-    # What holds for the whole batch (the context exists, the caller may write it),
-    # checked first so that its refusal names no item.
-    check: Callable[[MindState], None] = lambda m: None
-    replies: list[dict] = field(default_factory=list)  # set by each _apply_batch
-
-    def __call__(self, m: MindState) -> "_Batch":
-        """As a `build` it is itself: _submit applies its steps (_apply_batch)."""
-        return self
-
-
-def _apply_batch(m: MindState, batch: _Batch) -> Optional[dict]:
-    """Each step applied after the one before it (its seq follows); {"events": replies},
-    or None when every step was an idempotent retry (batch.replies holds theirs)."""
-    batch.check(m)
-    batch.replies, applied = [], False
-    for i, step in enumerate(batch.steps):
-        try:
-            ev = step(m)
-            if not isinstance(ev, dict):
-                chain.link(m, ev)
-                ev, applied = apply_event(m, ev, None), True
-        except MorphzError as e:
-            e.details.setdefault("index", i)
-            raise
-        batch.replies.append(ev)
-    return {"events": batch.replies} if applied else None
-
-
-def payload_hash(payload: dict) -> str:
-    raw = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class TransactionCore:
@@ -139,9 +103,10 @@ class TransactionCore:
         with self._pipelines_lock:
             return self._pipelines.setdefault(context, ContextPipeline())
 
-    def _write(self, context: str, build: Callable[[MindState], Union[R.Event, dict]],
-               with_seq: bool = False, deadline: Deadline = NEVER) -> dict:
+    def _write(self, context: str, build: Build, with_seq: bool = False,
+               deadline: Deadline = NEVER) -> tuple[Union[Applied, Result], int]:
         """`build` returns the event to apply, or a finished reply (idempotent retry).
+        (what applying the event gave, or the finished reply; the commit_seq or 0).
         A transaction committed for a session may name only what that session sees.
         `with_seq`: the reply says the context's `commit_seq` once the write is durable
         (a retry's: the context's then), for a search that must read it (RECALL-13).
@@ -170,13 +135,10 @@ class TransactionCore:
                             raise
                         cached = False
                         continue
-                if isinstance(ev, dict):
+                if isinstance(ev, Result):
                     if ticket is not None:
                         self._writes.wait(ticket)
-                    return dict(ev, commit_seq=self._commit_seq_of(context, ev, seq)) \
-                        if with_seq else ev
-                if with_seq:
-                    reply = dict(reply, commit_seq=seq)
+                    return ev, self._commit_seq_of(context, ev, seq) if with_seq else 0
                 failed = True
                 try:
                     with self._tracer.start_as_current_span("storage.commit") as span:
@@ -199,7 +161,7 @@ class TransactionCore:
                     with pipe.lock:
                         pipe.done(ticket, failed)
                 self._faults.hit("after-commit-before-reply")
-                return reply
+                return reply, seq if with_seq else 0
             except (StaleCommit, StaleRead):
                 continue
         raise MorphzError("CONCURRENT_UPDATE", "too many concurrent writers; try again",
@@ -218,14 +180,16 @@ class TransactionCore:
                 pipe.lock.acquire()
             pipe.settled.wait_for(lambda: pipe.last_ticket() is not last)
 
-    def _commit_seq_of(self, context: str, replayed: dict, at_most: int) -> int:
+    def _commit_seq_of(self, context: str, replayed: Result, at_most: int) -> int:
         """The commit_seq the replayed write's event was committed at (a retry answers as
         the original did), read from the context's change feed; `at_most`, the context's
         version now, where the feed does not say (the write is durable by then)."""
-        ref = replayed.get("event_ref") or replayed.get("ref") or ""
-        if not (ref.startswith("@e") and ref[2:].isdigit()):
+        if isinstance(replayed, AppendResult):
+            seq = replayed.seq
+        elif isinstance(replayed, CommitResult):
+            seq = R.parse_ref(replayed.event_ref)
+        else:
             return at_most
-        seq = int(ref[2:])
         after = seq  # the event's commit comes after at least `seq` others
         while after < at_most:
             page = self._store.changes(after, context=context).changes
@@ -238,12 +202,12 @@ class TransactionCore:
         return at_most
 
     def _submit(self, pipe: ContextPipeline, context: str, fence: int,
-                build: Callable[[MindState], Union[R.Event, dict]], cached: bool,
-                deadline: Deadline = NEVER) -> tuple:
+                build: Build, cached: bool, deadline: Deadline = NEVER) -> tuple:
         """Under pipe.lock: compute `build`'s event on the durable rows (the cache's, or
         with `cached` False storage's) plus the context's commits in flight and submit
-        its writes. (event, reply, writes, ticket, commit_seq after it); for a replayed
-        reply (event a dict) the ticket to wait for is the last one in flight."""
+        its writes. (what build gave, what applying it gave, writes, ticket, commit_seq
+        after it); for a replayed reply (a Result) the ticket to wait for is the last one
+        in flight."""
         reads = self._cache.reader(context, fence) if cached else self._store.reader(context)
         with reads as durable, \
                 self._tracer.start_as_current_span("mind.validate_apply") as span:
@@ -251,21 +215,22 @@ class TransactionCore:
             reader = pipe.reader(durable)
             m = MindState(reader)
             ev = build(m)
-            if isinstance(ev, dict):
+            if isinstance(ev, Result):
                 return ev, None, None, pipe.last_ticket(), reader.commit_seq
             if isinstance(ev, RawWrite):  # a record outside the Mind
                 reply, writes = ev.reply, ev.writes
-            elif isinstance(ev, _Batch):
-                reply = _apply_batch(m, ev)
+            elif isinstance(ev, Batch):
+                reply = apply_batch(m, ev)
                 if reply is None:  # every item was applied before: nothing to write
-                    return ({"events": ev.replies}, None, None, pipe.last_ticket(),
-                            reader.commit_seq)
+                    return (AppendBatchResult(tuple(ev.replies)), None, None,
+                            pipe.last_ticket(), reader.commit_seq)
                 writes = m.writes()
             else:
-                sees = Viewer(m, ev.session).sees_seq \
-                    if ev.kind == R.CONTEXT_TX and ev.session else None
-                chain.link(m, ev)
-                reply = apply_event(m, ev, sees)
+                e = ev.event
+                sees = Viewer(m, e.session).sees_seq \
+                    if e.kind == R.CONTEXT_TX and e.session else None
+                chain.link(m, e)
+                reply = apply_event(m, e, sees, payload=ev.payload)
                 writes = m.writes()
             _check_size(writes)
             # Validated: the last moment a caller that gave up stops it, all of it unsent.
@@ -275,36 +240,45 @@ class TransactionCore:
             pipe.push(reader.commit_seq + 1, writes, ticket)
             return ev, reply, writes, ticket, reader.commit_seq + 1
 
-    def _event(self, m: MindState, context: str, kind: str, **fields) -> R.Event:
+    def _event(self, m: MindState, context: str, kind: str, payload: P.Payload,
+               data: Optional[dict] = None, **fields) -> Proposed:
+        """The next event of `context`, its data the stored form of `payload` (`data`:
+        that form when the caller has it already)."""
         meta = m.meta()
         seq = meta.next_seq if meta else 0
-        return R.Event(seq=seq, id=self._new_id(), kind=kind, context=context,
-                       time=self._clock().isoformat(timespec="microseconds"), **fields)
+        return Proposed(R.Event(seq=seq, id=self._new_id(), kind=kind, context=context,
+                                time=self._clock().isoformat(timespec="microseconds"),
+                                data=payload.to_data() if data is None else data, **fields),
+                        payload)
 
     @staticmethod
-    def _replay(m: MindState, request_id: str, payload: dict) -> Optional[dict]:
-        """The original reply if this request id was already applied with this payload."""
+    def _replay(m: MindState, request_id: str, request_hash: str) -> Optional[Result]:
+        """The original answer if this request id was already applied with this payload
+        (`request_hash`: payload_hash of the request)."""
         if not request_id:
             return None
         check_name(request_id, "request_id")
         rec = m.idempotency(request_id)
         if rec is None:
             return None
-        if rec["hash"] != payload_hash(payload):
+        if rec.hash != request_hash:
             raise MorphzError("IDEMPOTENCY_MISMATCH",
                               f"request id {request_id} was used with a different payload",
                               request_id=request_id)
-        return dict(rec["reply"], replayed=True)
+        if isinstance(rec.receipt, TxReceipt):
+            return CommitResult.of(rec.receipt, replayed=True)
+        return AppendResult.of(rec.receipt, replayed=True)
 
     # -- contexts ----------------------------------------------------------------------
-    def create_context(self, context: str, window: int = 0, *, caller: Caller) -> dict:
-        check_name(context, "context")
+    def create_context(self, context: Context, window: int = 0, *,
+                       caller: Caller) -> StatusResult:
+        context = _context(context)
         namespaces.check_create(context, caller)
         if not 0 <= window <= MAX_WINDOW:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"window must be 0..{MAX_WINDOW}",
                               field="window")
 
-        def build(m: MindState) -> R.Event:
+        def build(m: MindState) -> Proposed:
             if m.meta() is not None:
                 raise MorphzError("CONTEXT_EXISTS", f"context {context} exists", context=context)
             stray = orphans(m)
@@ -313,15 +287,15 @@ class TransactionCore:
                             "into its quarantine table", context[:80], len(stray))
             for table, key in stray:
                 m.quarantine(table, key)
-            data = {"window": window or R.DEFAULT_WINDOW}
-            if caller.authenticated and not caller.service:
-                data["admin"] = caller.principal  # the creator administers it
-            return self._event(m, context, R.CONTEXT_CREATED, actor="runtime", data=data)
+            # An authenticated creator (not a service) administers it.
+            admin = caller.principal if caller.authenticated and not caller.service else ""
+            return self._event(m, context, R.CONTEXT_CREATED,
+                               P.Created(window or R.DEFAULT_WINDOW, admin), actor="runtime")
         self._write(context, build)
         return self.status(context, caller=caller)
 
-    def status(self, context: str, *, caller: Caller) -> dict:
-        check_name(context, "context")
+    def status(self, context: Context, *, caller: Caller) -> StatusResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
@@ -330,43 +304,42 @@ class TransactionCore:
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for state in m.frame_states():
                 by_state[state] += 1
-            sessions = [dict(R.plain(s), pending=len(m.pending(s.id)),
-                             messages_waiting=len(m.waiting(s.id)),
-                             outstanding_calls=len(m.open_calls(s.id))) for s in m.sessions()
-                        if readable is None or s.id in readable]
-            return {"context": context, "revision": meta.revision, "cognitive_tick": meta.tick,
-                    "window": meta.window, "frames_by_state": by_state, "sessions": sessions,
-                    "event_count": meta.next_seq, "commit_seq": reader.commit_seq,
-                    "shard": self._shard_of(context), **self._owners.describe(context)}
+            sessions = tuple(SessionStatus(s.id, s.state, s.level, len(m.pending(s.id)),
+                                           len(m.waiting(s.id)), len(m.open_calls(s.id)))
+                             for s in m.sessions() if readable is None or s.id in readable)
+            return StatusResult(context, meta.revision, meta.tick, meta.window, by_state,
+                                sessions, meta.next_seq, reader.commit_seq,
+                                self._shard_of(context), **self._owners.describe(context))
 
     # -- events and activations --------------------------------------------------------------
-    def append_event(self, context: str, session: str, kind: str, text: str, *,
+    def append_event(self, context: Context, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs: list[str] = (),
                      activation: str = "", target_session: str = "", secret: bool = False,
-                     occurred_at: str = "", caller: Caller) -> dict:
+                     occurred_at: str = "", caller: Caller) -> AppendResult:
         """An input, an action of an open activation (`activation`), or a message to
         another session (`target_session`); causal.py decides where it belongs.
         `secret`: the text is shown only where a request reveals secrets (secrets.py).
         `occurred_at`: when it happened where it came from (ISO 8601 with an offset)."""
-        check_name(context, "context")
+        context = _context(context)
         step = self._append_step(context, session, kind, text, request_id=request_id,
                                  actor=actor, causal_refs=causal_refs, activation=activation,
                                  target_session=target_session, secret=secret,
                                  occurred_at=occurred_at, caller=caller)
-        return {"replayed": False, **self._write(context, step, with_seq=True)}
+        return _append_result(*self._write(context, step, with_seq=True))
 
-    def append_events(self, context: str, events: list[dict], *, caller: Caller) -> dict:
+    def append_events(self, context: Context, events: Sequence[AppendItem], *,
+                      caller: Caller) -> AppendBatchResult:
         """Many appends in one commit (an import): all of them or none. Each item takes
         append_event's keywords plus session, kind, text; each keeps its own request id,
         so a batch sent again applies only the items not yet applied."""
-        check_name(context, "context")
+        context = _context(context)
         if not 0 < len(events) <= MAX_BATCH_EVENTS:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"give 1..{MAX_BATCH_EVENTS} events",
                               field="events", count=len(events))
         steps = []
         for i, item in enumerate(events):
             try:
-                steps.append(self._append_step(context, caller=caller, **item))
+                steps.append(self._append_step(context, caller=caller, **vars(item)))
             except MorphzError as e:
                 e.details.setdefault("index", i)
                 raise
@@ -374,15 +347,14 @@ class TransactionCore:
         def check(m: MindState) -> None:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
-        reply = self._write(context, _Batch(steps, check), with_seq=True)
+        reply, seq = self._write(context, Batch(steps, check), with_seq=True)
         # One commit: every item's read-your-writes position is the batch's (RECALL-13).
-        return {"events": [{"replayed": False, **r, "commit_seq": reply["commit_seq"]}
-                           for r in reply["events"]]}
+        return AppendBatchResult(tuple(replace(r, commit_seq=seq) for r in reply.events))
 
     def _append_step(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str, actor: str, causal_refs: list[str], activation: str,
                      target_session: str, secret: bool, occurred_at: str,
-                     caller: Caller) -> Callable[[MindState], Union[R.Event, dict]]:
+                     caller: Caller) -> Callable[[MindState], Union[Proposed, AppendResult]]:
         """Checks one append and returns the `build` that applies it."""
         req = Append(session, kind, list(causal_refs), activation, target_session)
         check_shape(req)
@@ -401,43 +373,42 @@ class TransactionCore:
                                           ("target_session", target_session),
                                           ("secret", secret), ("occurred_at", occurred)) if v})
 
-        def build(m: MindState) -> Union[R.Event, dict]:
+        request_hash = payload_hash(payload) if request_id else ""
+
+        def build(m: MindState) -> Union[Proposed, AppendResult]:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
-            done = self._replay(m, request_id, payload)
+            done = self._replay(m, request_id, request_hash)
             if done is not None:
                 return done
-            owner, data = route(m, req)
+            owner, routed = route(m, req)
             for sid in (owner, target_session):  # a message writes into its target too
                 if sid:
                     policy.check(m, context, caller, policy.WRITE, sid)
-            if request_id:
-                data["payload_hash"] = payload_hash(payload)
-            if secret:
-                data["secret"] = True
-            if occurred:
-                data[R.OCCURRED_AT] = occurred
-            return self._event(m, context, kind, session=owner, actor=actor or kind,
-                               causal_refs=refs, text=text, request_id=request_id, data=data)
+            data = replace(routed, payload_hash=request_hash, secret=secret,
+                           occurred_at=occurred)
+            return self._event(m, context, kind, data, session=owner, actor=actor or kind,
+                               causal_refs=refs, text=text, request_id=request_id)
         return build
 
-    def activate(self, context: str, session: str, *, caller: Caller) -> dict:
-        check_name(context, "context")
+    def activate(self, context: Context, session: str, *, caller: Caller) -> ActivationResult:
+        context = _context(context)
         check_name(session, "session")
 
-        def build(m: MindState) -> R.Event:
+        def build(m: MindState) -> Proposed:
             policy.check(m, context, caller, policy.WRITE, session)
             meta = m.require_meta(context)
-            return self._event(m, context, R.ACTIVATION, session=session, actor="runtime",
-                               data={"activation_id": f"a{meta.activations + 1}",
-                                     **rulebook.stamp(self._rules.version)})
-        return self._write(context, build)
+            return self._event(m, context, R.ACTIVATION,
+                               P.Activation(f"a{meta.activations + 1}", self._rules.version),
+                               session=session, actor="runtime")
+        return ActivationResult.of(self._write(context, build)[0])
 
-    def deliver(self, context: str, activation: str, *, caller: Caller) -> dict:
-        check_name(context, "context")
+    def deliver(self, context: Context, activation: str, *,
+                caller: Caller) -> ActivationResult:
+        context = _context(context)
         check_name(activation, "activation")
 
-        def build(m: MindState) -> Union[R.Event, dict]:
+        def build(m: MindState) -> Union[Proposed, ActivationResult]:
             policy.check_any(m, context, caller, policy.WRITE)
             m.require_meta(context)
             act = m.activation(activation)
@@ -445,20 +416,21 @@ class TransactionCore:
                 raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {activation}",
                                   activation=activation)
             if act.delivered:  # delivering twice is a retry, not an error
-                return R.activation_view(act)
-            return self._event(m, context, R.DELIVERY, session=act.session, actor="runtime",
-                               data={"activation_id": activation})
-        return self._write(context, build)
+                return ActivationResult.of(act)
+            return self._event(m, context, R.DELIVERY, P.Delivery(activation),
+                               session=act.session, actor="runtime")
+        done = self._write(context, build)[0]
+        return done if isinstance(done, ActivationResult) else ActivationResult.of(done)
 
     # -- transactions ------------------------------------------------------------------------
-    def commit(self, context: str, tx: Union[str, Tx], *, session: str = "",
+    def commit(self, context: Context, tx: Union[str, Tx], *, session: str = "",
                request_id: str = "", activation: str = "", caller: Caller,
-               deadline: Deadline = NEVER) -> dict:
+               deadline: Deadline = NEVER) -> CommitResult:
         """Commit a transaction. `session`: the session whose evaluation made it (it
         reads that session's attention); `activation`: the evaluation that read the Mind,
         whose tick is the read tick unless the transaction declares `(base-tick T)`.
         Past `deadline` after parsing or validation it is not submitted (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
         if session:
             check_name(session, "session")
         if activation:
@@ -471,21 +443,25 @@ class TransactionCore:
                                 deadline)
 
     def _commit(self, context: str, tx: Union[str, Tx], session: str, request_id: str,
-                activation: str, caller: Caller, deadline: Deadline) -> dict:
+                activation: str, caller: Caller, deadline: Deadline) -> CommitResult:
         with self._tracer.start_as_current_span("tx.parse") as span:
             parsed = parse_text(tx) if isinstance(tx, str) else tx
             if isinstance(tx, str):
                 span.set_attribute("morphz.tx.chars", len(tx))
             span.set_attribute("morphz.tx.ops", len(parsed.ops))
         deadline.check("the commit")  # parsed: before waiting for the context's writers
-        payload = {"session": session, "tx": parsed.to_dict()}
-        if activation:  # absent otherwise: earlier payload hashes stay valid
-            payload["activation"] = activation
+        tx_data = parsed.to_dict()  # the stored form, hashed for a request id too
+        request_hash = ""
+        if request_id:  # only a retry is ever compared with it
+            payload = {"session": session, "tx": tx_data}
+            if activation:  # absent otherwise: earlier payload hashes stay valid
+                payload["activation"] = activation
+            request_hash = payload_hash(payload)
 
-        def build(m: MindState) -> Union[R.Event, dict]:
+        def build(m: MindState) -> Union[Proposed, CommitResult]:
             policy.check_any(m, context, caller, policy.WRITE)
             meta = m.require_meta(context)
-            done = self._replay(m, request_id, payload)
+            done = self._replay(m, request_id, request_hash)
             if done is not None:
                 return done
             act = m.activation(activation) if activation else None
@@ -506,22 +482,19 @@ class TransactionCore:
                 # Once accepted: an unchecked base-version may not fit an attribute's int64.
                 span.set_attribute("morphz.tx.base_version", parsed.base_version)
                 span.set_attribute("morphz.tx.rebased", rebased)
-            data = {"tx": payload["tx"], **rulebook.stamp(self._rules.version)}
-            if activation:
-                data["activation"] = activation
-            if request_id:  # only a retry is ever compared with it
-                data["payload_hash"] = payload_hash(payload)
-            if rebased:
-                data["rebased_from"] = parsed.base_version
-            return self._event(m, context, R.CONTEXT_TX, session=evaluating, actor="agent",
-                               text=parsed.render(), request_id=request_id, data=data)
-        return {"replayed": False, **self._write(context, build, with_seq=True,
-                                                 deadline=deadline)}
+            data = P.Commit(parsed, self._rules.version, activation, request_hash,
+                            parsed.base_version if rebased else None)
+            return self._event(m, context, R.CONTEXT_TX, data, data.to_data(tx_data),
+                               session=evaluating, actor="agent", text=parsed.render(),
+                               request_id=request_id)
+        done, seq = self._write(context, build, with_seq=True, deadline=deadline)
+        return replace(done, commit_seq=seq) if isinstance(done, CommitResult) \
+            else CommitResult.of(done, commit_seq=seq)
 
     # -- reads ----------------------------------------------------------------------------------
-    def get_frame(self, context: str, frame_id: str, at_revision: int = 0,
-                  *, reveal_secrets: bool = False, caller: Caller) -> dict:
-        check_name(context, "context")
+    def get_frame(self, context: Context, frame_id: str, at_revision: int = 0,
+                  *, reveal_secrets: bool = False, caller: Caller) -> FrameResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)  # frames: the shared Mind
@@ -539,14 +512,15 @@ class TransactionCore:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist"
                                   + (f" at revision {at_revision}" if at_revision else ""),
                                   ref=frame_id[:80])
-            return _frame_view(m, meta, f, at_revision or meta.revision,
+            return read_views.frame_view(m, meta, f, at_revision or meta.revision,
                                with_relations=not at_revision, reveal=reveal_secrets)
 
-    def list_frames(self, context: str, *, reveal_secrets: bool = False, max_bytes: int = 0,
-                    cursor: str = "", caller: Caller, deadline: Deadline = NEVER) -> dict:
+    def list_frames(self, context: Context, *, reveal_secrets: bool = False, max_bytes: int = 0,
+                    cursor: str = "", caller: Caller,
+                    deadline: Deadline = NEVER) -> FrameListResult:
         """Frames in projection order: all of them (max_bytes 0), or a page of about
         max_bytes and the cursor of the next (frame_pages.py)."""
-        check_name(context, "context")
+        context = _context(context)
         if not 0 <= max_bytes <= frame_pages.MAX_PAGE_BYTES:
             raise MorphzError("CONTEXT_INPUT_INVALID", f"max_bytes must be 0..."
                               f"{frame_pages.MAX_PAGE_BYTES}, got {max_bytes}",
@@ -570,7 +544,7 @@ class TransactionCore:
             frames, size, next_cursor = [], 0, ""
             for past, f in frame_pages.frames_from(m, position):
                 deadline.check("the listing")  # SEC-07
-                view = _frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
+                view = read_views.frame_view(m, meta, f, meta.revision, reveal=reveal_secrets)
                 n = frame_pages.view_bytes(view)
                 if frames and size + n > budget:
                     if not max_bytes:
@@ -583,11 +557,11 @@ class TransactionCore:
                 frames.append(view)
                 size += n
                 position = past
-            return {"revision": meta.revision, "frames": frames, "next_cursor": next_cursor}
+            return FrameListResult(meta.revision, tuple(frames), next_cursor)
 
-    def get_event(self, context: str, ref_or_id: str, *, reveal_secrets: bool = False,
-                  caller: Caller) -> dict:
-        check_name(context, "context")
+    def get_event(self, context: Context, ref_or_id: str, *, reveal_secrets: bool = False,
+                  caller: Caller) -> EventResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check_any(m, context, caller, policy.READ)
@@ -595,7 +569,8 @@ class TransactionCore:
                 policy.check_any(m, context, caller, policy.REVEAL)
             readable = policy.sessions(m, caller, policy.READ)
             meta = m.require_meta(context)
-            seq = ref_seq(ref_or_id) if is_ref(ref_or_id) else m.event_seq_by_id(ref_or_id)
+            ref = EventRef.find(ref_or_id)
+            seq = ref.seq if ref is not None else m.event_seq_by_id(ref_or_id)
             ev = m.event(seq) if seq is not None and seq < meta.next_seq else None
             if ev is not None and readable is not None and \
                     not any(Viewer(m, s).sees(ev) for s in readable):
@@ -607,40 +582,27 @@ class TransactionCore:
                 revealing = policy.sessions(m, caller, policy.REVEAL)
                 if revealing is not None and not any(Viewer(m, s).sees(ev) for s in revealing):
                     raise policy.forbidden(context, caller, policy.REVEAL, ev.session)
-            obs = m.observation(seq)
-            view = R.plain(ev)
-            data = view.pop("data")  # runtime internals (payload hashes, ids) stay inside
-            # ...except where an event belongs: an action's activation, a result's call,
-            # a message's target, the evaluation a transaction was committed for.
-            view.update({k: data[k] for k in ("activation", "call", "target_session")
-                         if k in data and ev.kind in (R.ACTION, R.TOOL_RESULT, R.MESSAGE,
-                                                      R.CONTEXT_TX)})
-            view["text"] = secrets.shown_text(ev, reveal_secrets)
-            view["secret"] = secrets.is_secret_event(data)
-            view["occurred_at"] = data.get(R.OCCURRED_AT, "")
-            view["ref"] = R.ref(seq)
-            view["state"] = (R.RETIRED if obs and obs.retired else R.ACTIVE) if obs else ""
-            view["protected"] = bool(obs and obs.protected)
-            return view
+            return read_views.event_view(ev, m.observation(seq), reveal_secrets)
 
     # -- audit ----------------------------------------------------------------------------------
-    def audit(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
+    def audit(self, context: Context, *, caller: Caller,
+              deadline: Deadline = NEVER) -> AuditResult:
         """Replay every event through the reducer into memory and compare each table.
         A difference is reported, never repaired (rebuild_projections repairs). The
         replay stops at `deadline` (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
         with self._store.reader(context) as reader, self._tracer.start_as_current_span("audit"):
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
             return audit_report(context, m, deadline)
 
-    def rebuild_projections(self, context: str, *, caller: Caller,
-                            deadline: Deadline = NEVER) -> dict:
+    def rebuild_projections(self, context: Context, *, caller: Caller,
+                            deadline: Deadline = NEVER) -> RebuildResult:
         """Recompute every projection from the events and write the differences in one
         atomic commit: the same revision, tick and active state as before the damage.
         Past `deadline` the replay stops and nothing is written (SEC-07)."""
-        check_name(context, "context")
+        context = _context(context)
 
         def build(m: MindState) -> RawWrite:
             policy.check(m, context, caller, policy.ADMIN)
@@ -650,35 +612,38 @@ class TransactionCore:
                 self._faults.hit("mid-rebuild")
             deadline.check("the rebuild")
             return RawWrite(reply, writes)
-        return self._write(context, build)
+        return self._write(context, build)[0]
 
     # -- policy -----------------------------------------------------------------------------
-    def set_policy(self, context: str, op: str, principal: str, rights: list[str],
-                   session: str = "", *, caller: Caller) -> dict:
+    def set_policy(self, context: Context, op: str, principal: str, rights: list[str],
+                   session: str = "", *, caller: Caller) -> PolicyResult:
         """Grant or revoke rights (shared/policy.py), as a `policy` event: chained,
         audited and replayed like every other. Administrators only."""
-        check_name(context, "context")
-        data = policy_change.check_change(op, principal, list(rights), session)
+        context = _context(context)
+        change = policy_change.check_change(op, principal, list(rights), session)
+        made = []
 
-        def build(m: MindState) -> R.Event:
+        def build(m: MindState) -> Proposed:
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-            return self._event(m, context, R.POLICY, actor=caller.principal or "runtime",
-                               data=data)
-        receipt = self._write(context, build)
+            made[:] = [self._event(m, context, R.POLICY, change,
+                                   actor=caller.principal or "runtime")]
+            return made[0]
+        self._write(context, build)
         # Not get_policy: its admin check would refuse an admin who just revoked their own.
         with self._store.reader(context) as reader:
-            return dict(policy_change.view(MindState(reader), context), **receipt)
+            return policy_change.view(MindState(reader), context,
+                                      R.ref(made[0].event.seq))
 
-    def get_policy(self, context: str, *, caller: Caller) -> dict:
-        check_name(context, "context")
+    def get_policy(self, context: Context, *, caller: Caller) -> PolicyResult:
+        context = _context(context)
         with self._store.reader(context) as reader:
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-            return dict(policy_change.view(m, context), event_ref="")
+            return policy_change.view(m, context)
 
-    def list_contexts(self, *, caller: Caller) -> dict:
+    def list_contexts(self, *, caller: Caller) -> ContextList:
         """The contexts the caller may read (every one for an unrestricted caller)."""
         names = []
         for context in self._store.contexts():
@@ -687,7 +652,7 @@ class TransactionCore:
                 if m.meta() is not None and policy.sessions(m, caller, policy.READ) != \
                         frozenset():
                     names.append(context)
-        return {"contexts": names}
+        return ContextList(tuple(names))
 
     def startup_check(self) -> list[str]:
         """Cheap structural checks of every context, run when a server starts: the event
@@ -699,11 +664,19 @@ class TransactionCore:
                 meta = m.meta()
                 if meta is None:
                     continue  # a context holding only records outside the Mind
-                last = next(reader.scan("events", reverse=True, limit=1), None)
-                if (last[0][0] + 1 if last else 0) != meta.next_seq:
-                    problems.append(f"{context}: events end at {last[0][0] if last else None}, "
+                last = m.last_event_seq()
+                if (last + 1 if last is not None else 0) != meta.next_seq:
+                    problems.append(f"{context}: events end at {last}, "
                                     f"meta expects next {meta.next_seq}")
         return problems
+
+
+def _context(context: Context) -> str:
+    """A context's name, checked once: a ContextName was checked where it entered (the
+    servicer), a string from a caller holding the core is checked here."""
+    if isinstance(context, ContextName):
+        return context.value
+    return ContextName.parse(context).value
 
 
 def _check_size(writes: list[Write]) -> None:
@@ -756,17 +729,8 @@ def _read_point(m: MindState, tx: Tx, session: str, activation: str, tick: int,
     return session, read_tick
 
 
-def _frame_view(m: MindState, meta: R.Meta, f: R.Frame, as_of: int,
-                with_relations: bool = True, reveal: bool = False) -> dict:
-    view = R.plain(f)
-    shown = secrets.frame_body(f.id, f.body)  # parsed once: the flag and the redaction
-    view["secret"] = shown != f.body
-    view["body"] = f.body if reveal else shown
-    if f.retire is not None:
-        view["retire"]["remaining_ticks"] = max(0, f.retire.due_tick - meta.tick)
-    view["as_of_revision"] = as_of
-    # Edges are a current-state projection; as-of reads give bodies only, not old edges.
-    edges = sorted(set(m.relations_from(f.id)) | set(m.relations_to(f.id))) \
-        if with_relations else []
-    view["relations"] = [{"subject": s, "name": n, "object": o} for s, n, o in edges]
-    return view
+def _append_result(done: Union[AppendReceipt, AppendResult], commit_seq: int) -> AppendResult:
+    """An append's answer: its receipt's, or a retry's (already an AppendResult)."""
+    if isinstance(done, AppendResult):
+        return replace(done, commit_seq=commit_seq)
+    return AppendResult.of(done, commit_seq=commit_seq)

@@ -19,6 +19,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.limits import MESSAGE_BYTES, SCAN_MANY_SCANS, TRANSPORT_SLACK, utf8_len
 from morphz.shared.mind import records as R
 from morphz.shared.mind.view import MindView
+from morphz.services.transaction.core.results import FrameResult
 
 MAX_PAGE_BYTES = 32 << 20  # a page's frames: a frame (16 MiB at most) and more fit
 # A listing asked for whole (max_bytes 0) must fit in one reply message.
@@ -75,18 +76,16 @@ def frames_from(m: MindView, position: Position) -> Iterator[tuple[Position, R.F
 def _read_batch(m: MindView, ids: list[str]) -> None:
     """The frames' rows (up to READ_AHEAD_BYTES) and the relation scans their views
     make, in one read each where the store is remote."""
-    m.prefetch_tables({"frames": [(fid,) for fid in ids]}, max_bytes=READ_AHEAD_BYTES)
-    m.prefetch_scans([(table, (fid,)) for fid in ids
-                      for table in ("relations", "relations_in")])
+    m.prefetch_frame_views(ids, max_bytes=READ_AHEAD_BYTES)
 
 
-def view_bytes(view: dict) -> int:
+def view_bytes(view: FrameResult) -> int:
     """At least what a frame's view takes in a reply (its protobuf encoding): the body's
     UTF-8 bytes, 4 bytes a character of its other strings, and 16 for each other field
     and each string's framing."""
-    retire = view.get("retire") or {}
-    chars = len(view["id"]) + len(retire.get("reason", "")) + sum(map(len, view["sources"]))
-    n = utf8_len(view["body"]) + 4 * chars + 16 * (len(view["sources"]) + 16)
-    for r in view["relations"]:
-        n += 4 * (len(r["subject"]) + len(r["name"]) + len(r["object"])) + 64
+    reason = view.retire.reason if view.retire is not None else ""
+    chars = len(view.id) + len(reason) + sum(map(len, view.sources))
+    n = utf8_len(view.body) + 4 * chars + 16 * (len(view.sources) + 16)
+    for r in view.relations:
+        n += 4 * (len(r.subject) + len(r.name) + len(r.object)) + 64
     return n

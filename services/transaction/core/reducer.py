@@ -6,43 +6,50 @@ the same code, so a replay that differs from the stored projection is real damag
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from morphz.shared.mind import records as R
-from morphz.services.transaction.core import policy_change, rules as rulebook, scope_reducer
-from morphz.services.transaction.core.boundaries import WINDOW, footprint
+from morphz.shared.mind.receipts import AppendReceipt, IdempotencyRecord, OpOutcome, TxReceipt
+from morphz.services.transaction.core import (
+    payloads as P, policy_change, rules as rulebook, scope_reducer)
+from morphz.services.transaction.core.boundaries import WINDOW, Boundary, footprint
 from morphz.services.transaction.core.changes import changed_boundaries
 from morphz.services.transaction.core.ops import apply_ops
 from morphz.shared.mind.state import MindState
-from morphz.services.transaction.core.txlang import Tx
 from morphz.shared.errors import MorphzError
+
+# What applying an event gives its request: a receipt (kept for a request id's retries),
+# the activation an activation or delivery event changed, or nothing.
+Applied = Union[TxReceipt, AppendReceipt, R.Activation, None]
 
 
 def apply_event(m: MindState, ev: R.Event,
                 sees: Optional[Callable[[int], bool]] = None, *,
-                reply: bool = True) -> Optional[dict]:
-    """Apply one event (its seq is the next one); returns the caller's reply. `sees`:
-    which events a live commit naming a session may cite (replay never restricts).
-    `reply=False` (a replay, which has no caller): a transaction's reply is built only
-    where the state keeps it (an idempotency record), else None is returned; the
-    state written is the same."""
+                reply: bool = True, payload: Optional[P.Payload] = None) -> Applied:
+    """Apply one event (its seq is the next one); returns what it did for the caller's
+    reply. `sees`: which events a live commit naming a session may cite (replay never
+    restricts). `reply=False` (a replay, which has no caller): a transaction's receipt is
+    built only where the state keeps it (an idempotency record), else None is returned;
+    the state written is the same. `payload`: the event's data, typed, as the live
+    request built it (payloads.py); a stored event's is decoded here, once."""
+    if payload is None:
+        payload = P.decode(ev)
     if ev.kind == R.CONTEXT_CREATED:
-        m.init_meta(R.Meta(ev.context, window=ev.data["window"]))
+        m.init_meta(R.Meta(ev.context, window=payload.window))
     meta = m.require_meta(ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
     handler = _HANDLERS.get(ev.kind, _apply_input)
     if ev.kind == R.CONTEXT_TX:
-        reply = handler(m, ev, sees, reply or bool(ev.request_id))
+        done = handler(m, ev, payload, sees, reply or bool(ev.request_id))
     else:
-        reply = handler(m, ev)
+        done = handler(m, ev, payload)
     # The event exists only after its own effects: a transaction cannot cite itself.
     meta.next_seq += 1
     m.add_event(ev)
-    if ev.request_id:
-        m.put_idempotency(ev.request_id, {"hash": ev.data.get("payload_hash", ""),
-                                           "reply": reply})
-    return reply
+    if ev.request_id and isinstance(done, (TxReceipt, AppendReceipt)):
+        m.put_idempotency(ev.request_id, IdempotencyRecord(P.payload_hash(ev), done))
+    return done
 
 
 def shares_candidate(ev: R.Event) -> bool:
@@ -52,22 +59,21 @@ def shares_candidate(ev: R.Event) -> bool:
     return ev.kind not in _HANDLERS and ev.kind in R.INPUT_KINDS
 
 
-def _apply_created(m: MindState, ev: R.Event) -> dict:
-    policy_change.apply_created(m, ev)
-    return {"context": ev.context, "window": ev.data["window"]}
+def _apply_created(m: MindState, ev: R.Event, created: P.Created) -> None:
+    policy_change.apply_created(m, created)
 
 
-def _apply_input(m: MindState, ev: R.Event) -> dict:
+def _apply_input(m: MindState, ev: R.Event, _: P.Input = None) -> AppendReceipt:
     if ev.kind not in R.INPUT_KINDS:
         raise MorphzError("EVENT_KIND_INVALID", f"unknown event kind {ev.kind!r}", kind=ev.kind)
     if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
     m.set_pending(ev.session, ev.seq, True)
     m.add_observation(ev.seq)
-    return {"ref": R.ref(ev.seq), "seq": ev.seq, "id": ev.id}
+    return AppendReceipt(ev.seq, ev.id)
 
 
-def _apply_activation(m: MindState, ev: R.Event) -> dict:
+def _apply_activation(m: MindState, ev: R.Event, data: P.Activation) -> R.Activation:
     """Claim the session's pending inputs as one batch; the clock advances once if the
     batch holds an external fact, then retirements that fell due take effect."""
     meta = m.meta()
@@ -83,16 +89,16 @@ def _apply_activation(m: MindState, ev: R.Event) -> dict:
     if advanced:
         meta.tick += 1
         retired = _mature(m, meta.tick)
-        if retired and rulebook.of_event(ev.data).stamp_window_retirements:
+        if retired and rulebook.rules(data.rules).stamp_window_retirements:
             # No revision is made: the stamp names the latest revision and this tick, so a
             # transaction that read before it cannot undo the retirement unseen.
-            m.set_boundaries([f"life:{fid}" for fid in retired] + [WINDOW], meta.revision,
+            m.set_boundaries([Boundary.life(fid) for fid in retired] + [WINDOW], meta.revision,
                              meta.tick)
     root = next((s for s in claimed if kinds[s] == "user-message"), None)
     meta.activations += 1
-    act = R.Activation(ev.data["activation_id"], sid, claimed, root, meta.tick, advanced, retired)
+    act = R.Activation(data.activation_id, sid, claimed, root, meta.tick, advanced, retired)
     m.put_activation(act)
-    return R.activation_view(act)
+    return act
 
 
 def _mature(m: MindState, tick: int) -> list[str]:
@@ -112,55 +118,48 @@ def _mature(m: MindState, tick: int) -> list[str]:
     return done
 
 
-def _apply_delivery(m: MindState, ev: R.Event) -> dict:
-    act = m.activation(ev.data["activation_id"])
+def _apply_delivery(m: MindState, ev: R.Event, data: P.Delivery) -> R.Activation:
+    act = m.activation(data.activation_id)
     if act is None:
-        raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {ev.data['activation_id']}",
-                          activation=ev.data["activation_id"])
+        raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {data.activation_id}",
+                          activation=data.activation_id)
     act.delivered = True
     m.put_activation(act)
-    return R.activation_view(act)
+    return act
 
 
-def _apply_tool_result(m: MindState, ev: R.Event) -> dict:
+def _apply_tool_result(m: MindState, ev: R.Event, data: P.Input) -> AppendReceipt:
     """A tool result answering a call returns to the scope that issued it (CONC-04)."""
-    if ev.data.get("call"):
-        return scope_reducer.apply_call_result(m, ev)
+    if data.call:
+        return scope_reducer.apply_call_result(m, ev, data)
     return _apply_input(m, ev)
 
 
-def _apply_tx(m: MindState, ev: R.Event, sees: Optional[Callable[[int], bool]] = None,
-              reply: bool = True) -> Optional[dict]:
+def _apply_tx(m: MindState, ev: R.Event, data: P.Commit,
+              sees: Optional[Callable[[int], bool]] = None,
+              reply: bool = True) -> Optional[TxReceipt]:
     meta = m.meta()
-    rules = rulebook.of_event(ev.data)
-    tx = Tx.from_dict(ev.data["tx"])
+    rules = rulebook.rules(data.rules)
+    tx = data.tx
     meta.revision += 1
     run = apply_ops(m, tx, sees=sees,
                     rollback_settles_frames=rules.rollback_settles_frames, results=reply)
     if rules.promote_cited_evidence:
         scope_reducer.promote_sources(m, tx, meta.revision)
     _, stamped = footprint(tx)
-    stamped |= {f"life:{fid}" for fid in run.superseded}
+    stamped |= {Boundary.life(fid) for fid in run.superseded}
     if rules.stamp_actual_changes:
         stamped |= changed_boundaries(m, frozenset(stamped))
     m.set_boundaries(stamped, meta.revision)
     if not reply:
         return None
-    return {
-        "revision": meta.revision,
-        "base_version": tx.base_version,
-        "results": [R.plain(r) for r in run.results],
-        "capacity": {
-            "released_now_bytes": sum(run.released_now.values()),
-            "released_after_window_bytes": sum(run.released_later.values()),
-            "released_now": sorted(run.released_now),
-            "released_after_window": sorted(run.released_later),
-        },
-        "cognitive_tick": meta.tick,
-        "event_ref": R.ref(ev.seq),
-        "rebased": ev.data.get("rebased_from") is not None,
-        "rebased_from": ev.data.get("rebased_from") or 0,
-    }
+    return TxReceipt(
+        ev.seq, meta.revision, tx.base_version, meta.tick,
+        tuple(OpOutcome(r.index, r.op, r.target, r.outcome, r.frame_revision, r.due_tick)
+              for r in run.results),
+        tuple(sorted(run.released_now)), sum(run.released_now.values()),
+        tuple(sorted(run.released_later)), sum(run.released_later.values()),
+        data.rebased_from is not None, data.rebased_from or 0)
 
 
 _HANDLERS = {

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import msgspec
+
 from morphz.services.transaction.core import chain
 from morphz.shared.cycles import cycles_not_collected
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event, shares_candidate
-from morphz.shared.mind import records as R
+from morphz.shared.mind import receipts, records as R
+from morphz.services.transaction.core.results import (
+    AuditResult, ChainCheck, ProjectionCheck, RebuildResult)
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key, Write
 from morphz.shared.storage.overlay import Overlay, OverlayReader
@@ -170,7 +174,7 @@ def _chained(stored: Iterator[tuple[int, bytes, Any]],
 
 
 @cycles_not_collected
-def audit_report(context: str, m: MindState, deadline: Deadline = NEVER) -> dict:
+def audit_report(context: str, m: MindState, deadline: Deadline = NEVER) -> AuditResult:
     """Each projection of `m` compared with a replay of its events (never repaired). The
     chain is judged in the same walk of the history; over all of it, also when the
     replay stops. Past `deadline` it raises DEADLINE_EXCEEDED / CANCELLED."""
@@ -188,14 +192,11 @@ def audit_report(context: str, m: MindState, deadline: Deadline = NEVER) -> dict
         for item in stored:  # the rest of the history, for the chain
             if not links.add(*item):
                 break
-        return {"context": context, "match": False, "events_replayed": 0, "projections": [],
-                "chain": links.result(), "replay_error": _short(e)}
-    links_found = links.result()
-    checks = [_report(t, expected[t], m.rows(t)) for t in AUDITED]
-    return {"context": context,
-            "match": links_found["match"] and all(c["match"] for c in checks),
-            "events_replayed": count, "projections": checks, "chain": links_found,
-            "replay_error": ""}
+        return AuditResult(context, False, 0, (), ChainCheck(**links.result()), _short(e))
+    links_found = ChainCheck(**links.result())
+    checks = tuple(_report(t, expected[t], m.rows(t)) for t in AUDITED)
+    return AuditResult(context, links_found.match and all(c.match for c in checks), count,
+                       checks, links_found, "")
 
 
 def _short(e: Exception) -> str:
@@ -227,7 +228,7 @@ def orphans(m: MindState) -> list[tuple[str, tuple]]:
 
 @cycles_not_collected
 def rebuild_plan(context: str, m: MindState,
-                 deadline: Deadline = NEVER) -> tuple[dict, list[Write]]:
+                 deadline: Deadline = NEVER) -> tuple[RebuildResult, list[Write]]:
     """The writes that make every projection equal to a replay of the events, and the
     report. Stray rows past the history's end are moved aside first (quarantined: kept,
     out of the way); other differences in append-only tables cannot be rewritten and are
@@ -239,28 +240,47 @@ def rebuild_plan(context: str, m: MindState,
     writes = [Write(t, k, None, quarantine=True) for t, k in moved]
     rewritten, unrepairable = {}, []
     for table in AUDITED:
-        changed = _changed(expected[table], m.rows(table))
+        changed = _changed(expected[table], m.rows(table), table)
         if changed and TABLES[table]:
             unrepairable.append(table)
             continue
         writes += [Write(table, k, expected[table].get(k)) for k in changed]
         if changed:
             rewritten[table] = len(changed)
-    return ({"context": context, "events_replayed": count, "rewritten": rewritten,
-             "unrepairable": unrepairable,
-             "quarantined": [f"{t}/{'/'.join(map(str, k))}" for t, k in moved]}, writes)
+    return RebuildResult(context, count, rewritten, tuple(unrepairable),
+                         tuple(f"{t}/{'/'.join(map(str, k))}" for t, k in moved)), writes
 
 
-def _changed(expected: dict, actual: dict) -> list:
-    """Keys whose rows differ (or exist on one side only)."""
+def _changed(expected: dict, actual: dict, table: str = "") -> list:
+    """Keys whose rows differ (or exist on one side only). Idempotency records are
+    compared by what they say (receipts.canonical): a replay writes the current version
+    where the history kept an older one, which reads the same."""
     if expected == actual:  # the usual answer, from one comparison in C
         return []
-    return [k for k in set(expected) | set(actual) if expected.get(k) != actual.get(k)]
+    same = _SAME.get(table, _equal)
+    return [k for k in set(expected) | set(actual) if not same(expected.get(k), actual.get(k))]
 
 
-def _report(table: str, expected: dict, actual: dict) -> dict:
+def _equal(a: Optional[bytes], b: Optional[bytes]) -> bool:
+    return a == b
+
+
+def _same_receipt(a: Optional[bytes], b: Optional[bytes]) -> bool:
+    if a == b:
+        return True
+    try:
+        return receipts.canonical(a) == receipts.canonical(b)
+    except (ValueError, TypeError, KeyError, AttributeError, msgspec.MsgspecError):
+        # an unreadable record: it differs
+        return False
+
+
+_SAME = {"idempotency": _same_receipt}
+
+
+def _report(table: str, expected: dict, actual: dict) -> ProjectionCheck:
     diffs = []
-    for k in sorted(_changed(expected, actual), key=repr):
+    for k in sorted(_changed(expected, actual, table), key=repr):
         state = "missing" if k not in actual else "unexpected" if k not in expected else "differs"
         diffs.append(f"{'/'.join(map(str, k)) or '(context)'}: {state}")
-    return {"projection": table, "match": not diffs, "differences": diffs[:20]}
+    return ProjectionCheck(table, not diffs, tuple(diffs[:20]))

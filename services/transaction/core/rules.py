@@ -1,8 +1,8 @@
 """Versions of the rules that decide transactions and activations.
 
 Every context-tx and activation event records the version of the rules it was
-decided under (`data["rules"]`; events written before versioning carry none and are
-version 1). Replay (audit, projection rebuilds, recovery) applies each event with the
+decided under (`data["rules"]`, payloads.py; events written before versioning carry
+none and are version 1). Replay (audit, projection rebuilds, recovery) applies each event with the
 rules of its own version, so changing a rule never makes old history look damaged.
 
   1  A transaction stamps the boundaries its operations declare (their static
@@ -46,13 +46,3 @@ def rules(version: int) -> Rules:
                           f"to this server (it knows {', '.join(map(str, VERSIONS))})",
                           rules_version=version)
     return found
-
-
-def of_event(data: dict) -> Rules:
-    """The rules an event was decided under (no version recorded: version 1)."""
-    return rules(data.get("rules", 1))
-
-
-def stamp(version: int) -> dict:
-    """The field a new event records; version 1 events record none, as they always did."""
-    return {} if version == 1 else {"rules": version}

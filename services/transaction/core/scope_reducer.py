@@ -5,27 +5,29 @@ data) to the candidate Mind; live and replayed events take the same path."""
 from __future__ import annotations
 
 from morphz.shared.mind import records as R
+from morphz.shared.mind.receipts import AppendReceipt
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.mind.state import MindState
+from morphz.services.transaction.core.payloads import Input
 from morphz.services.transaction.core.txlang import FrameOp, Tx
 
 
-def _receipt(ev: R.Event, **extra: str) -> dict:
-    return {"ref": R.ref(ev.seq), "seq": ev.seq, "id": ev.id, "session": ev.session, **extra}
+def _receipt(ev: R.Event, **extra: str) -> AppendReceipt:
+    return AppendReceipt(ev.seq, ev.id, ev.session, **extra)
 
 
-def apply_action(m: MindState, ev: R.Event) -> dict:
+def apply_action(m: MindState, ev: R.Event, data: Input) -> AppendReceipt:
     """A call of an open activation: no observation, not pending, no tick."""
-    aid = ev.data["activation"]
+    aid = data.activation
     m.put_call(ev.seq, R.Call(aid, ev.session))
     return _receipt(ev, activation=aid)
 
 
-def apply_call_result(m: MindState, ev: R.Event) -> dict:
+def apply_call_result(m: MindState, ev: R.Event, data: Input) -> AppendReceipt:
     """The result of a call returns to the activation that issued it: into it while it is
     open (an observation of that evaluation, not pending, no tick), else to its session
     as a pending input, which the session's encodings announce as a late result."""
-    call_seq = ref_seq(ev.data["call"])
+    call_seq = ref_seq(data.call)
     call = m.call(call_seq)
     act = m.activation(call.activation)
     m.add_observation(ev.seq)
@@ -36,13 +38,13 @@ def apply_call_result(m: MindState, ev: R.Event) -> dict:
         act.results.append(ev.seq)
         m.put_activation(act)
     m.put_call(call_seq, call)
-    return _receipt(ev, call=ev.data["call"], activation=act.id,
+    return _receipt(ev, call=data.call, activation=act.id,
                     returned_to="session" if call.late else "activation")
 
 
-def apply_message(m: MindState, ev: R.Event) -> dict:
+def apply_message(m: MindState, ev: R.Event, data: Input) -> AppendReceipt:
     """A message waits, pending, in its target's inbox; the target is not activated."""
-    target = ev.data["target_session"]
+    target = data.target_session
     if not m.has_session(ev.session):
         m.put_session(R.Session(ev.session))
     m.add_observation(ev.seq)

@@ -1,0 +1,147 @@
+"""Each event kind's `data` as a typed record: a union tagged by the event's `kind`.
+
+A live request builds its event's payload typed and the reducer applies that same
+object (a transaction's parsed Tx is never turned into a dict and parsed back); a
+replayed event's payload is decoded once from its stored `data` (`decode`). `to_data`
+writes the dict stored events always held, key for key: stored bytes are hashed into the
+history's chain, so an event written before these types and one written after read and
+hash alike. Absent fields are what older events did not record (a `rules` version of 1,
+no payload hash). The chain link (`prev`) stays in the data: chain.py's, not the kind's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from morphz.shared.mind import records as R
+from morphz.services.transaction.core.txlang import Tx
+
+
+def _rules(version: int) -> dict:
+    """The rules version an event records (rules.py); version 1 events record none."""
+    return {} if version == 1 else {"rules": version}
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    window: int
+    admin: str = ""  # the authenticated creator, who administers the context
+
+    def to_data(self) -> dict:
+        return {"window": self.window, **({"admin": self.admin} if self.admin else {})}
+
+    @staticmethod
+    def from_data(d: dict) -> "Created":
+        return Created(d["window"], d.get("admin", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    activation_id: str
+    rules: int = 1
+
+    def to_data(self) -> dict:
+        return {"activation_id": self.activation_id, **_rules(self.rules)}
+
+    @staticmethod
+    def from_data(d: dict) -> "Activation":
+        return Activation(d["activation_id"], d.get("rules", 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    activation_id: str
+
+    def to_data(self) -> dict:
+        return {"activation_id": self.activation_id}
+
+    @staticmethod
+    def from_data(d: dict) -> "Delivery":
+        return Delivery(d["activation_id"])
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """A context-tx: the transaction, the evaluation it was committed for and, when it
+    was based on an older revision and rebased, that revision."""
+    tx: Tx
+    rules: int = 1
+    activation: str = ""
+    payload_hash: str = ""  # with a request id: what its retries are compared with
+    rebased_from: Optional[int] = None
+
+    def to_data(self, tx_data: Optional[dict] = None) -> dict:
+        """`tx_data`: self.tx.to_dict() when the caller has it already."""
+        d = {"tx": tx_data if tx_data is not None else self.tx.to_dict(), **_rules(self.rules)}
+        if self.activation:
+            d["activation"] = self.activation
+        if self.payload_hash:
+            d["payload_hash"] = self.payload_hash
+        if self.rebased_from is not None:
+            d["rebased_from"] = self.rebased_from
+        return d
+
+    @staticmethod
+    def from_data(d: dict) -> "Commit":
+        return Commit(Tx.from_dict(d["tx"]), d.get("rules", 1), d.get("activation", ""),
+                      d.get("payload_hash", ""), d.get("rebased_from"))
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    op: str  # grant | revoke
+    principal: str
+    rights: tuple[str, ...]
+    session: str = ""
+
+    def to_data(self) -> dict:
+        return {"op": self.op, "principal": self.principal, "rights": list(self.rights),
+                "session": self.session}
+
+    @staticmethod
+    def from_data(d: dict) -> "Policy":
+        return Policy(d["op"], d["principal"], tuple(d["rights"]), d["session"])
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """An appended event (APPEND_KINDS): where causal.py routed it (an action's
+    activation, a message's target, the call a tool result answers) and how it was sent."""
+    activation: str = ""
+    target_session: str = ""
+    call: str = ""
+    payload_hash: str = ""
+    secret: bool = False
+    occurred_at: str = ""
+
+    def to_data(self) -> dict:
+        d = {}
+        for key, value in (("activation", self.activation),
+                           ("target_session", self.target_session), ("call", self.call),
+                           ("payload_hash", self.payload_hash), ("secret", self.secret),
+                           (R.OCCURRED_AT, self.occurred_at)):
+            if value:
+                d[key] = value
+        return d
+
+    @staticmethod
+    def from_data(d: dict) -> "Input":
+        return Input(d.get("activation", ""), d.get("target_session", ""), d.get("call", ""),
+                     d.get("payload_hash", ""), bool(d.get("secret", False)),
+                     d.get(R.OCCURRED_AT, ""))
+
+
+Payload = Union[Created, Activation, Delivery, Commit, Policy, Input]
+_BY_KIND = {R.CONTEXT_CREATED: Created, R.ACTIVATION: Activation, R.DELIVERY: Delivery,
+            R.CONTEXT_TX: Commit, R.POLICY: Policy}
+
+
+def decode(ev: R.Event) -> Payload:
+    """A stored event's payload, typed by its kind (an unknown kind reads as an input:
+    the reducer refuses it by its kind)."""
+    return _BY_KIND.get(ev.kind, Input).from_data(ev.data)
+
+
+def payload_hash(ev: R.Event) -> str:
+    """The payload hash an event with a request id recorded ('' before they did)."""
+    return ev.data.get("payload_hash", "")
