@@ -42,16 +42,17 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     indexed, raw_event_text)
-from morphz.services.recall.core.embedcache import LegEmbedder
-from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.runtime.embedcache import LegEmbedder
+from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.core.tokenpool import analyze, event_batches
+from morphz.services.recall.runtime.tokenpool import analyze, event_batches
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
-from morphz.shared.mind.view import event_dict
+from morphz.shared.mind.bulk import (decode_event, event_records, event_run,
+                                     prefetch_changes)
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -286,18 +287,17 @@ class Indexer:
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
-        keys = [(seq,) for seq in range(0, events, step)]
-        cap = max(FIT_TEXT_CHARS, FIT_SAMPLE_CHARS // max(1, len(keys)))
+        seqs = list(range(0, events, step))
+        cap = max(FIT_TEXT_CHARS, FIT_SAMPLE_CHARS // max(1, len(seqs)))
         out: list[str] = []
         # A chunk per short read transaction, each one round trip to a remote store, of
         # READ_AHEAD_BYTES at most (rows of large events: fewer in a chunk).
         start, chunk = 0, self._rebuild_read_chunk or REBUILD_READ_CHUNK
-        while start < len(keys):
+        while start < len(seqs):
             deadline.check("the rebuild")
             with self._store.reader(context) as reader:
-                rows = reader.get_tables([("events", keys[start:start + chunk])],
-                                         max_bytes=READ_AHEAD_BYTES)[0]
-            out.extend(raw_event_text(event_dict(raw))[:cap] for raw in rows if raw is not None)
+                rows = event_records(reader, seqs[start:start + chunk], max_bytes=READ_AHEAD_BYTES)
+            out.extend(raw_event_text(decode_event(raw))[:cap] for raw in rows if raw is not None)
             start += len(rows)
         out.extend(frame_text(f)[:cap] for f in frames[:max(0, FIT_SAMPLE - len(out))])
         deadline.check("the rebuild")
@@ -412,10 +412,9 @@ class Indexer:
                     return written
                 m.forget_prefetched()
                 changed = frame_changers(chunk)
-                m.prefetch_tables({
-                    "events": [(s,) for c in chunk for s in c.events]
-                    + [(e,) for e in changed.values() if e is not None],
-                    "frames": [(f,) for f in changed]}, max_bytes=READ_AHEAD_BYTES)
+                prefetch_changes(m, [s for c in chunk for s in c.events]
+                                 + [e for e in changed.values() if e is not None],
+                                 changed, max_bytes=READ_AHEAD_BYTES)
                 start = 0  # the chunk's changes whose frames are not gathered yet
                 for i, change in enumerate(chunk):
                     for seq in change.events:
@@ -555,10 +554,10 @@ class Indexer:
         size = 0
         with self._store.latest(context) as reader:
             m = MindState(reader)
-            m.prefetch_tables({
-                "events": [(s,) for c in chunk for s in c.events]
-                + [(e,) for e in frame_changers(chunk).values() if e is not None],
-                "frames": [(f,) for f in frame_changers(chunk)]}, max_bytes=READ_AHEAD_BYTES)
+            changed = frame_changers(chunk)
+            prefetch_changes(m, [s for c in chunk for s in c.events]
+                             + [e for e in changed.values() if e is not None],
+                             changed, max_bytes=READ_AHEAD_BYTES)
             for i, change in enumerate(chunk):
                 for seq in change.events:
                     with _skipping_damaged(context, event_key(seq)):
@@ -694,14 +693,8 @@ class Indexer:
         seq = 0
         while seq < events:
             deadline.check("the rebuild")  # SEC-07; raised through the tokenizing workers
-            rows, size = [], 0
-            with self._store.reader(context) as reader:
-                after = (seq - 1,) if seq else None
-                for _, raw in reader.scan("events", after=after, limit=min(chunk, events - seq)):
-                    rows.append(raw)
-                    size += len(raw)
-                    if size >= READ_AHEAD_BYTES:  # large events: fewer per transaction
-                        break
+            with self._store.reader(context) as reader:  # large events: fewer per transaction
+                rows = event_run(reader, seq, min(chunk, events - seq), READ_AHEAD_BYTES)
             if not rows:
                 return
             yield from rows
