@@ -20,7 +20,7 @@ import dataclasses
 import json
 import time
 import uuid
-from typing import Callable, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar
 
 import numpy as np
 from opentelemetry import trace
@@ -36,10 +36,8 @@ from morphz.services.recall.core.request import (  # noqa: F401 - the limits' ho
 from morphz.services.recall.core.results import (
     Edge, IndexStatus, Node, ReadResult, RebuildInfo, RebuildProgress, SearchResult,
     TraverseResult, VectorLegStatus)
-from morphz.services.recall.runtime.beside import INLINE, Beside
-from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.api import QUERY, embed_texts
-from morphz.services.recall.runtime.pins import Pinned, SearchPins
+from morphz.services.recall.runtime.pins import Pinned, SearchPins  # (the default store)
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
@@ -68,6 +66,15 @@ WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuil
 SEARCH_VECTOR_STEP = 16
 Reply = TypeVar("Reply", SearchResult, ReadResult, TraverseResult)
 
+if TYPE_CHECKING:  # the runtime's part the core is handed (wiring.py builds it)
+    from morphz.services.recall.runtime.indexer import Indexer
+
+
+class RunsBeside(Protocol):
+    """Runs a hybrid search's two legs side by side (runtime/beside.py's Beside)."""
+    def both(self, first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
+        ...
+
 
 class Transactions(Protocol):
     def append_event(self, context: str, session: str, kind: str, text: str, *,
@@ -81,9 +88,10 @@ class RecallCore:
                  pins: Optional[SearchPins] = None,
                  feed_status: Callable[[], dict] = dict,
                  catch_up: Callable[[str, bool], None] = lambda context, search: None,
-                 beside: Beside = INLINE) -> None:
+                 beside: Optional[RunsBeside] = None) -> None:
         self._store = store
-        self._beside = beside  # a hybrid search's lexical leg runs beside its vector leg
+        # A hybrid search's lexical leg runs beside its vector leg (None: one after the other).
+        self._both: hybrid.Both = beside.both if beside is not None else hybrid.inline
         self._feed_status = feed_status  # this replica's place in the change feed
         # Before a context's index is read (a search or not): apply the feed changes
         # held back for it.
@@ -141,7 +149,7 @@ class RecallCore:
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
                mode: str = "", evaluation: Optional[Evaluation] = None,
                min_commit_seq: int = 0,
-               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> dict:
+               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> SearchResult:
         """`min_commit_seq`: the context version the lexical index must reach before the
         search looks (read your writes), and its vector leg too when the search uses it;
         the wait lasts at most `wait_seconds` (capped at MAX_WAIT_SECONDS). `unclosed_lag`
@@ -288,7 +296,7 @@ class RecallCore:
             self._indexer.leg_embedder(context, vectors), req.query), lexical.query)
         if req.mode == "vector":
             return hybrid.vector_ranking(vector), vector.empty_reason
-        ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._beside.both)
+        ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._both)
         # empty_index: nothing embedded to compare with and the lexical leg empty too
         return ranking, lambda: "no_match" if "no_match" in (
             vector.empty_reason(), lexical.empty_reason()) else "empty_index"

@@ -162,16 +162,17 @@ def pinned_first(item: Optional[RankedHit], hits: list[RankedHit]) -> list[Ranke
 
 
 # A search's two legs read side by side: (first(), second()), perhaps on two threads
-# (the runtime's Beside); the fusion only needs both lists.
+# (runtime/beside.py); the fusion only needs both lists.
 Both = Callable[[Callable[[], list], Callable[[], list]], tuple[list, list]]
 
 
-def _inline(first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
+def inline(first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
+    """Both legs, one after the other, on the calling thread."""
     return first(), second()
 
 
 def fused_ranking(lexical: Leg, vector: Leg, idf_total: float,
-                  both: Both = _inline) -> Ranking:
+                  both: Both = inline) -> Ranking:
     """The hybrid ranking of each leg's first FUSE_DEPTH candidates (fuse)."""
     lex, vec = both(lambda: list(lexical.hits(0, FUSE_DEPTH)),
                     lambda: list(vector.hits(0, FUSE_DEPTH)))
