@@ -23,11 +23,6 @@ OWNERS = ("shared/mind/", "services/storage/", "shared/storage/")
 # file -> why it still names tables or decodes rows. Remove an entry when its file is
 # moved onto MindView (the test fails on an entry that has no finding left).
 ALLOWED = {
-    # Recall (a later engineer): the indexer reads `events` rows and decodes them itself,
-    # a page of hits prefetches by table, the token pool decodes event rows.
-    "services/recall/core/indexer.py": "recall: reads and decodes `events` rows",
-    "services/recall/core/search.py": "recall: prefetch hints name observations/frames",
-    "services/recall/core/tokenpool.py": "recall: decodes event rows (event_dict)",
     # The transaction core (typedtx, in parallel): scans `events`, diffs decoded rows,
     # audits every table, prefetches frames and relations by table.
     "services/transaction/core/engine.py": "typedtx: scans `events`, names the table",

@@ -25,7 +25,8 @@ from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.errors import MorphzError
 
 CORE = pathlib.Path(__file__).resolve().parents[2] / "services" / "recall" / "core"
-ENTRY_POINTS = ("search", "read", "traverse", "inspect", "rebuild")
+ENTRY_POINTS = ("search", "read", "traverse", "inspect", "rebuild")  # each with a reply
+CHECKS = ("may_rebuild",)  # raises or returns None
 # What a module of recall/core may not import: it holds no thread, process or file.
 RUNTIME_MODULES = {"threading", "multiprocessing", "subprocess", "concurrent", "os",
                    "shutil", "tempfile", "fcntl", "mmap", "pickle", "socket"}
@@ -34,11 +35,12 @@ RUNTIME_MODULES = {"threading", "multiprocessing", "subprocess", "concurrent", "
 def test_recall_core_entry_points_return_frozen_values_and_take_no_dict():
     public = [n for n, f in inspect.getmembers(RecallCore, inspect.isfunction)
               if not n.startswith("_")]
-    assert sorted(public) == sorted(ENTRY_POINTS)
-    for name in ENTRY_POINTS:
+    assert sorted(public) == sorted(ENTRY_POINTS + CHECKS)
+    for name in ENTRY_POINTS + CHECKS:
         hints = typing.get_type_hints(getattr(RecallCore, name))
         result = hints.pop("return")
-        assert dataclasses.is_dataclass(result) and result.__dataclass_params__.frozen, name
+        assert result is type(None) if name in CHECKS else \
+            dataclasses.is_dataclass(result) and result.__dataclass_params__.frozen, name
         for param, hint in hints.items():
             assert dict not in (hint, typing.get_origin(hint), *typing.get_args(hint)), \
                 f"{name}({param}) takes a dict"

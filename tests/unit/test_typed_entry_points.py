@@ -11,8 +11,9 @@ from typing import Optional
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.recall.core.engine import RecallCore
 
-CORES = [EncodingCore]
+CORES = [EncodingCore, RecallCore]
 
 
 def _dicts(t) -> list[str]:
