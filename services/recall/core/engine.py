@@ -30,9 +30,8 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.legs import LexicalLeg, RankedLeg, VectorLeg
-from morphz.services.recall.core.request import (  # noqa: F401 - the limits' home, re-exported
-    DEFAULT_LIMIT, KINDS, MAX_FILTER_VALUES, MAX_LIMIT, MAX_QUERY_CHARS, MAX_QUERY_TERMS,
-    STATES, Evaluation, SearchRequest, check_limit as _limit)
+from morphz.services.recall.core.request import (Evaluation, SearchRequest,
+                                                 check_limit as _limit)
 from morphz.services.recall.core.results import (
     Edge, IndexStatus, Node, ReadResult, RebuildInfo, RebuildProgress, SearchResult,
     TraverseResult, VectorLegStatus)
@@ -60,10 +59,6 @@ MAX_OBSERVATION_BYTES = 1 << 20
 # Read your writes: the longest a search waits for its index to reach min_commit_seq,
 # whatever the call's deadline (the reply then says what it could not close).
 MAX_WAIT_SECONDS = 5.0
-WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuild runs)
-# Changes a search embeds at a time while it waits for the vector leg (a step's embedding
-# is not interrupted: small, so the wait ends close to its bound).
-SEARCH_VECTOR_STEP = 16
 Reply = TypeVar("Reply", SearchResult, ReadResult, TraverseResult)
 
 if TYPE_CHECKING:  # the runtime's part the core is handed (wiring.py builds it)
@@ -174,9 +169,12 @@ class RecallCore:
                     _authorize(m, context, caller, evaluation)
                     m.require_meta(context)
                 give_up = time.monotonic() + max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
-                self._index_up_to(context, min_commit_seq, give_up)
+                # Indexed here rather than waited for: the follower may be resting or
+                # busy with other contexts (the held changes first, then the feed's).
+                self._catch_up(context, True)
+                self._indexer.index_up_to(context, min_commit_seq, give_up)
                 if req.reads_vectors and self._vectors_wanted(context, req.asked_mode):
-                    self._vectors_up_to(context, min_commit_seq, give_up)
+                    self._indexer.vectors_up_to(context, min_commit_seq, give_up)
 
             def read(reader: Reader) -> SearchResult:
                 m = MindView(reader)
@@ -234,40 +232,12 @@ class RecallCore:
         one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
         return self._indexer.leg_current(idx.vectors)
 
-    def _index_up_to(self, context: str, target: int, give_up: float) -> None:
-        """Apply the context's held changes and then its own feed until its index reaches
-        `target`, until `give_up` (monotonic). Indexed here rather than waited for: the
-        follower may be resting or busy with other contexts, and the context's feed holds
-        every commit it made (what a rebuild skips, its swap takes)."""
-        self._catch_up(context, True)
-        while self._indexer.position(context) < target:
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return
-            if not self._indexer.catch_up(context):  # a rebuild, or not committed yet
-                time.sleep(min(WAIT_STEP_SECONDS, left))
-
     def _vectors_wanted(self, context: str, asked: str) -> bool:
         """Whether a search of this mode reads the vector leg and the leg can follow (one
         another embedder built never does: such a search is refused or lexical)."""
         leg = self._indexer.index(context).vectors
         current = self._indexer.leg_current(leg)
         return current or (bool(asked) and not leg.exists)
-
-    def _vectors_up_to(self, context: str, target: int, give_up: float) -> None:
-        """The vector leg's part of reading one's writes: embed the context's changes up
-        to `target` (and the lexical leg's position) here, a few at a time, until
-        `give_up`; while the vector follower steps the leg, wait for it. What is left
-        shows as the reply's vector_position and vector_lag."""
-        while True:
-            want = min(target, self._indexer.position(context))
-            if self._indexer.vector_status(context, want)["lag"] == 0:
-                return
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return
-            if not self._indexer.try_apply_vectors(context, SEARCH_VECTOR_STEP):
-                time.sleep(min(WAIT_STEP_SECONDS, left))
 
     def _ranking(self, m: MindView, req: SearchRequest, idx: ContextIndex,
                  lexical: LexicalLeg) -> tuple[hybrid.Ranking, Callable[[], str]]:

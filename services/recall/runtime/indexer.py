@@ -64,6 +64,11 @@ REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 EMBED_BATCH = 1000
 VECTOR_STEP = 2000  # events and frames a step of the vector leg takes at most
+# Read your writes: between pulls while nothing can be indexed (a rebuild runs), and the
+# changes a search embeds at a time while it waits for the vector leg (a step's embedding
+# is not interrupted: small, so the wait ends close to its bound).
+WAIT_STEP_SECONDS = 0.02
+SEARCH_VECTOR_STEP = 16
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
 FIT_SAMPLE_CHARS, FIT_TEXT_CHARS = 64 << 20, 4096  # what a fit's sample holds at most
 REFIT_GROWTH, REFIT_MIN = 2, 256
@@ -603,6 +608,32 @@ class Indexer:
         self._fill_leg(context, refitted, events, changed_by)
         refitted.commit(version)
         idx.vectors = refitted
+
+    def index_up_to(self, context: str, target: int, give_up: float) -> None:
+        """Read your writes (RECALL-13): apply the context's feed here until its index
+        reaches `target`, or until `give_up` (monotonic); the feed holds every commit the
+        context made (what a rebuild skips, its swap takes)."""
+        while self.position(context) < target:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self.catch_up(context):  # a rebuild, or not committed yet
+                time.sleep(min(WAIT_STEP_SECONDS, left))
+
+    def vectors_up_to(self, context: str, target: int, give_up: float) -> None:
+        """The vector leg's part of reading one's writes: embed the context's changes up
+        to `target` (and the lexical leg's position) here, a few at a time, until
+        `give_up`; while the vector follower steps the leg, wait for it. What is left
+        shows as a search's vector_position and vector_lag."""
+        while True:
+            want = min(target, self.position(context))
+            if self.vector_status(context, want)["lag"] == 0:
+                return
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self.try_apply_vectors(context, SEARCH_VECTOR_STEP):
+                time.sleep(min(WAIT_STEP_SECONDS, left))
 
     def catch_up(self, context: str) -> int:
         """Pull and apply one page of the context's own feed after the index's position
