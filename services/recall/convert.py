@@ -1,16 +1,20 @@
-"""Protobuf <-> domain for the recall service's requests, for its servicer and its
-client alike (replies go through shared/protojson.py)."""
+"""Protobuf <-> domain for the recall service: its requests, for its servicer and its
+client alike, and the core's typed replies (core/results.py) as messages; a reply read
+field by field (a search's, the hot path) or through its plain form (shared/protojson)."""
 from __future__ import annotations
 
 from typing import Optional
 
 from morphz.api.recall.v1 import recall_pb2 as pb
+from morphz.services.recall.core.request import Evaluation
+from morphz.services.recall.core.results import Hit, IndexStatus
 from morphz.shared.grpc_client import build_request
+from morphz.shared.protojson import from_plain
 
 
-def evaluation_from_proto(ev: pb.Evaluation) -> dict:
+def evaluation_from_proto(ev: pb.Evaluation) -> Evaluation:
     """The evaluation a search, read or traversal is made for."""
-    return {"session": ev.session, "activation": ev.activation}
+    return Evaluation(ev.session, ev.activation)
 
 
 def evaluation_to_proto(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:
@@ -18,3 +22,15 @@ def evaluation_to_proto(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:
         return None
     return build_request(pb.Evaluation, session=evaluation.get("session", ""),
                          activation=evaluation.get("activation", ""))
+
+
+def hit_to_proto(h: Hit) -> pb.Hit:
+    return pb.Hit(kind=h.kind, ref=h.ref, id=h.id, state=h.state, score=h.score, time=h.time,
+                  session=h.session, event_kind=h.event_kind, preview=h.preview,
+                  revision=h.revision, lexical_rank=h.lexical_rank or 0,
+                  vector_rank=h.vector_rank or 0, occurred_at=h.occurred_at,
+                  time_basis=h.time_basis)
+
+
+def status_to_proto(status: IndexStatus) -> pb.IndexStatus:
+    return from_plain(status.plain(), pb.IndexStatus)

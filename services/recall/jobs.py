@@ -16,6 +16,7 @@ def recall_jobs(core: RecallCore, admission: Optional[Admission] = None, **caps)
     def authorize(kind: str, context: str, caller: Caller) -> None:
         core.may_rebuild(context, caller=caller)
 
+    # A job's result is stored and answered as JSON: the reply's plain form.
     works = {REBUILD_INDEX: lambda context, caller, deadline: core.rebuild(
-        context, caller=caller, deadline=deadline)}
+        context, caller=caller, deadline=deadline).plain()}
     return JobRunner(works, authorize, admission=admission, prefix="recall", **caps)

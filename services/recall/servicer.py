@@ -1,9 +1,11 @@
-"""RecallService over gRPC: request shape -> RecallCore -> reply message."""
+"""RecallService over gRPC: request shape -> RecallCore -> reply message. The core's
+replies are frozen values (core/results.py), made protobuf here and in convert.py."""
 from __future__ import annotations
 
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
-from morphz.services.recall.convert import evaluation_from_proto
+from morphz.services.recall.convert import (evaluation_from_proto, hit_to_proto,
+                                            status_to_proto)
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
@@ -38,13 +40,12 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             evaluation=evaluation_from_proto(request.evaluation),
             min_commit_seq=request.min_commit_seq,
             wait_seconds=_wait_seconds(context), caller=caller_of(context))
-        # Built directly: the hot path, and every hit key is a Hit field.
+        # Built directly: the hot path.
         return pb.SearchResponse(
-            results=reply["results"], next_cursor=reply["next_cursor"],
-            index_position=reply["index_position"], lag=reply["lag"], empty=reply["empty"],
-            observation_ref=reply["observation_ref"], unclosed_lag=reply["unclosed_lag"],
-            vector_position=reply.get("vector_position", 0),
-            vector_lag=reply.get("vector_lag", 0))
+            results=[hit_to_proto(h) for h in reply.results], next_cursor=reply.next_cursor,
+            index_position=reply.index_position, lag=reply.lag, empty=reply.empty,
+            observation_ref=reply.observation_ref or "", unclosed_lag=reply.unclosed_lag,
+            vector_position=reply.vector_position or 0, vector_lag=reply.vector_lag or 0)
 
     @rpc_boundary
     def Read(self, request, context):
@@ -52,7 +53,7 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
                                 limit=request.limit,
                                 evaluation=evaluation_from_proto(request.evaluation),
                                 caller=caller_of(context))
-        return from_plain(reply, pb.ReadResponse)
+        return from_plain(reply.plain(), pb.ReadResponse)
 
     @rpc_boundary
     def Traverse(self, request, context):
@@ -64,17 +65,16 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
             max_bytes=request.max_bytes, cursor=request.cursor,
             evaluation=evaluation_from_proto(request.evaluation), caller=caller_of(context),
             deadline=deadline_of(context))
-        return from_plain(reply, pb.TraverseResponse)
+        return from_plain(reply.plain(), pb.TraverseResponse)
 
     @rpc_boundary
     def InspectIndex(self, request, context):
-        return from_plain(self._core.inspect(request.context,
-                                             caller=caller_of(context)), pb.IndexStatus)
+        return status_to_proto(self._core.inspect(request.context, caller=caller_of(context)))
 
     @rpc_boundary
     def RebuildIndex(self, request, context):
-        return from_plain(self._core.rebuild(request.context, caller=caller_of(context),
-                                             deadline=deadline_of(context)), pb.IndexStatus)
+        return status_to_proto(self._core.rebuild(request.context, caller=caller_of(context),
+                                                  deadline=deadline_of(context)))
 
     # -- server-side jobs (shared/jobs.py) ----------------------------------------------------
     @rpc_boundary
@@ -93,3 +93,4 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     @rpc_boundary
     def CancelJob(self, request, context):
         return job_message(self._jobs.cancel(request.id, caller_of(context)))
+

@@ -6,13 +6,13 @@ import os
 from threadpoolctl import threadpool_limits
 
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
-from morphz.services.recall.core.beside import Beside
+from morphz.services.recall.runtime.beside import Beside
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.feeds import Feeds
-from morphz.services.recall.core.fitpool import Fitter
-from morphz.services.recall.core.follower import FeedFollower
-from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.core.vectorfollow import VectorFollower
+from morphz.services.recall.runtime.feeds import Feeds
+from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.indexer import Indexer
+from morphz.services.recall.runtime.vectorfollow import VectorFollower
 from morphz.services.recall.defaults import EMBEDDER_ENV
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.cpu import runs_e5_engine

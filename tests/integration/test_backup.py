@@ -17,8 +17,8 @@ import pytest
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.follower import FeedFollower
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.backup import Backups, restore, write_backup
 from morphz.services.storage.client import StorageClient
@@ -274,11 +274,11 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     assert (store.feed_head() > saved) == (feed == "past")
     core = follow(store, tx, tmp_path / "recall", then=lambda: tx.append_event(
         "c", "s1", "user-message", "after note last", caller=IN_PROCESS_CALLER))
-    words = {w: [h["ref"] for h in core.search("c", w, limit=50,
-                                               caller=IN_PROCESS_CALLER)["results"]]
+    words = {w: [h.ref for h in core.search("c", w, limit=50,
+                                            caller=IN_PROCESS_CALLER).results]
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)
-    assert core.inspect("c", caller=IN_PROCESS_CALLER)["documents"] == \
+    assert core.inspect("c", caller=IN_PROCESS_CALLER).documents == \
         tx.status("c", caller=IN_PROCESS_CALLER)["event_count"]
     store.close()
 

@@ -11,9 +11,9 @@ import os
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.recall.core import tokenpool
+from morphz.services.recall.runtime import tokenpool
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -95,7 +95,7 @@ def test_sec_07_compile_past_its_deadline_claims_and_writes_nothing(core, store)
 
 def test_sec_07_traversal_stops_at_its_deadline(core, store, tmp_path):
     recall = RecallCore(store, core, Indexer(store, IndexDirectory(str(tmp_path / "idx"))))
-    assert len(recall.traverse("c", "b", direction="ancestors", caller=CALLER)["nodes"]) == 2
+    assert len(recall.traverse("c", "b", direction="ancestors", caller=CALLER).nodes) == 2
     stopped("DEADLINE_EXCEEDED", recall.traverse, "c", "b", direction="ancestors",
             caller=CALLER, deadline=after_checks(1))
     stopped("CANCELLED", recall.traverse, "c", "b", caller=CALLER, deadline=CANCELLED)
@@ -129,20 +129,20 @@ def recall(core, store, tmp_path):
 def index_answers(recall) -> tuple:
     """What the live index answers: a search's results, its position, its last rebuild."""
     status = recall.inspect("c", caller=CALLER)
-    found = recall.search("c", "event", limit=100, caller=CALLER)["results"]
-    return found, status["position"], status["last_rebuild"], status["documents"]
+    found = recall.search("c", "event", limit=100, caller=CALLER).results
+    return found, status.position, status.last_rebuild, status.documents
 
 
 def test_sec_07_index_rebuild_past_its_deadline_leaves_the_live_index(recall, tmp_path):
     before, live = index_answers(recall), generations(tmp_path / "idx")
     # A rebuild that went through would leave another generation and last_rebuild.
-    assert before[1] == recall.inspect("c", caller=CALLER)["head"]
+    assert before[1] == recall.inspect("c", caller=CALLER).head
     assert len(before[0]) == EVENTS and len(live) == 1
     stopped("DEADLINE_EXCEEDED", recall.rebuild, "c", caller=CALLER,
             deadline=Deadline.after(-1))
     assert index_answers(recall) == before
     assert generations(tmp_path / "idx") == live  # its new generation removed
-    assert not recall.inspect("c", caller=CALLER)["rebuild"]["running"]
+    assert not recall.inspect("c", caller=CALLER).rebuild.running
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["here", "worker-processes"])
@@ -155,7 +155,7 @@ def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp
     recall.rebuild("c", caller=CALLER, deadline=counting)  # how many checks a rebuild makes
     last = checks[0]
     before, live = index_answers(recall), generations(tmp_path / "idx")
-    events = recall.inspect("c", caller=CALLER)["events"]
+    events = recall.inspect("c", caller=CALLER).events
     assert last == -(-events // 10) + 1  # one per read chunk and one before the swap
     for at in (2, last):  # among the read chunks, and just before the swap
         deadline, checks = cancelled_at(at)
@@ -163,10 +163,10 @@ def test_sec_07_index_rebuild_cancelled_midway_leaves_the_live_index(recall, tmp
         assert checks[0] == at  # stopped at that check, not later
         assert index_answers(recall) == before
         assert generations(tmp_path / "idx") == live
-        progress = recall.inspect("c", caller=CALLER)["rebuild"]
-        assert not progress["running"] and progress["total"] == before[3]
+        progress = recall.inspect("c", caller=CALLER).rebuild
+        assert not progress.running and progress.total == before[3]
         # Mid-way: some chunks left unread; at the swap: everything indexed first.
-        assert (progress["done"] == progress["total"]) == (at == last)
+        assert (progress.done == progress.total) == (at == last)
 
 
 def test_sec_07_an_index_rebuild_stops_in_its_fit_sample_read(core, store, tmp_path):
@@ -179,7 +179,7 @@ def test_sec_07_an_index_rebuild_stops_in_its_fit_sample_read(core, store, tmp_p
     recall.rebuild("c", caller=CALLER)
     counting, checks = cancelled_at(0)
     recall.rebuild("c", caller=CALLER, deadline=counting)
-    events = recall.inspect("c", caller=CALLER)["events"]
+    events = recall.inspect("c", caller=CALLER).events
     chunks = -(-events // 10)
     # the lexical read's chunks, the fit sample's chunks, before the fit, before the swap
     assert checks[0] == 2 * chunks + 2

@@ -180,7 +180,7 @@ def test_dist_06_a_stopping_server_holds_its_index_folder_until_its_followers_st
     indexes and the feed position), another process taking the folder would interleave
     its writes with theirs."""
 
-    from morphz.services.recall.core.feeds import Feeds
+    from morphz.services.recall.runtime.feeds import Feeds
     from morphz.services.recall.index.tantivy_index import lock_root
     from morphz.services.server.app import AllInOne, ServerConfig
     from morphz.services.server.roles import ServiceProcess
@@ -220,8 +220,8 @@ def test_dist_06_an_application_outliving_the_stop_keeps_the_index_folder_locked
     """A follower's application is not cut short by the server's stop, which waits for
     it only so long (STOP_SECONDS). Should it still run after that, the folder stays
     locked until it ends: it still writes indexes and the feed position there."""
-    from morphz.services.recall.core import follower
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import follower
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import lock_root
     from morphz.services.server.app import AllInOne, ServerConfig
     from morphz.shared.auth import IN_PROCESS_CALLER

@@ -9,8 +9,8 @@ import time
 from contextlib import contextmanager
 
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.follower import FeedFollower
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.client import RemoteReader, StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -250,11 +250,11 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
         # of the same version).
         reply = core.search("c", "lantern", states=["active"], mode="lexical", caller=ME)
         assert not client.between  # the commit landed mid-search
-        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])  # as of the meta
+        assert sorted(h.ref for h in reply.results) == sorted(refs[1:])  # as of the meta
         assert count.methods() == ["Get", "GetMany"]
         assert len(app.snapshots) == 0  # released with the GetMany
         reply = core.search("c", "lantern", states=["active"], caller=ME)
-        assert [h["ref"] for h in reply["results"]] == [refs[2]]  # the next search sees it
+        assert [h.ref for h in reply.results] == [refs[2]]  # the next search sees it
 
 
 def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_again(tmp_path):
@@ -283,7 +283,7 @@ def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_agai
         assert not client.between
         assert "OpenSnapshot" in count.methods()  # the old version was asked for: gone
         assert count.methods()[-2:] == ["Get", "GetMany"]  # then the whole read again
-        assert sorted(h["ref"] for h in reply["results"]) == sorted(refs[1:])
+        assert sorted(h.ref for h in reply.results) == sorted(refs[1:])
         assert len(app.snapshots) == 0
 
 
@@ -315,7 +315,7 @@ def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path)
 def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path, monkeypatch):
     """Chunk by chunk (whole changes, here about 10 rows), each chunk's events and frames
     in one round trip over the storage service, and every event and frame indexed."""
-    from morphz.services.recall.core import indexer as indexer_module
+    from morphz.services.recall.runtime import indexer as indexer_module
 
     monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
     with storage_service(tmp_path / "server", sync=False) as (app, channel, count):

@@ -1,5 +1,5 @@
 """RECALL-10: changes of contexts nobody searches are held back from their indexes, and a
-read applies them first (services/recall/core/holds.py, follower.py).
+read applies them first (services/recall/runtime/holds.py, follower.py).
 
 A real LmdbStore, TransactionCore, Indexer, tantivy indexes and a started FeedFollower;
 the RecallCore's reads catch up through the follower as the server wires them."""
@@ -11,8 +11,8 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.follower import FeedFollower
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.client import TransactionClient
@@ -61,11 +61,11 @@ def test_recall_10_an_unread_contexts_changes_wait_for_its_next_search(tmp_path)
         status = follower.status()
         assert status["feed_position"] == 0 < status["feed_head"]  # saved below them
         reply = core.search("a", "lantern", caller=ME)
-        assert len(reply["results"]) == 3 and reply["lag"] == 0  # applied first
+        assert len(reply.results) == 3 and reply.lag == 0  # applied first
         assert indexer.position("b") == 0  # the other context still waits
         assert follower.status()["feed_held"] == head(store, "b")
         st = core.inspect("b", caller=ME)  # an inspection reads the index too
-        assert st["lag"] == 0 and st["events"] == 1 + 3  # the creation's event too
+        assert st.lag == 0 and st.events == 1 + 3  # the creation's event too
         until(lambda: follower.status()["feed_lag"] == 0)  # nothing held: saved to head
         assert follower.status()["feed_held"] == 0
         appends(tx, "b", 1)  # b was inspected, not searched: held again
@@ -107,7 +107,7 @@ def test_recall_10_a_restart_indexes_the_changes_that_were_held(tmp_path):
         with recall(tmp_path, idle=0.0, store=store) as (_, _, indexer, follower, core):
             until(lambda: follower.status()["feed_lag"] == 0)
             assert indexer.position("a") == head(store, "a")
-            assert len(core.search("a", "lantern", caller=ME)["results"]) == 4
+            assert len(core.search("a", "lantern", caller=ME).results) == 4
     finally:
         store.close()
 
@@ -124,9 +124,9 @@ def test_recall_10_a_search_that_cannot_apply_held_changes_answers_and_keeps_the
             raise OSError("disk full")
         indexer.apply = fail_once
         reply = core.search("a", "lantern", caller=ME)
-        assert reply["results"] == [] and reply["lag"] == head(store, "a")  # as it was
+        assert reply.results == () and reply.lag == head(store, "a")  # as it was
         assert follower.status()["feed_held"] == head(store, "a")  # kept, not lost
-        assert len(core.search("a", "lantern", caller=ME)["results"]) == 2
+        assert len(core.search("a", "lantern", caller=ME).results) == 2
 
 
 def hold_three_events(tx: TransactionClient, rc: RecallClient) -> list[str]:

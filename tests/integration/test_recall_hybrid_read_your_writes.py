@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.results import SearchResult
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
@@ -27,8 +28,8 @@ def stack(tmp_path):
     store.close()
 
 
-def refs(reply: dict) -> list[str]:
-    return [h["ref"] for h in reply["results"]]
+def refs(reply: SearchResult) -> list[str]:
+    return [h.ref for h in reply.results]
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
@@ -40,18 +41,18 @@ def test_recall_13_a_search_with_the_vector_leg_sees_its_writes_in_both_legs(sta
     last = written[-1]["commit_seq"]
     reply = core.search("c", "lantern note", limit=10, mode=mode, min_commit_seq=last,
                         caller=ME)
-    assert reply["unclosed_lag"] == 0 and reply["index_position"] >= last
-    assert reply["vector_position"] >= last and reply["vector_lag"] == 0
-    assert len(reply["results"]) == 10 and all(h["vector_rank"] for h in reply["results"])
+    assert reply.unclosed_lag == 0 and reply.index_position >= last
+    assert reply.vector_position >= last and reply.vector_lag == 0
+    assert len(reply.results) == 10 and all(h.vector_rank for h in reply.results)
     # The next page, after more writes and naming them: the first page's ranking, no wait.
     later = [tx.append_event("c", "s1", "user-message", "lantern note", caller=ME)
              for _ in range(3)]
-    page = core.search("c", "lantern note", limit=10, mode=mode, cursor=reply["next_cursor"],
+    page = core.search("c", "lantern note", limit=10, mode=mode, cursor=reply.next_cursor,
                        min_commit_seq=later[-1]["commit_seq"], caller=ME)
     # Nothing indexed the later writes (no follower runs): the page did not wait for them.
-    assert indexer.position("c") == page["index_position"] == reply["index_position"]
-    assert indexer.vector_status("c", 0)["position"] == reply["vector_position"]
-    assert page["unclosed_lag"] == later[-1]["commit_seq"] - reply["index_position"]
+    assert indexer.position("c") == page.index_position == reply.index_position
+    assert indexer.vector_status("c", 0)["position"] == reply.vector_position
+    assert page.unclosed_lag == later[-1]["commit_seq"] - reply.index_position
     assert not set(refs(page)) & set(refs(reply))
     assert not set(refs(page)) & {e["ref"] for e in later}
 
@@ -61,5 +62,5 @@ def test_recall_13_the_default_mode_on_an_unbegun_vector_leg_waits_for_the_lexic
     tx.create_context("c", caller=ME)
     last = tx.append_event("c", "s1", "user-message", "lantern", caller=ME)["commit_seq"]
     reply = core.search("c", "lantern", min_commit_seq=last, caller=ME)
-    assert reply["unclosed_lag"] == 0 and reply["results"]
-    assert "vector_rank" not in reply["results"][0]  # answered lexically, as it may
+    assert reply.unclosed_lag == 0 and reply.results
+    assert reply.results[0].vector_rank is None  # answered lexically, as it may

@@ -13,7 +13,8 @@ import pytest
 
 from morphz.services.recall.core.documents import TEXT_VERSION, event_doc, event_key
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.results import SearchResult
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory, Query
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -35,8 +36,8 @@ def store(tmp_path):
     s.close()
 
 
-def refs(reply: dict) -> set[str]:
-    return {h["ref"] for h in reply["results"]}
+def refs(reply: SearchResult) -> set[str]:
+    return {h.ref for h in reply.results}
 
 
 def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observations(

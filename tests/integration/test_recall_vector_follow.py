@@ -22,10 +22,11 @@ from contextlib import contextmanager
 import numpy as np
 
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.fitpool import Fitter
-from morphz.services.recall.core.follower import FeedFollower
-from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.core.vectorfollow import VectorFollower
+from morphz.services.recall.core.results import SearchResult
+from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.indexer import Indexer
+from morphz.services.recall.runtime.vectorfollow import VectorFollower
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
@@ -91,8 +92,8 @@ def recall_stack(data, embedder):
         store.close()
 
 
-def refs(reply: dict) -> set[str]:
-    return {h["ref"] for h in reply["results"]}
+def refs(reply: SearchResult) -> set[str]:
+    return {h.ref for h in reply.results}
 
 
 def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tmp_path):
@@ -104,32 +105,32 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
                                  caller=ME)["ref"] for i in range(5)]
         # The lexical leg catches up while the embedder is blocked in the worker.
         until(lambda: embedded(gate) > 0, what="the worker never began embedding")
-        until(lambda: core.inspect("c", caller=ME)["lag"] == 0)
+        until(lambda: core.inspect("c", caller=ME).lag == 0)
         assert refs(core.search("c", "lantern", caller=ME)) == set(first)
         # Appends (commits) and lexical searches complete while the embedder waits.
         started = time.monotonic()
         more = [tx.append_event("c", "s1", "user-message", "lantern moved to the shed",
                                 caller=ME)["ref"] for _ in range(3)]  # one text, thrice
-        until(lambda: core.inspect("c", caller=ME)["lag"] == 0)
+        until(lambda: core.inspect("c", caller=ME).lag == 0)
         assert refs(core.search("c", "shed", caller=ME)) == set(more)
         # The gate stays shut (it opens below): had anything waited for it, this would
         # have hung until `until` gave up; the bound is only a generous guard.
         assert time.monotonic() - started < 120
         st = core.inspect("c", caller=ME)
-        assert st["lag"] == 0 and st["vectors"]["lag"] > 0
-        assert st["vectors"]["position"] < st["position"] == st["head"]
+        assert st.lag == 0 and st.vectors.lag > 0
+        assert st.vectors.position < st.position == st.head
         # A hybrid search answers (its lexical leg) and says the vector leg lags.
         reply = core.search("c", "lantern shed", mode="hybrid", caller=ME)
-        assert reply["vector_lag"] > 0 and reply["vector_position"] < reply["index_position"]
+        assert reply.vector_lag > 0 and reply.vector_position < reply.index_position
         assert set(more) <= refs(reply)
-        assert "vector_lag" not in core.search("c", "lantern", mode="lexical", caller=ME)
+        assert core.search("c", "lantern", mode="lexical", caller=ME).vector_lag is None
         # Released, the vector leg catches up and reports no lag.
         open(os.path.join(gate, "open"), "w").close()
-        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         st = core.inspect("c", caller=ME)
-        assert st["vectors"]["count"] == st["documents"] == 5 + 3 + 1  # with the context's
+        assert st.vectors.count == st.documents == 5 + 3 + 1  # with the context's
         reply = core.search("c", "lantern shed", mode="vector", caller=ME)
-        assert reply["vector_lag"] == 0 and set(more) <= refs(reply)
+        assert reply.vector_lag == 0 and set(more) <= refs(reply)
         # Each distinct text embedded once: the three appends of one text are one.
         distinct = 5 + 1 + 1  # five notes, the moved one, the event that made the context
         assert embedded(gate) == distinct
@@ -145,25 +146,25 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
             tx.append_event("c", "s1", "user-message", f"lantern note {i}", caller=ME)
         tx.commit("c", "(context-tx (base-version 0) (create f1 (note lantern frame)))",
                   caller=ME)
-        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         before = core.inspect("c", caller=ME)
         calls = embedded(gate)
-        assert calls == before["documents"] > 40  # distinct texts: each embedded once
-        ranked = core.search("c", "lantern note 7", mode="vector", caller=ME)["results"]
+        assert calls == before.documents > 40  # distinct texts: each embedded once
+        ranked = core.search("c", "lantern note 7", mode="vector", caller=ME).results
         core.rebuild("c", caller=ME)
-        until(lambda: core.inspect("c", caller=ME)["vectors"]["lag"] == 0)
+        until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         after = core.inspect("c", caller=ME)
         assert embedded(gate) == calls  # the worker embedded no text again
-        assert after["vectors"]["count"] == before["vectors"]["count"]
-        assert after["vectors"]["cache_hits"] >= before["documents"]
-        assert after["path"] != before["path"]  # a new generation, the cache outside it
-        again = core.search("c", "lantern note 7", mode="vector", caller=ME)["results"]
-        assert [h["ref"] for h in again] == [h["ref"] for h in ranked]
+        assert after.vectors.count == before.vectors.count
+        assert after.vectors.cache_hits >= before.documents
+        assert after.path != before.path  # a new generation, the cache outside it
+        again = core.search("c", "lantern note 7", mode="vector", caller=ME).results
+        assert [h.ref for h in again] == [h.ref for h in ranked]
 
 
 _CRASH_CHILD = r"""
 import sys
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache

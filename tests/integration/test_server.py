@@ -167,7 +167,7 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert len(recall.stoppers) == 9 and encoding.stoppers == []
         app.transactions.create_context("c", caller=IN_PROCESS_CALLER)
         assert recall.core.inspect("c",
-                                   caller=IN_PROCESS_CALLER)["context"] == "c"  # the core it handed back serves
+                                   caller=IN_PROCESS_CALLER).context == "c"  # the core it handed back serves
     finally:
         recall.stop()
         app.tracer.shutdown()

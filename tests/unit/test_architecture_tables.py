@@ -23,11 +23,6 @@ OWNERS = ("shared/mind/", "services/storage/", "shared/storage/")
 # file -> why it still names tables or decodes rows. Remove an entry when its file is
 # moved onto MindView (the test fails on an entry that has no finding left).
 ALLOWED = {
-    # Recall (a later engineer): the indexer reads `events` rows and decodes them itself,
-    # a page of hits prefetches by table, the token pool decodes event rows.
-    "services/recall/core/indexer.py": "recall: reads and decodes `events` rows",
-    "services/recall/core/search.py": "recall: prefetch hints name observations/frames",
-    "services/recall/core/tokenpool.py": "recall: decodes event rows (event_dict)",
     # The transaction core: audit compares every table by name (its replay machinery is
     # still to move into shared/mind).
     "services/transaction/core/replay.py": "audit compares every table by name",

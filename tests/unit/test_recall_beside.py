@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from morphz.services.recall.core.beside import INLINE, Beside
+from morphz.services.recall.runtime.beside import INLINE, Beside
 
 WAIT = 5.0
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from morphz.services.recall.core.feeds import Feeds
+from morphz.services.recall.runtime.feeds import Feeds
 
 
 class _Follower:

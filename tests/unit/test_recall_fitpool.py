@@ -1,4 +1,4 @@
-"""Where the recall indexer's fits run (services/recall/core/fitpool.py): a large sample in
+"""Where the recall indexer's fits run (services/recall/runtime/fitpool.py): a large sample in
 a real spawned worker process, whose fit embeds exactly as one made in this process, and
 which, killed at any point, leaves its work to this process and never a caller waiting."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 
 _WORDS = ["release", "launch", "canary", "rollback", "database", "replica", "deadlock",
@@ -163,7 +163,7 @@ def test_recall_10_a_refits_batches_embedded_by_the_worker_equal_those_made_here
         fitter, tmp_path, monkeypatch):
     """A refit's re-embedding (event_batches with the fit worker) gives exactly the
     vectors and vector documents of the same batches made in this process."""
-    from morphz.services.recall.core import tokenpool
+    from morphz.services.recall.runtime import tokenpool
 
     monkeypatch.setattr(tokenpool, "BATCH", 64)  # several batches
     raws = _stored_events(tmp_path, 300)
@@ -186,7 +186,7 @@ def test_a_worker_killed_while_it_works_leaves_the_call_to_this_process(fitter):
     only the worker wrote to ends) and does the work itself; it never waits forever."""
     import threading
 
-    from morphz.services.recall.core.fitpool import WorkerUnavailable
+    from morphz.services.recall.runtime.fitpool import WorkerUnavailable
 
     fitter.call(os.getpid)  # the worker is up
     pid = fitter.call(os.getpid)
@@ -204,8 +204,8 @@ def test_a_worker_that_cannot_start_is_not_started_again_at_every_call(monkeypat
     until START_BACKOFF_SECONDS have passed; one that had answered is replaced at once."""
     import multiprocessing
 
-    from morphz.services.recall.core import fitpool
-    from morphz.services.recall.core.worker_process import WorkerProcess
+    from morphz.services.recall.runtime import fitpool
+    from morphz.services.recall.runtime.worker_process import WorkerProcess
 
     starts: list[WorkerProcess] = []
 
@@ -244,7 +244,7 @@ def _record_stops(monkeypatch) -> list[str]:
     """The names of the threads that stop (close the pipe of) a worker, as they do."""
     import threading
 
-    from morphz.services.recall.core.worker_process import WorkerProcess
+    from morphz.services.recall.runtime.worker_process import WorkerProcess
     stopped_by: list[str] = []
     stop = WorkerProcess.stop
 
@@ -264,7 +264,7 @@ def test_closing_the_fitter_during_a_call_ends_it_and_leaves_the_pipe_to_the_cal
     import logging
     import threading
 
-    from morphz.services.recall.core.fitpool import WorkerUnavailable
+    from morphz.services.recall.runtime.fitpool import WorkerUnavailable
 
     stopped_by = _record_stops(monkeypatch)
     caplog.set_level(logging.WARNING, logger="morphz.recall.fitpool")

@@ -1,9 +1,9 @@
 """RECALL-10: which feed changes recall holds back from an unread context's index
-(services/recall/core/holds.py), on a clock the test moves."""
+(services/recall/runtime/holds.py), on a clock the test moves."""
 from __future__ import annotations
 
-from morphz.services.recall.core import holds as holds_module
-from morphz.services.recall.core.holds import Holds
+from morphz.services.recall.runtime import holds as holds_module
+from morphz.services.recall.runtime.holds import Holds
 from morphz.shared.storage.api import Change
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.core.indexer import Indexer
-from morphz.services.recall.core.pins import SearchPins
+from morphz.services.recall.runtime.indexer import Indexer
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -53,11 +53,11 @@ def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
     first = recall.search("c", "incident", limit=4, mode=mode, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     clock.now = 59
-    second = recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
+    second = recall.search("c", "incident", limit=4, cursor=first.next_cursor,
                            mode=mode, caller=IN_PROCESS_CALLER)
-    refs = [h["ref"] for h in first["results"] + second["results"]]
-    assert len(refs) == len(set(refs)) == 6 and second["next_cursor"] == ""
-    assert second["index_position"] == first["index_position"]
+    refs = [h.ref for h in first.results + second.results]
+    assert len(refs) == len(set(refs)) == 6 and second.next_cursor == ""
+    assert second.index_position == first.index_position
 
 
 @pytest.mark.parametrize("how", ["expired", "evicted"])
@@ -72,7 +72,7 @@ def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
         _moved(tx, indexer)
         recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=4, cursor=first["next_cursor"],
+        recall.search("c", "incident", limit=4, cursor=first.next_cursor,
                       caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"
 
@@ -82,9 +82,9 @@ def test_recall_03_hybrid_cursor_without_its_kept_ranking_is_stale(setup):
     (the vector leg follows on its own), so its cursor needs the ranking kept for it."""
     tx, indexer, recall, clock = setup
     first = recall.search("c", "incident", limit=4, mode="hybrid", caller=IN_PROCESS_CALLER)
-    assert first["results"][0]["vector_rank"] and first["next_cursor"]
+    assert first.results[0].vector_rank and first.next_cursor
     clock.now = 61
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=4, cursor=first["next_cursor"], mode="hybrid",
+        recall.search("c", "incident", limit=4, cursor=first.next_cursor, mode="hybrid",
                       caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import numpy as np
 
 from morphz.shared.auth import IN_PROCESS_CALLER
-from morphz.services.recall.core import tokenpool
+from morphz.services.recall.runtime import tokenpool
 from morphz.services.recall.core.documents import event_doc, event_text
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.core.timeparse import event_time_us
@@ -71,7 +71,7 @@ def test_recall_10_a_rebuild_worker_killed_midway_leaves_its_batches_to_this_pro
     analyzed here (its pipe ended), the rebuild never waits for it, and the batches are
     the same, in order, as without workers."""
     import signal
-    from morphz.services.recall.core import worker_process
+    from morphz.services.recall.runtime import worker_process
 
     events = _events(60)
     raws = [_raw(ev) for ev in events]
@@ -172,8 +172,8 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
     """A rebuild holds no read transaction across the whole event history (it would keep
     LMDB from reusing pages and hold off map growth): events come in chunks, one short
     read transaction each, and every event and frame is indexed exactly once."""
-    from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
     from morphz.services.storage.lmdb_store import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
@@ -273,8 +273,8 @@ def test_recall_10_follower_leaves_a_rebuilding_context_to_the_rebuild(tmp_path,
     into the index it replaces; the rebuild catches up on them after its swap, so the
     live index ends at the context's head with every event, each indexed once."""
     import threading
-    from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
 
     store, core = _store_with_events(tmp_path, 10)
@@ -312,7 +312,7 @@ def test_recall_10_follower_leaves_a_rebuilding_context_to_the_rebuild(tmp_path,
 def test_recall_10_a_hole_in_a_context_index_is_filled_from_its_own_feed(tmp_path):
     """Changes a rebuild that died had left to itself are older than the next change the
     follower brings: the index reads them from the context's feed before applying it."""
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
 
     store, core = _store_with_events(tmp_path, 3)
@@ -338,8 +338,8 @@ def test_recall_10_an_application_gives_way_to_a_rebuild_that_starts_meanwhile(t
     """The follower's long first application of a backlog stops (writing nothing) when a
     rebuild of the context begins; the rebuild covers it and catches up after."""
     import threading
-    from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
 
     store, _ = _store_with_events(tmp_path, 30)
@@ -377,8 +377,8 @@ def test_recall_10_an_application_past_its_byte_bound_is_written_in_several_comm
     (a backlog of 32 MiB events was held whole); every event is indexed. A rebuild that
     begins between two writes keeps what was written and leaves the rest to itself."""
     import threading
-    from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import ContextIndex, IndexDirectory
 
     store, _ = _store_with_events(tmp_path, 30)

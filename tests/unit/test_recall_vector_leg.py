@@ -93,8 +93,8 @@ class _Learning(HashingEmbedder):
 
 
 def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypatch):
-    from morphz.services.recall.core import indexer as indexer_module
-    from morphz.services.recall.core.indexer import Indexer
+    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
     from morphz.services.storage.lmdb_store import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore

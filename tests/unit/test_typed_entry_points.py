@@ -11,8 +11,10 @@ from typing import Optional
 import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
+from morphz.services.recall.core.engine import RecallCore
+from morphz.services.transaction.core.engine import TransactionCore
 
-CORES = [EncodingCore]
+CORES = [EncodingCore, RecallCore, TransactionCore]
 
 
 def _dicts(t) -> list[str]:

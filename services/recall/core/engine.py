@@ -17,11 +17,10 @@ observation is recorded as the services (SERVICE_CALLER), as over the wire.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import time
 import uuid
-from typing import Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar
 
 import numpy as np
 from opentelemetry import trace
@@ -30,15 +29,18 @@ from morphz.shared.telemetry import NO_TRACING
 
 from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
-from morphz.services.recall.core.beside import INLINE, Beside
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.core.legs import LexicalLeg, RankedLeg, VectorLeg
+from morphz.services.recall.core.request import (Evaluation, SearchRequest,
+                                                 check_limit as _limit)
+from morphz.services.recall.core.results import (
+    Edge, IndexStatus, Node, ReadResult, RebuildInfo, RebuildProgress, SearchResult,
+    TraverseResult, VectorLegStatus)
 from morphz.services.recall.embedding.api import QUERY, embed_texts
-from morphz.services.recall.core.pins import Pinned, SearchPins
+from morphz.services.recall.runtime.pins import Pinned, SearchPins  # (the default store)
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
-from morphz.services.recall.core.timeparse import parse_bound
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
-from morphz.services.recall.index.tantivy_index import ContextIndex, Query
+from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
 from morphz.shared.deadline import NEVER, Deadline
@@ -48,25 +50,25 @@ from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Reader, Store, read_at_one_version
-from morphz.shared.text.analyze import query_terms
 
-DEFAULT_LIMIT, MAX_LIMIT = 20, 100
-MAX_QUERY_CHARS, MAX_QUERY_TERMS = 4096, 256
 DEFAULT_READ_CHARS, MAX_READ_CHARS = 16384, 1 << 20
 DEFAULT_DEPTH, MAX_DEPTH = 2, 4
 DEFAULT_NODES, MAX_NODES = 32, 128
 DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES = 256 << 10, 4 << 20
-MAX_FILTER_VALUES = 32
 MAX_OBSERVATION_BYTES = 1 << 20
 # Read your writes: the longest a search waits for its index to reach min_commit_seq,
 # whatever the call's deadline (the reply then says what it could not close).
 MAX_WAIT_SECONDS = 5.0
-WAIT_STEP_SECONDS = 0.02  # between pulls while nothing can be indexed (a rebuild runs)
-# Changes a search embeds at a time while it waits for the vector leg (a step's embedding
-# is not interrupted: small, so the wait ends close to its bound).
-SEARCH_VECTOR_STEP = 16
-KINDS = ("event", "frame")
-STATES = (R.ACTIVE, R.RETIRING, R.RETIRED)
+Reply = TypeVar("Reply", SearchResult, ReadResult, TraverseResult)
+
+if TYPE_CHECKING:  # the runtime's part the core is handed (wiring.py builds it)
+    from morphz.services.recall.runtime.indexer import Indexer
+
+
+class RunsBeside(Protocol):
+    """Runs a hybrid search's two legs side by side (runtime/beside.py's Beside)."""
+    def both(self, first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
+        ...
 
 
 class Transactions(Protocol):
@@ -75,33 +77,16 @@ class Transactions(Protocol):
                      caller: Caller) -> dict: ...
 
 
-def _limit(value: int, default: int, cap: int, what: str) -> int:
-    if value == 0:
-        return default
-    if not 0 < value <= cap:
-        raise MorphzError("RECALL_LIMIT_INVALID", f"{what} must be 1..{cap}, got {value}",
-                          field=what, maximum=cap)
-    return value
-
-
-def _choices(values, allowed, what: str) -> list[str]:
-    values = sorted(set(values))
-    bad = [v for v in values if v not in allowed]
-    if bad or len(values) > MAX_FILTER_VALUES:
-        raise MorphzError("RECALL_FILTER_INVALID", f"{what} must be among {', '.join(allowed)}",
-                          field=what, value=(bad[0][:64] if bad else None))
-    return values
-
-
 class RecallCore:
     def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
                  tracer: Optional[trace.Tracer] = None,
                  pins: Optional[SearchPins] = None,
                  feed_status: Callable[[], dict] = dict,
                  catch_up: Callable[[str, bool], None] = lambda context, search: None,
-                 beside: Beside = INLINE) -> None:
+                 beside: Optional[RunsBeside] = None) -> None:
         self._store = store
-        self._beside = beside  # a hybrid search's lexical leg runs beside its vector leg
+        # A hybrid search's lexical leg runs beside its vector leg (None: one after the other).
+        self._both: hybrid.Both = beside.both if beside is not None else hybrid.inline
         self._feed_status = feed_status  # this replica's place in the change feed
         # Before a context's index is read (a search or not): apply the feed changes
         # held back for it.
@@ -112,11 +97,12 @@ class RecallCore:
         self._tracer = tracer or NO_TRACING
 
     # -- helpers ------------------------------------------------------------------------
-    def _check_evaluation(self, context: str, evaluation: Optional[dict],
-                          caller: Caller) -> Optional[dict]:
-        if not evaluation or not (evaluation.get("session") or evaluation.get("activation")):
+    def _check_evaluation(self, context: str, evaluation: Optional[Evaluation],
+                          caller: Caller) -> Optional[Evaluation]:
+        """The evaluation, checked (None: none named)."""
+        if not evaluation:
             return None
-        session, activation = evaluation.get("session", ""), evaluation.get("activation", "")
+        session, activation = evaluation.session, evaluation.activation
         if not session or not activation:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               "a recall for an evaluation names both session and activation")
@@ -134,91 +120,63 @@ class RecallCore:
             raise MorphzError("RECALL_ACTIVATION_INVALID",
                               f"activation {activation} was already delivered",
                               activation=activation)
-        return {"session": session, "activation": activation}
+        return evaluation
 
-    def _record(self, context: str, evaluation: Optional[dict], op: str, request: dict,
-                reply: dict, caller: Caller) -> dict:
-        """Record the recall as an observation of the evaluation's session."""
+    def _record(self, context: str, evaluation: Optional[Evaluation], op: str, request: dict,
+                reply: Reply, caller: Caller) -> Reply:
+        """Record the recall as an observation of the evaluation's session (the reply in
+        its plain form: the observation's text)."""
         if evaluation is None:
-            return dict(reply, observation_ref="")
-        text = json.dumps({"recall": op, "activation": evaluation["activation"],
-                           "request": request, "reply": reply}, ensure_ascii=False)
+            return dataclasses.replace(reply, observation_ref="")
+        plain = reply.plain()
+        text = json.dumps({"recall": op, "activation": evaluation.activation,
+                           "request": request, "reply": plain}, ensure_ascii=False)
         if len(text.encode()) > MAX_OBSERVATION_BYTES:
-            text = json.dumps({"recall": op, "activation": evaluation["activation"],
+            text = json.dumps({"recall": op, "activation": evaluation.activation,
                                "request": request, "truncated": True,
-                               "refs": _refs_of(reply)}, ensure_ascii=False)
-        receipt = self._tx.append_event(context, evaluation["session"], "recall", text,
+                               "refs": _refs_of(plain)}, ensure_ascii=False)
+        receipt = self._tx.append_event(context, evaluation.session, "recall", text,
                                         actor="recall", caller=SERVICE_CALLER)
-        return dict(reply, observation_ref=receipt["ref"])
+        return dataclasses.replace(reply, observation_ref=receipt["ref"])
 
     # -- search ---------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
-               mode: str = "", evaluation: Optional[dict] = None, min_commit_seq: int = 0,
-               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> dict:
+               mode: str = "", evaluation: Optional[Evaluation] = None,
+               min_commit_seq: int = 0,
+               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> SearchResult:
         """`min_commit_seq`: the context version the lexical index must reach before the
         search looks (read your writes), and its vector leg too when the search uses it;
         the wait lasts at most `wait_seconds` (capped at MAX_WAIT_SECONDS). `unclosed_lag`
         in the reply is what the lexical leg could not close (`vector_position`: where
         the vector leg got). A next page reads what its first one kept, waiting for none."""
-        check_name(context, "context")
-        asked, mode = mode, mode or hybrid.DEFAULT_MODE
-        if mode not in hybrid.MODES:
-            raise MorphzError("RECALL_MODE_INVALID", f"mode must be one of "
-                              f"{', '.join(hybrid.MODES)}", field="mode")
-        if self._indexer.vectors_off and mode != "lexical":
-            if mode == "vector":
-                raise MorphzError("RECALL_VECTORS_OFF", "this server runs with its vector leg "
-                                  "off (--embedder none): search in lexical or hybrid mode "
-                                  "(hybrid answers from the lexical leg)", field="mode")
-            mode = "lexical"  # hybrid, named or by default: as while the leg is unbuilt
-        if len(query) > MAX_QUERY_CHARS:
-            raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
-                              "characters", field="query")
-        words = query_terms(query)
-        if query.strip() and not words:
-            raise MorphzError("RECALL_QUERY_INVALID", "the query has no searchable words",
-                              field="query")
-        if len(words) > MAX_QUERY_TERMS:
-            raise MorphzError("RECALL_QUERY_INVALID", f"the query has {len(words)} terms; at "
-                              f"most {MAX_QUERY_TERMS}", field="query")
-        since_us, until_us = parse_bound(since, "since"), parse_bound(until, "until")
-        if not words and since_us is None and until_us is None:
-            raise MorphzError("RECALL_QUERY_INVALID", "give words to search for, a time range "
-                              "(--since/--until), or both", field="query")
-        if since_us is not None and until_us is not None and since_us >= until_us:
-            raise MorphzError("RECALL_TIME_INVALID", "since must be before until",
-                              field="since")
-        limit = _limit(limit, DEFAULT_LIMIT, MAX_LIMIT, "limit")
-        kinds = _choices(kinds, KINDS, "kinds")
-        states = _choices(states, STATES, "states")
-        sessions = sorted({check_name(s, "session") for s in sessions})
-        if len(sessions) > MAX_FILTER_VALUES:
-            raise MorphzError("RECALL_FILTER_INVALID", "too many sessions", field="sessions")
+        req = SearchRequest.parse(context, query, since=since, until=until, limit=limit,
+                                  kinds=kinds, states=states, sessions=sessions,
+                                  cursor=cursor, mode=mode, min_commit_seq=min_commit_seq,
+                                  vectors_off=self._indexer.vectors_off)
         evaluation = self._check_evaluation(context, evaluation, caller)
-        params = {"op": "search", "context": context, "terms": words, "since": since_us,
-                  "until": until_us, "limit": limit, "kinds": kinds, "states": states,
-                  "sessions": sessions}
-        if evaluation is not None:  # pages of one causal scope's evidence set
-            params["viewer"] = evaluation["session"]
-        if mode != "lexical" and words:  # (lexical cursors stay as they were)
-            params["mode"] = mode
+        # pages of one causal scope's evidence set
+        params = req.cursor_params(evaluation.session if evaluation is not None else None)
+        words = req.terms
         with self._tracer.start_as_current_span("recall.search") as span:
             # Counts, never the words: a query's text stays out of spans.
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.search.terms", len(words))
-            span.set_attribute("morphz.limit", limit)
+            span.set_attribute("morphz.limit", req.limit)
             if min_commit_seq and not cursor:  # a next page reads the first one's view
                 with self._store.reader(context) as reader:  # authorized before any work
                     m = MindView(reader)
                     _authorize(m, context, caller, evaluation)
                     m.require_meta(context)
                 give_up = time.monotonic() + max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
-                self._index_up_to(context, min_commit_seq, give_up)
-                if mode != "lexical" and words and self._vectors_wanted(context, asked):
-                    self._vectors_up_to(context, min_commit_seq, give_up)
+                # Indexed here rather than waited for: the follower may be resting or
+                # busy with other contexts (the held changes first, then the feed's).
+                self._catch_up(context, True)
+                self._indexer.index_up_to(context, min_commit_seq, give_up)
+                if req.reads_vectors and self._vectors_wanted(context, req.asked_mode):
+                    self._indexer.vectors_up_to(context, min_commit_seq, give_up)
 
-            def read(reader: Reader) -> dict:
+            def read(reader: Reader) -> SearchResult:
                 m = MindView(reader)
                 _authorize(m, context, caller, evaluation)
                 m.require_meta(context)
@@ -235,39 +193,37 @@ class RecallCore:
                 version = cursors.version_of(cursor) if ranking is not None else f"p{position}"
                 start = cursors.decode(cursor, "search", params, version) if cursor else 0
                 viewer = _viewer(m, evaluation)
-                lex_query = Query(terms=words, kinds=kinds, sessions=sessions,
-                                  since_us=since_us, until_us=until_us)
-                legs, empty_reason = {}, None
+                lexical = LexicalLeg(idx, searcher, req.lexical_query())
+                leg = lexical
                 # (a next page without a kept ranking: its first page was lexical only)
-                if ranking is None and not cursor and mode != "lexical" and words and \
-                        (asked or self._vectors_answer(idx)):
-                    ranking, empty_reason = self._legs(m, context, query, mode, idx, searcher,
-                                                       lex_query)
+                if ranking is None and not cursor and req.reads_vectors and \
+                        (req.asked_mode or self._vectors_answer(idx)):
+                    ranking, empty_reason = self._ranking(m, req, idx, lexical)
+                    leg = RankedLeg(ranking, lexical, empty_reason)
                     version = f"p{position}-h{uuid.uuid4().hex[:12]}"
-                if ranking is not None:
-                    legs = {"fetch": _fetch(idx, searcher, lex_query, ranking),
-                            "empty_reason": empty_reason}
-                hits, next_offset, empty = run_search(
-                    m, idx, searcher, words, since_us, until_us, kinds, states, sessions,
-                    start, limit, viewer.sees_seq if viewer else None, **legs)
-                span.set_attribute("morphz.results", len(hits))
+                elif ranking is not None:
+                    leg = RankedLeg(ranking, lexical, lexical.empty_reason)
+                page = run_search(m, req, leg, start, viewer.sees_seq if viewer else None)
+                span.set_attribute("morphz.results", len(page.hits))
                 span.set_attribute("morphz.index_position", position)
-                reply = {"results": hits, "next_cursor": "", "index_position": position,
-                         "lag": max(0, reader.commit_seq - position),
-                         "unclosed_lag": max(0, min_commit_seq - position),
-                         "empty": empty if not hits and not start else ""}
-                if mode != "lexical":  # the vector leg follows on its own: its own lag
+                vector_position = vector_lag = None
+                if req.mode != "lexical":  # the vector leg follows on its own: its own lag
                     vec = self._indexer.vector_status(context, reader.commit_seq)
-                    reply["vector_position"], reply["vector_lag"] = vec["position"], vec["lag"]
+                    vector_position, vector_lag = vec["position"], vec["lag"]
                     if vec["lag"]:
                         self._indexer.want_vectors(context)
-                if next_offset is not None:
-                    reply["next_cursor"] = cursors.encode("search", params, version,
-                                                          next_offset)
+                next_cursor = ""
+                if page.next_offset is not None:
+                    next_cursor = cursors.encode("search", params, version, page.next_offset)
                     self._pins.keep(context, version, Pinned(snapshot, ranking))
-                return reply
+                return SearchResult(
+                    results=page.hits, next_cursor=next_cursor, index_position=position,
+                    lag=max(0, reader.commit_seq - position),
+                    unclosed_lag=max(0, min_commit_seq - position),
+                    empty=page.empty if not page.hits and not start else "",
+                    vector_position=vector_position, vector_lag=vector_lag)
             reply = read_at_one_version(self._store, context, read)
-        request = {"query": query, "since": since, "until": until, "limit": limit}
+        request = {"query": query, "since": since, "until": until, "limit": req.limit}
         return self._record(context, evaluation, "search", request, reply, caller)
 
     def _vectors_answer(self, idx: ContextIndex) -> bool:
@@ -276,19 +232,6 @@ class RecallCore:
         one that asked for vector or hybrid is refused, RECALL_INDEX_STALE)."""
         return self._indexer.leg_current(idx.vectors)
 
-    def _index_up_to(self, context: str, target: int, give_up: float) -> None:
-        """Apply the context's held changes and then its own feed until its index reaches
-        `target`, until `give_up` (monotonic). Indexed here rather than waited for: the
-        follower may be resting or busy with other contexts, and the context's feed holds
-        every commit it made (what a rebuild skips, its swap takes)."""
-        self._catch_up(context, True)
-        while self._indexer.position(context) < target:
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return
-            if not self._indexer.catch_up(context):  # a rebuild, or not committed yet
-                time.sleep(min(WAIT_STEP_SECONDS, left))
-
     def _vectors_wanted(self, context: str, asked: str) -> bool:
         """Whether a search of this mode reads the vector leg and the leg can follow (one
         another embedder built never does: such a search is refused or lexical)."""
@@ -296,47 +239,22 @@ class RecallCore:
         current = self._indexer.leg_current(leg)
         return current or (bool(asked) and not leg.exists)
 
-    def _vectors_up_to(self, context: str, target: int, give_up: float) -> None:
-        """The vector leg's part of reading one's writes: embed the context's changes up
-        to `target` (and the lexical leg's position) here, a few at a time, until
-        `give_up`; while the vector follower steps the leg, wait for it. What is left
-        shows as the reply's vector_position and vector_lag."""
-        while True:
-            want = min(target, self._indexer.position(context))
-            if self._indexer.vector_status(context, want)["lag"] == 0:
-                return
-            left = give_up - time.monotonic()
-            if left <= 0:
-                return
-            if not self._indexer.try_apply_vectors(context, SEARCH_VECTOR_STEP):
-                time.sleep(min(WAIT_STEP_SECONDS, left))
-
-    def _legs(self, m: MindView, context: str, query: str, mode: str, idx: ContextIndex,
-              searcher, lex_query: Query) -> tuple[hybrid.Ranking, Callable[[], str]]:
-        """A vector or hybrid search's ranking, and run_search's `empty_reason`."""
-        kinds, sessions = lex_query.kinds, lex_query.sessions
-        since_us, until_us = lex_query.since_us, lex_query.until_us
-        exact, key = hybrid.exact_target(m, query)
-        leg = idx.vectors
-        lexical_empty = searcher.num_docs <= 1
-
-        def fixed(ranked: list, lexical: Optional[list] = None) -> hybrid.Ranking:
-            """`lexical`: the lexical leg's first hits, when its rest follows the list."""
-            return hybrid.Ranking(tuple(ranked), lexical is not None
-                                  and len(lexical) >= hybrid.FUSE_DEPTH)
+    def _ranking(self, m: MindView, req: SearchRequest, idx: ContextIndex,
+                 lexical: LexicalLeg) -> tuple[hybrid.Ranking, Callable[[], str]]:
+        """A vector or hybrid search's ranking, and why it would find nothing."""
+        context = req.context
+        exact, key = hybrid.exact_target(m, req.query)
         if exact:
-            lex = idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH)
-            found = hybrid.ranked(lex, "lexical")
             # The named item only if it passes the same kind/session/time filters.
-            item = idx.search(searcher, dataclasses.replace(lex_query, terms=[], keys=[key]),
-                              0, 1) if key is not None else []
-            ranked = hybrid.pinned_first(
-                hybrid.RankedHit(item[0].key, 0.0, item[0].time_us) if item else None, found)
-            return fixed(ranked, lex), lambda: "empty_index" if lexical_empty else "no_match"
-        if not leg.exists and lexical_empty:  # nothing indexed yet, by any embedder
-            return fixed([]), lambda: "empty_index"
-        if leg.exists and not self._indexer.leg_current(leg):
-            built = leg.meta.get("embedder")
+            item = lexical.narrowed(terms=[], keys=[key]).hits(0, 1) if key is not None \
+                else []
+            return hybrid.exact_ranking(lexical, hybrid.RankedHit(
+                item[0].key, 0.0, item[0].time_us) if item else None), lexical.empty_reason
+        vectors = idx.vectors
+        if not vectors.exists and lexical.is_empty:  # nothing indexed yet, by any embedder
+            return hybrid.Ranking((), False), lambda: "empty_index"
+        if vectors.exists and not self._indexer.leg_current(vectors):
+            built = vectors.meta.get("embedder")
             raise MorphzError(
                 "RECALL_INDEX_STALE",
                 f"the vector leg of {context}'s recall index was built by {built}, not by "
@@ -344,34 +262,18 @@ class RecallCore:
                 f"`morphz context recall-index rebuild {context}` (lexical search still "
                 "works)", context=context, built_by=built,
                 embedder=self._indexer.embedder.identity.label())
-
-        def vector_leg() -> list:
-            if not leg.count:  # not begun, or not filled yet: the reply says it lags
-                return []
-            qvec = _query_vector(self._indexer.leg_embedder(context, leg), query)
-            return leg.search(qvec, hybrid.FUSE_DEPTH, kinds=kinds, sessions=sessions,
-                              since_us=since_us, until_us=until_us,
-                              min_score=hybrid.VECTOR_MIN_SCORE) if qvec is not None else []
-        if mode == "vector":
-            ranking = fixed(hybrid.ranked(vector_leg(), "vector"))
-        else:
-            lex, vec = self._beside.both(
-                lambda: idx.search(searcher, lex_query, 0, hybrid.FUSE_DEPTH), vector_leg)
-            ranking = fixed(hybrid.fuse(lex, vec, sum(ContextIndex.idf(searcher,
-                                                                       lex_query.terms))),
-                            lex)
-
-        def empty() -> str:
-            """empty_index: nothing embedded to compare with (and, for hybrid, the
-            lexical leg empty too); else no_match."""
-            if leg.searchable() or (mode == "hybrid" and not lexical_empty):
-                return "no_match"
-            return "empty_index"
-        return ranking, empty
+        vector = VectorLeg(vectors, lambda: _query_vector(
+            self._indexer.leg_embedder(context, vectors), req.query), lexical.query)
+        if req.mode == "vector":
+            return hybrid.vector_ranking(vector), vector.empty_reason
+        ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._both)
+        # empty_index: nothing embedded to compare with and the lexical leg empty too
+        return ranking, lambda: "no_match" if "no_match" in (
+            vector.empty_reason(), lexical.empty_reason()) else "empty_index"
 
     # -- paged reads ------------------------------------------------------------------------
     def read(self, context: str, ref: str, *, offset: int = 0, limit: int = 0,
-             evaluation: Optional[dict] = None, caller: Caller) -> dict:
+             evaluation: Optional[Evaluation] = None, caller: Caller) -> ReadResult:
         check_name(context, "context")
         if not isinstance(ref, str) or not 0 < len(ref) <= 256:
             raise MorphzError("CONTEXT_INPUT_INVALID", "give an @eN ref, an event id or a "
@@ -387,25 +289,25 @@ class RecallCore:
             if ev is not None and viewer and not viewer.sees(ev):
                 ev = None  # another session's private evidence: as if missing
             if ev is not None:
-                head = {"kind": "event", "ref": R.ref(ev.seq), "id": ev.id,
-                        "state": m.observation_state(ev.seq),
-                        "time": ev.time, "session": ev.session, "event_kind": ev.kind,
-                        "revision": 0, "occurred_at": R.occurred_at(ev.data)}
+                head = dict(kind="event", ref=R.ref(ev.seq), id=ev.id,
+                            state=m.observation_state(ev.seq), time=ev.time,
+                            session=ev.session, event_kind=ev.kind, revision=0,
+                            occurred_at=R.occurred_at(ev.data))
                 text = secrets.shown_text(ev)
             else:
                 f = None if is_ref(ref) else m.frame(ref)
                 if f is None:
                     raise MorphzError("EVENT_NOT_FOUND" if is_ref(ref) else "FRAME_NOT_FOUND",
                                       f"no event or frame {ref[:80]}", ref=ref[:80])
-                head = {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "time": "",
-                        "session": "", "event_kind": "", "revision": f.revision}
+                head = dict(kind="frame", ref="", id=f.id, state=f.state, time="",
+                            session="", event_kind="", revision=f.revision, occurred_at=None)
                 text = secrets.frame_body(f.id, f.body)
         if offset > len(text):
             raise MorphzError("RECALL_LIMIT_INVALID", f"offset {offset} is past the end "
                               f"({len(text)} characters)", field="offset", total=len(text))
         end = min(len(text), offset + limit)
-        reply = dict(head, offset=offset, text=text[offset:end], total_chars=len(text),
-                     next_offset=end, has_more=end < len(text))
+        reply = ReadResult(**head, offset=offset, text=text[offset:end], total_chars=len(text),
+                           next_offset=end, has_more=end < len(text))
         return self._record(context, evaluation, "read",
                             {"ref": ref, "offset": offset, "limit": limit}, reply, caller)
 
@@ -413,8 +315,8 @@ class RecallCore:
     def traverse(self, context: str, frame_id: str, *, depth: Optional[int] = None,
                  direction: str = "", include_bodies: bool = False,
                  include_events: bool = False, max_nodes: int = 0, max_bytes: int = 0,
-                 cursor: str = "", evaluation: Optional[dict] = None, caller: Caller,
-                 deadline: Deadline = NEVER) -> dict:
+                 cursor: str = "", evaluation: Optional[Evaluation] = None, caller: Caller,
+                 deadline: Deadline = NEVER) -> TraverseResult:
         check_name(context, "context")
         check_lookup(frame_id, "frame_id")
         depth = DEFAULT_DEPTH if depth is None else depth
@@ -444,7 +346,9 @@ class RecallCore:
             if m.frame(frame_id) is None:
                 raise MorphzError("FRAME_NOT_FOUND", f"frame {frame_id[:80]} does not exist",
                                   ref=frame_id[:80])
-            nodes, edges, size, index, more = [], [], 0, 0, False
+            nodes: list[Node] = []
+            edges: list[Edge] = []
+            size, index, more = 0, 0, False
             viewer = _viewer(m, evaluation)
             for index, (make, found) in enumerate(walk(m, frame_id, depth, direction,
                                                        include_bodies, include_events,
@@ -462,14 +366,15 @@ class RecallCore:
                 size += n
             span.set_attribute("morphz.nodes", len(nodes))
             span.set_attribute("morphz.bytes", size)
-        reply = {"root": frame_id, "direction": direction, "depth": depth, "version": version,
-                 "nodes": nodes, "edges": edges, "page_bytes": size,
-                 "next_cursor": cursors.encode("frame", params, version, index) if more else ""}
+        reply = TraverseResult(
+            root=frame_id, direction=direction, depth=depth, version=version,
+            nodes=tuple(nodes), edges=tuple(edges), page_bytes=size,
+            next_cursor=cursors.encode("frame", params, version, index) if more else "")
         request = {"frame_id": frame_id, "depth": depth, "direction": direction}
         return self._record(context, evaluation, "frame", request, reply, caller)
 
     # -- index upkeep ------------------------------------------------------------------------
-    def inspect(self, context: str, *, caller: Caller) -> dict:
+    def inspect(self, context: str, *, caller: Caller) -> IndexStatus:
         check_name(context, "context")
         with self._store.reader(context) as reader:
             m = MindView(reader)
@@ -481,23 +386,30 @@ class RecallCore:
         searcher, imeta = idx.snapshot()
         counts = ContextIndex.counts(searcher)
         position = imeta.get("position", 0)
-        return {"context": context, "documents": counts["events"] + counts["frames"],
-                **counts, "terms": ContextIndex.term_count(searcher), "position": position,
-                "head": head, "lag": max(0, head - position), **self._feed_status(),
-                "last_rebuild": imeta.get("last_rebuild"),
-                "rebuild": self._indexer.progress(context),
-                "index_bytes": idx.size_bytes(), "path": self._indexer.shown_path(context),
-                "vectors": self._vector_status(context, idx, head),
-                **self._embedder_status()}
+        feed = self._feed_status()  # {} where this replica follows no feed
+        last_rebuild = imeta.get("last_rebuild")
+        embedder, embedder_note = self._embedder_status()
+        return IndexStatus(
+            context=context, documents=counts["events"] + counts["frames"],
+            events=counts["events"], frames=counts["frames"],
+            terms=ContextIndex.term_count(searcher), position=position, head=head,
+            lag=max(0, head - position), feed_position=feed.get("feed_position"),
+            feed_head=feed.get("feed_head"), feed_lag=feed.get("feed_lag"),
+            feed_held=feed.get("feed_held"),
+            last_rebuild=RebuildInfo(**last_rebuild) if last_rebuild else None,
+            rebuild=RebuildProgress(**self._indexer.progress(context)),
+            index_bytes=idx.size_bytes(), path=self._indexer.shown_path(context),
+            vectors=self._vector_status(context, idx, head),
+            embedder=embedder, embedder_note=embedder_note)
 
-    def _embedder_status(self) -> dict:
+    def _embedder_status(self) -> tuple[str, str]:
+        """(the embedder's label, a note on it)."""
         if self._indexer.vectors_off:
-            return {"embedder": "none", "embedder_note": "the vector leg is off "
-                    "(--embedder none): searches use the lexical leg"}
-        return {"embedder": self._indexer.embedder.identity.label(),
-                "embedder_note": getattr(self._indexer.embedder, "note", "")}
+            return "none", "the vector leg is off (--embedder none): searches use the lexical leg"
+        return (self._indexer.embedder.identity.label(),
+                getattr(self._indexer.embedder, "note", ""))
 
-    def _vector_status(self, context: str, idx: ContextIndex, head: int) -> dict:
+    def _vector_status(self, context: str, idx: ContextIndex, head: int) -> VectorLegStatus:
         """The vector leg beside the lexical one: who built it, how many, its fingerprint,
         where it is and how far behind; the vector cache's counts."""
         leg = idx.vectors
@@ -506,15 +418,16 @@ class RecallCore:
         if status["lag"]:
             self._indexer.want_vectors(context)
         cache = self._indexer.cache_stats()
-        return {"built_by": meta.get("embedder", ""), "count": leg.count,
-                "dimension": leg.dimension, "fit_count": meta.get("fit_count", 0),
-                "text_version": meta.get("text_version", 0),
-                "fingerprint": meta.get("digest", ""), "log_bytes": meta.get("bytes", 0),
-                "current": self._indexer.leg_current(leg), **status,
-                "cached": cache.get("entries", 0), "cache_hits": cache.get("hits", 0),
-                "cache_misses": cache.get("misses", 0)}
+        return VectorLegStatus(
+            built_by=meta.get("embedder", ""), count=leg.count, dimension=leg.dimension,
+            fit_count=meta.get("fit_count", 0), text_version=meta.get("text_version", 0),
+            fingerprint=meta.get("digest", ""), log_bytes=meta.get("bytes", 0),
+            current=self._indexer.leg_current(leg), position=status["position"],
+            lag=status["lag"], cached=cache.get("entries", 0),
+            cache_hits=cache.get("hits", 0), cache_misses=cache.get("misses", 0))
 
-    def rebuild(self, context: str, *, caller: Caller, deadline: Deadline = NEVER) -> dict:
+    def rebuild(self, context: str, *, caller: Caller,
+                deadline: Deadline = NEVER) -> IndexStatus:
         """Rebuild the context's index; past `deadline` nothing is swapped in (SEC-07)."""
         self.may_rebuild(context, caller=caller)
         self._indexer.rebuild(context, deadline)
@@ -530,24 +443,15 @@ class RecallCore:
 
 
 def _authorize(m: MindView, context: str, caller: Caller,
-               evaluation: Optional[dict]) -> None:
+               evaluation: Optional[Evaluation]) -> None:
     """`recall` for the evaluation's session, else on the whole context."""
     policy.check(m, context, caller, policy.RECALL,
-                 evaluation["session"] if evaluation else policy.WHOLE)
+                 evaluation.session if evaluation else policy.WHOLE)
 
 
-def _viewer(m: MindView, evaluation: Optional[dict]) -> Optional[Viewer]:
+def _viewer(m: MindView, evaluation: Optional[Evaluation]) -> Optional[Viewer]:
     """The evaluating session's view; None for an operator's read (sees everything)."""
-    return Viewer(m, evaluation["session"]) if evaluation else None
-
-
-def _fetch(idx: ContextIndex, searcher, lex_query: Query,
-           ranking: hybrid.Ranking) -> Callable[[int, int], list]:
-    """run_search's `fetch` over a fixed ranking, continued by the rest of the lexical
-    leg from the searcher that made it."""
-    more = (lambda offset, count: idx.search(searcher, lex_query, offset, count)) \
-        if ranking.lexical_continues else None
-    return lambda offset, count: hybrid.lexical_tail(ranking.ranked, more, offset, count)
+    return Viewer(m, evaluation.session) if evaluation else None
 
 
 def _query_vector(embedder, query: str):
@@ -557,5 +461,6 @@ def _query_vector(embedder, query: str):
 
 
 def _refs_of(reply: dict) -> list[str]:
+    """The refs (or ids) of a reply's hits or nodes, in its plain form."""
     items = reply.get("results") or reply.get("nodes") or []
     return [i.get("ref") or i.get("id") for i in items]

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from morphz.services.recall.core.documents import event_key, frame_key
+from morphz.services.recall.core.leg import Leg
 from morphz.services.recall.index.vector_index import key_order
 from morphz.shared.mind.view import MindView
 from morphz.shared.names import MAX_LOOKUP_CHARS
@@ -158,3 +159,32 @@ def pinned_first(item: Optional[RankedHit], hits: list[RankedHit]) -> list[Ranke
         return hits
     found = [h for h in hits if h.key == item.key]
     return (found or [item]) + [h for h in hits if h.key != item.key]
+
+
+# A search's two legs read side by side: (first(), second()), perhaps on two threads
+# (runtime/beside.py); the fusion only needs both lists.
+Both = Callable[[Callable[[], list], Callable[[], list]], tuple[list, list]]
+
+
+def inline(first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
+    """Both legs, one after the other, on the calling thread."""
+    return first(), second()
+
+
+def fused_ranking(lexical: Leg, vector: Leg, idf_total: float,
+                  both: Both = inline) -> Ranking:
+    """The hybrid ranking of each leg's first FUSE_DEPTH candidates (fuse)."""
+    lex, vec = both(lambda: list(lexical.hits(0, FUSE_DEPTH)),
+                    lambda: list(vector.hits(0, FUSE_DEPTH)))
+    return Ranking(tuple(fuse(lex, vec, idf_total)), len(lex) >= FUSE_DEPTH)
+
+
+def vector_ranking(vector: Leg) -> Ranking:
+    """A vector search's ranking: the vector leg's first FUSE_DEPTH, nothing after."""
+    return Ranking(tuple(ranked(list(vector.hits(0, FUSE_DEPTH)), "vector")), False)
+
+
+def exact_ranking(lexical: Leg, item: Optional[RankedHit]) -> Ranking:
+    """The exact path's ranking: the named item first, then the lexical leg's hits."""
+    lex = list(lexical.hits(0, FUSE_DEPTH))
+    return Ranking(tuple(pinned_first(item, ranked(lex, "lexical"))), len(lex) >= FUSE_DEPTH)

@@ -13,6 +13,7 @@ from collections import deque
 from functools import partial
 from typing import Callable, Iterator, Optional
 
+from morphz.services.recall.core.results import Edge, Node
 from morphz.services.recall.core.views import event_node, frame_node
 from morphz.shared.mind.records import is_ref, ref_seq
 from morphz.shared.mind.view import MindView
@@ -35,33 +36,32 @@ class Graph:
                     self._cited_by.setdefault(s, []).append(f.id)
         return self._cited_by
 
-    def neighbours(self, fid: str) -> list[tuple[str, dict]]:
+    def neighbours(self, fid: str) -> list[tuple[str, Edge]]:
         """(neighbour, edge) pairs of a frame, in a stable order."""
         out = []
         if self._up:
             f = self._m.frame(fid)
             for s in (f.sources if f else []):
-                out.append((s, {"kind": "source", "from": fid, "to": s, "name": "sources"}))
+                out.append((s, Edge("source", fid, s, "sources")))
             for s, name, o in sorted(self._m.relations_from(fid)):
-                out.append((o, {"kind": "relation", "from": s, "to": o, "name": name}))
+                out.append((o, Edge("relation", s, o, name)))
         if self._down:
             for citing in sorted(self._citations().get(fid, [])):
-                out.append((citing, {"kind": "source", "from": citing, "to": fid,
-                                     "name": "sources"}))
+                out.append((citing, Edge("source", citing, fid, "sources")))
             for s, name, o in sorted(self._m.relations_to(fid)):
-                out.append((s, {"kind": "relation", "from": s, "to": o, "name": name}))
+                out.append((s, Edge("relation", s, o, name)))
         return out
 
 
 def walk(m: MindView, root: str, depth: int, direction: str, include_bodies: bool,
          include_events: bool, sees: Optional[Callable[[int], bool]] = None,
-         ) -> Iterator[tuple[Callable[[], dict], list[dict]]]:
+         ) -> Iterator[tuple[Callable[[], Node], list[Edge]]]:
     """(node maker, edges found expanding it) in BFS order. A page past a cursor makes
     only its own nodes (an event node reads and previews its event). `sees`: for an
     evaluation, the events its causal scope may see; any other is a missing leaf."""
     graph = Graph(m, direction)
     seen = {root}
-    seen_edges: set[tuple] = set()
+    seen_edges: set[Edge] = set()
     queue = deque([(root, 0)])
     while queue:
         nid, d = queue.popleft()
@@ -76,9 +76,8 @@ def walk(m: MindView, root: str, depth: int, direction: str, include_bodies: boo
         edges = []
         if f is not None and d < depth:
             for nb, edge in graph.neighbours(nid):
-                key = (edge["kind"], edge["from"], edge["to"], edge["name"])
-                if key not in seen_edges:
-                    seen_edges.add(key)
+                if edge not in seen_edges:
+                    seen_edges.add(edge)
                     edges.append(edge)
                 if nb not in seen:
                     seen.add(nb)
@@ -86,5 +85,7 @@ def walk(m: MindView, root: str, depth: int, direction: str, include_bodies: boo
         yield node, edges
 
 
-def node_bytes(node: dict, edges: list[dict]) -> int:
-    return len(json.dumps([node, edges], ensure_ascii=False).encode())
+def node_bytes(node: Node, edges: list[Edge]) -> int:
+    """A node's share of a page: its JSON with its edges' (as the reply's plain form)."""
+    return len(json.dumps([node.plain(), [e.plain() for e in edges]],
+                          ensure_ascii=False).encode())

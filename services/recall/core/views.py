@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from morphz.services.recall.core.results import Hit, Node
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.text.highlight import Highlighter, preview, preview_reach
@@ -12,63 +13,45 @@ LEAF_PREVIEW_CHARS = 200
 
 
 def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
-              ev: Optional[dict] = None) -> Optional[dict]:
+              ev: Optional[dict] = None) -> Optional[Hit]:
     """`ev`: the stored event as a plain dict (not a record: the hot path), if read; its
     text may be cut to preview_reach()."""
     if ev is None:
         ev = m.event_dicts((seq,), text_chars=preview_reach()).get(seq)
         if ev is None:
             return None
-    return {"kind": "event", "ref": R.ref(seq), "id": ev["id"],
-            "state": m.observation_state(seq),
-            "score": score, "time": ev["time"], "session": ev.get("session", ""),
-            "event_kind": ev["kind"], "preview": marker.preview(secrets.shown_dict_text(ev)),
-            "revision": 0, **time_basis(ev.get("data"))}
+    occurred = R.occurred_at(ev.get("data"))
+    return Hit(kind="event", ref=R.ref(seq), id=ev["id"], state=m.observation_state(seq),
+               score=score, time=ev["time"], session=ev.get("session", ""),
+               event_kind=ev["kind"], preview=marker.preview(secrets.shown_dict_text(ev)),
+               revision=0, occurred_at=occurred,
+               # which time since/until compared (documents.py)
+               time_basis="occurred" if occurred else "recorded")
 
 
-def time_basis(data: Optional[dict]) -> dict:
-    """An event's source time, and which time since/until compared (documents.py)."""
-    occurred = R.occurred_at(data)
-    return {"occurred_at": occurred, "time_basis": "occurred" if occurred else "recorded"}
+def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> Hit:
+    return Hit(kind="frame", ref="", id=f.id, state=f.state, score=score, time=time,
+               session="", event_kind="",
+               preview=marker.preview(secrets.frame_body(f.id, f.body)),
+               revision=f.revision, occurred_at="", time_basis="recorded")
 
 
-def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> dict:
-    return {"kind": "frame", "ref": "", "id": f.id, "state": f.state, "score": score,
-            "time": time, "session": "", "event_kind": "", "preview": marker.preview(secrets.frame_body(f.id, f.body)),
-            "revision": f.revision, "occurred_at": "", "time_basis": "recorded"}
-
-
-def _node(**fields) -> dict:
-    """Every node has every field (the wire form has them too), defaults when n/a."""
-    node = {"kind": "", "id": "", "ref": "", "depth": 0, "state": "", "revision": 0,
-            "sources": [], "body": "", "protected": False, "event_kind": "", "time": "",
-            "preview": "", "text": "", "missing": False}
-    node.update(fields)
-    return node
-
-
-def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -> dict:
+def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -> Node:
     if f is None:  # a source id whose frame no longer exists (e.g. rolled back)
-        return _node(kind="frame", id=fid, depth=depth, missing=True)
-    node = _node(kind="frame", id=f.id, depth=depth, state=f.state, revision=f.revision,
-                 sources=list(f.sources), protected=f.protected)
+        return Node(kind="frame", id=fid, depth=depth, missing=True)
     body = secrets.frame_body(f.id, f.body)
-    if include_body:
-        node["body"] = body
-    else:
-        node["preview"] = preview(body, set(), width=LEAF_PREVIEW_CHARS)
-    return node
+    shown = {"body": body} if include_body else \
+        {"preview": preview(body, set(), width=LEAF_PREVIEW_CHARS)}
+    return Node(kind="frame", id=f.id, depth=depth, state=f.state, revision=f.revision,
+                sources=tuple(f.sources), protected=f.protected, **shown)
 
 
 def event_node(m: MindView, ref: str, ev: Optional[R.Event], depth: int,
-               include_text: bool) -> dict:
+               include_text: bool) -> Node:
     if ev is None:
-        return _node(kind="event", ref=ref, depth=depth, missing=True)
-    node = _node(kind="event", ref=ref, id=ev.id, depth=depth,
-                 state=m.observation_state(ev.seq), event_kind=ev.kind, time=ev.time)
+        return Node(kind="event", ref=ref, depth=depth, missing=True)
     text = secrets.shown_text(ev)
-    if include_text:
-        node["text"] = text
-    else:
-        node["preview"] = preview(text, set(), width=LEAF_PREVIEW_CHARS)
-    return node
+    shown = {"text": text} if include_text else \
+        {"preview": preview(text, set(), width=LEAF_PREVIEW_CHARS)}
+    return Node(kind="event", ref=ref, id=ev.id, depth=depth,
+                state=m.observation_state(ev.seq), event_kind=ev.kind, time=ev.time, **shown)

@@ -27,6 +27,7 @@ import tantivy
 from morphz.services.recall.index.vector_cache import DIR as VECTOR_CACHE_DIR
 from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.errors import MorphzError
+from morphz.shared.values import HitKey
 
 META_KEY = "__meta__"
 _TOKENIZER = "morphz_terms"
@@ -90,7 +91,7 @@ def _document(d: Doc) -> tantivy.Document:
     doc = tantivy.Document(
         key=d.key, kind=d.kind, session=d.session,
         terms=d.terms if isinstance(d.terms, str) else " ".join(d.terms),
-        seq=int(d.key[2:]) if d.key.startswith("e:") else -1)
+        seq=HitKey.parse(d.key).seq)
     if d.time_us is not None:
         doc.add_integer("time", d.time_us)
     return doc
@@ -104,7 +105,7 @@ def doc_json(d: Doc) -> str:
     (a rebuild's worker processes), it makes adding it the cheapest call there is.
     Assembled by hand: json.dumps of the dict cost as much as parsing the event."""
     terms = d.terms if isinstance(d.terms, str) else " ".join(d.terms)
-    seq = int(d.key[2:]) if d.key.startswith("e:") else -1
+    seq = HitKey.parse(d.key).seq
     time = "" if d.time_us is None else f',"time":{int(d.time_us)}'
     return (f'{{"key":{_STR(d.key)},"kind":{_STR(d.kind)},"session":{_STR(d.session)},'
             f'"terms":{_STR(terms)},"seq":{seq}{time}}}')
@@ -254,7 +255,7 @@ class ContextIndex:
                 for i in picked]
         if q.terms:  # BM25 order; only frames' hits use the time (an event's comes from
             # its record)
-            frames = [i for i, key in zip(picked, keys) if key[0] == "f"]
+            frames = [i for i in picked if seqs[i] < 0]  # (an event's seq is its own)
             times = dict(zip(frames, searcher.fast_field_values(
                 "time", [addrs[i] for i in frames]))) if frames else {}
             return [Hit(key, -raw[i][0], times.get(i)) for i, key in zip(picked, keys)]

@@ -44,6 +44,7 @@ import numpy as np
 
 from morphz.services.recall.index.coarse import Partition
 from morphz.shared.durable_files import sync_dir, write_synced
+from morphz.shared.values import HitKey
 
 FORMAT = 2
 _MAGIC_F32, _MAGIC = b"MZV1", b"MZV2"  # float32 vectors (format 1), int8 + scale
@@ -92,7 +93,7 @@ class VecHit:
 
 def key_order(key: str) -> tuple:
     """How both legs break ties: events by seq, then frames by id."""
-    kind, _, ident = key.partition(":")
+    kind, _, ident = key.partition(":")  # (a sort key: any text orders, as the leg's tests')
     return (0, int(ident), "") if kind == "e" else (1, 0, ident)
 
 
@@ -369,7 +370,7 @@ class VectorLeg:
             self._scale[self._pos[row]] = sc
             self._live[row] = True
             self._nonzero[row] = bool(v.any()) and sc > 0
-            self._event[row] = d.key.startswith("e:")
+            self._event[row] = HitKey.parse(d.key).is_event
             self._time[row] = d.time_us if d.time_us is not None else np.iinfo(np.int64).min
             self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
 

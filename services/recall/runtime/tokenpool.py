@@ -24,13 +24,13 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from morphz.services.recall.core.documents import event_key, indexed, raw_event_text
-from morphz.services.recall.core.fitpool import Fitter
-from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
+from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
 from morphz.services.recall.index.vector_index import VecDoc
-from morphz.shared.mind.view import event_dict
+from morphz.shared.mind.bulk import decode_event
 from morphz.shared.text.analyze import terms_text
 
 _log = logging.getLogger("morphz.recall.tokenpool")
@@ -59,7 +59,7 @@ def analyze(raws: list[bytes], embedder: Optional[Embedder] = None, *,
     out = Batch()
     for raw in raws:
         try:
-            ev = event_dict(raw)
+            ev = decode_event(raw)
             if not indexed(ev["kind"]):
                 out.skipped += 1
                 continue

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Callable, Optional
 
-from morphz.services.recall.core.follower import FeedFollower
+from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.shared.storage.api import Store
 
 _log = logging.getLogger("morphz.recall.feeds")

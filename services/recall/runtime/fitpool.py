@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from morphz.services.recall.core.worker_process import WorkerProcess, WorkerUnavailable
+from morphz.services.recall.runtime.worker_process import WorkerProcess, WorkerUnavailable
 from morphz.services.recall.embedding.api import Embedder
 
 _log = logging.getLogger("morphz.recall.fitpool")

@@ -42,16 +42,17 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     indexed, raw_event_text)
-from morphz.services.recall.core.embedcache import LegEmbedder
-from morphz.services.recall.core.fitpool import Fitter
+from morphz.services.recall.runtime.embedcache import LegEmbedder
+from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.core.tokenpool import analyze, event_batches
+from morphz.services.recall.runtime.tokenpool import analyze, event_batches
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
-from morphz.shared.mind.view import event_dict
+from morphz.shared.mind.bulk import (decode_event, event_records, event_run,
+                                     prefetch_changes)
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
@@ -63,6 +64,11 @@ REBUILD_HEAP = 256 << 20
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild
 EMBED_BATCH = 1000
 VECTOR_STEP = 2000  # events and frames a step of the vector leg takes at most
+# Read your writes: between pulls while nothing can be indexed (a rebuild runs), and the
+# changes a search embeds at a time while it waits for the vector leg (a step's embedding
+# is not interrupted: small, so the wait ends close to its bound).
+WAIT_STEP_SECONDS = 0.02
+SEARCH_VECTOR_STEP = 16
 FIT_SAMPLE = 20000  # texts a (re)fit sees at most: evenly spaced events, then frames
 FIT_SAMPLE_CHARS, FIT_TEXT_CHARS = 64 << 20, 4096  # what a fit's sample holds at most
 REFIT_GROWTH, REFIT_MIN = 2, 256
@@ -286,18 +292,17 @@ class Indexer:
         if not self._learned():
             return []
         step = max(1, -(-events // FIT_SAMPLE))
-        keys = [(seq,) for seq in range(0, events, step)]
-        cap = max(FIT_TEXT_CHARS, FIT_SAMPLE_CHARS // max(1, len(keys)))
+        seqs = list(range(0, events, step))
+        cap = max(FIT_TEXT_CHARS, FIT_SAMPLE_CHARS // max(1, len(seqs)))
         out: list[str] = []
         # A chunk per short read transaction, each one round trip to a remote store, of
         # READ_AHEAD_BYTES at most (rows of large events: fewer in a chunk).
         start, chunk = 0, self._rebuild_read_chunk or REBUILD_READ_CHUNK
-        while start < len(keys):
+        while start < len(seqs):
             deadline.check("the rebuild")
             with self._store.reader(context) as reader:
-                rows = reader.get_tables([("events", keys[start:start + chunk])],
-                                         max_bytes=READ_AHEAD_BYTES)[0]
-            out.extend(raw_event_text(event_dict(raw))[:cap] for raw in rows if raw is not None)
+                rows = event_records(reader, seqs[start:start + chunk], max_bytes=READ_AHEAD_BYTES)
+            out.extend(raw_event_text(decode_event(raw))[:cap] for raw in rows if raw is not None)
             start += len(rows)
         out.extend(frame_text(f)[:cap] for f in frames[:max(0, FIT_SAMPLE - len(out))])
         deadline.check("the rebuild")
@@ -412,10 +417,9 @@ class Indexer:
                     return written
                 m.forget_prefetched()
                 changed = frame_changers(chunk)
-                m.prefetch_tables({
-                    "events": [(s,) for c in chunk for s in c.events]
-                    + [(e,) for e in changed.values() if e is not None],
-                    "frames": [(f,) for f in changed]}, max_bytes=READ_AHEAD_BYTES)
+                prefetch_changes(m, [s for c in chunk for s in c.events]
+                                 + [e for e in changed.values() if e is not None],
+                                 changed, max_bytes=READ_AHEAD_BYTES)
                 start = 0  # the chunk's changes whose frames are not gathered yet
                 for i, change in enumerate(chunk):
                     for seq in change.events:
@@ -555,10 +559,10 @@ class Indexer:
         size = 0
         with self._store.latest(context) as reader:
             m = MindState(reader)
-            m.prefetch_tables({
-                "events": [(s,) for c in chunk for s in c.events]
-                + [(e,) for e in frame_changers(chunk).values() if e is not None],
-                "frames": [(f,) for f in frame_changers(chunk)]}, max_bytes=READ_AHEAD_BYTES)
+            changed = frame_changers(chunk)
+            prefetch_changes(m, [s for c in chunk for s in c.events]
+                             + [e for e in changed.values() if e is not None],
+                             changed, max_bytes=READ_AHEAD_BYTES)
             for i, change in enumerate(chunk):
                 for seq in change.events:
                     with _skipping_damaged(context, event_key(seq)):
@@ -604,6 +608,32 @@ class Indexer:
         self._fill_leg(context, refitted, events, changed_by)
         refitted.commit(version)
         idx.vectors = refitted
+
+    def index_up_to(self, context: str, target: int, give_up: float) -> None:
+        """Read your writes (RECALL-13): apply the context's feed here until its index
+        reaches `target`, or until `give_up` (monotonic); the feed holds every commit the
+        context made (what a rebuild skips, its swap takes)."""
+        while self.position(context) < target:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self.catch_up(context):  # a rebuild, or not committed yet
+                time.sleep(min(WAIT_STEP_SECONDS, left))
+
+    def vectors_up_to(self, context: str, target: int, give_up: float) -> None:
+        """The vector leg's part of reading one's writes: embed the context's changes up
+        to `target` (and the lexical leg's position) here, a few at a time, until
+        `give_up`; while the vector follower steps the leg, wait for it. What is left
+        shows as a search's vector_position and vector_lag."""
+        while True:
+            want = min(target, self.position(context))
+            if self.vector_status(context, want)["lag"] == 0:
+                return
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            if not self.try_apply_vectors(context, SEARCH_VECTOR_STEP):
+                time.sleep(min(WAIT_STEP_SECONDS, left))
 
     def catch_up(self, context: str) -> int:
         """Pull and apply one page of the context's own feed after the index's position
@@ -694,14 +724,8 @@ class Indexer:
         seq = 0
         while seq < events:
             deadline.check("the rebuild")  # SEC-07; raised through the tokenizing workers
-            rows, size = [], 0
-            with self._store.reader(context) as reader:
-                after = (seq - 1,) if seq else None
-                for _, raw in reader.scan("events", after=after, limit=min(chunk, events - seq)):
-                    rows.append(raw)
-                    size += len(raw)
-                    if size >= READ_AHEAD_BYTES:  # large events: fewer per transaction
-                        break
+            with self._store.reader(context) as reader:  # large events: fewer per transaction
+                rows = event_run(reader, seq, min(chunk, events - seq), READ_AHEAD_BYTES)
             if not rows:
                 return
             yield from rows

@@ -39,8 +39,8 @@ import time
 from collections import deque
 from typing import Optional
 
-from morphz.services.recall.core.holds import Holds
-from morphz.services.recall.core.indexer import Indexer
+from morphz.services.recall.runtime.holds import Holds
+from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.shared.storage.api import Change, FeedPage, Store
 

@@ -20,9 +20,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from morphz.services.recall.core.fitpool import Fitter
-from morphz.services.recall.core.tokenpool import portable
-from morphz.services.recall.core.worker_process import WorkerUnavailable
+from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.tokenpool import portable
+from morphz.services.recall.runtime.worker_process import WorkerUnavailable
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.vector_cache import VectorCache, identity_key, text_key
 
