@@ -293,6 +293,69 @@ def server_rss(data: str, embedder: str, queries: list[str]) -> int:
         proc.wait(timeout=60)
 
 
+# -- steady state: the vector leg off vs on ---------------------------------------------------
+def steady(args, data: str, queries: dict, words: list) -> dict:
+    log(f"    steady state: vector leg off vs on, {args.steady_rate:g} commits/s, "
+        f"{args.steady_samples} ticks x {args.steady_rounds} rounds each ...")
+
+    def serve(spec: str):
+        srv = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0", sync=False,
+                                    map_size=64 << 30, embedder=spec)).start()
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
+
+        def stop() -> None:
+            ch.close()
+            srv.stop(grace=1)
+        return stop, TransactionClient(ch, timeout=60), RecallClient(ch, timeout=60)
+    out = recall_vectors.steady_state(
+        serve, {"off": "none", "on": args.embedder}, HOT, CONTEXT, queries[1], words,
+        args.steady_rate, args.steady_samples, args.steady_rounds)
+    log(f"    steady state: {json.dumps(out)}")
+    return out
+
+
+def print_steady(args, sd: dict) -> None:
+    print(f"  steady state, {sd['rate_per_s']:g} commits/s (each followed by a lexical "
+          f"search of the {args.events:,}-event context), {sd['samples']} ticks x "
+          f"{sd['rounds']} rounds per server:")
+    for name, label in (("off", "vector leg off (--embedder none)"),
+                        ("on", f"vector leg on ({args.embedder})")):
+        row = sd[name]
+        lag = (f"; its lag at most {row['max_lag']} commits, {row['end_lag']} at the end"
+               if name == "on" else "")
+        print(f"    {label}: commit p50 {row['commit_p50_ms']:.2f} ms, lexical search "
+              f"p50 {row['search_p50_ms']:.2f} ms{lag}")
+    print(f"    on / off: commit p50 {sd['commit_ratio']:.2f}x, lexical search p50 "
+          f"{sd['search_ratio']:.2f}x")
+
+
+def steady_targets(sd: dict) -> list:
+    return [target("steady state: commit p50, vector leg on / off", sd["commit_ratio"],
+                   "<= 1.1", sd["commit_ratio"] <= 1.1),
+            target("steady state: lexical search p50, vector leg on / off",
+                   sd["search_ratio"], "<= 1.1", sd["search_ratio"] <= 1.1)]
+
+
+def steady_only(args) -> int:
+    """The steady-state rows alone, over an earlier full run's data (its corpus, recall
+    index and the small context the rows write to)."""
+    if not (args.data and os.path.exists(os.path.join(args.data, "store"))
+            and os.path.isdir(os.path.join(args.data, "recall"))):
+        print("--steady-only needs --data of an earlier full run", file=sys.stderr)
+        return 2
+    words = corpus_words(args.seed)
+    sd = steady(args, args.data, make_queries(words, args.seed, args.queries), words)
+    print(f"\nrecall benchmark, steady state only: {args.events:,} events (seed {args.seed}); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print_steady(args, sd)
+    targets = steady_targets(sd)  # each prints its TARGET line
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"events": args.events, "seed": args.seed, "steady": sd,
+                       "targets": targets}, f, indent=2)
+    return 0
+
+
 # -- main ---------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -324,12 +387,17 @@ def main() -> int:
     ap.add_argument("--no-cached-rebuild", action="store_true",
                     help="skip the second rebuild (its vectors from the cache) with --embedder: "
                     "the cache's ratio is e5's row")
+    ap.add_argument("--steady-only", action="store_true",
+                    help="with --data of an earlier full run: only the steady-state rows, "
+                    "over the corpus and recall index already there")
     ap.add_argument("--quick", action="store_true",
                     help="20,000 events, 100 queries per word count (development)")
     args = ap.parse_args()
     if args.quick:
         args.events, args.queries, args.fts_queries = 20_000, 100, 20
     base = not args.no_baselines
+    if args.steady_only:
+        return steady_only(args)
     data = args.data or tempfile.mkdtemp(prefix="morphz-bench-recall-")
     results: dict = {"events": args.events, "seed": args.seed}
     try:
@@ -436,19 +504,7 @@ def main() -> int:
         log(f"    steady state: vector leg off vs on, {args.steady_rate:g} commits/s, "
             f"{args.steady_samples} ticks x {args.steady_rounds} rounds each ...")
 
-        def serve(spec: str):
-            srv = AllInOne(ServerConfig(data_dir=data, listen="127.0.0.1:0", sync=False,
-                                        map_size=64 << 30, embedder=spec)).start()
-            ch = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
-
-            def stop() -> None:
-                ch.close()
-                srv.stop(grace=1)
-            return stop, TransactionClient(ch, timeout=60), RecallClient(ch, timeout=60)
-        results["steady"] = recall_vectors.steady_state(
-            serve, {"off": "none", "on": args.embedder}, HOT, CONTEXT, queries[1], words,
-            args.steady_rate, args.steady_samples, args.steady_rounds)
-        log(f"    steady state: {json.dumps(results['steady'])}")
+        results["steady"] = steady(args, data, queries, words)
         log("    recall server RSS: `morphz serve` on this data, one search per mode ...")
         results["rss_bytes"] = server_rss(data, args.embedder, queries[2][:5])
         log(f"    RSS {results['rss_bytes'] / 2**30:.2f} GiB")
@@ -518,18 +574,7 @@ def main() -> int:
                   f"{vf['cached_fill_s']:.1f} s): {vf['ratio']:.1f}x" if "ratio" in vf
                   else "not again from the cache (--no-cached-rebuild)"))
         sd = results["steady"]
-        print(f"  steady state, {sd['rate_per_s']:g} commits/s (each followed by a lexical "
-              f"search of the {args.events:,}-event context), {sd['samples']} ticks x "
-              f"{sd['rounds']} rounds per server:")
-        for name, label in (("off", "vector leg off (--embedder none)"),
-                            ("on", f"vector leg on ({args.embedder})")):
-            row = sd[name]
-            lag = (f"; its lag at most {row['max_lag']} commits, {row['end_lag']} at the end"
-                   if name == "on" else "")
-            print(f"    {label}: commit p50 {row['commit_p50_ms']:.2f} ms, lexical search "
-                  f"p50 {row['search_p50_ms']:.2f} ms{lag}")
-        print(f"    on / off: commit p50 {sd['commit_ratio']:.2f}x, lexical search p50 "
-              f"{sd['search_ratio']:.2f}x")
+        print_steady(args, sd)
         print(f"  catch-up (not the steady-state target): vector leg idle: commit p50 "
               f"{hp['idle_commit_p50_ms']:.2f} ms, search p50 (default mode) "
               f"{hp['idle_search_p50_ms']:.2f} ms; lagging behind a burst of "
@@ -555,10 +600,7 @@ def main() -> int:
         targets = [
             target("hybrid p50 - (lexical p50 + bare query embedding p50)",
                    hyb50 - lex50 - qe50, "<= 2 ms", hyb50 - lex50 - qe50 <= 2, " ms"),
-            target("steady state: commit p50, vector leg on / off", sd["commit_ratio"],
-                   "<= 1.1", sd["commit_ratio"] <= 1.1),
-            target("steady state: lexical search p50, vector leg on / off",
-                   sd["search_ratio"], "<= 1.1", sd["search_ratio"] <= 1.1),
+            *steady_targets(sd),
             *([target("e5: rebuild + fill, empty cache / cached", e5["ratio"], ">= 20",
                       e5["ratio"] >= 20)] if "ratio" in e5 else []),
             target(f"rebuild with vectors at {n}", results["recall_build_s"], "< 300 s",

@@ -314,7 +314,7 @@ def test_hyb_04_a_server_with_the_default_embedder_recalls_by_meaning_across_lan
                 "the printer on the third floor is out of toner again",
                 "用户喜欢简短的回答，先给结论再给细节")}
             recall = RecallClient(ch, timeout=60)
-            st = caught_up(recall, context)  # the vector leg follows on its own (HYB-06)
+            st = vectors_caught_up(recall, context)  # it follows on its own (HYB-06)
             name = "e5-small" if runs_e5_engine()[0] else "use-m3"
             assert st["embedder"].startswith(f"{name}@") and "+" in st["embedder"]
             assert st["embedder_note"] == ""

@@ -8,6 +8,11 @@ that does not answer, say) is tried again RETRY_SECONDS later; the leg's lag sho
 meanwhile. At start every context with an index folder is due: a restart may have left
 legs behind that no new write names.
 
+A write's `due` is taken GATHER_SECONDS later, not at once: the writes that come
+meanwhile join the same step, so a steady stream of commits costs one step (a read of
+the feed, a trip to the worker, a commit of the leg) per gathering, not one per commit.
+A backlog's next steps, and every context due at start, run at once.
+
 After a step the thread rests REST_RATIO times the CPU time it spent itself (reading
 rows, the cache, appending; not the embedding, which is the worker process's), at most
 MAX_REST_SECONDS: that work holds the interpreter, so resting leaves it to commits and
@@ -24,15 +29,18 @@ from typing import Callable, Optional
 _log = logging.getLogger("morphz.recall.vectors")
 RETRY_SECONDS = 5.0
 REST_RATIO, MAX_REST_SECONDS = 3.0, 2.0
+GATHER_SECONDS = 0.25
 STOP_SECONDS = 30.0
 
 
 class VectorFollower:
     def __init__(self, contexts: Callable[[], list[str]], *,
-                 retry_seconds: float = RETRY_SECONDS) -> None:
+                 retry_seconds: float = RETRY_SECONDS,
+                 gather_seconds: float = GATHER_SECONDS) -> None:
         """`contexts()`: those due at start."""
         self._contexts = contexts
         self._retry = retry_seconds
+        self._gather = gather_seconds
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # context -> monotonic time it may run again
         self._stopping = False
@@ -44,17 +52,21 @@ class VectorFollower:
         """`step(context)`: one step of its vector leg; how much it did (0: caught up)."""
         self._step = step
         try:
-            for c in self._contexts():
-                self.due(c)
+            started = self._contexts()
+            with self._cond:
+                for c in started:
+                    self._due.setdefault(c, 0.0)
         except OSError:  # the folder cannot be listed: writes and searches name them
             _log.warning("cannot list the indexed contexts", exc_info=True)
         self._thread.start()
         return self
 
     def due(self, context: str) -> None:
+        """A write to context: its leg steps within GATHER_SECONDS (a context already
+        due keeps its turn: later writes never put it off)."""
         with self._cond:
             if context not in self._due:
-                self._due[context] = 0.0
+                self._due[context] = time.monotonic() + self._gather
                 self._cond.notify()
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
