@@ -4,7 +4,32 @@ from __future__ import annotations
 import json
 
 from morphz.api.common.v1 import common_pb2 as pb
-from morphz.shared.jobs import JobView
+from morphz.shared.grpc_auth import caller_of
+from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.jobs import JobRunner, JobView
+
+
+class JobRpcs:
+    """The four job RPCs every service with jobs answers alike, over its `_jobs`
+    (JobRunner). Listed before the generated servicer base, whose stubs it replaces."""
+    _jobs: JobRunner
+
+    @rpc_boundary
+    def StartJob(self, request, context):
+        return job_message(self._jobs.start(request.kind, request.context,
+                                            caller_of(context)))
+
+    @rpc_boundary
+    def GetJob(self, request, context):
+        return job_message(self._jobs.get(request.id, caller_of(context)))
+
+    @rpc_boundary
+    def ListJobs(self, request, context):
+        return job_list(self._jobs.list(caller_of(context), request.context))
+
+    @rpc_boundary
+    def CancelJob(self, request, context):
+        return job_message(self._jobs.cancel(request.id, caller_of(context)))
 
 
 def job_message(view: JobView) -> pb.Job:

@@ -10,7 +10,7 @@ from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
-from morphz.shared.job_messages import job_list, job_message
+from morphz.shared.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
 from morphz.shared.protojson import from_plain
 
@@ -25,7 +25,7 @@ def _wait_seconds(context) -> float:
     return MAX_WAIT_SECONDS if left is None else min(MAX_WAIT_SECONDS, left * DEADLINE_MARGIN)
 
 
-class RecallServicer(pb_grpc.RecallServiceServicer):
+class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
     def __init__(self, core: RecallCore, jobs: JobRunner) -> None:
         """`jobs`: index rebuilds run as server-side jobs (recall/jobs.py)."""
         self._core = core
@@ -75,22 +75,3 @@ class RecallServicer(pb_grpc.RecallServiceServicer):
     def RebuildIndex(self, request, context):
         return status_to_proto(self._core.rebuild(request.context, caller=caller_of(context),
                                                   deadline=deadline_of(context)))
-
-    # -- server-side jobs (shared/jobs.py) ----------------------------------------------------
-    @rpc_boundary
-    def StartJob(self, request, context):
-        return job_message(self._jobs.start(request.kind, request.context,
-                                            caller_of(context)))
-
-    @rpc_boundary
-    def GetJob(self, request, context):
-        return job_message(self._jobs.get(request.id, caller_of(context)))
-
-    @rpc_boundary
-    def ListJobs(self, request, context):
-        return job_list(self._jobs.list(caller_of(context), request.context))
-
-    @rpc_boundary
-    def CancelJob(self, request, context):
-        return job_message(self._jobs.cancel(request.id, caller_of(context)))
-

@@ -10,12 +10,12 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
 from morphz.shared.grpc_errors import rpc_boundary
-from morphz.shared.job_messages import job_list, job_message
+from morphz.shared.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
 from morphz.shared.values import ContextName
 
 
-class TransactionServicer(pb_grpc.TransactionServiceServicer):
+class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
     def __init__(self, core: TransactionCore, jobs: JobRunner) -> None:
         """`jobs`: the audits and rebuilds run as server-side jobs (transaction/jobs.py)."""
         self._core = core
@@ -121,23 +121,6 @@ class TransactionServicer(pb_grpc.TransactionServiceServicer):
         return result_to_proto(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)
 
-    # -- server-side jobs (shared/jobs.py) ----------------------------------------------------
-    @rpc_boundary
-    def StartJob(self, request, context):
-        return job_message(self._jobs.start(request.kind, request.context,
-                                            caller_of(context)))
-
-    @rpc_boundary
-    def GetJob(self, request, context):
-        return job_message(self._jobs.get(request.id, caller_of(context)))
-
-    @rpc_boundary
-    def ListJobs(self, request, context):
-        return job_list(self._jobs.list(caller_of(context), request.context))
-
-    @rpc_boundary
-    def CancelJob(self, request, context):
-        return job_message(self._jobs.cancel(request.id, caller_of(context)))
 
 
 def _context(request) -> ContextName:
