@@ -592,13 +592,16 @@ def test_conc_dur_model_based_transactions_match_reference_model(model_client):
     # The run must have exercised what it claims to check. A conflict with a rollback is
     # rare in the walk (14 of ~1,900 steps; 0 in one CI run: the walk is not the same every
     # run) and the directed sequences below assert it by construction (their "by" checks).
+    # So is a restore-session that commits (it needs a retired session and the exact
+    # version: 17 in one walk, 0 in another when other test files ran first in the same
+    # worker); `session_attention` below commits two by construction.
     for what in ("tx committed", "tx rebased", "tx replayed", "tx rejected: TX_CONFLICT",
                  "tx rejected: TX_CONFLICT (window)",
                  "tx rejected: IDEMPOTENCY_MISMATCH", "tx rejected: EXACT_VERSION_REQUIRED",
                  "tx retired a frame by the successor rule",
                  "activation retired a frame (window over)", "input appended: message",
                  "input appended: action", "input appended: tool-result (a call's result)",
-                 *(f"op committed: {kind}" for kind in OP_KINDS)):
+                 *(f"op committed: {kind}" for kind in OP_KINDS if kind != "restore-session")):
         assert STATS[what] > 0, (what, STATS)
 
 
