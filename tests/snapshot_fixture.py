@@ -39,8 +39,8 @@ def compile_all(path: str) -> dict[str, bytes]:
     try:
         tx.create_context("c", caller=ME)
         a = tx.append_event("c", "s1", "user-message", "ship v1 ✓ once tests pass",
-                            caller=ME)["ref"]
-        big = tx.append_event("c", "s1", "tool-result", "line é\n" * 2000, caller=ME)["ref"]
+                            caller=ME).ref
+        big = tx.append_event("c", "s1", "tool-result", "line é\n" * 2000, caller=ME).ref
         tx.append_event("c", "s1", "tool-result", "token abc", secret=True, caller=ME)
         tx.append_event("c", "s2", "user-message", "other session", caller=ME)
         tx.commit("c", f'(context-tx (base-version 0) (create release (goal "ship ✓") '

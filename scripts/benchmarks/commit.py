@@ -573,7 +573,7 @@ def measure_core(args, tmp: str) -> dict:
         core.create_context("core", caller=IN_PROCESS_CALLER)
         frames = [f"w0-f{j}" for j in range(OPS_PER_TX)]
         base = core.commit("core", tx_text(0, frames, "create", 0),
-                           caller=IN_PROCESS_CALLER)["revision"]
+                           caller=IN_PROCESS_CALLER).revision
         lat, cpu, i = [], 0.0, 0
         t_end = time.perf_counter() + args.warmup + args.seconds
         with Progress("transaction core in-process", args.warmup + args.seconds):

@@ -108,7 +108,7 @@ class Bench:
             self.store.close()
 
     def commit(self, ctx: str, ops: str, reason: str = "") -> None:
-        rev = self.tx.status(ctx, caller=IN_PROCESS_CALLER)["revision"]
+        rev = self.tx.status(ctx, caller=IN_PROCESS_CALLER).revision
         r = f' (reason "{reason}")' if reason else ""
         self.tx.commit(ctx, f"(context-tx (base-version {rev}){r} {ops})",
                        caller=IN_PROCESS_CALLER)
@@ -130,18 +130,18 @@ class Bench:
 
     def grow(self, ctx: str, target: int) -> None:
         """Append digested tool results until the history holds `target` events."""
-        have = self.tx.status(ctx, caller=IN_PROCESS_CALLER)["event_count"]
+        have = self.tx.status(ctx, caller=IN_PROCESS_CALLER).event_count
         batch: list[str] = []
         t0, last = time.perf_counter(), 0.0
         while have < target:
             r = self.tx.append_event(ctx, BULK, "tool-result", f"bulk log {have}: ok",
                                      caller=IN_PROCESS_CALLER)
-            batch.append(r["ref"])
+            batch.append(r.ref)
             have += 1
             if len(batch) == RETIRE_PER_TX or have >= target:
                 if not self.args.unclaimed:  # an activation claims them, then delivers
                     act = self.tx.activate(ctx, BULK, caller=IN_PROCESS_CALLER)
-                    self.tx.deliver(ctx, act["id"], caller=IN_PROCESS_CALLER)
+                    self.tx.deliver(ctx, act.id, caller=IN_PROCESS_CALLER)
                     have += 2
                 self.commit(ctx, f"(retire {' '.join(batch)})", reason="digested")
                 have += 1  # the retire transaction is an event too
@@ -250,8 +250,8 @@ def main() -> int:
             for n, ctx in ctxs.items():
                 g = got[ctx]
                 rows.append({"frames": frames, "events": n,
-                             "history": bench.tx.status(ctx, caller=IN_PROCESS_CALLER)[
-                                 "event_count"],
+                             "history": bench.tx.status(
+                                 ctx, caller=IN_PROCESS_CALLER).event_count,
                              "p50": statistics.median(g["wall"]),
                              "p99": percentile(g["wall"], 99),
                              "cpu": statistics.median(g["cpu"]), "bytes": g["bytes"],

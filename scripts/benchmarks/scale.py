@@ -66,17 +66,17 @@ def fill_events(core: TransactionCore, context: str, events: int) -> None:
     which would make the fill quadratic in the history."""
     core.create_context(context, caller=CALLER)
     status = core.status(context, caller=CALLER)
-    count, revision = status["event_count"], status["revision"]
+    count, revision = status.event_count, status.revision
     with Progress(f"writing {events:,} events", events / 2000):
         while count < events:
             batch = count
             for i in range(99):
                 count = core.append_event(context, "s1", "user-message",
                                           f"input {i} about release {i % 7}",
-                                          caller=CALLER)["seq"] + 1
+                                          caller=CALLER).seq + 1
             revision = core.commit(context, f"(context-tx (base-version {revision}) "
                                    f"(create n{batch} (note digest)))",
-                                   caller=CALLER)["revision"]
+                                   caller=CALLER).revision
             count += 1
 
 
@@ -87,7 +87,7 @@ def bare_read(store: LmdbStore, context: str) -> int:
 
 def measure_replays(core: TransactionCore, store: LmdbStore, context: str,
                     samples: int) -> dict:
-    events = core.status(context, caller=CALLER)["event_count"]
+    events = core.status(context, caller=CALLER).event_count
     row = {"events": events}
     for name, fn in (("bare read", lambda: bare_read(store, context)),
                      ("audit", lambda: core.audit(context, caller=CALLER)),
@@ -106,14 +106,14 @@ def fill_frames(core: TransactionCore, context: str, frames: int) -> None:
     revision = 0
     for start in range(0, frames, 10_000):
         text = creates(min(10_000, frames - start), f"g{start}", revision)
-        revision = core.commit(context, text, caller=CALLER)["revision"]
+        revision = core.commit(context, text, caller=CALLER).revision
 
 
 def list_in_pages(core: TransactionCore, context: str) -> None:
     cursor = ""
     while True:
         cursor = core.list_frames(context, max_bytes=64 << 10, cursor=cursor,
-                                  caller=CALLER)["next_cursor"]
+                                  caller=CALLER).next_cursor
         if not cursor:
             return
 

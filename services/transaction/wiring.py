@@ -9,7 +9,7 @@ from typing import Callable, Optional
 import grpc
 
 from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
-from morphz.services.transaction.client import TransactionClient
+from morphz.services.transaction.remote import RemoteTransactions
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.jobs import transaction_jobs
@@ -58,7 +58,9 @@ def startup_check(core: TransactionCore) -> list[str]:
     return problems
 
 
-def connect(channel: grpc.Channel, reach: Callable[[str], grpc.Channel]) -> TransactionClient:
-    """The transaction service at the other end of `channel`; writes follow NOT_OWNER
-    redirects to the context's owner, reached through `reach(address)`."""
-    return TransactionClient(channel, connect=reach)
+def connect(channel: grpc.Channel,
+            reach: Callable[[str], grpc.Channel]) -> RemoteTransactions:
+    """The transaction service at the other end of `channel`, answering as the core
+    does; writes follow NOT_OWNER redirects to the context's owner, reached through
+    `reach(address)`."""
+    return RemoteTransactions(channel, connect=reach)

@@ -279,7 +279,7 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)
     assert core.inspect("c", caller=IN_PROCESS_CALLER).documents == \
-        tx.status("c", caller=IN_PROCESS_CALLER)["event_count"]
+        tx.status("c", caller=IN_PROCESS_CALLER).event_count
     store.close()
 
 

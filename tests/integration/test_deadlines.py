@@ -64,21 +64,21 @@ def test_sec_07_audit_stops_mid_history_at_its_deadline(core):
                   deadline=after_checks(EVENTS // 2))
     assert err.status.value == "DEADLINE_EXCEEDED"
     stopped("CANCELLED", core.audit, "c", caller=CALLER, deadline=CANCELLED)
-    assert core.audit("c", caller=CALLER)["match"]  # without one it runs through
+    assert core.audit("c", caller=CALLER).match  # without one it runs through
 
 
 def test_sec_07_rebuild_past_its_deadline_writes_nothing(core, store):
     status = core.status("c", caller=CALLER)
-    before = status["commit_seq"]
+    before = status.commit_seq
     # Mid-replay, and at the check after the replay (one per event before it).
-    for late in (after_checks(EVENTS // 2), after_checks(status["event_count"]), CANCELLED):
+    for late in (after_checks(EVENTS // 2), after_checks(status.event_count), CANCELLED):
         stopped(late.cancelled() and "CANCELLED" or "DEADLINE_EXCEEDED",
                 core.rebuild_projections, "c", caller=CALLER, deadline=late)
-        assert core.status("c", caller=CALLER)["commit_seq"] == before
+        assert core.status("c", caller=CALLER).commit_seq == before
 
 
 def test_sec_07_a_listing_stops_at_its_deadline(core):
-    assert len(core.list_frames("c", caller=CALLER)["frames"]) == 2
+    assert len(core.list_frames("c", caller=CALLER).frames) == 2
     stopped("DEADLINE_EXCEEDED", core.list_frames, "c", caller=CALLER,
             deadline=after_checks(1))
     stopped("CANCELLED", core.list_frames, "c", caller=CALLER, deadline=CANCELLED)
@@ -86,11 +86,11 @@ def test_sec_07_a_listing_stops_at_its_deadline(core):
 
 def test_sec_07_compile_past_its_deadline_claims_and_writes_nothing(core, store):
     enc = EncodingCore(store, core)
-    before = core.status("c", caller=CALLER)["commit_seq"]
+    before = core.status("c", caller=CALLER).commit_seq
     stopped("DEADLINE_EXCEEDED", enc.compile, "c", "s1", caller=CALLER,
             deadline=after_checks(0))
     stopped("CANCELLED", enc.compile, "c", "s1", caller=CALLER, deadline=CANCELLED)
-    assert core.status("c", caller=CALLER)["commit_seq"] == before  # no activation claimed
+    assert core.status("c", caller=CALLER).commit_seq == before  # no activation claimed
 
 
 def test_sec_07_traversal_stops_at_its_deadline(core, store, tmp_path):
@@ -204,4 +204,4 @@ def test_sec_07_commit_past_its_deadline_is_not_submitted(core):
     stopped("CANCELLED", core.commit, "c", big, caller=CALLER, deadline=deadline)
     assert checks[0] == 2
     assert core.status("c", caller=CALLER) == before
-    assert core.commit("c", big, caller=CALLER)["revision"] == before["revision"] + 1
+    assert core.commit("c", big, caller=CALLER).revision == before.revision + 1

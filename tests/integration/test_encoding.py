@@ -397,13 +397,13 @@ def test_dist_05_a_compile_over_the_storage_service_reads_its_scans_in_one_round
     with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
-        ref = tx.append_event("c", "s1", "tool-result", "120 tests passed", caller=ME)["ref"]
+        ref = tx.append_event("c", "s1", "tool-result", "120 tests passed", caller=ME).ref
         tx.commit("c", "(context-tx (base-version 0) (create release (goal ship-v1)))",
                   caller=ME)
-        base = tx.status("c", caller=ME)["revision"]
+        base = tx.status("c", caller=ME).revision
         tx.commit("c", RELEASE_TX.format(base=base, ref=ref), caller=ME)
         tx.append_event("c", "s1", "user-message", "and the changelog?", caller=ME)
-        act = tx.activate("c", "s1", caller=ME)["id"]
+        act = tx.activate("c", "s1", caller=ME).id
 
         def clock():
             return datetime(2026, 12, 1, tzinfo=timezone.utc)

@@ -113,12 +113,12 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
         remote = TransactionCore(StorageClient(channel, timeout=30))
         count.calls.clear()
         there = remote.list_frames("c", caller=ME)
-        assert there == here and len(there["frames"]) == 100
-        assert all(f["relations"] for f in there["frames"])
+        assert there == here and len(there.frames) == 100
+        assert all(f.relations for f in there.frames)
         assert len(count.calls) <= 20, count.calls
         count.calls.clear()
         pages = _remote_pages(remote, 2000)
-        assert [f for page in pages for f in page["frames"]] == here["frames"]
+        assert [f for page in pages for f in page.frames] == list(here.frames)
         assert len(pages) > 10 and len(count.calls) <= 6 * len(pages), count.calls
         # Frames the order does not name (a damaged projection) come last, by id, found
         # by their keys: the placed frames' bodies are not read again.
@@ -129,9 +129,9 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
         app.store.commit("c", seq, [w for fid in unplace for w in (
             Write("order_rank", (fid,), None), Write("order", (int(ranked[fid]),), None))])
         here = tx.list_frames("c", caller=ME)
-        assert [f["id"] for f in here["frames"]][-3:] == sorted(unplace)
+        assert [f.id for f in here.frames][-3:] == sorted(unplace)
         with app.store.reader("c") as r:  # the order an encoding reads, all at once
-            assert [f["id"] for f in here["frames"]] == \
+            assert [f.id for f in here.frames] == \
                 [fid for fid, _ in MindView(r).frame_rows_in_order()]
         count.calls.clear()
         assert remote.list_frames("c", caller=ME) == here
@@ -139,15 +139,15 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
         assert "Scan:frames" not in count.calls and len(count.calls) <= 21, count.calls
         assert count.calls.count("Scan:frames(keys)") == 1
         assert count.calls.count("Scan:order_rank(keys)") == 1
-        assert [f for page in _remote_pages(remote, 2000) for f in page["frames"]] == \
-            here["frames"]
+        assert [f for page in _remote_pages(remote, 2000) for f in page.frames] == \
+            list(here.frames)
 
 
 def _remote_pages(core: TransactionCore, max_bytes: int) -> list[dict]:
     out, cursor = [], ""
     while True:
         out.append(core.list_frames("c", max_bytes=max_bytes, cursor=cursor, caller=ME))
-        cursor = out[-1]["next_cursor"]
+        cursor = out[-1].next_cursor
         if not cursor:
             return out
 
@@ -207,17 +207,17 @@ def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path)
         creates = " ".join(f"(create f{i:03d} (n {i}))" for i in range(300))
         core.commit("c", f"(context-tx (base-version 0) {creates} (place f299 first))",
                     caller=ME)
-        whole = core.list_frames("c", caller=ME)["frames"]
+        whole = list(core.list_frames("c", caller=ME).frames)
         listed, cursor, order_rows = [], "", []
         while True:
             counting.counts.clear()
             page = core.list_frames("c", max_bytes=1, cursor=cursor, caller=ME)
             order_rows.append(counting.counts.get("order", 0))
-            listed += page["frames"]
-            cursor = page["next_cursor"]
+            listed += page.frames
+            cursor = page.next_cursor
             if not cursor:
                 break
-        assert listed == whole and listed[0]["id"] == "f299" and len(listed) == 300
+        assert listed == whole and listed[0].id == "f299" and len(listed) == 300
         assert max(order_rows) <= frame_pages.BATCH + 1, order_rows
     finally:
         store.close()

@@ -80,7 +80,7 @@ def test_sec_03_fuzzed_event_bodies_are_stored_rendered_indexed_and_searched(tmp
                     recall.search(c, query)
                 except MorphzError as e:  # a query with no searchable words, say
                     assert e.reason != "INTERNAL", (query, e)
-            assert core.audit(c, caller=caller)["match"]
+            assert core.audit(c, caller=caller).match
         print(f"{CASES} bodies: {CASES - refused} stored, {refused} refused")
         assert len(bodies) > CASES // 2 and compiled
     finally:

@@ -28,12 +28,12 @@ def tx(base, op, n):
     return f"(context-tx (base-version {base}) {body})"
 
 def loop():
-    base = core.commit("c", tx(0, "create", 0), caller=CALLER)["revision"]
+    base = core.commit("c", tx(0, "create", 0), caller=CALLER).revision
     for i in range(100):  # warm: caches, heaps
-        base = core.commit("c", tx(base, "revise", i), caller=CALLER)["revision"]
+        base = core.commit("c", tx(base, "revise", i), caller=CALLER).revision
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for i in range(200):
-        base = core.commit("c", tx(base, "revise", 1000 + i), caller=CALLER)["revision"]
+        base = core.commit("c", tx(base, "revise", 1000 + i), caller=CALLER).revision
     print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 200)
 
 t = threading.Thread(target=loop)

@@ -53,7 +53,7 @@ def test_dist_05_owner_cache_a_warm_commit_is_one_storage_rpc(storage):
     for n in range(2, 22):
         receipt = core.commit("c", revise_all(n, frames, n), caller=ME)
     assert count.calls == ["Commit"] * 20  # no Get, Scan or snapshot: all cached
-    assert receipt["revision"] == 22
+    assert receipt.revision == 22
     # What the cache answered from is what the store holds.
     with client.reader("c") as r:
         assert cache.cached("c") == r.commit_seq
@@ -69,7 +69,7 @@ def test_dist_05_owner_cache_another_writers_commit_is_never_hidden(storage):
     other.commit("c", tx(1, "(revise f (x 2))"), caller=ME)        # revision 2, unseen
     stale = cache.cached("c")
     r = owner.commit("c", tx(2, "(create h (of f))"), caller=ME)   # refused, then redone
-    assert r["revision"] == 3
+    assert r.revision == 3
     assert frame_body(client, "c", "f") == "(x 2)"
     assert cache.cached("c") is None  # the stale rows are gone...
     owner.commit("c", tx(3, "(revise h (of f) (seen))"), caller=ME)
@@ -87,7 +87,7 @@ def test_dist_05_owner_cache_a_refusal_on_cached_rows_is_checked_against_the_sto
     assert info.value.reason == "FRAME_NOT_FOUND"  # and g is cached as absent
     other.commit("c", tx(0, "(create g (x 0))"), caller=ME)
     r = owner.commit("c", tx(1, "(revise g (x 1))"), caller=ME)
-    assert r["results"][0]["outcome"] == "revised"
+    assert r.results[0].outcome == "revised"
     assert frame_body(client, "c", "g") == "(x 1)"
 
 
@@ -102,12 +102,12 @@ def test_dist_05_owner_cache_pipelined_commits_of_one_context_stay_consistent(st
 
     def writer(k: int) -> None:
         try:
-            base = core.commit("c", tx(0, f"(create w{k}-0 (n 0))"), caller=ME)["revision"]
+            base = core.commit("c", tx(0, f"(create w{k}-0 (n 0))"), caller=ME).revision
             for n in range(1, each):  # based on its own last receipt: rebased by the core
                 r = core.commit("c", tx(base, f"(revise w{k}-0 (n {n})) "
                                               f"(create w{k}-{n} (n {n}))"), caller=ME)
-                revisions.append(r["revision"])
-                base = r["revision"]
+                revisions.append(r.revision)
+                base = r.revision
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
     ts = [threading.Thread(target=writer, args=(k,)) for k in range(threads)]
@@ -117,7 +117,7 @@ def test_dist_05_owner_cache_pipelined_commits_of_one_context_stay_consistent(st
         t.join(60)
     assert errors == []
     assert len(set(revisions)) == len(revisions) == threads * (each - 1)
-    assert core.audit("c", caller=ME)["match"]
+    assert core.audit("c", caller=ME).match
     for k in range(threads):
         assert frame_body(client, "c", f"w{k}-0") == f"(n {each - 1})"
     assert count.methods().count("Commit") >= threads * each  # each commit went to the store
@@ -160,7 +160,7 @@ def test_dist_05_owner_cache_a_refusal_the_store_confirms_keeps_the_cache(storag
     assert info.value.reason == "FRAME_EXISTS"
     assert cache.cached("c") == 3  # kept: the store's rows said the same
     count.calls.clear()
-    assert core.commit("c", tx(2, "(revise f (x 3))"), caller=ME)["revision"] == 3
+    assert core.commit("c", tx(2, "(revise f (x 3))"), caller=ME).revision == 3
     assert count.calls == ["Commit"]
 
 
@@ -259,9 +259,9 @@ def test_owner_cache_does_not_grow_with_the_history(tmp_path):
         held.append(cache.held("c"))
     assert held[9] == held[-1] < 60, held  # steady after 10 commits (it grew ~7 a commit)
     ref = core.append_event("c", "s", "tool-result", "the disk is full",
-                            caller=ME)["ref"]
+                            caller=ME).ref
     receipt = core.commit("c", tx(41, f"(derive cause (from {ref}) (v disk))"), caller=ME)
-    assert receipt["revision"] == 42
+    assert receipt.revision == 42
     with store.reader("c") as r:
         assert MindState(r).frame("cause").sources == [ref]
         assert cache.cached("c") == r.commit_seq

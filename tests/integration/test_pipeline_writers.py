@@ -134,6 +134,6 @@ def test_dist_05_a_pipelined_commit_never_lands_on_another_writers_version(tmp_p
             assert frames == ["a", "b"]
             assert meta.revision == len(txs) == 2  # no transaction counted that never was
             assert [e.seq for e in m.events()] == list(range(meta.next_seq))
-        assert mine.audit("c", caller=ME)["match"]
+        assert mine.audit("c", caller=ME).match
     finally:
         store.close()

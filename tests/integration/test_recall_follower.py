@@ -234,10 +234,10 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
     with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
-        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
+        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME).ref
                 for i in range(3)]
         rev = tx.commit("c", f'(context-tx (base-version 0) (reason "seen") (retire {refs[0]}))',
-                        caller=ME)["revision"]
+                        caller=ME).revision
         client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
@@ -264,7 +264,7 @@ def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_agai
     with storage_service(tmp_path / "server") as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)
-        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME)["ref"]
+        refs = [tx.append_event("c", "s1", "user-message", f"lantern {i}", caller=ME).ref
                 for i in range(3)]
         client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))

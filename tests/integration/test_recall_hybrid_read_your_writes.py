@@ -38,7 +38,7 @@ def test_recall_13_a_search_with_the_vector_leg_sees_its_writes_in_both_legs(sta
     tx.create_context("c", caller=ME)
     written = [tx.append_event("c", "s1", "user-message", f"lantern note {i}", caller=ME)
                for i in range(30)]
-    last = written[-1]["commit_seq"]
+    last = written[-1].commit_seq
     reply = core.search("c", "lantern note", limit=10, mode=mode, min_commit_seq=last,
                         caller=ME)
     assert reply.unclosed_lag == 0 and reply.index_position >= last
@@ -48,19 +48,19 @@ def test_recall_13_a_search_with_the_vector_leg_sees_its_writes_in_both_legs(sta
     later = [tx.append_event("c", "s1", "user-message", "lantern note", caller=ME)
              for _ in range(3)]
     page = core.search("c", "lantern note", limit=10, mode=mode, cursor=reply.next_cursor,
-                       min_commit_seq=later[-1]["commit_seq"], caller=ME)
+                       min_commit_seq=later[-1].commit_seq, caller=ME)
     # Nothing indexed the later writes (no follower runs): the page did not wait for them.
     assert indexer.position("c") == page.index_position == reply.index_position
     assert indexer.vector_status("c", 0)["position"] == reply.vector_position
-    assert page.unclosed_lag == later[-1]["commit_seq"] - reply.index_position
+    assert page.unclosed_lag == later[-1].commit_seq - reply.index_position
     assert not set(refs(page)) & set(refs(reply))
-    assert not set(refs(page)) & {e["ref"] for e in later}
+    assert not set(refs(page)) & {e.ref for e in later}
 
 
 def test_recall_13_the_default_mode_on_an_unbegun_vector_leg_waits_for_the_lexical_only(stack):
     tx, indexer, core = stack
     tx.create_context("c", caller=ME)
-    last = tx.append_event("c", "s1", "user-message", "lantern", caller=ME)["commit_seq"]
+    last = tx.append_event("c", "s1", "user-message", "lantern", caller=ME).commit_seq
     reply = core.search("c", "lantern", min_commit_seq=last, caller=ME)
     assert reply.unclosed_lag == 0 and reply.results
     assert reply.results[0].vector_rank is None  # answered lexically, as it may

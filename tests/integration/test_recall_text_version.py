@@ -45,7 +45,7 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     tx = TransactionCore(store)
     tx.create_context("c", caller=ME)
     notes = {tx.append_event("c", "s1", "tool-result", f"incident report {i}",
-                             caller=ME)["ref"] for i in range(5)}
+                             caller=ME).ref for i in range(5)}
     seen = tx.append_event("c", "s1", "recall", json.dumps(
         {"recall": "search", "reply": {"results": ["incident report 3"]}}),
         actor="recall", caller=SERVICE_CALLER)
@@ -54,10 +54,10 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     # What the index held before: the observation indexed, and no text_version.
     idx = old.index("c")
     with store.reader("c") as reader:
-        ev = MindState(reader).event(seen["seq"])
+        ev = MindState(reader).event(seen.seq)
     meta = {k: v for k, v in idx.snapshot()[1].items() if k != "text_version"}
     idx.apply([event_doc(ev)], meta)
-    held = Query(terms=["incident"], keys=[event_key(seen["seq"])])
+    held = Query(terms=["incident"], keys=[event_key(seen.seq)])
     assert idx.search(idx.snapshot()[0], held, 0, 10)  # the older index holds it
 
     # A restarted recall process opens it.
@@ -65,7 +65,7 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     core = RecallCore(store, tx, indexer)
     for mode in ("lexical", "hybrid"):  # whether the rebuild has swapped in yet or not
         reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
-        assert seen["ref"] not in refs(reply) and notes <= refs(reply), mode
+        assert seen.ref not in refs(reply) and notes <= refs(reply), mode
 
     def rebuilt() -> bool:
         meta = indexer.index("c").snapshot()[1]
@@ -74,11 +74,11 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     until(rebuilt, what="the index of older texts was not rebuilt")
     idx = indexer.index("c")
     assert not idx.search(idx.snapshot()[0], held, 0, 10)  # gone from the index itself
-    until(lambda: indexer.vector_status("c", seen["commit_seq"])["lag"] == 0)
+    until(lambda: indexer.vector_status("c", seen.commit_seq)["lag"] == 0)
     assert indexer.leg_current(idx.vectors)
     for mode in ("lexical", "vector", "hybrid"):
         reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
-        assert seen["ref"] not in refs(reply), mode
+        assert seen.ref not in refs(reply), mode
     assert notes <= refs(core.search("c", "incident", limit=100, caller=ME))
 
 

@@ -102,7 +102,7 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
     with recall_stack(tmp_path, GatedEmbedder(gate)) as (tx, indexer, core):
         tx.create_context("c", caller=ME)
         first = [tx.append_event("c", "s1", "user-message", f"lantern note {i}",
-                                 caller=ME)["ref"] for i in range(5)]
+                                 caller=ME).ref for i in range(5)]
         # The lexical leg catches up while the embedder is blocked in the worker.
         until(lambda: embedded(gate) > 0, what="the worker never began embedding")
         until(lambda: core.inspect("c", caller=ME).lag == 0)
@@ -110,7 +110,7 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         # Appends (commits) and lexical searches complete while the embedder waits.
         started = time.monotonic()
         more = [tx.append_event("c", "s1", "user-message", "lantern moved to the shed",
-                                caller=ME)["ref"] for _ in range(3)]  # one text, thrice
+                                caller=ME).ref for _ in range(3)]  # one text, thrice
         until(lambda: core.inspect("c", caller=ME).lag == 0)
         assert refs(core.search("c", "shed", caller=ME)) == set(more)
         # The gate stays shut (it opens below): had anything waited for it, this would

@@ -82,7 +82,7 @@ def test_dist_05_mind_reads_through_remote_readers_stay_on_one_version(server, e
                     _check_view(m, ctx)
                 status = remote.status(ctx,
                                        caller=IN_PROCESS_CALLER)  # the core's own read path, remote
-                assert status["frames_by_state"][R.ACTIVE] == status["revision"]
+                assert status.frames_by_state[R.ACTIVE] == status.revision
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 

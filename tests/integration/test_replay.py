@@ -36,15 +36,15 @@ def _history(core: TransactionCore) -> None:
     def tx(base: int, ops: str, reason: str = "", **kw) -> int:
         why = f' (reason "{reason}")' if reason else ""
         return core.commit(CTX, f"(context-tx (base-version {base}){why} {ops})",
-                           caller=CALLER, **kw)["revision"]
+                           caller=CALLER, **kw).revision
     rev = tx(0, "(create a (v 1)) (create b (v 2)) (create c (v 3))")
     seen = core.append_event(CTX, "s1", "user-message", "look at this", caller=CALLER)
     act = core.activate(CTX, "s1", caller=CALLER)
-    rev = tx(rev, f"(derive d (from {seen['ref']}) (saw it)) (relate d supports a) "
+    rev = tx(rev, f"(derive d (from {seen.ref}) (saw it)) (relate d supports a) "
              f"(checkpoint cp) (place c first) (retire b)", reason="done")
-    core.append_event(CTX, "s1", "action", "call the tool", activation=act["id"],
+    core.append_event(CTX, "s1", "action", "call the tool", activation=act.id,
                       caller=CALLER)
-    core.deliver(CTX, act["id"], caller=CALLER)
+    core.deliver(CTX, act.id, caller=CALLER)
     core.append_event(CTX, "s2", "message", "hello", target_session="s1", caller=CALLER)
     core.append_event(CTX, "s1", "tool-result", "a result", caller=CALLER)
     core.activate(CTX, "s1", caller=CALLER)  # the window runs out: b retires
@@ -97,7 +97,7 @@ def test_audit_01_replay_equals_one_candidate_mind_per_event(history, monkeypatc
     assert stored == want
     assert from_history == want and read_back  # the reducer read some events again
     assert want == actual  # and the history as committed
-    assert core.audit(CTX, caller=CALLER)["match"]
+    assert core.audit(CTX, caller=CALLER).match
 
 
 def test_audit_01_one_walk_of_the_history_judges_the_chain_and_a_store_failure_is_raised(
@@ -110,9 +110,9 @@ def test_audit_01_one_walk_of_the_history_judges_the_chain_and_a_store_failure_i
     store, _ = history
     with store.reader(CTX) as reader:
         report = rp.audit_report(CTX, MindState(reader))
-    assert report["match"] and report["events_replayed"] > 12
+    assert report.match and report.events_replayed > 12
     # every event but the first carries its link, and every link holds
-    assert report["chain"] == {"match": True, "checked": report["events_replayed"] - 1,
+    assert report.chain.plain() == {"match": True, "checked": report.events_replayed - 1,
                                "first_broken": "", "problem": ""}
 
     class FailsPartway(MindState):

@@ -36,7 +36,7 @@ def parts(tmp_path):
 
 
 def _commit(tx, ops: str, reason: str = "") -> None:
-    rev = tx.status("c", caller=CALLER)["revision"]
+    rev = tx.status("c", caller=CALLER).revision
     r = f' (reason "{reason}")' if reason else ""
     tx.commit("c", f"(context-tx (base-version {rev}){r} {ops})", caller=CALLER)
 
@@ -60,7 +60,7 @@ def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
     _commit(tx, " ".join(f'(create f{i} (goal "keep {i} ✓") (n {i}))' for i in range(40)))
     _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
     refs = [tx.append_event("c", "s1", "tool-result", f"output {i} ✓ " + "line " * 1000 * i,
-                            secret=i == 3, caller=CALLER)["ref"]
+                            secret=i == 3, caller=CALLER).ref
             for i in range(4)]  # inbox events: long ones shown as previews, one secret
     cache = RowCache()
     warm, cold_ids = _engine(store, tx, "warm", cache), itertools.count()
@@ -73,7 +73,7 @@ def test_asm_03_a_warm_row_cache_renders_the_bytes_a_cold_one_does(parts):
     for i, step in enumerate([""] + steps):
         if step:
             _commit(tx, step, reason="step")
-        act = tx.activate("c", "s1", caller=CALLER)["id"]
+        act = tx.activate("c", "s1", caller=CALLER).id
         for reveal, ask in itertools.product((False, True, False), asks):
             scope = Scope(reveal_secrets=True) if reveal else None
             cached = len(cache)
@@ -101,7 +101,7 @@ def test_sec_04_a_frame_revealed_once_stays_redacted_for_a_compile_that_does_not
     _commit(tx, f'(create db (host "h") (password (secret "{SECRET}")))')
     cache = RowCache()
     enc = _engine(store, tx, "enc", cache)
-    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    act = tx.activate("c", "s1", caller=CALLER).id
     revealed, _ = _compile(enc, store, act, scope=Scope(reveal_secrets=True))
     assert SECRET in revealed["text"] and len(cache) == 2  # the frame's row, the event's
     plain, raw = _compile(enc, store, act)
@@ -114,9 +114,9 @@ def test_sec_04_an_event_revealed_once_stays_redacted_for_a_compile_that_does_no
         parts):
     store, tx = parts
     ref = tx.append_event("c", "s1", "tool-result", f"token {SECRET}", secret=True,
-                          caller=CALLER)["ref"]
+                          caller=CALLER).ref
     enc = _engine(store, tx, "enc", RowCache())
-    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    act = tx.activate("c", "s1", caller=CALLER).id
     revealed, _ = _compile(enc, store, act, scope=Scope(reveal_secrets=True))
     plain, raw = _compile(enc, store, act)
     assert SECRET in revealed["text"] and SECRET not in plain["text"]
@@ -155,7 +155,7 @@ def test_an_event_shown_whole_keeps_one_inbox_item_at_any_preview_size(parts):
     store, tx = parts
     cache = RowCache()
     enc = _engine(store, tx, "enc", cache)
-    act = tx.activate("c", "s1", caller=CALLER)["id"]
+    act = tx.activate("c", "s1", caller=CALLER).id
     for size in (64, 128, 256, 512, 1024):
         _compile(enc, store, act, preview_bytes=size)
     with store.reader("c") as r:

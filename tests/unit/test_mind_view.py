@@ -27,10 +27,10 @@ def test_recall_04_an_event_is_found_by_its_ref_or_full_id_and_nothing_else(tx):
     core, store = tx
     e = core.append_event("c", "s1", "user-message", "hello", caller=IN_PROCESS_CALLER)
     m = view(store)
-    assert m.event_by_ref(e["ref"]).text == m.event_by_ref(e["id"]).text == "hello"
+    assert m.event_by_ref(e.ref).text == m.event_by_ref(e.id).text == "hello"
     assert m.event_by_ref("@e99") is None and m.event_by_ref("no-such-id") is None
-    assert m.event_dicts([e["seq"], 99]) == {e["seq"]: m.event_dicts([e["seq"]])[e["seq"]]}
-    assert m.event_dicts([e["seq"]])[e["seq"]]["text"] == "hello"
+    assert m.event_dicts([e.seq, 99]) == {e.seq: m.event_dicts([e.seq])[e.seq]}
+    assert m.event_dicts([e.seq])[e.seq]["text"] == "hello"
 
 
 def test_recall_01_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_transactions(
@@ -41,10 +41,10 @@ def test_recall_01_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_tr
 
     core, store = tx
     seqs = [core.append_event("c", "s1", "tool-result", f"report {i} " + "z" * (40 * i),
-                              caller=IN_PROCESS_CALLER)["seq"] for i in range(9)]
+                              caller=IN_PROCESS_CALLER).seq for i in range(9)]
     core.activate("c", "s1", caller=IN_PROCESS_CALLER)
     tx_seq = core.commit("c", "(context-tx (base-version 0) (create a (note " + "w " * 40
-                         + ")))", caller=IN_PROCESS_CALLER)["event_ref"]
+                         + ")))", caller=IN_PROCESS_CALLER).event_ref
     tx_seq = int(tx_seq[2:])
     whole = {s: view(store).event_dicts([s])[s] for s in seqs + [tx_seq]}
     monkeypatch.setattr(view_module, "_DECODE_BYTES", 300)  # groups of a few rows
@@ -59,11 +59,11 @@ def test_core_08_observation_state_follows_retirement(tx):
     core, store = tx
     e = core.append_event("c", "s1", "tool-result", "report", caller=IN_PROCESS_CALLER)
     core.activate("c", "s1", caller=IN_PROCESS_CALLER)
-    assert view(store).observation_state(e["seq"]) == "active"
+    assert view(store).observation_state(e.seq) == "active"
     assert view(store).observation_state(0) == ""  # context-created: a runtime event
-    core.commit("c", f'(context-tx (base-version 0) (reason "digested") (retire {e["ref"]}))',
+    core.commit("c", f'(context-tx (base-version 0) (reason "digested") (retire {e.ref}))',
                 caller=IN_PROCESS_CALLER)
-    assert view(store).observation_state(e["seq"]) == "retired"
+    assert view(store).observation_state(e.seq) == "retired"
 
 
 def test_core_18_frames_come_in_projection_order_with_checkpoints_and_roots(tx):
@@ -75,7 +75,7 @@ def test_core_18_frames_come_in_projection_order_with_checkpoints_and_roots(tx):
     m = view(store)
     assert [f.id for f in m.frames_in_order()] == ["a", "b"]
     assert m.checkpoint_revisions() == [["cp", 1]]
-    assert m.root_requests() == {ask["seq"]}
+    assert m.root_requests() == {ask.seq}
 
 
 def test_sec_03_a_snapshot_record_is_a_json_object_or_snapshot_corrupt(tx):

@@ -33,10 +33,10 @@ def test_conc_07_search_for_an_evaluation_pages_through_visible_hits_only(cores)
     for i in range(30):  # every third one is s1's, the rest another session's
         session = "s1" if i % 3 == 0 else "s2"
         ref = tx.append_event("c", session, "tool-result", f"incident report {i}",
-                              caller=IN_PROCESS_CALLER)["ref"]
+                              caller=IN_PROCESS_CALLER).ref
         if session == "s1":
             mine.append(ref)
-    evaluation = Evaluation("s1", tx.activate("c", "s1", caller=IN_PROCESS_CALLER)["id"])
+    evaluation = Evaluation("s1", tx.activate("c", "s1", caller=IN_PROCESS_CALLER).id)
     while indexer.catch_up("c"):
         pass
     everything = [h.ref for h in recall.search("c", "incident", limit=100,

@@ -121,7 +121,7 @@ def cores(tmp_path):
 
 
 def _recorded(tx, ref: str) -> dict:
-    return json.loads(tx.get_event("c", ref, caller=ME)["text"])
+    return json.loads(tx.get_event("c", ref, caller=ME).text)
 
 
 def test_recall_09_an_observation_records_each_reply_as_the_dict_replies_did(cores):
@@ -129,13 +129,13 @@ def test_recall_09_an_observation_records_each_reply_as_the_dict_replies_did(cor
     tx.create_context("c", caller=ME)
     note = tx.append_event("c", "s1", "user-message", "lantern in the shed", caller=ME)
     tx.commit("c", "(context-tx (base-version 0) (create a (goal \"a\")) "
-              f"(derive b (from a {note['ref']}) (goal \"b\")))", caller=ME)
+              f"(derive b (from a {note.ref}) (goal \"b\")))", caller=ME)
     while indexer.catch_up("c"):
         pass
 
     def evaluation() -> Evaluation:
-        return Evaluation("s1", tx.activate("c", "s1", caller=ME)["id"])
-    read = recall.read("c", note["ref"], evaluation=evaluation(), caller=ME)
+        return Evaluation("s1", tx.activate("c", "s1", caller=ME).id)
+    read = recall.read("c", note.ref, evaluation=evaluation(), caller=ME)
     assert read.observation_ref
     assert list(_recorded(tx, read.observation_ref)["reply"]) == [
         "kind", "ref", "id", "state", "time", "session", "event_kind", "revision",
@@ -146,10 +146,10 @@ def test_recall_09_an_observation_records_each_reply_as_the_dict_replies_did(cor
     reply = _recorded(tx, found.observation_ref)["reply"]
     assert list(reply) == ["results", "next_cursor", "index_position", "lag",
                            "unclosed_lag", "empty"]  # no vector leg in a lexical search
-    assert reply["results"][0]["ref"] == note["ref"] and "vector_rank" not in \
+    assert reply["results"][0]["ref"] == note.ref and "vector_rank" not in \
         reply["results"][0]
     walk = recall.traverse("c", "b", evaluation=evaluation(), caller=ME)
     reply = _recorded(tx, walk.observation_ref)["reply"]
     assert reply["edges"][0] == {"kind": "source", "from": "b", "to": "a", "name": "sources"}
-    assert reply["nodes"][0]["sources"] == ["a", note["ref"]]
-    assert recall.read("c", note["ref"], caller=ME).observation_ref == ""  # none recorded
+    assert reply["nodes"][0]["sources"] == ["a", note.ref]
+    assert recall.read("c", note.ref, caller=ME).observation_ref == ""  # none recorded

@@ -62,7 +62,7 @@ class EncodingCore:
         self._store = store
         self._row_cache = row_cache  # None: every compile decodes and renders anew
         self._write_snapshot = write_snapshot  # injected: the benchmark times it apart
-        self._tx = transactions  # TransactionCore or TransactionClient: same interface
+        self._tx = transactions  # TransactionCore, or RemoteTransactions: same answers
         self._clock = clock or (lambda: datetime.now().astimezone())
         self._new_id = new_id or (lambda: "enc-" + uuid.uuid4().hex[:20])
         self._tracer = tracer or NO_TRACING
@@ -121,7 +121,7 @@ class EncodingCore:
             else:
                 with self._tracer.start_as_current_span("encoding.claim"):
                     act_id = self._tx.activate(context, session,
-                                               caller=SERVICE_CALLER)["id"]
+                                               caller=SERVICE_CALLER).id
             def read(reader: Reader) -> tuple[R.Activation, Gathered]:
                 m = MindView(reader)
                 m.prefetch_activation(act_id)  # one trip

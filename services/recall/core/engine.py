@@ -63,6 +63,7 @@ Reply = TypeVar("Reply", SearchResult, ReadResult, TraverseResult)
 
 if TYPE_CHECKING:  # the runtime's part the core is handed (wiring.py builds it)
     from morphz.services.recall.runtime.indexer import Indexer
+    from morphz.services.transaction.core.results import AppendResult
 
 
 class RunsBeside(Protocol):
@@ -74,7 +75,7 @@ class RunsBeside(Protocol):
 class Transactions(Protocol):
     def append_event(self, context: str, session: str, kind: str, text: str, *,
                      request_id: str = "", actor: str = "", causal_refs=(),
-                     caller: Caller) -> dict: ...
+                     caller: Caller) -> AppendResult: ...
 
 
 class RecallCore:
@@ -137,7 +138,7 @@ class RecallCore:
                                "refs": _refs_of(plain)}, ensure_ascii=False)
         receipt = self._tx.append_event(context, evaluation.session, "recall", text,
                                         actor="recall", caller=SERVICE_CALLER)
-        return dataclasses.replace(reply, observation_ref=receipt["ref"])
+        return dataclasses.replace(reply, observation_ref=receipt.ref)
 
     # -- search ---------------------------------------------------------------------------
     def search(self, context: str, query: str = "", *, since: str = "", until: str = "",

@@ -1,10 +1,8 @@
 """What TransactionCore's entry points answer: frozen records, one per reply.
 
-The servicer turns them into protobuf (convert.py), the CLI into text or JSON. Each also
-reads as the read-only mapping of its reply's fields (`result["revision"]`, `dict(r)`,
-`r == {...}`), so code written against the dict replies these replaced reads them
-unchanged; an optional field (default None) left None is absent from that mapping, as
-from the reply message."""
+The servicer turns them into protobuf (convert.py), the CLI into text or JSON. Callers
+read their fields as attributes; `plain()` gives the reply's JSON-shaped form, where an
+optional field (default None) left None is absent, as from the reply message."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -34,27 +32,17 @@ def plain(value: Any) -> Any:
     return R.plain(value)  # a record's dataclass
 
 
-class Result(Mapping):
-    """Base of the result records: their fields, read as a mapping."""
+class Result:
+    """Base of the result records."""
     __slots__ = ()
 
     def plain(self) -> dict:
-        return {n: plain(getattr(self, n)) for n in self}
+        return {n: plain(getattr(self, n)) for n in self._present()}
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._fields():
-            raise KeyError(key)
-        v = getattr(self, key)
-        if v is None and key in self._optional():
-            raise KeyError(key)
-        return plain(v)
-
-    def __iter__(self) -> Iterator[str]:
+    def _present(self) -> Iterator[str]:
+        """The fields of the reply: all but the optional ones left None."""
         optional = self._optional()
         return (n for n in self._fields() if n not in optional or getattr(self, n) is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
     @classmethod
     def _fields(cls) -> tuple[str, ...]:
@@ -66,20 +54,17 @@ class Result(Mapping):
 
     @classmethod
     def _optional(cls) -> frozenset[str]:
-        """The fields absent from the mapping while None (those whose default is None)."""
+        """The fields absent from the plain form while None (those whose default is None)."""
         names = cls.__dict__.get("_optional_names")
         if names is None:
             names = frozenset(f.name for f in fields(cls) if f.default is None)
             type.__setattr__(cls, "_optional_names", names)
         return names
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.plain()!r})"
-
 
 def _result(cls):
-    """A frozen result record compared as its mapping (Mapping.__eq__: with a dict too)."""
-    return dataclass(frozen=True, eq=False)(cls)
+    """A frozen result record, equal to another of its type with equal fields."""
+    return dataclass(frozen=True)(cls)
 
 
 @_result
