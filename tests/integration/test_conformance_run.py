@@ -74,6 +74,17 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     small = shlex.join([*serve, "--storage-quota", "6MiB"])  # DUR-07: the same, nearly full
     # HYB-02: the same data embedded by another embedder than the session's (hashing)
     other_embedder = shlex.join([*serve, "--embedder", "hashing:128"])
+    # DUR-05: the same data, new transactions decided under the first rules version
+    older_rules = shlex.join([*serve, "--rules-version", "1"])
+    # DUR-06: an online backup through the storage listener; a restore into the emptied
+    # data folder (`morphz restore` takes only an empty one)
+    cli = shlex.join([sys.executable, "-m", "morphz.services.cli.main"])
+    shard = shlex.quote(str(tmp / "shard.backup"))
+    data = shlex.quote(str(tmp / "data"))
+    backup = shlex.join(["sh", "-c", f"rm -f {shard} && {cli} backup --to {shard} "
+                                     f"--server {storage}"])
+    restore = shlex.join(["sh", "-c", f"rm -rf {data} && {cli} restore --from {shard} "
+                                      f"--data {data}"])
     proxy = Proxy(server, fault).start() if fault is not None else None
     report = tmp / "report.json"
     token_file = tmp / "token"
@@ -81,6 +92,10 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     args = [KIT, "run", "--profile", profile, "--target", proxy.address if proxy else server,
             "--storage-target", storage, "--start-cmd", start,
             "--small-store-start-cmd", small, "--other-embedder-start-cmd", other_embedder,
+            "--older-rules-start-cmd", older_rules, "--backup-cmd", backup,
+            "--restore-cmd", restore,
+            # DUR-08 holds "with replicated storage": Morphz's store is not replicated
+            "--not-offered", "replicated-storage",
             "--target-log", str(tmp / "server.log"),
             "--report", str(report), "--token-file", str(token_file),
             "--implementation-version", "test", *extra]

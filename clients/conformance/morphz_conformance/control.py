@@ -34,8 +34,22 @@ class Commands:
     lease_start: str = ""  # and reachable again
     start_small: str = ""  # DUR-07: start the target with little storage space left
     start_other_embedder: str = ""  # HYB-02: start it embedding with another embedder
+    start_older_rules: str = ""  # DUR-05: start it deciding under an earlier rules version
+    backup: str = ""    # DUR-06: take an online backup of the running target's store
+    restore: str = ""   # DUR-06: with the target stopped, replace its data by the backup
+    promote_standby: str = ""  # DUR-08: lose the primary store, promote a standby
 
     def capabilities(self) -> frozenset[str]:
+        caps = set(self._process_capabilities())
+        if self.start and self.start_older_rules:
+            caps.add("rules")
+        if self.start and self.backup and self.restore:
+            caps.add("backup")
+        if self.promote_standby:
+            caps.add("replication")
+        return frozenset(caps)
+
+    def _process_capabilities(self) -> frozenset[str]:
         caps = {"lease"} if self.lease_stop and self.lease_start else set()
         if self.start and self.start_small:
             caps.add("space")
@@ -118,6 +132,32 @@ class ProcessControl:
         self.stop()
         self.start(self.commands.start_other_embedder)
 
+    def restart_with_older_rules(self) -> None:
+        if "rules" not in self.capabilities():
+            raise NotSupported("rules")
+        self.stop()
+        self.start(self.commands.start_older_rules)
+
+    def backup(self) -> None:
+        """Take an online backup: the target keeps serving while the command runs."""
+        if "backup" not in self.capabilities():
+            raise NotSupported("backup")
+        _run(self.commands.backup, timeout=600)
+
+    def restore_backup(self) -> None:
+        """Stop the target, replace its data by the last backup, start it again."""
+        if "backup" not in self.capabilities():
+            raise NotSupported("backup")
+        self.stop()
+        _run(self.commands.restore, timeout=600)
+        self.start()
+
+    def promote_standby(self) -> None:
+        if "replication" not in self.capabilities():
+            raise NotSupported("replication")
+        _run(self.commands.promote_standby, timeout=600)
+        self._wait(self._answers, "answer after a standby's promotion")
+
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
@@ -167,9 +207,9 @@ class ProcessControl:
             time.sleep(0.1)
 
 
-def _run(command: str) -> None:
+def _run(command: str, timeout: float = 120) -> None:
     done = subprocess.run(shlex.split(command), stdin=subprocess.DEVNULL,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=timeout)
     if done.returncode != 0:
         # The command's own output is not echoed: it could carry credentials.
         raise ControlError(f"control command exited {done.returncode}")

@@ -488,9 +488,9 @@ class Driver:
 
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
-        """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "space", "embedder", "principals", "raw_store", "second_runtime", "lease",
-        "fence"; the default driver has none."""
+        """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
+        "embedder", "rules", "backup", "replication", "principals", "raw_store",
+        "second_runtime", "lease", "fence"; the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -542,6 +542,25 @@ class Driver:
         """HYB-02: restart the target on its data embedding with another embedder (restart()
         brings the original back)."""
         raise NotSupported("embedder")
+
+    def restart_with_older_rules(self) -> None:
+        """DUR-05: restart the target on its data deciding new transactions under an
+        earlier version of its rules (restart() brings the current rules back)."""
+        raise NotSupported("rules")
+
+    def backup(self) -> None:
+        """DUR-06: take an online backup of the target's store while it serves (the
+        target keeps it; restore_backup() brings it back)."""
+        raise NotSupported("backup")
+
+    def restore_backup(self) -> None:
+        """DUR-06: stop the target, replace its data by the last backup, start it."""
+        raise NotSupported("backup")
+
+    def promote_standby(self) -> None:
+        """DUR-08: lose the primary store for good and promote a standby replica; return
+        when the target answers again."""
+        raise NotSupported("replication")
 
     def lose_leases(self) -> None:
         """SC-Distributed: make the lease service unreachable, so owners cannot renew."""

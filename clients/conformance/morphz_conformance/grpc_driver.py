@@ -398,6 +398,21 @@ class GrpcDriver(Driver):
         self._control.restart_with_other_embedder()
         self._connect()
 
+    def restart_with_older_rules(self) -> None:
+        self._control.restart_with_older_rules()
+        self._connect()
+
+    def backup(self) -> None:
+        self._control.backup()
+
+    def restore_backup(self) -> None:
+        self._control.restore_backup()
+        self._connect()
+
+    def promote_standby(self) -> None:
+        self._control.promote_standby()
+        self._connect()
+
     def lose_leases(self) -> None:
         self._control.lose_leases()
 
