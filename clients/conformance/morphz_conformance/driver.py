@@ -32,6 +32,11 @@ class Unreachable(Exception):
     """The target did not answer (not running, deadline passed)."""
 
 
+class DeadlineExceeded(Unreachable):
+    """The call's deadline passed before the target answered (a transport outcome: what
+    the target did meanwhile is for the case to observe)."""
+
+
 class NotSupported(Exception):
     """The driver cannot do this (a control hook it lacks): the case is not applicable."""
 
@@ -489,7 +494,7 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
-        "embedder", "rules", "backup", "replication", "principals", "raw_store",
+        "embedder", "rules", "backup", "replication", "principals", "raw_store", "deadline",
         "second_runtime", "lease", "fence"; the default driver has none."""
         return frozenset()
 
@@ -524,6 +529,11 @@ class Driver:
         """SEC-01: this target as another caller: "other" (a second principal holding no
         grant on the kit's contexts) or "anonymous" (no credentials at all)."""
         raise NotSupported("principals")
+
+    def with_deadline(self, seconds: float) -> "Driver":
+        """SEC-07: this target with every call carrying a deadline of `seconds` (a call
+        past it raises DeadlineExceeded); close() it after use."""
+        raise NotSupported("deadline")
 
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""

@@ -13,7 +13,8 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl
-from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver, Encoding,
+from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
+                                       Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
                                        Implementation, IndexState, Item, Node, NotSupported,
                                        OpResult, Part, Pressure, Receipt, Rejected, Relation,
@@ -56,6 +57,8 @@ def rejection(e: grpc.RpcError) -> Exception:
             if detail.Unpack(info):
                 return Rejected(info.reason, status.message, code=code.name,
                                 details={k: _json(v) for k, v in info.metadata.items()})
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     if code in _TRANSPORT:
         return Unreachable(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     return Rejected(code.name, e.details() if hasattr(e, "details") else "", code=code.name)
@@ -352,7 +355,8 @@ class GrpcDriver(Driver):
         return self._control.capabilities() | (
             {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
-            {"principals"} if self._token and self._second_token else frozenset())
+            {"principals"} if self._token and self._second_token else frozenset()) | {
+            "deadline"}
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -377,6 +381,11 @@ class GrpcDriver(Driver):
                 except Unreachable:
                     outcomes[f"{what} on the {where}"] = "UNAVAILABLE"
         return outcomes
+
+    def with_deadline(self, seconds: float) -> "GrpcDriver":
+        return GrpcDriver(self._targets[0], encoding_target=self._targets[1],
+                          recall_target=self._targets[2], token=self._token,
+                          tls_ca=self._tls_ca, timeout=seconds, implementation=self._impl)
 
     def as_principal(self, who: str) -> "GrpcDriver":
         if "principals" not in self.capabilities():

@@ -1,11 +1,12 @@
 """The Security extension (SEC-*): the requirements one principal can check through the
 public API (a second principal and no credentials refused, foreign refs, hostile input,
-secrets, named limits, the raw store out of reach, namespaces). SEC-07 and 08 need
-budgets and slow readers: driver hooks the kit does not have yet (their ids are reported
-without a case)."""
+secrets, named limits, the raw store out of reach, namespaces, deadlines)."""
 from __future__ import annotations
 
-from morphz_conformance.driver import Rejected
+import threading
+import time
+
+from morphz_conformance.driver import DeadlineExceeded, Rejected, Unreachable
 from morphz_conformance.registry import CaseRun, case
 
 HOSTILE = (
@@ -149,3 +150,49 @@ def sec_06_limits_named(t: CaseRun):
         t.eq((err.details.get("field"), err.details.get("maximum")), (field, maximum),
              f"the {field} limit is named")
     t.eq(t.tx(ctx, "(revise f (y))").revision, 2, "the server goes on serving")
+
+
+def _state(d, ctx: str):
+    s = d.status(ctx)
+    return (s.revision, s.cognitive_tick, s.event_count, dict(s.frames_by_state),
+            tuple(d.frames(ctx)))
+
+
+@case("SEC-07", "expensive calls past their deadline answer DEADLINE_EXCEEDED; the target "
+      "keeps serving and nothing is left half-done", needs=("deadline",))
+def sec_07_deadlines_stop_expensive_calls(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    for i in range(24):  # a history whose replay takes a while: 12 MiB of text
+        d.append(ctx, "s1", "tool-result", f"{i:04d} " + "x" * (512 << 10))
+    t.tx(ctx, "(create plan (goal ship))")
+    before = _state(d, ctx)
+    started = time.monotonic()
+    t.check(d.audit(ctx).match, "the audit with time enough")
+    # A tenth of what a full audit took: the calls below cannot finish in it.
+    short = d.with_deadline(max(0.001, (time.monotonic() - started) / 10))
+    try:
+        outcomes: list[str] = []
+
+        def expensive(call) -> None:
+            try:
+                call()
+                outcomes.append("answered")
+            except DeadlineExceeded:
+                outcomes.append("DEADLINE_EXCEEDED")
+            except (Rejected, Unreachable) as e:
+                outcomes.append(f"{type(e).__name__} {getattr(e, 'reason', e)}")
+        calls = [lambda: short.audit(ctx)] * 6 + [lambda: short.rebuild(ctx)] * 2
+        threads = [threading.Thread(target=expensive, args=(c,)) for c in calls]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        t.eq(sorted(outcomes), ["DEADLINE_EXCEEDED"] * len(calls),
+             "expensive calls past a short deadline")
+    finally:
+        short.close()
+    # The target goes on serving, and the interrupted rebuilds left nothing half-done.
+    t.eq(_state(d, ctx), before, "the context after the deadlines")
+    audit = d.audit(ctx)
+    t.check(audit.match, f"the audit after interrupted rebuilds: {audit.problems[:3]}")
+    d.append(ctx, "s1", "user-message", "writes go on")
