@@ -57,6 +57,8 @@ class Commands:
             caps.add("embedder")
         if self.start:
             caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
+            if os.path.isfile("/proc/self/status"):
+                caps.add("memory")
         if self.stop:
             caps.add("stop")
         if self.kill:
@@ -157,6 +159,31 @@ class ProcessControl:
             raise NotSupported("replication")
         _run(self.commands.promote_standby, timeout=600)
         self._wait(self._answers, "answer after a standby's promotion")
+
+    def memory(self) -> int:
+        """SEC-08: the anonymous memory (RssAnon, bytes) of the target the kit launched:
+        every process of its process group, from Linux's /proc."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise NotSupported("memory")
+        total, found = 0, False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    pgid = int(f.read().rpartition(")")[2].split()[2])
+                if pgid != self._proc.pid:
+                    continue
+                with open(f"/proc/{entry}/status") as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            total += int(line.split()[1]) * 1024
+                            found = True
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+        if not found:
+            raise NotSupported("memory")
+        return total
 
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():

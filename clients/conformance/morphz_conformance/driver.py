@@ -494,7 +494,7 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
-        "embedder", "rules", "backup", "replication", "principals", "raw_store", "deadline",
+        "embedder", "rules", "backup", "replication", "principals", "raw_store", "deadline", "stall", "memory",
         "second_runtime", "lease", "fence"; the default driver has none."""
         return frozenset()
 
@@ -534,6 +534,18 @@ class Driver:
         """SEC-07: this target with every call carrying a deadline of `seconds` (a call
         past it raises DeadlineExceeded); close() it after use."""
         raise NotSupported("deadline")
+
+    def stalled_reads(self, context: str, ref: str, count: int) -> list[Any]:
+        """SEC-08: `count` connections each asking for the event `ref` and never reading
+        the reply (a zero flow-control window). Each handle has poll(), `answered` (the
+        target made the reply and holds it), `ended` (the target ended the call) and
+        close()."""
+        raise NotSupported("stall")
+
+    def target_memory(self) -> int:
+        """SEC-08: the target's memory in use now, in bytes (its processes' anonymous
+        resident memory)."""
+        raise NotSupported("memory")
 
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""

@@ -13,6 +13,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl
+from morphz_conformance.h2_stall import StalledCall
 from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
                                        Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
@@ -356,7 +357,7 @@ class GrpcDriver(Driver):
             {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
             {"principals"} if self._token and self._second_token else frozenset()) | {
-            "deadline"}
+            "deadline"} | ({"stall"} if self._tls_ca is None else frozenset())  # plaintext h2
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -381,6 +382,24 @@ class GrpcDriver(Driver):
                 except Unreachable:
                     outcomes[f"{what} on the {where}"] = "UNAVAILABLE"
         return outcomes
+
+    def stalled_reads(self, context: str, ref: str, count: int) -> list[StalledCall]:
+        if "stall" not in self.capabilities():
+            raise NotSupported("stall")
+        request = txn.GetEventRequest(context=context, ref=ref).SerializeToString()
+        path = "/morphz.api.transaction.v1.TransactionService/GetEvent"
+        calls: list[StalledCall] = []
+        try:
+            for _ in range(count):
+                calls.append(StalledCall(self._targets[0], path, request, self._metadata()))
+        except BaseException:
+            for c in calls:
+                c.close()
+            raise
+        return calls
+
+    def target_memory(self) -> int:
+        return self._control.memory()
 
     def with_deadline(self, seconds: float) -> "GrpcDriver":
         return GrpcDriver(self._targets[0], encoding_target=self._targets[1],

@@ -196,3 +196,53 @@ def sec_07_deadlines_stop_expensive_calls(t: CaseRun):
     audit = d.audit(ctx)
     t.check(audit.match, f"the audit after interrupted rebuilds: {audit.problems[:3]}")
     d.append(ctx, "s1", "user-message", "writes go on")
+
+
+STALLED = 40            # connections that ask for a large reply and never read it
+STALLED_REPLY = 16 << 20  # bytes of that reply
+ANSWER_BOUND = 120.0    # seconds the target may take to answer (or end) every stalled call
+
+
+@case("SEC-08", "replies held for clients that do not read are bounded, not one per "
+      "connection", needs=("stall", "memory"))
+def sec_08_replies_held_for_stalled_clients_are_bounded(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    ref = d.append(ctx, "s1", "tool-result", "x" * STALLED_REPLY).ref
+    t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply")
+    idle = d.target_memory()
+    calls = d.stalled_reads(ctx, ref, STALLED)
+    try:
+        deadline = time.monotonic() + ANSWER_BOUND
+        while True:  # until the target has made (and holds) or ended every reply
+            for c in calls:
+                c.poll()
+            if all(c.answered for c in calls):
+                break
+            t.check(time.monotonic() < deadline,
+                    f"{sum(not c.answered for c in calls)} stalled calls never answered")
+            time.sleep(0.1)
+        held = d.target_memory() - idle
+        # One reply per connection would be STALLED x 16 MiB; a bound set by configuration
+        # holds a few replies' worth whatever the number of connections.
+        t.check(held < STALLED * STALLED_REPLY // 3,
+                f"{held >> 20} MiB held for {STALLED} calls that never read "
+                f"{STALLED_REPLY >> 20} MiB replies")
+        # A reader meanwhile is served, or refused with a named limit (retry later).
+        try:
+            t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply meanwhile")
+        except Rejected as e:
+            t.eq(e.code, "RESOURCE_EXHAUSTED", f"the refusal of a reader meanwhile ({e.reason})")
+    finally:
+        for c in calls:
+            c.close()
+    # The stalled clients gone, what was held for them is let go: readers are served.
+    deadline = time.monotonic() + ANSWER_BOUND
+    while True:
+        try:
+            t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply afterwards")
+            break
+        except Rejected as e:
+            t.check(e.code == "RESOURCE_EXHAUSTED" and time.monotonic() < deadline,
+                    f"readers still refused after the stalled clients left: {e.reason}")
+            time.sleep(0.2)
+    d.append(ctx, "s1", "user-message", "writes go on")
