@@ -359,6 +359,8 @@ class IndexState:
     head: int
     lag: int
     vector_lag: int = 0  # commits the vector leg is behind (it follows on its own)
+    embedder: str = ""   # HYB-04: the identity of the embedder the target embeds with
+    embedded: int = 0    # HYB-06: texts the target has had to embed since it started
 
 
 @dataclass(frozen=True)

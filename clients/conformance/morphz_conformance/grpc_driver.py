@@ -539,7 +539,8 @@ def _evaluation(e: Optional[Evaluation]):
 
 def _index(s) -> IndexState:
     return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag,
-                      vector_lag=s.vectors.lag)
+                      vector_lag=s.vectors.lag, embedder=s.embedder,
+                      embedded=s.vectors.cache_misses)
 
 
 def _activation(a) -> Activation:

@@ -94,3 +94,23 @@ def hyb_02_other_embedder_refused_as_stale(t: CaseRun):
     _both_legs_caught_up(t, ctx)
     t.eq(d.search(ctx, "launch", mode="vector").keys, before,
          "the original embedder's vectors serve again, unmixed")
+
+
+@case("HYB-06", "the vector leg reports its own lag; a rebuild with an unchanged embedder "
+      "reuses the stored vectors")
+def hyb_06_rebuild_reuses_stored_vectors(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    for i in range(40):
+        d.append(ctx, "s1", "user-message", f"lantern note {i} from the shed")
+    t.tx(ctx, "(create f1 (note lantern frame))")
+    _both_legs_caught_up(t, ctx)  # the vector leg says it holds every commit
+    before = d.index_status(ctx)
+    t.check(before.embedder, "the target names no embedder")
+    t.check(before.embedded >= 41, f"the target says it embedded {before.embedded} texts")
+    ranked = d.search(ctx, "lantern note 7", mode="vector").keys
+    d.rebuild_index(ctx)
+    _both_legs_caught_up(t, ctx)
+    after = d.index_status(ctx)
+    t.eq(after.embedded, before.embedded, "texts embedded again by a rebuild, same embedder")
+    t.eq(d.search(ctx, "lantern note 7", mode="vector").keys, ranked,
+         "the vector ranking after the rebuild")
