@@ -1,13 +1,14 @@
 """The conformance kit against a real all-in-one `morphz serve` (a child process the kit
-itself starts, stops and SIGKILLs through --start-cmd, and restarts under a small storage
-quota for DUR-07 and with another embedder for HYB-02; its internal storage listener lets AUDIT-01's case tamper with a stored
-frame; it restarts it under the first rules version for DUR-05 and backs it up and restores
-it for DUR-06): SC-Core through SC-Concurrent pass with the verdict `pass` (DUR-08, which
-holds only with replicated storage, declared not offered), the extensions' cases pass,
-the signed report verifies and a tampered one does not (KIT-02), and each
-deliberately broken target (tests/conformance_proxy.py) fails exactly the cases named
-for its fault (KIT-03). The kit runs as an outside implementer runs it: the
-`morphz-conformance` console script, in a process of its own."""
+itself starts, stops and SIGKILLs through --start-cmd; restarts under a small storage
+quota for DUR-07, with another embedder for HYB-02, with the default one for HYB-04/05
+and under the first rules version for DUR-05; backs up and restores for DUR-06; its
+internal storage listener lets AUDIT-01's case tamper with a stored frame): SC-Core
+through SC-Concurrent pass with the verdict `pass` (DUR-08, which holds only with
+replicated storage, declared not offered), the extensions' cases pass, the signed report
+verifies and a tampered one does not (KIT-02), and each deliberately broken target
+(tests/conformance_proxy.py) fails exactly the cases named for its fault (KIT-03). The
+kit runs as an outside implementer runs it: the `morphz-conformance` console script, in
+a process of its own."""
 from __future__ import annotations
 
 import json
@@ -77,6 +78,8 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     small = shlex.join([*serve, "--storage-quota", "6MiB"])  # DUR-07: the same, nearly full
     # HYB-02: the same data embedded by another embedder than the session's (hashing)
     other_embedder = shlex.join([*serve, "--embedder", "hashing:128"])
+    # HYB-04/05: the same data embedded by the default, pretrained embedder
+    default_embedder = shlex.join([*serve, "--embedder", "default"])
     # DUR-05: the same data, new transactions decided under the first rules version
     older_rules = shlex.join([*serve, "--rules-version", "1"])
     # DUR-06: an online backup through the storage listener; a restore into the emptied
@@ -95,6 +98,7 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     args = [KIT, "run", "--profile", profile, "--target", proxy.address if proxy else server,
             "--storage-target", storage, "--start-cmd", start,
             "--small-store-start-cmd", small, "--other-embedder-start-cmd", other_embedder,
+            "--default-embedder-start-cmd", default_embedder,
             "--older-rules-start-cmd", older_rules, "--backup-cmd", backup,
             "--restore-cmd", restore,
             # DUR-08 holds "with replicated storage": Morphz's store is not replicated

@@ -61,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
                      "case fills it, then restarts the target with --start-cmd")
     run.add_argument("--other-embedder-start-cmd", default="", help="HYB-02: command that "
                      "starts the target on its data embedding with another embedder")
+    run.add_argument("--default-embedder-start-cmd", default="", help="HYB-04/05: command "
+                     "that starts the target on its data with its default embedder")
     run.add_argument("--older-rules-start-cmd", default="", help="DUR-05: command that "
                      "starts the target on its data deciding under an earlier rules version")
     run.add_argument("--backup-cmd", default="", help="DUR-06: command that takes an online "
@@ -139,12 +141,15 @@ def _run(args) -> int:
                         recall_target=args.recall_target,
                         storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout,
-                        commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd,
-                                          args.lease_stop_cmd, args.lease_start_cmd,
-                                          args.small_store_start_cmd,
-                                          args.other_embedder_start_cmd,
-                                          args.older_rules_start_cmd, args.backup_cmd,
-                                          args.restore_cmd, args.promote_standby_cmd),
+                        commands=Commands(
+                            start=args.start_cmd, stop=args.stop_cmd, kill=args.kill_cmd,
+                            lease_stop=args.lease_stop_cmd, lease_start=args.lease_start_cmd,
+                            start_small=args.small_store_start_cmd,
+                            start_other_embedder=args.other_embedder_start_cmd,
+                            start_default_embedder=args.default_embedder_start_cmd,
+                            start_older_rules=args.older_rules_start_cmd,
+                            backup=args.backup_cmd, restore=args.restore_cmd,
+                            promote_standby=args.promote_standby_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         second_token=second_token,
                         implementation=Implementation(args.implementation,

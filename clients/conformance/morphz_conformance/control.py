@@ -34,6 +34,7 @@ class Commands:
     lease_start: str = ""  # and reachable again
     start_small: str = ""  # DUR-07: start the target with little storage space left
     start_other_embedder: str = ""  # HYB-02: start it embedding with another embedder
+    start_default_embedder: str = ""  # HYB-04/05: start it with its default embedder
     start_older_rules: str = ""  # DUR-05: start it deciding under an earlier rules version
     backup: str = ""    # DUR-06: take an online backup of the running target's store
     restore: str = ""   # DUR-06: with the target stopped, replace its data by the backup
@@ -41,6 +42,8 @@ class Commands:
 
     def capabilities(self) -> frozenset[str]:
         caps = set(self._process_capabilities())
+        if self.start and self.start_default_embedder:
+            caps.add("default_embedder")
         if self.start and self.start_older_rules:
             caps.add("rules")
         if self.start and self.backup and self.restore:
@@ -133,6 +136,12 @@ class ProcessControl:
             raise NotSupported("embedder")
         self.stop()
         self.start(self.commands.start_other_embedder)
+
+    def restart_with_default_embedder(self) -> None:
+        if "default_embedder" not in self.capabilities():
+            raise NotSupported("default_embedder")
+        self.stop()
+        self.start(self.commands.start_default_embedder)
 
     def restart_with_older_rules(self) -> None:
         if "rules" not in self.capabilities():

@@ -496,8 +496,9 @@ class Driver:
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
-        "embedder", "rules", "backup", "replication", "principals", "raw_store", "deadline", "stall", "memory",
-        "second_runtime", "lease", "fence"; the default driver has none."""
+        "embedder", "default_embedder", "rules", "backup", "replication", "principals",
+        "raw_store", "deadline", "stall", "memory", "second_runtime", "lease", "fence";
+        the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -566,6 +567,11 @@ class Driver:
         """HYB-02: restart the target on its data embedding with another embedder (restart()
         brings the original back)."""
         raise NotSupported("embedder")
+
+    def restart_with_default_embedder(self) -> None:
+        """HYB-04/05: restart the target on its data embedding with its default embedder
+        (the one it ships; restart() brings the run's own back)."""
+        raise NotSupported("default_embedder")
 
     def restart_with_older_rules(self) -> None:
         """DUR-05: restart the target on its data deciding new transactions under an

@@ -426,6 +426,10 @@ class GrpcDriver(Driver):
         self._control.restart_with_other_embedder()
         self._connect()
 
+    def restart_with_default_embedder(self) -> None:
+        self._control.restart_with_default_embedder()
+        self._connect()
+
     def restart_with_older_rules(self) -> None:
         self._control.restart_with_older_rules()
         self._connect()
