@@ -67,7 +67,8 @@ def _free_address() -> str:
 
 
 def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path | None = None,
-            extra: list[str] = (), profile: str = PROFILE, serve_extra: list[str] = ()) -> KitRun:
+            extra: list[str] = (), profile: str = PROFILE, serve_extra: list[str] = (),
+            mcp: bool = False) -> KitRun:
     """`morphz-conformance run` over a fresh server on data in `tmp` (through a proxy
     with `fault` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -108,6 +109,9 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
             "--implementation-version", "test", *extra]
     if key is not None:
         args += ["--sign", str(key)]
+    if mcp:  # the MCP extension: `morphz mcp` over stdio in front of the server
+        args += ["--extension", "MCP", "--mcp-cmd", shlex.join(
+            [sys.executable, "-m", "morphz.services.cli.main", "mcp", "--server", server])]
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_BOUND)
     finally:
@@ -117,15 +121,15 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
 
 
 def _authenticated(tmp: pathlib.Path) -> KitRun:
-    """The Security extension against a server that takes bearer tokens, each principal's
-    contexts in a namespace of its own: the kit's principal (TOKEN) and a second one
-    holding no grant (SECOND_TOKEN)."""
+    """The Security and MCP extensions against a server that takes bearer tokens, each
+    principal's contexts in a namespace of its own: the kit's principal (TOKEN) and a
+    second one holding no grant (SECOND_TOKEN)."""
     tokens, second = tmp / "tokens", tmp / "second-token"
     tokens.write_text(f"{TOKEN} kit\n{SECOND_TOKEN} bob\n")
     second.write_text(SECOND_TOKEN)
     return kit_run(tmp, profile="Security",
                    serve_extra=["--tokens", str(tokens), "--private-namespaces"],
-                   extra=["--second-token-file", str(second)])
+                   extra=["--second-token-file", str(second)], mcp=True)
 
 
 @pytest.fixture(scope="module")
@@ -240,8 +244,20 @@ def test_sec_01_the_security_extension_passes_against_a_server_taking_tokens(run
     refused for every right) and the other Security cases, authenticated."""
     run = runs["authenticated"]
     assert run.code == 0, run.stdout + run.stderr
-    assert run.outcomes() == {c.name: "pass" for c in all_cases() if c.profile == "Security"}
+    assert run.outcomes() == {c.name: "pass" for c in all_cases()
+                              if c.profile in ("Security", "MCP")}
     assert "SEC-01" in {c["id"] for c in run.report["cases"]}
+
+
+def test_mcp_01_mcp_02_the_mcp_extension_passes_through_morphz_mcp(runs):
+    """`morphz mcp` over stdio, reached with the MCP SDK's client: tools, schemas, errors
+    led by their reason, the gRPC API's refusals for a principal without grants and for
+    none (MCP-01); a planted secret in no output, a listing past the byte limit paged
+    (MCP-02)."""
+    report = runs["authenticated"].report
+    assert {c["id"]: c["outcome"] for c in report["cases"] if c["profile"] == "MCP"} == {
+        "MCP-01": "pass", "MCP-02": "pass"}
+    assert "PLANTED" not in runs["authenticated"].report_path.read_text(encoding="utf-8")
 
 
 # -- KIT-03: broken targets ---------------------------------------------------------------------------

@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                      "starts the target on its data embedding with another embedder")
     run.add_argument("--default-embedder-start-cmd", default="", help="HYB-04/05: command "
                      "that starts the target on its data with its default embedder")
+    run.add_argument("--mcp-cmd", default="", help="MCP extension: command that starts the "
+                     "implementation's MCP server over stdio, reaching the target (the "
+                     "caller's token in $MORPHZ_TOKEN); needs morphz-conformance[mcp]")
     run.add_argument("--older-rules-start-cmd", default="", help="DUR-05: command that "
                      "starts the target on its data deciding under an earlier rules version")
     run.add_argument("--backup-cmd", default="", help="DUR-06: command that takes an online "
@@ -151,7 +154,7 @@ def _run(args) -> int:
                             backup=args.backup_cmd, restore=args.restore_cmd,
                             promote_standby=args.promote_standby_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
-                        second_token=second_token,
+                        second_token=second_token, mcp_command=args.mcp_cmd,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     known = all_cases()

@@ -497,7 +497,8 @@ class Driver:
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
         "embedder", "default_embedder", "rules", "backup", "replication", "principals",
-        "raw_store", "deadline", "stall", "memory", "second_runtime", "lease", "fence";
+        "raw_store", "deadline", "stall", "memory", "mcp", "second_runtime", "lease",
+        "fence";
         the default driver has none."""
         return frozenset()
 
@@ -532,6 +533,13 @@ class Driver:
         """SEC-01: this target as another caller: "other" (a second principal holding no
         grant on the kit's contexts) or "anonymous" (no credentials at all)."""
         raise NotSupported("principals")
+
+    def mcp_session(self, who: str = "self") -> Any:
+        """MCP-01/02: an MCP session with the implementation's MCP server, as the kit's
+        principal ("self"), a principal without grants ("other") or none ("anonymous"):
+        list_tools(), call(tool, **arguments) -> ToolResult(is_error, text), close()
+        (morphz_conformance.mcp_client)."""
+        raise NotSupported("mcp")
 
     def with_deadline(self, seconds: float) -> "Driver":
         """SEC-07: this target with every call carrying a deadline of `seconds` (a call

@@ -14,6 +14,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl
 from morphz_conformance.h2_stall import StalledCall
+from morphz_conformance.mcp_client import McpSession
+from morphz_conformance.mcp_client import available as mcp_available
 from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
                                        Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
@@ -89,14 +91,14 @@ class GrpcDriver(Driver):
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
                  timeout: float = 30.0, commands: Commands = NO_COMMANDS,
                  target_log: Optional[str] = None, second_target: str = "",
-                 follow_owner: bool = True, second_token: str = "",
+                 follow_owner: bool = True, second_token: str = "", mcp_command: str = "",
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
-        self._second_token = second_token
+        self._second_token, self._mcp_command = second_token, mcp_command
         self._channels: list[grpc.Channel] = []
         self._owners: dict[str, grpc.Channel] = {}
         self._connect()
@@ -357,7 +359,8 @@ class GrpcDriver(Driver):
             {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
             {"principals"} if self._token and self._second_token else frozenset()) | {
-            "deadline"} | ({"stall"} if self._tls_ca is None else frozenset())  # plaintext h2
+            "deadline"} | ({"stall"} if self._tls_ca is None else frozenset()) | (  # h2c
+            {"mcp"} if self._mcp_command and mcp_available() else frozenset())
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -405,6 +408,14 @@ class GrpcDriver(Driver):
         return GrpcDriver(self._targets[0], encoding_target=self._targets[1],
                           recall_target=self._targets[2], token=self._token,
                           tls_ca=self._tls_ca, timeout=seconds, implementation=self._impl)
+
+    def mcp_session(self, who: str = "self") -> McpSession:
+        if "mcp" not in self.capabilities():
+            raise NotSupported("mcp")
+        if who != "self" and "principals" not in self.capabilities():
+            raise NotSupported("principals")
+        token = {"self": self._token, "other": self._second_token, "anonymous": ""}[who]
+        return McpSession(self._mcp_command, token, self._timeout)
 
     def as_principal(self, who: str) -> "GrpcDriver":
         if "principals" not in self.capabilities():
