@@ -520,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "when the disk is full) every write is refused STORAGE_FULL until "
                        "space is freed, reads go on (default: 0, the disk's size; suffixes "
                        "KiB, MiB, GiB, TiB)")
+    serve.add_argument("--rules-version", metavar="N", type=int, default=0,
+                       help="all, transaction: decide new transactions under this version of "
+                       "the rules (default: 0, the current one); history decided under any "
+                       "version replays under its own (DUR-05)")
     serve.add_argument("--map-size", metavar="BYTES", type=byte_size,
                        default=DEFAULT_MAX_MAP_SIZE,
                        help="all, storage: the most the LMDB map (the store's address "
@@ -708,6 +712,7 @@ def run_serve(args: argparse.Namespace) -> int:
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
                      storage_quota=args.storage_quota, max_map_size=args.map_size,
+                     **({"rules_version": args.rules_version} if args.rules_version else {}),
                      max_reply_bytes=args.max_reply_bytes,
                      reply_stall_seconds=args.reply_stall_seconds,
                      budgets=Budgets(expensive_rpcs=args.max_expensive_rpcs,

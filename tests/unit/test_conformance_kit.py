@@ -30,7 +30,7 @@ PROFILE_OF_PREFIX = {"CORE": "SC-Core", "RECALL": "SC-Core", "AUDIT": "SC-Core",
                      "UI": "UI", "KIT": "Kit"}
 
 # Profiles whose every requirement has a case: no id of theirs may be on the list above.
-COMPLETE = ("SC-Concurrent",)
+COMPLETE = ("SC-Core", "SC-Durable", "SC-Concurrent")
 
 
 def test_kit_01_the_kits_requirement_list_is_exactly_the_documents():
@@ -220,3 +220,31 @@ def test_kit_a_target_that_does_not_start_is_a_json_error_not_a_traceback(tmp_pa
     assert done.returncode == 2, done.stdout + done.stderr
     assert json.loads(done.stderr)["error"]["reason"] == "TARGET_CONTROL_FAILED"
     assert not (tmp_path / "r.json").exists()
+
+
+class _NoHooks(Driver):
+    def implementation(self) -> Implementation:
+        return Implementation("none", "0")
+
+
+def test_kit_01_a_conditional_requirement_declared_not_offered_does_not_block_the_verdict():
+    """DUR-08 holds "with replicated storage": declared not offered, its case is reported
+    not-offered and the verdict can pass; undeclared, a driver without the hook makes it
+    not-applicable and the verdict fails. The declaration covers no other case."""
+    by_id = {c.id: c for c in all_cases()}
+    declared = frozenset({"replicated-storage"})
+    lacking = run(_NoHooks(), [by_id["DUR-08"]], None, set())
+    offered = run(_NoHooks(), [by_id["DUR-08"]], None, set(), declared)
+    other = run(_NoHooks(), [by_id["DUR-01"]], None, set(), declared)
+    assert [r.outcome for r in lacking + offered + other] == [
+        "not-applicable", "not-offered", "not-applicable"]
+
+    def verdict(results, not_offered=frozenset()) -> dict:
+        return build_report(results, profile="SC-Durable", extensions=[], driver=_NoHooks(),
+                            target="127.0.0.1:1", started=now(), ms=1, partial=False,
+                            secrets=set(), case_ids=set(REQUIREMENTS), not_offered=not_offered)
+    passed = verdict(offered, declared)
+    assert (passed["verdict"], passed["not_offered"]) == ("pass", ["replicated-storage"])
+    assert passed["summary"]["not-offered"] == 1
+    assert verdict(lacking)["verdict"] == FAIL
+    assert verdict(offered + other, declared)["verdict"] == FAIL

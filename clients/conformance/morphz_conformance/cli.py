@@ -19,7 +19,7 @@ import time
 from typing import Optional
 
 from morphz_conformance import __version__
-from morphz_conformance.mapping import EXTENSIONS, PROFILES, REQUIREMENTS, included
+from morphz_conformance.mapping import CONDITIONS, EXTENSIONS, PROFILES, REQUIREMENTS, included
 
 
 def _error(reason: str, message: str, code: int = 2) -> int:
@@ -61,6 +61,23 @@ def _parser() -> argparse.ArgumentParser:
                      "case fills it, then restarts the target with --start-cmd")
     run.add_argument("--other-embedder-start-cmd", default="", help="HYB-02: command that "
                      "starts the target on its data embedding with another embedder")
+    run.add_argument("--default-embedder-start-cmd", default="", help="HYB-04/05: command "
+                     "that starts the target on its data with its default embedder")
+    run.add_argument("--mcp-cmd", default="", help="MCP extension: command that starts the "
+                     "implementation's MCP server over stdio, reaching the target (the "
+                     "caller's token in $MORPHZ_TOKEN); needs morphz-conformance[mcp]")
+    run.add_argument("--older-rules-start-cmd", default="", help="DUR-05: command that "
+                     "starts the target on its data deciding under an earlier rules version")
+    run.add_argument("--backup-cmd", default="", help="DUR-06: command that takes an online "
+                     "backup of the running target's store")
+    run.add_argument("--restore-cmd", default="", help="DUR-06: command that, the target "
+                     "stopped, replaces its data by that backup (then --start-cmd starts it)")
+    run.add_argument("--promote-standby-cmd", default="", help="DUR-08: command that loses "
+                     "the primary store and promotes a standby replica")
+    run.add_argument("--not-offered", action="append", default=[], metavar="FEATURE",
+                     choices=sorted(set(CONDITIONS.values())), help="declare that the implementation "
+                     "does not offer FEATURE: the requirements that hold only with it are "
+                     "reported not-offered, and the declaration is in the report")
     run.add_argument("--target-log", default="", help="where a target the kit starts writes "
                      "its output (default: discarded)")
     run.add_argument("--report", required=True, metavar="FILE")
@@ -108,8 +125,8 @@ def _run(args) -> int:
     from morphz_conformance.grpc_driver import GrpcDriver
     from morphz_conformance.registry import all_cases
     from morphz_conformance.report import dump, load_private, sign
-    from morphz_conformance.runner import (FAIL, NOT_APPLICABLE, build_report, now, run,
-                                           select, summary_table)
+    from morphz_conformance.runner import (FAIL, NOT_APPLICABLE, NOT_OFFERED, build_report,
+                                           now, run, select, summary_table)
 
     private = load_private(args.sign) if args.sign else None  # fail before any case runs
     token = ""
@@ -127,12 +144,17 @@ def _run(args) -> int:
                         recall_target=args.recall_target,
                         storage_target=args.storage_target, token=token,
                         tls_ca=tls_ca, timeout=args.timeout,
-                        commands=Commands(args.start_cmd, args.stop_cmd, args.kill_cmd,
-                                          args.lease_stop_cmd, args.lease_start_cmd,
-                                          args.small_store_start_cmd,
-                                          args.other_embedder_start_cmd),
+                        commands=Commands(
+                            start=args.start_cmd, stop=args.stop_cmd, kill=args.kill_cmd,
+                            lease_stop=args.lease_stop_cmd, lease_start=args.lease_start_cmd,
+                            start_small=args.small_store_start_cmd,
+                            start_other_embedder=args.other_embedder_start_cmd,
+                            start_default_embedder=args.default_embedder_start_cmd,
+                            start_older_rules=args.older_rules_start_cmd,
+                            backup=args.backup_cmd, restore=args.restore_cmd,
+                            promote_standby=args.promote_standby_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
-                        second_token=second_token,
+                        second_token=second_token, mcp_command=args.mcp_cmd,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     known = all_cases()
@@ -143,13 +165,14 @@ def _run(args) -> int:
     try:
         if args.start_cmd:
             driver.start()
-        results = run(driver, cases, out, secrets)
+        results = run(driver, cases, out, secrets, frozenset(args.not_offered))
     finally:
         driver.close()
     report = build_report(results, profile=args.profile, extensions=args.extension,
                           driver=driver, target=_public_target(args.target), started=started,
                           ms=int((time.monotonic() - t0) * 1000), partial=bool(args.only),
-                          secrets=secrets, case_ids=case_ids)
+                          secrets=secrets, case_ids=case_ids,
+                          not_offered=frozenset(args.not_offered))
     if private is not None:
         report = sign(report, private)
     with open(args.report, "w", encoding="utf-8") as f:
@@ -157,7 +180,8 @@ def _run(args) -> int:
     print(summary_table(results, included(args.profile), args.extension, case_ids))
     s = report["summary"]
     print(f"verdict: {report['verdict']}  ({s['pass']} passed, {s['fail']} failed, "
-          f"{s[NOT_APPLICABLE]} not applicable, {len(s['uncovered'])} ids without a case)"
+          f"{s[NOT_APPLICABLE]} not applicable, {s[NOT_OFFERED]} not offered, "
+          f"{len(s['uncovered'])} ids without a case)"
           f"  report: {args.report}{' (signed)' if private else ''}")
     return 1 if any(r.outcome in (FAIL, NOT_APPLICABLE) for r in results) else 0
 

@@ -34,8 +34,25 @@ class Commands:
     lease_start: str = ""  # and reachable again
     start_small: str = ""  # DUR-07: start the target with little storage space left
     start_other_embedder: str = ""  # HYB-02: start it embedding with another embedder
+    start_default_embedder: str = ""  # HYB-04/05: start it with its default embedder
+    start_older_rules: str = ""  # DUR-05: start it deciding under an earlier rules version
+    backup: str = ""    # DUR-06: take an online backup of the running target's store
+    restore: str = ""   # DUR-06: with the target stopped, replace its data by the backup
+    promote_standby: str = ""  # DUR-08: lose the primary store, promote a standby
 
     def capabilities(self) -> frozenset[str]:
+        caps = set(self._process_capabilities())
+        if self.start and self.start_default_embedder:
+            caps.add("default_embedder")
+        if self.start and self.start_older_rules:
+            caps.add("rules")
+        if self.start and self.backup and self.restore:
+            caps.add("backup")
+        if self.promote_standby:
+            caps.add("replication")
+        return frozenset(caps)
+
+    def _process_capabilities(self) -> frozenset[str]:
         caps = {"lease"} if self.lease_stop and self.lease_start else set()
         if self.start and self.start_small:
             caps.add("space")
@@ -43,6 +60,8 @@ class Commands:
             caps.add("embedder")
         if self.start:
             caps |= {"start", "stop", "kill", "restart"}  # the kit owns the process
+            if os.path.isfile("/proc/self/status"):
+                caps.add("memory")
         if self.stop:
             caps.add("stop")
         if self.kill:
@@ -118,6 +137,63 @@ class ProcessControl:
         self.stop()
         self.start(self.commands.start_other_embedder)
 
+    def restart_with_default_embedder(self) -> None:
+        if "default_embedder" not in self.capabilities():
+            raise NotSupported("default_embedder")
+        self.stop()
+        self.start(self.commands.start_default_embedder)
+
+    def restart_with_older_rules(self) -> None:
+        if "rules" not in self.capabilities():
+            raise NotSupported("rules")
+        self.stop()
+        self.start(self.commands.start_older_rules)
+
+    def backup(self) -> None:
+        """Take an online backup: the target keeps serving while the command runs."""
+        if "backup" not in self.capabilities():
+            raise NotSupported("backup")
+        _run(self.commands.backup, timeout=600)
+
+    def restore_backup(self) -> None:
+        """Stop the target, replace its data by the last backup, start it again."""
+        if "backup" not in self.capabilities():
+            raise NotSupported("backup")
+        self.stop()
+        _run(self.commands.restore, timeout=600)
+        self.start()
+
+    def promote_standby(self) -> None:
+        if "replication" not in self.capabilities():
+            raise NotSupported("replication")
+        _run(self.commands.promote_standby, timeout=600)
+        self._wait(self._answers, "answer after a standby's promotion")
+
+    def memory(self) -> int:
+        """SEC-08: the anonymous memory (RssAnon, bytes) of the target the kit launched:
+        every process of its process group, from Linux's /proc."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise NotSupported("memory")
+        total, found = 0, False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    pgid = int(f.read().rpartition(")")[2].split()[2])
+                if pgid != self._proc.pid:
+                    continue
+                with open(f"/proc/{entry}/status") as f:
+                    for line in f:
+                        if line.startswith("RssAnon:"):
+                            total += int(line.split()[1]) * 1024
+                            found = True
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+        if not found:
+            raise NotSupported("memory")
+        return total
+
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
@@ -167,9 +243,9 @@ class ProcessControl:
             time.sleep(0.1)
 
 
-def _run(command: str) -> None:
+def _run(command: str, timeout: float = 120) -> None:
     done = subprocess.run(shlex.split(command), stdin=subprocess.DEVNULL,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=timeout)
     if done.returncode != 0:
         # The command's own output is not echoed: it could carry credentials.
         raise ControlError(f"control command exited {done.returncode}")

@@ -32,6 +32,11 @@ class Unreachable(Exception):
     """The target did not answer (not running, deadline passed)."""
 
 
+class DeadlineExceeded(Unreachable):
+    """The call's deadline passed before the target answered (a transport outcome: what
+    the target did meanwhile is for the case to observe)."""
+
+
 class NotSupported(Exception):
     """The driver cannot do this (a control hook it lacks): the case is not applicable."""
 
@@ -354,6 +359,8 @@ class IndexState:
     head: int
     lag: int
     vector_lag: int = 0  # commits the vector leg is behind (it follows on its own)
+    embedder: str = ""   # HYB-04: the identity of the embedder the target embeds with
+    embedded: int = 0    # HYB-06: texts the target has had to embed since it started
 
 
 @dataclass(frozen=True)
@@ -488,9 +495,11 @@ class Driver:
 
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
-        """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper",
-        "space", "embedder", "principals", "raw_store", "second_runtime", "lease",
-        "fence"; the default driver has none."""
+        """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
+        "embedder", "default_embedder", "rules", "backup", "replication", "principals",
+        "raw_store", "deadline", "stall", "memory", "mcp", "second_runtime", "lease",
+        "fence";
+        the default driver has none."""
         return frozenset()
 
     def stop(self) -> None:
@@ -525,6 +534,30 @@ class Driver:
         grant on the kit's contexts) or "anonymous" (no credentials at all)."""
         raise NotSupported("principals")
 
+    def mcp_session(self, who: str = "self") -> Any:
+        """MCP-01/02: an MCP session with the implementation's MCP server, as the kit's
+        principal ("self"), a principal without grants ("other") or none ("anonymous"):
+        list_tools(), call(tool, **arguments) -> ToolResult(is_error, text), close()
+        (morphz_conformance.mcp_client)."""
+        raise NotSupported("mcp")
+
+    def with_deadline(self, seconds: float) -> "Driver":
+        """SEC-07: this target with every call carrying a deadline of `seconds` (a call
+        past it raises DeadlineExceeded); close() it after use."""
+        raise NotSupported("deadline")
+
+    def stalled_reads(self, context: str, ref: str, count: int) -> list[Any]:
+        """SEC-08: `count` connections each asking for the event `ref` and never reading
+        the reply (a zero flow-control window). Each handle has poll(), `answered` (the
+        target made the reply and holds it), `ended` (the target ended the call) and
+        close()."""
+        raise NotSupported("stall")
+
+    def target_memory(self) -> int:
+        """SEC-08: the target's memory in use now, in bytes (its processes' anonymous
+        resident memory)."""
+        raise NotSupported("memory")
+
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""
         raise NotSupported("second_runtime")
@@ -542,6 +575,30 @@ class Driver:
         """HYB-02: restart the target on its data embedding with another embedder (restart()
         brings the original back)."""
         raise NotSupported("embedder")
+
+    def restart_with_default_embedder(self) -> None:
+        """HYB-04/05: restart the target on its data embedding with its default embedder
+        (the one it ships; restart() brings the run's own back)."""
+        raise NotSupported("default_embedder")
+
+    def restart_with_older_rules(self) -> None:
+        """DUR-05: restart the target on its data deciding new transactions under an
+        earlier version of its rules (restart() brings the current rules back)."""
+        raise NotSupported("rules")
+
+    def backup(self) -> None:
+        """DUR-06: take an online backup of the target's store while it serves (the
+        target keeps it; restore_backup() brings it back)."""
+        raise NotSupported("backup")
+
+    def restore_backup(self) -> None:
+        """DUR-06: stop the target, replace its data by the last backup, start it."""
+        raise NotSupported("backup")
+
+    def promote_standby(self) -> None:
+        """DUR-08: lose the primary store for good and promote a standby replica; return
+        when the target answers again."""
+        raise NotSupported("replication")
 
     def lose_leases(self) -> None:
         """SC-Distributed: make the lease service unreachable, so owners cannot renew."""

@@ -13,7 +13,11 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl
-from morphz_conformance.driver import (Activation, Appended, AuditResult, Driver, Encoding,
+from morphz_conformance.h2_stall import StalledCall
+from morphz_conformance.mcp_client import McpSession
+from morphz_conformance.mcp_client import available as mcp_available
+from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
+                                       Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
                                        Implementation, IndexState, Item, Node, NotSupported,
                                        OpResult, Part, Pressure, Receipt, Rejected, Relation,
@@ -56,6 +60,8 @@ def rejection(e: grpc.RpcError) -> Exception:
             if detail.Unpack(info):
                 return Rejected(info.reason, status.message, code=code.name,
                                 details={k: _json(v) for k, v in info.metadata.items()})
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     if code in _TRANSPORT:
         return Unreachable(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     return Rejected(code.name, e.details() if hasattr(e, "details") else "", code=code.name)
@@ -85,14 +91,14 @@ class GrpcDriver(Driver):
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
                  timeout: float = 30.0, commands: Commands = NO_COMMANDS,
                  target_log: Optional[str] = None, second_target: str = "",
-                 follow_owner: bool = True, second_token: str = "",
+                 follow_owner: bool = True, second_token: str = "", mcp_command: str = "",
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
-        self._second_token = second_token
+        self._second_token, self._mcp_command = second_token, mcp_command
         self._channels: list[grpc.Channel] = []
         self._owners: dict[str, grpc.Channel] = {}
         self._connect()
@@ -352,7 +358,9 @@ class GrpcDriver(Driver):
         return self._control.capabilities() | (
             {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
-            {"principals"} if self._token and self._second_token else frozenset())
+            {"principals"} if self._token and self._second_token else frozenset()) | {
+            "deadline"} | ({"stall"} if self._tls_ca is None else frozenset()) | (  # h2c
+            {"mcp"} if self._mcp_command and mcp_available() else frozenset())
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -378,6 +386,37 @@ class GrpcDriver(Driver):
                     outcomes[f"{what} on the {where}"] = "UNAVAILABLE"
         return outcomes
 
+    def stalled_reads(self, context: str, ref: str, count: int) -> list[StalledCall]:
+        if "stall" not in self.capabilities():
+            raise NotSupported("stall")
+        request = txn.GetEventRequest(context=context, ref=ref).SerializeToString()
+        path = "/morphz.api.transaction.v1.TransactionService/GetEvent"
+        calls: list[StalledCall] = []
+        try:
+            for _ in range(count):
+                calls.append(StalledCall(self._targets[0], path, request, self._metadata()))
+        except BaseException:
+            for c in calls:
+                c.close()
+            raise
+        return calls
+
+    def target_memory(self) -> int:
+        return self._control.memory()
+
+    def with_deadline(self, seconds: float) -> "GrpcDriver":
+        return GrpcDriver(self._targets[0], encoding_target=self._targets[1],
+                          recall_target=self._targets[2], token=self._token,
+                          tls_ca=self._tls_ca, timeout=seconds, implementation=self._impl)
+
+    def mcp_session(self, who: str = "self") -> McpSession:
+        if "mcp" not in self.capabilities():
+            raise NotSupported("mcp")
+        if who != "self" and "principals" not in self.capabilities():
+            raise NotSupported("principals")
+        token = {"self": self._token, "other": self._second_token, "anonymous": ""}[who]
+        return McpSession(self._mcp_command, token, self._timeout)
+
     def as_principal(self, who: str) -> "GrpcDriver":
         if "principals" not in self.capabilities():
             raise NotSupported("principals")
@@ -396,6 +435,25 @@ class GrpcDriver(Driver):
 
     def restart_with_other_embedder(self) -> None:
         self._control.restart_with_other_embedder()
+        self._connect()
+
+    def restart_with_default_embedder(self) -> None:
+        self._control.restart_with_default_embedder()
+        self._connect()
+
+    def restart_with_older_rules(self) -> None:
+        self._control.restart_with_older_rules()
+        self._connect()
+
+    def backup(self) -> None:
+        self._control.backup()
+
+    def restore_backup(self) -> None:
+        self._control.restore_backup()
+        self._connect()
+
+    def promote_standby(self) -> None:
+        self._control.promote_standby()
         self._connect()
 
     def lose_leases(self) -> None:
@@ -496,7 +554,8 @@ def _evaluation(e: Optional[Evaluation]):
 
 def _index(s) -> IndexState:
     return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag,
-                      vector_lag=s.vectors.lag)
+                      vector_lag=s.vectors.lag, embedder=s.embedder,
+                      embedded=s.vectors.cache_misses)
 
 
 def _activation(a) -> Activation:

@@ -107,6 +107,14 @@ REQUIREMENTS = MappingProxyType({
     "KIT-03": "Kit",
 })
 
+# Requirements that hold only for implementations offering a feature (their text says
+# "With replicated storage ..."): an implementation may declare it does not offer the
+# feature (`run --not-offered`); the case is then reported not-offered, the declaration is
+# in the signed report, and the verdict does not count the case against the profile.
+CONDITIONS = MappingProxyType({
+    "DUR-08": "replicated-storage",
+})
+
 
 def included(profile: str) -> tuple[str, ...]:
     """The profiles a claim of `profile` covers (itself and every one below it); an

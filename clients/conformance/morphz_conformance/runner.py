@@ -11,11 +11,12 @@ from typing import Any, Iterable, Optional, TextIO
 
 from morphz_conformance import __version__
 from morphz_conformance.driver import Driver, NotSupported, Rejected, Unreachable
-from morphz_conformance.mapping import ids_of, included
+from morphz_conformance.mapping import CONDITIONS, ids_of, included
 from morphz_conformance.registry import Case, CaseFailed, CaseRun, NotApplicable
 from morphz_conformance.report import environment, kit_hash, scrub
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not-applicable"
+NOT_OFFERED = "not-offered"  # a conditional requirement whose feature the target declares absent
 REASON_CHARS = 600  # a reason is for people; the report stays readable
 
 
@@ -39,10 +40,15 @@ def select(cases: Iterable[Case], profile: str, extensions: Iterable[str] = (),
     return [c for c in chosen if c.id in only or c.name in only] if only else chosen
 
 
-def run_case(driver: Driver, case: Case, run_id: str, secrets: set[str]) -> Result:
+def run_case(driver: Driver, case: Case, run_id: str, secrets: set[str],
+             not_offered: frozenset[str] = frozenset()) -> Result:
+    """`not_offered`: the features (mapping.CONDITIONS) the target declares it lacks."""
     started = time.monotonic()
     missing = sorted(case.needs - driver.capabilities())
-    if missing:
+    feature = CONDITIONS.get(case.id, "")
+    if feature and feature in not_offered:
+        outcome, reason = NOT_OFFERED, f"the implementation declares it offers no {feature}"
+    elif missing:
         outcome, reason = NOT_APPLICABLE, f"the driver has no {', '.join(missing)} hook"
     else:
         try:
@@ -66,12 +72,12 @@ def run_case(driver: Driver, case: Case, run_id: str, secrets: set[str]) -> Resu
 
 
 def run(driver: Driver, cases: list[Case], out: Optional[TextIO],
-        secrets: set[str]) -> list[Result]:
+        secrets: set[str], not_offered: frozenset[str] = frozenset()) -> list[Result]:
     run_id = uuid.uuid4().hex[:8]
     results = []
     width = len(str(len(cases)))
     for n, case in enumerate(cases, 1):
-        result = run_case(driver, case, run_id, secrets)
+        result = run_case(driver, case, run_id, secrets, not_offered)
         results.append(result)
         if out is not None:
             line = f"[{n:>{width}}/{len(cases)}] {case.id:<9} {result.outcome:<14} " \
@@ -97,7 +103,8 @@ def summary_table(results: list[Result], profiles: tuple[str, ...],
 
 def build_report(results: list[Result], *, profile: str, extensions: list[str],
                  driver: Driver, target: str, started: datetime.datetime, ms: int,
-                 partial: bool, secrets: set[str], case_ids: set[str]) -> dict[str, Any]:
+                 partial: bool, secrets: set[str], case_ids: set[str],
+                 not_offered: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`case_ids`: the ids the kit has a case for; `partial`: only some of them ran."""
     profiles = included(profile)
     scope = (*profiles, *extensions)
@@ -120,10 +127,14 @@ def build_report(results: list[Result], *, profile: str, extensions: list[str],
         "summary": {PASS: sum(r.outcome == PASS for r in results),
                     FAIL: len(failed),
                     NOT_APPLICABLE: sum(r.outcome == NOT_APPLICABLE for r in results),
+                    NOT_OFFERED: sum(r.outcome == NOT_OFFERED for r in results),
                     # ids of the claimed scope the kit has no case for yet: a claim over
                     # them is not proven, and the report says so.
                     "uncovered": uncovered},
         "partial": partial,
+        # The features the implementation declared it does not offer (mapping.CONDITIONS):
+        # the cases that hold only with them are not-offered, not passed.
+        "not_offered": sorted(not_offered),
         # A profile is passed when every case of its scope ran and passed, and every id of
         # it has a case.
         "verdict": PASS if not failed and not uncovered and not partial and not any(

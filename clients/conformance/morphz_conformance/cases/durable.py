@@ -160,3 +160,112 @@ def dur_07_full_store(t: CaseRun):
         t.eq(d.event(ctx, ref).text, text, f"acknowledged {ref} after space returned")
     d.append(ctx, "s1", "user-message", "writes resume")
     t.check(d.audit(ctx).match, "the audit matches")
+
+
+@case("DUR-05", "history decided under an earlier rules version still audits as matching",
+      needs=("rules", "restart"))
+def dur_05_old_history_replays_under_its_own_rules(t: CaseRun):
+    d = t.driver
+    d.restart_with_older_rules()
+    try:
+        # A history whose decisions a rules change may alter: a rollback, a revise based
+        # before it, a retirement by the organizing window.
+        ctx = t.context(window=1)
+        t.tx(ctx, "(create a (v original)) (create b (x))")
+        t.tx(ctx, "(checkpoint cp)")
+        t.tx(ctx, "(revise a (v changed))")
+        stale_base = t.revision(ctx)
+        t.tx(ctx, "(rollback cp)")
+        try:  # whatever the earlier rules decide for it is history now
+            t.tx(ctx, "(revise a (v stale))", base=stale_base)
+        except Rejected:
+            pass
+        t.tx(ctx, "(retire b)", reason="done")
+        d.append(ctx, "s1", "tool-result", "out")
+        d.activate(ctx, "s1")
+        before = _state(d, ctx)
+        t.check(d.audit(ctx).match, "the audit under the earlier rules")
+    finally:
+        d.restart()  # the current rules
+    t.eq(_state(d, ctx), before, "the context under the current rules")
+    audit = d.audit(ctx)
+    t.check(audit.match, f"old history audited under the current rules: {audit.problems[:3]}")
+    t.tx(ctx, "(create after-rules-change (x))")  # a mixed history audits too
+    t.check(d.audit(ctx).match, "the audit of a history decided under two rules versions")
+
+
+@case("DUR-06", "an online backup restores every commit acknowledged before it began",
+      needs=("backup",))
+def dur_06_online_backup_restores(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    _history(t, ctx)
+    before = [(d.append(ctx, "s1", "user-message", f"before the backup {i}").ref,
+               f"before the backup {i}") for i in range(5)]
+    t.tx(ctx, "(create before-backup (x 1))")
+    writes, errors = [], []
+    stop, under_way = threading.Event(), threading.Event()
+
+    def writer():  # the backup is online: writes go on while it is taken
+        i = 0
+        while not stop.is_set():
+            try:
+                writes.append(d.append(ctx, "s2", "tool-result", f"while backing up {i}"))
+            except (Rejected, Unreachable) as e:
+                errors.append(e)
+                return
+            under_way.set()
+            i += 1
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        t.check(under_way.wait(60), "no write was acknowledged before the backup")
+        d.backup()
+    finally:
+        stop.set()
+        thread.join(60)
+    t.check(not errors, f"a write refused while the backup ran: {errors[:1]}")
+    after = d.append(ctx, "s1", "user-message", "after the backup").ref
+    t.tx(ctx, "(create after-backup (x 1))")
+    d.restore_backup()
+    for ref, text in before:
+        t.eq(d.event(ctx, ref).text, text, f"acknowledged {ref} in the restored store")
+    t.eq(d.frame(ctx, "before-backup").body, "(x 1)", "a commit before the backup, restored")
+    # What was written after the backup is not in it: the restore is the backup's.
+    t.rejected("EVENT_NOT_FOUND", d.event, ctx, after)
+    t.rejected("FRAME_NOT_FOUND", d.frame, ctx, "after-backup")
+    audit = d.audit(ctx)
+    t.check(audit.match, f"the audit of the restored store: {audit.problems[:3]}")
+    d.append(ctx, "s1", "user-message", "writes go on after the restore")
+
+
+@case("DUR-08", "with replicated storage every acknowledged commit survives a promotion once",
+      needs=("replication",))
+def dur_08_acknowledged_commits_survive_promotion(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    _history(t, ctx)
+    acknowledged: list[int] = []
+    stop, enough = threading.Event(), threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            try:
+                t.tx(ctx, f"(create r{i} (n {i}))")
+            except (Rejected, Unreachable):
+                return  # the primary's loss cut it off
+            acknowledged.append(i)
+            if len(acknowledged) >= 5:
+                enough.set()
+            i += 1
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    t.check(enough.wait(60), "the writer got no commits acknowledged")
+    d.promote_standby()  # while commits are in flight
+    stop.set()
+    thread.join(60)
+    frames = [f.id for f in d.frames(ctx)]
+    for i in acknowledged:
+        t.eq(frames.count(f"r{i}"), 1, f"acknowledged commit r{i} after the promotion")
+    audit = d.audit(ctx)
+    t.check(audit.match, f"the audit after the promotion: {audit.problems[:3]}")
+    t.tx(ctx, "(create after-promotion (x))")

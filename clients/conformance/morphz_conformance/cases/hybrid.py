@@ -94,3 +94,84 @@ def hyb_02_other_embedder_refused_as_stale(t: CaseRun):
     _both_legs_caught_up(t, ctx)
     t.eq(d.search(ctx, "launch", mode="vector").keys, before,
          "the original embedder's vectors serve again, unmixed")
+
+
+@case("HYB-06", "the vector leg reports its own lag; a rebuild with an unchanged embedder "
+      "reuses the stored vectors")
+def hyb_06_rebuild_reuses_stored_vectors(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    for i in range(40):
+        d.append(ctx, "s1", "user-message", f"lantern note {i} from the shed")
+    t.tx(ctx, "(create f1 (note lantern frame))")
+    _both_legs_caught_up(t, ctx)  # the vector leg says it holds every commit
+    before = d.index_status(ctx)
+    t.check(before.embedder, "the target names no embedder")
+    t.check(before.embedded >= 41, f"the target says it embedded {before.embedded} texts")
+    ranked = d.search(ctx, "lantern note 7", mode="vector").keys
+    d.rebuild_index(ctx)
+    _both_legs_caught_up(t, ctx)
+    after = d.index_status(ctx)
+    t.eq(after.embedded, before.embedded, "texts embedded again by a rebuild, same embedder")
+    t.eq(d.search(ctx, "lantern note 7", mode="vector").keys, ranked,
+         "the vector ranking after the rebuild")
+
+
+# Memories and queries that share no word with them, across languages (HYB-04/05).
+MEANINGS = ("Release 2.3 paused until legal signs off on the new terms of service",
+            "数据库连接池耗尽，查询排队超过 2 秒",
+            "lunch order for the team: noodles from the place downstairs",
+            "the printer on the third floor is out of toner again",
+            "用户喜欢简短的回答，先给结论再给细节")
+PARAPHRASES = (("why did we hold the launch", 0), ("回复尽量简洁", 4),
+               ("too many open sessions to Postgres", 1), ("the user likes brief replies", 4))
+
+
+def _with_default_embedder(t: CaseRun, check) -> None:
+    """Run `check(ctx, refs)` on the target restarted with its default embedder, over the
+    memories above; the run's own embedder comes back after."""
+    d = t.driver
+    d.restart_with_default_embedder()
+    try:
+        ctx = t.context()
+        refs = [d.append(ctx, "s1", "user-message", text).ref for text in MEANINGS]
+        _both_legs_caught_up(t, ctx)
+        check(ctx, refs)
+    finally:
+        d.restart()
+
+
+@case("HYB-04", "the default embedder is pretrained and multilingual: it recalls by meaning "
+      "across languages", needs=("default_embedder", "restart"))
+def hyb_04_default_embedder_recalls_by_meaning(t: CaseRun):
+    d = t.driver
+
+    def check(ctx: str, refs: list[str]) -> None:
+        identity = d.index_status(ctx).embedder
+        t.check(identity, "the target names no embedder identity")
+        for query, i in PARAPHRASES:
+            hits = d.search(ctx, query, mode="hybrid").hits
+            t.check(hits and hits[0].key == refs[i],
+                    f"{query!r} did not find {MEANINGS[i]!r} first: {[h.key for h in hits]}")
+            t.eq(hits[0].vector_rank, 1, f"{query!r}: its vector rank")
+    _with_default_embedder(t, check)
+
+
+@case("HYB-05", "fusion keeps each leg's strong hits: a paraphrase's vector hit stays in "
+      "hybrid's top results, an exact lexical match on top",
+      needs=("default_embedder", "restart"))
+def hyb_05_fusion_keeps_each_legs_strong_hits(t: CaseRun):
+    d = t.driver
+
+    def check(ctx: str, refs: list[str]) -> None:
+        for query, _ in PARAPHRASES:
+            top = d.search(ctx, query, mode="vector").keys[:1]
+            t.check(top, f"{query!r}: the vector leg found nothing")
+            hybrid = d.search(ctx, query, mode="hybrid").keys[:3]
+            t.check(top[0] in hybrid, f"{query!r}: the vector leg's first hit {top[0]} is "
+                                      f"not in hybrid's top three {hybrid}")
+        lexical = d.search(ctx, "printer toner", mode="lexical").keys[:1]
+        t.eq(lexical, [refs[3]], "the exact match in the lexical leg")
+        hits = d.search(ctx, "printer toner", mode="hybrid").hits
+        t.eq((hits[0].key, hits[0].lexical_rank), (refs[3], 1),
+             "the exact match in hybrid's first place")
+    _with_default_embedder(t, check)

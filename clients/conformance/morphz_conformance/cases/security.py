@@ -1,11 +1,12 @@
 """The Security extension (SEC-*): the requirements one principal can check through the
 public API (a second principal and no credentials refused, foreign refs, hostile input,
-secrets, named limits, the raw store out of reach, namespaces). SEC-07 and 08 need
-budgets and slow readers: driver hooks the kit does not have yet (their ids are reported
-without a case)."""
+secrets, named limits, the raw store out of reach, namespaces, deadlines)."""
 from __future__ import annotations
 
-from morphz_conformance.driver import Rejected
+import threading
+import time
+
+from morphz_conformance.driver import DeadlineExceeded, Rejected, Unreachable
 from morphz_conformance.registry import CaseRun, case
 
 HOSTILE = (
@@ -149,3 +150,104 @@ def sec_06_limits_named(t: CaseRun):
         t.eq((err.details.get("field"), err.details.get("maximum")), (field, maximum),
              f"the {field} limit is named")
     t.eq(t.tx(ctx, "(revise f (y))").revision, 2, "the server goes on serving")
+
+
+def _state(d, ctx: str):
+    s = d.status(ctx)
+    return (s.revision, s.cognitive_tick, s.event_count, dict(s.frames_by_state),
+            tuple(d.frames(ctx)))
+
+
+@case("SEC-07", "expensive calls past their deadline answer DEADLINE_EXCEEDED; the target "
+      "keeps serving and nothing is left half-done", needs=("deadline",))
+def sec_07_deadlines_stop_expensive_calls(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    for i in range(24):  # a history whose replay takes a while: 12 MiB of text
+        d.append(ctx, "s1", "tool-result", f"{i:04d} " + "x" * (512 << 10))
+    t.tx(ctx, "(create plan (goal ship))")
+    before = _state(d, ctx)
+    started = time.monotonic()
+    t.check(d.audit(ctx).match, "the audit with time enough")
+    # A tenth of what a full audit took: the calls below cannot finish in it.
+    short = d.with_deadline(max(0.001, (time.monotonic() - started) / 10))
+    try:
+        outcomes: list[str] = []
+
+        def expensive(call) -> None:
+            try:
+                call()
+                outcomes.append("answered")
+            except DeadlineExceeded:
+                outcomes.append("DEADLINE_EXCEEDED")
+            except Rejected as e:  # a budget of expensive calls may refuse some at once
+                outcomes.append("budget" if e.code == "RESOURCE_EXHAUSTED"
+                                else f"Rejected {e.reason}")
+            except Unreachable as e:
+                outcomes.append(f"{type(e).__name__} {getattr(e, 'reason', e)}")
+        calls = [lambda: short.audit(ctx)] * 6 + [lambda: short.rebuild(ctx)] * 2
+        threads = [threading.Thread(target=expensive, args=(c,)) for c in calls]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        t.check(len(outcomes) == len(calls) and "DEADLINE_EXCEEDED" in outcomes and
+                set(outcomes) <= {"DEADLINE_EXCEEDED", "budget"},
+                f"expensive calls past a short deadline (DEADLINE_EXCEEDED, or refused "
+                f"RESOURCE_EXHAUSTED by a budget): {sorted(outcomes)}")
+    finally:
+        short.close()
+    # The target goes on serving, and the interrupted rebuilds left nothing half-done.
+    t.eq(_state(d, ctx), before, "the context after the deadlines")
+    audit = d.audit(ctx)
+    t.check(audit.match, f"the audit after interrupted rebuilds: {audit.problems[:3]}")
+    d.append(ctx, "s1", "user-message", "writes go on")
+
+
+STALLED = 40            # connections that ask for a large reply and never read it
+STALLED_REPLY = 16 << 20  # bytes of that reply
+ANSWER_BOUND = 120.0    # seconds the target may take to answer (or end) every stalled call
+
+
+@case("SEC-08", "replies held for clients that do not read are bounded, not one per "
+      "connection", needs=("stall", "memory"))
+def sec_08_replies_held_for_stalled_clients_are_bounded(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    ref = d.append(ctx, "s1", "tool-result", "x" * STALLED_REPLY).ref
+    t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply")
+    idle = d.target_memory()
+    calls = d.stalled_reads(ctx, ref, STALLED)
+    try:
+        deadline = time.monotonic() + ANSWER_BOUND
+        while True:  # until the target has made (and holds) or ended every reply
+            for c in calls:
+                c.poll()
+            if all(c.answered for c in calls):
+                break
+            t.check(time.monotonic() < deadline,
+                    f"{sum(not c.answered for c in calls)} stalled calls never answered")
+            time.sleep(0.1)
+        held = d.target_memory() - idle
+        # One reply per connection would be STALLED x 16 MiB; a bound set by configuration
+        # holds a few replies' worth whatever the number of connections.
+        t.check(held < STALLED * STALLED_REPLY // 3,
+                f"{held >> 20} MiB held for {STALLED} calls that never read "
+                f"{STALLED_REPLY >> 20} MiB replies")
+        # A reader meanwhile is served, or refused with a named limit (retry later).
+        try:
+            t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply meanwhile")
+        except Rejected as e:
+            t.eq(e.code, "RESOURCE_EXHAUSTED", f"the refusal of a reader meanwhile ({e.reason})")
+    finally:
+        for c in calls:
+            c.close()
+    # The stalled clients gone, what was held for them is let go: readers are served.
+    deadline = time.monotonic() + ANSWER_BOUND
+    while True:
+        try:
+            t.eq(len(d.event(ctx, ref).text), STALLED_REPLY, "a reader's reply afterwards")
+            break
+        except Rejected as e:
+            t.check(e.code == "RESOURCE_EXHAUSTED" and time.monotonic() < deadline,
+                    f"readers still refused after the stalled clients left: {e.reason}")
+            time.sleep(0.2)
+    d.append(ctx, "s1", "user-message", "writes go on")
