@@ -69,7 +69,7 @@ class ServerConfig:
     # ~24 ms a text, which every test that appends would pay).
     embedder: str = ""
     # Seconds a context goes unsearched before recall holds its changes back, applied at
-    # its next search or inspection or this long after (services/recall/core/holds.py; 0: never held).
+    # its next search or inspection or this long after (services/recall/runtime/holds.py; 0: never held).
     recall_idle_seconds: float = RECALL_IDLE_SECONDS
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN
