@@ -30,6 +30,33 @@ def _history(t: CaseRun, ctx: str) -> None:
     d.append(ctx, "s1", "user-message", "and tag it", causal_refs=[ask.ref])
 
 
+def _acknowledged_while(t: CaseRun, ctx: str, fault, tx_text) -> list[int]:
+    """Commit `tx_text(i)` for i = 0, 1, ... from a writer thread; once 5 are acknowledged,
+    inject `fault` (a kill, a promotion) while commits are in flight. Returns the i's
+    acknowledged before the fault cut the writer off: what must then be there once."""
+    acknowledged: list[int] = []
+    stop, enough = threading.Event(), threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            try:
+                t.tx(ctx, tx_text(i))
+            except (Rejected, Unreachable):
+                return  # the fault cut it off: whether it applied is what we check
+            acknowledged.append(i)
+            if len(acknowledged) >= 5:
+                enough.set()
+            i += 1
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    t.check(enough.wait(60), "the writer got no commits acknowledged")
+    fault()  # while commits are in flight
+    stop.set()
+    thread.join(60)
+    return acknowledged
+
+
 @case("DUR-01", "committed transactions survive a normal restart", needs=("stop", "start"))
 def dur_01_commits_survive_restart(t: CaseRun):
     d, ctx = t.driver, t.context()
@@ -46,28 +73,8 @@ def dur_01_commits_survive_restart(t: CaseRun):
 def dur_02_crash_atomic_and_durable(t: CaseRun):
     d, ctx = t.driver, t.context()
     _history(t, ctx)
-    acknowledged: list[int] = []
-    stop = threading.Event()
-    enough = threading.Event()
-
-    def writer():
-        i = 0
-        while not stop.is_set():
-            try:
-                t.tx(ctx, f"(create w{i}-a (n {i})) (create w{i}-b (n {i})) "
-                          f"(relate w{i}-a pairs w{i}-b)")
-            except (Rejected, Unreachable):
-                return  # the kill cut it off: whether it applied is what we check
-            acknowledged.append(i)
-            if len(acknowledged) >= 5:
-                enough.set()
-            i += 1
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    t.check(enough.wait(60), "the writer got no commits acknowledged")
-    d.kill()  # while commits are in flight
-    stop.set()
-    thread.join(60)
+    acknowledged = _acknowledged_while(t, ctx, d.kill, lambda i: (
+        f"(create w{i}-a (n {i})) (create w{i}-b (n {i})) (relate w{i}-a pairs w{i}-b)"))
     d.start()
     frames = {f.id: f for f in d.frames(ctx)}
     for i in acknowledged:
@@ -243,26 +250,8 @@ def dur_06_online_backup_restores(t: CaseRun):
 def dur_08_acknowledged_commits_survive_promotion(t: CaseRun):
     d, ctx = t.driver, t.context()
     _history(t, ctx)
-    acknowledged: list[int] = []
-    stop, enough = threading.Event(), threading.Event()
-
-    def writer():
-        i = 0
-        while not stop.is_set():
-            try:
-                t.tx(ctx, f"(create r{i} (n {i}))")
-            except (Rejected, Unreachable):
-                return  # the primary's loss cut it off
-            acknowledged.append(i)
-            if len(acknowledged) >= 5:
-                enough.set()
-            i += 1
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    t.check(enough.wait(60), "the writer got no commits acknowledged")
-    d.promote_standby()  # while commits are in flight
-    stop.set()
-    thread.join(60)
+    acknowledged = _acknowledged_while(t, ctx, d.promote_standby,
+                                       lambda i: f"(create r{i} (n {i}))")
     frames = [f.id for f in d.frames(ctx)]
     for i in acknowledged:
         t.eq(frames.count(f"r{i}"), 1, f"acknowledged commit r{i} after the promotion")
