@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable, Optional, TextIO
+from typing import Callable, Mapping, Optional, TextIO
 
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 
@@ -87,6 +87,12 @@ def client_auth_options(parser: argparse.ArgumentParser, defaults: Optional[dict
     parser.add_argument("--token", metavar="TOKEN", default=d.get("token", sup),
                         help="a bearer token, sent as `authorization: Bearer TOKEN` "
                         "($MORPHZ_TOKEN, which keeps it out of the process list)")
+
+
+def option_or_env(args: argparse.Namespace, name: str, env: Mapping[str, str]) -> str:
+    """A credentials option as given, else its $MORPHZ_<NAME> variable, else ""."""
+    given = getattr(args, name, None)
+    return given if given is not None else env.get(f"MORPHZ_{name.upper()}", "")
 
 
 def always_ok(_: dict) -> int:

@@ -4,7 +4,8 @@
 recall|encoding`); `morphz context ...` calls a service over gRPC, one client call per
 command, at --server, else at $MORPHZ_<SERVICE> or $MORPHZ_SERVER (server_for), as
 `morphz backup` calls the storage service; `morphz restore` works offline; `morphz mcp`
-serves Morphz to MCP clients (mcp_cmds.py). JSON
+serves Morphz to MCP clients (mcp_cmds.py); `morphz ui` serves the web inspector
+(ui_cmds.py). JSON
 output (`--format=json`) is the core's reply dict as is; text output is a readable
 rendering of the same dict.
 
@@ -24,7 +25,7 @@ from typing import Callable, Optional, TextIO
 import grpc
 
 from morphz.services.cli import (backup_cmds, encoding_cmds, import_cmds, job_cmds, mcp_cmds,
-                                 recall_cmds, space)
+                                 recall_cmds, space, ui_cmds)
 from morphz.services.cli.common import (DEFAULT_CONTEXT, always_ok, client_auth_options,
                                         global_options, print_json, seconds_up_to_a_day,
                                         unsigned)
@@ -532,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     backup_cmds.add_commands(top, common, credentials)
     mcp_cmds.add_command(top, credentials)
+    ui_cmds.add_command(top, credentials)
     job_cmds.add_commands(top, common, credentials)
 
     context = top.add_parser("context", parents=[common, credentials],
@@ -819,6 +821,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             return run_admin(args, out)
         if args.command == "mcp":
             return mcp_cmds.run(args)
+        if args.command == "ui":
+            return ui_cmds.run(args)
         if args.command == "job":
             return run_job(args, out)
         return run_context(args, out)

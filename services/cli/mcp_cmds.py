@@ -9,7 +9,8 @@ import sys
 from importlib import metadata
 from typing import Mapping
 
-from morphz.services.cli.common import DEFAULT_CONTEXT, positive_seconds, print_json, unsigned
+from morphz.services.cli.common import (DEFAULT_CONTEXT, option_or_env, positive_seconds,
+                                        print_json, unsigned)
 from morphz.services.mcp.settings import (DEFAULT_HTTP_LISTEN, DEFAULT_MAX_OUTPUT_BYTES,
                                           DEFAULT_SESSION)
 
@@ -50,11 +51,6 @@ def add_command(top, credentials: argparse.ArgumentParser) -> None:
                    f"pages with a cursor (default: {DEFAULT_MAX_OUTPUT_BYTES})")
 
 
-def _pick(args: argparse.Namespace, name: str, env: Mapping[str, str]) -> str:
-    given = getattr(args, name, None)
-    return given if given is not None else env.get(f"MORPHZ_{name.upper()}", "")
-
-
 def run(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> int:
     from morphz.client import Credentials, MorphzError
     from morphz.client.options import DEFAULT_TIMEOUT
@@ -66,15 +62,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> int:
     out = sys.stderr if args.transport == "stdio" else sys.stdout
     try:
         over_http = args.transport == "http"
-        tls_cert = _pick(args, "tls_cert", env)
+        tls_cert = option_or_env(args, "tls_cert", env)
         if over_http and tls_cert:
             raise input_error("--transport http forwards each MCP client's bearer token; a "
                               "client certificate would act for all of them alike: use "
                               "tokens (--tls-ca alone verifies the server)", field="tls_cert")
         credentials = Credentials(
-            tls_ca=_pick(args, "tls_ca", env) or None, tls_cert=tls_cert or None,
-            tls_key=_pick(args, "tls_key", env) or None,
-            token="" if over_http else _pick(args, "token", env))
+            tls_ca=option_or_env(args, "tls_ca", env) or None, tls_cert=tls_cert or None,
+            tls_key=option_or_env(args, "tls_key", env) or None,
+            token="" if over_http else option_or_env(args, "token", env))
         context = args.mcp_context
         if context is None and args.context != DEFAULT_CONTEXT:
             context = args.context  # `morphz --context NAME mcp`
