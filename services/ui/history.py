@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from morphz.client import Client
@@ -28,15 +29,32 @@ class TxOp:
 
 @dataclass(frozen=True)
 class Commit:
+    """Revision `revision`'s commit event; its operations are parsed when first asked for
+    (a bulk transaction's text takes a while to parse, and most views need none)."""
     revision: int
     ref: str
     seq: int
     time: str
     session: str
     activation: str
-    reason: str
-    ops: tuple[TxOp, ...]
-    parsed: bool  # False: the text did not parse here (e.g. redacted); ops unknown
+    text: str
+
+    @cached_property
+    def _parsed(self) -> tuple[str, tuple["TxOp", ...], bool]:
+        return ops_of(self.text)
+
+    @property
+    def reason(self) -> str:
+        return self._parsed[0]
+
+    @property
+    def ops(self) -> tuple["TxOp", ...]:
+        return self._parsed[1]
+
+    @property
+    def parsed(self) -> bool:
+        """False: the text did not parse here (e.g. redacted); its ops are unknown."""
+        return self._parsed[2]
 
 
 def ops_of(text: str) -> tuple[str, tuple[TxOp, ...], bool]:
@@ -93,11 +111,10 @@ class Commits:
                         self._activations += 1
                     if event.kind != "context-tx":
                         continue
-                    reason, ops, parsed = ops_of(event.text)
                     self._commits.append(Commit(
                         len(self._commits) + 1, event.ref, event.seq, event.time,
                         event.session, event.activation if event.HasField("activation") else "",
-                        reason, ops, parsed))
+                        event.text))
 
     @property
     def all(self) -> list[Commit]:

@@ -67,7 +67,11 @@ def at_revision(mz: Client, context: str, now: tuple[int, list, frozenset],
     if revision <= 0 or revision >= current_revision:
         return MindAt(current_revision, current_revision, {f.id: f for f in frames},
                       relations, True)
-    changed = [f.id for f in frames if f.changed_at > revision]
+    # A frame created by a later commit did not exist yet: no read needed for it.
+    later = [commits.at(rev) for rev in range(revision + 1, current_revision + 1)]
+    born_later = set() if any(c is None or not c.parsed for c in later) else {
+        op.target for c in later for op in c.ops if op.op in ("create", "derive")}
+    changed = [f.id for f in frames if f.changed_at > revision and f.id not in born_later]
 
     def as_of(frame_id: str) -> Optional[FrameView]:
         try:
@@ -79,6 +83,8 @@ def at_revision(mz: Client, context: str, now: tuple[int, list, frozenset],
         older = dict(zip(changed, pool.map(as_of, changed)))
     shown = {}
     for f in frames:
+        if f.id in born_later:
+            continue
         f = older.get(f.id, f) if f.id in older else f
         if f is not None:
             shown[f.id] = f

@@ -226,6 +226,12 @@ class Reader:
         commits = self.commits(context)
         by_seq = commits.by_seq()
         last = max([c.seq for c in commits.all] + [st.event_count])
+        revision = _int(q.get("revision"), "revision")
+        following = commits.at(revision + 1) if revision else None
+        if following is not None:  # the history as it stood at that revision
+            last = following.seq - 1
+        else:
+            revision = 0
         page = _int(q.get("page"), "page")
         first = page * TIMELINE_PAGE + 1
         seqs = list(range(first, min(first + TIMELINE_PAGE, last + 1)))
@@ -240,7 +246,7 @@ class Reader:
             if commit is not None:
                 row["transaction"] = self._receipt(context, commit, reveal)
             rows.append(row)
-        return {"context": context, "page": page,
+        return {"context": context, "page": page, "revision": revision,
                 "pages": max(1, -(-last // TIMELINE_PAGE)), "events": rows,
                 "activations": commits.activations}
 

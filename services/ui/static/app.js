@@ -13,6 +13,8 @@ function el(tag, attrs, ...children) {
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
+    // CSSOM, not a style attribute: the Content-Security-Policy allows no inline style.
+    else if (k === "style") for (const [p, val] of Object.entries(v)) node.style.setProperty(p, val);
     else node.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children.flat()) {
@@ -252,7 +254,7 @@ async function mindView(main) {
     ` (${data.graph.nodes.length} nodes, ${data.graph.edges.length} edges)`,
     data.exact_relations ? "" : " — relations approximate (a later commit could not be rewound)");
   const legend = el("p", { class: "legend" }, Object.entries(STATE_COLOURS).map(([s, c]) =>
-    el("span", { style: `--c:${c}`, class: "swatch" }, s)), el("span", { class: "swatch protected" }, "protected"),
+    el("span", { style: { "--c": c }, class: "swatch" }, s)), el("span", { class: "swatch protected" }, "protected"),
   " — solid arrows: relations; dashed: sources; squares: raw events");
   main.replaceChildren(el("h2", {}, `Mind of ${data.context}`), head, legend,
     el("div", { class: "mind" }, list, el("div", { class: "canvas" }, drawGraph(data.graph, data.focus, pick)), detail));
@@ -270,7 +272,7 @@ function receipt(tx) {
 
 async function timelineView(main) {
   const page = Number(ui.params.page || 0);
-  const data = await api("timeline", { context: context(), reveal: reveal(), page });
+  const data = await api("timeline", { context: context(), reveal: reveal(), page, revision: revision() });
   const rows = data.events.map((e) => el("tr", { "data-ref": e.ref, class: `kind-${e.event_kind}` },
     el("td", {}, e.ref), el("td", {}, e.time), el("td", {}, e.event_kind), el("td", {}, e.session),
     el("td", {}, e.actor), el("td", {}, e.state + (e.secret ? " (secret)" : "")),
@@ -298,7 +300,9 @@ async function timelineView(main) {
         : el("p", {}, `nothing found (${d.empty})`));
     } catch (err) { results.replaceChildren(el("p", { class: "error" }, err.message)); }
   } } }, q, mode, since, until, el("button", { type: "submit" }, "search"));
-  main.replaceChildren(el("h2", {}, `Timeline of ${context()}`), search, results, pager,
+  main.replaceChildren(el("h2", {}, `Timeline of ${context()}`),
+    data.revision ? el("p", { id: "timeline-head" }, `the history up to revision ${data.revision} (its next commit excluded)`) : "",
+    search, results, pager,
     el("table", { id: "timeline" }, el("thead", {}, el("tr", {}, ["ref", "time", "kind", "session",
       "actor", "state", "preview / transaction"].map((h) => el("th", {}, h)))), el("tbody", {}, rows)));
 }
@@ -306,7 +310,7 @@ async function timelineView(main) {
 // -- encoding --------------------------------------------------------------------------------
 function bar(used, limit, cls) {
   const pct = limit ? Math.min(100, (100 * used) / limit) : 0;
-  return el("span", { class: `bar ${cls || ""}` }, el("span", { style: `width:${pct.toFixed(1)}%` }));
+  return el("span", { class: `bar ${cls || ""}` }, el("span", { style: { width: `${pct.toFixed(1)}%` } }));
 }
 
 function showEncoding(box, d) {
@@ -333,20 +337,21 @@ async function encodingView(main) {
   const snap = el("input", { id: "snapshot", placeholder: "enc-…", size: 28, value: ui.params.snapshot || "" });
   const act = el("input", { id: "activation", placeholder: "a1", size: 6, value: ui.params.activation || "" });
   const session = el("input", { id: "session", placeholder: "session", size: 10, value: ui.params.session || "main" });
-  const run = (fn) => async (ev) => {
-    ev.preventDefault();
+  const load = async (fn) => {
     out.replaceChildren(el("p", {}, "working…"));
     try { showEncoding(out, await fn()); } catch (err) { out.replaceChildren(el("p", { class: "error" }, err.message)); }
   };
+  const replay = () => api("encoding", { context: context(), snapshot: snap.value, reveal: reveal() });
+  const run = (fn) => (ev) => { ev.preventDefault(); load(fn); };
   main.replaceChildren(el("h2", {}, `Encoding of ${context()}`),
-    el("form", { id: "replay", on: { submit: run(() => api("encoding", { context: context(), snapshot: snap.value, reveal: reveal() })) } },
+    el("form", { id: "replay", on: { submit: run(replay) } },
       "replay snapshot ", snap, el("button", { type: "submit" }, "replay")),
     el("form", { id: "compile", on: { submit: run(() => api("compile", {}, { context: context(),
       activation: act.value, session: session.value })) } },
     "or compile again for activation ", act, " of session ", session,
     el("button", { type: "submit" }, "compile"),
     el("small", {}, " (claims no input; records a snapshot, changes no frame)")), out);
-  if (ui.params.snapshot) main.querySelector("#replay button").click();
+  if (ui.params.snapshot) await load(replay);
 }
 
 // -- diff ------------------------------------------------------------------------------------
