@@ -385,14 +385,22 @@ const VIEWS = { contexts: contextsView, mind: mindView, timeline: timelineView,
   encoding: encodingView, diff: diffView };
 
 // -- start -----------------------------------------------------------------------------------
-async function start() {
+async function header() {
+  // The banner and the context list load beside the first view, not before it.
   try {
-    const who = await api("whoami");
+    const [who, list] = await Promise.all([api("whoami"), api("contexts")]);
     $("banner").textContent = who.banner;
     $("banner").dataset.mode = who.mode;
-    const list = await api("contexts");
+    const chosen = context();
     $("context").replaceChildren(...list.contexts.map((c) => el("option", { value: c.context }, c.context)));
+    if (chosen && ![...$("context").options].some((o) => o.value === chosen)) {
+      $("context").append(el("option", { value: chosen }, chosen));
+    }
+    if (chosen) $("context").value = chosen;
   } catch (err) { showError(err); }
+}
+
+async function start() {
   for (const id of ["context", "revision", "reveal"]) {
     $(id).addEventListener("change", () => {
       const params = { ...ui.params, context: context(), revision: revision() };
@@ -402,7 +410,9 @@ async function start() {
     });
   }
   window.addEventListener("hashchange", render);
-  await render();
+  parseHash();
+  if (ui.params.context) await Promise.all([header(), render()]);
+  else { await header(); await render(); }  // the first context is the default
 }
 
 start();
