@@ -328,3 +328,29 @@ def test_ui_01_development_mode_serves_loopback_only(tmp_path):
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
     assert error["reason"] == "CONTEXT_INPUT_INVALID" and error["details"]["field"] == "listen"
+
+
+def test_ui_01_ui_02_the_conformance_kits_ui_cases_pass_through_morphz_ui(
+        inspector, token_server, certs, tmp_path):
+    """The kit's UI extension, black-box over HTTP against this `morphz ui`: the kit acts
+    as alice (its inspector token mapped to alice's Morphz token), its second principal as
+    carol (no grant on the kit's contexts)."""
+    files = {}
+    for name, text in (("token", ALICE_TOKEN), ("second", TOKENS["carol"]),
+                       ("ui", UI_TOKENS["alice"]), ("ui-second", UI_TOKENS["carol"])):
+        files[name] = tmp_path / name
+        files[name].write_text(text)
+    report = tmp_path / "report.json"
+    kit = Path(sys.executable).with_name("morphz-conformance")
+    done = subprocess.run(
+        [str(kit), "run", "--profile", "UI", "--target", token_server.address,
+         "--tls-ca", certs.path("ca.crt"), "--token-file", str(files["token"]),
+         "--second-token-file", str(files["second"]), "--inspector-url", inspector.url,
+         "--inspector-token-file", str(files["ui"]),
+         "--inspector-second-token-file", str(files["ui-second"]),
+         "--report", str(report), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = json.loads(report.read_text())["cases"]
+    assert {c["id"]: c["outcome"] for c in cases} == {"UI-01": "pass", "UI-02": "pass"}, cases
+    for text in (report.read_text(), done.stdout, done.stderr):
+        assert "PLANTED" not in text and UI_TOKENS["alice"] not in text

@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mcp-cmd", default="", help="MCP extension: command that starts the "
                      "implementation's MCP server over stdio, reaching the target (the "
                      "caller's token in $MORPHZ_TOKEN); needs morphz-conformance[mcp]")
+    run.add_argument("--inspector-url", default="", metavar="URL", help="UI extension: the "
+                     "implementation's web inspector, reading the target (e.g. "
+                     "http://127.0.0.1:7090)")
+    run.add_argument("--inspector-token-file", default="", help="UI extension: the inspector "
+                     "token acting as the kit's principal (none: the inspector's own)")
+    run.add_argument("--inspector-second-token-file", default="", help="UI extension: the "
+                     "inspector token of a principal holding no grant on the kit's contexts")
     run.add_argument("--older-rules-start-cmd", default="", help="DUR-05: command that "
                      "starts the target on its data deciding under an earlier rules version")
     run.add_argument("--backup-cmd", default="", help="DUR-06: command that takes an online "
@@ -138,7 +145,13 @@ def _run(args) -> int:
     if args.second_token_file:
         with open(args.second_token_file, encoding="utf-8") as f:
             second_token = f.read().strip()
-    secrets = {t for t in (token, second_token) if t}
+    inspector_tokens = {}
+    for who, path in (("self", args.inspector_token_file),
+                      ("other", args.inspector_second_token_file)):
+        if path:
+            with open(path, encoding="utf-8") as f:
+                inspector_tokens[who] = f.read().strip()
+    secrets = {t for t in (token, second_token, *inspector_tokens.values()) if t}
     tls_ca = open(args.tls_ca, "rb").read() if args.tls_ca else None
     driver = GrpcDriver(args.target, encoding_target=args.encoding_target,
                         recall_target=args.recall_target,
@@ -155,6 +168,7 @@ def _run(args) -> int:
                             promote_standby=args.promote_standby_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         second_token=second_token, mcp_command=args.mcp_cmd,
+                        inspector_url=args.inspector_url, inspector_tokens=inspector_tokens,
                         implementation=Implementation(args.implementation,
                                                       args.implementation_version))
     known = all_cases()

@@ -497,8 +497,8 @@ class Driver:
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
         "embedder", "default_embedder", "rules", "backup", "replication", "principals",
-        "raw_store", "deadline", "stall", "memory", "mcp", "second_runtime", "lease",
-        "fence";
+        "raw_store", "deadline", "stall", "memory", "mcp", "inspector", "second_runtime",
+        "lease", "fence";
         the default driver has none."""
         return frozenset()
 
@@ -540,6 +540,13 @@ class Driver:
         list_tools(), call(tool, **arguments) -> ToolResult(is_error, text), close()
         (morphz_conformance.mcp_client)."""
         raise NotSupported("mcp")
+
+    def inspector(self, who: str = "self") -> Any:
+        """UI-01/02: the implementation's web inspector over HTTP, as the kit's principal
+        ("self"), a principal without grants ("other") or no one ("anonymous"):
+        get(path, **query) -> InspectorReply(status, headers, body; text, json())
+        (morphz_conformance.inspector_client)."""
+        raise NotSupported("inspector")
 
     def with_deadline(self, seconds: float) -> "Driver":
         """SEC-07: this target with every call carrying a deadline of `seconds` (a call

@@ -14,6 +14,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl
 from morphz_conformance.h2_stall import StalledCall
+from morphz_conformance.inspector_client import InspectorClient
 from morphz_conformance.mcp_client import McpSession
 from morphz_conformance.mcp_client import available as mcp_available
 from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
@@ -92,6 +93,7 @@ class GrpcDriver(Driver):
                  timeout: float = 30.0, commands: Commands = NO_COMMANDS,
                  target_log: Optional[str] = None, second_target: str = "",
                  follow_owner: bool = True, second_token: str = "", mcp_command: str = "",
+                 inspector_url: str = "", inspector_tokens: Optional[dict[str, str]] = None,
                  implementation: Implementation = MORPHZ) -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
@@ -99,6 +101,8 @@ class GrpcDriver(Driver):
         self._control = ProcessControl(commands, self.answers, target_log)
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
         self._second_token, self._mcp_command = second_token, mcp_command
+        # UI: the inspector's address and each caller's inspector token ("self", "other")
+        self._inspector_url, self._inspector_tokens = inspector_url, dict(inspector_tokens or {})
         self._channels: list[grpc.Channel] = []
         self._owners: dict[str, grpc.Channel] = {}
         self._connect()
@@ -360,7 +364,8 @@ class GrpcDriver(Driver):
             {"second_runtime"} if self._second else frozenset()) | (
             {"principals"} if self._token and self._second_token else frozenset()) | {
             "deadline"} | ({"stall"} if self._tls_ca is None else frozenset()) | (  # h2c
-            {"mcp"} if self._mcp_command and mcp_available() else frozenset())
+            {"mcp"} if self._mcp_command and mcp_available() else frozenset()) | (
+            {"inspector"} if self._inspector_url else frozenset())
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -416,6 +421,14 @@ class GrpcDriver(Driver):
             raise NotSupported("principals")
         token = {"self": self._token, "other": self._second_token, "anonymous": ""}[who]
         return McpSession(self._mcp_command, token, self._timeout)
+
+    def inspector(self, who: str = "self") -> InspectorClient:
+        if "inspector" not in self.capabilities():
+            raise NotSupported("inspector")
+        if who == "other" and "other" not in self._inspector_tokens:
+            raise NotSupported("inspector principals")
+        token = "" if who == "anonymous" else self._inspector_tokens.get(who, "")
+        return InspectorClient(self._inspector_url, token, self._timeout)
 
     def as_principal(self, who: str) -> "GrpcDriver":
         if "principals" not in self.capabilities():
