@@ -34,6 +34,7 @@ RELEASE_TX = """(context-tx
   (retire @e4))"""
 EVENT_SECRET = "sk-live-PLANTED-event-4c1f9a"
 FRAME_SECRET = "hunter2-PLANTED-frame-77b0"
+BUILD_LOG = "build log: " + "step ok; " * 800  # over the 4 KiB preview threshold
 BIG_FRAMES = 10_000
 BIG_BATCH = 2_000  # frames per bulk transaction
 
@@ -48,8 +49,9 @@ class Release:
 
 def seed_release(mz: Client, context: str) -> Release:
     """The README's walk-through (revision 1: release planned; revision 2: the test
-    report digested, release revised), then a secret event and a frame holding a secret
-    part, and an encoding compiled over them."""
+    report digested, release revised), then a secret event (@e7), a build log long
+    enough to be shown as a preview (@e8), a frame holding a secret part (revision 3),
+    and an encoding compiled over them."""
     s = "main"
     mz.create_context(context)
     mz.append_event(context, session=s, kind="user-message", text=USER_REQUEST)
@@ -61,6 +63,7 @@ def seed_release(mz: Client, context: str) -> Release:
     mz.commit(context, RELEASE_TX, session=s, activation=a2.id)
     mz.append_event(context, session=s, kind="external", text=f"deploy key {EVENT_SECRET}",
                     secret=True)
+    mz.append_event(context, session=s, kind="tool-result", actor="ci", text=BUILD_LOG)
     a3 = mz.activate(context, session=s)
     mz.commit(context, f'(context-tx (base-version 2) (create vault (url "https://deploy") '
               f'(token (secret "{FRAME_SECRET}"))))', session=s, activation=a3.id)

@@ -201,6 +201,9 @@ def test_ui_02_encoding_regions_appear_in_the_seeds_order(erin, inspector, seede
     assert [r.get_attribute("data-name")
             for r in erin.find_elements(By.CSS_SELECTOR, "#regions .region")] == SEED_REGIONS
     assert "replay matches" in erin.find_element(By.ID, "encoding").text
+    inbox = erin.find_element(By.CSS_SELECTOR, "#regions .region[data-name=inbox]").text
+    assert "1 preview(s)" in inbox  # the 6 KB build log, @e8
+    assert texts(erin, "#previews li")[0].startswith("@e8: preview, 4096 of ")
     assert erin.find_element(By.CSS_SELECTOR, "#pressure .bar")
     # compile again for the open activation: the same regions in the same order
     erin.find_element(By.ID, "activation").send_keys(seeded.activation)
@@ -319,6 +322,22 @@ def test_ui_01_each_user_sees_only_what_its_principal_may_read(chrome, inspector
     chrome.get(f"{inspector.url}/")
     wait_for(chrome, "input[name=token]")  # the page itself asks for a token first
     assert chrome.current_url.endswith("/login")
+
+
+def test_ui_01_development_mode_says_so_on_the_page(chrome, token_server, certs, seeded,
+                                                   tmp_path):
+    dev = InspectorProcess(["--server", token_server.address, "--tls-ca",
+                            certs.path("ca.crt")], tmp_path / "ui.log",
+                           env={"MORPHZ_TOKEN": TOKENS["erin"]})
+    try:
+        chrome.get(f"{dev.url}/#/timeline?context={RELEASE}")
+        assert wait_view(chrome) == "ready"
+        assert wait_for(chrome, "#banner[data-mode=development]").text.startswith(
+            "development mode: loopback only")
+        assert "[secret @e7]" in chrome.find_element(By.CSS_SELECTOR,
+                                                     "#timeline tr[data-ref='@e7']").text
+    finally:
+        dev.stop()
 
 
 def test_ui_01_development_mode_serves_loopback_only(tmp_path):
