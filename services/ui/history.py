@@ -11,7 +11,8 @@ from functools import cached_property
 from typing import Optional
 
 from morphz.client import Client
-from morphz.client.errors import MorphzError, NotFoundError
+from morphz.client.errors import NotFoundError
+from morphz.shared.errors import MorphzError as ParseError
 from morphz.services.transaction.core.txlang import EdgeOp, FrameOp, NamedOp, TargetsOp, \
     parse_text
 
@@ -60,7 +61,7 @@ class Commit:
 def ops_of(text: str) -> tuple[str, tuple[TxOp, ...], bool]:
     try:
         tx = parse_text(text)
-    except MorphzError:
+    except ParseError:  # the parser's own error class (the server's error table)
         return "", (), False
     ops = []
     for op in tx.ops:
