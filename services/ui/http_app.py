@@ -29,6 +29,7 @@ GET_VIEWS = {"contexts": lambda r, ctx, q: r.contexts(),
              "timeline": lambda r, ctx, q: r.timeline(ctx, q),
              "search": lambda r, ctx, q: r.search(ctx, q),
              "encoding": lambda r, ctx, q: r.encoding(ctx, q),
+             "activations": lambda r, ctx, q: r.activations(ctx),
              "diff": lambda r, ctx, q: r.diff(ctx, q)}
 POST_VIEWS = {"compile": lambda r, ctx, q: r.compile(ctx, q)}
 MAX_BODY = 65536

@@ -294,6 +294,12 @@ class Reader:
                               {"match": replay.match, "hash": replay.hash,
                                "problems": list(replay.problems)})
 
+    def activations(self, context: str) -> dict:
+        """How many activations the history holds: the latest is a<count> (the ids count
+        up from a1), what the encoding view offers to compile again for."""
+        count = self.commits(context).activations
+        return {"count": count, "latest": f"a{count}" if count else ""}
+
     def compile(self, context: str, q: dict) -> dict:
         activation = q.get("activation", "")
         if not activation:  # an empty one would claim the session's pending inputs

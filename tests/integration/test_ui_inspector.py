@@ -205,8 +205,10 @@ def test_ui_02_encoding_regions_appear_in_the_seeds_order(erin, inspector, seede
     assert "1 preview(s)" in inbox  # the 6 KB build log, @e8
     assert texts(erin, "#previews li")[0].startswith("@e8: preview, 4096 of ")
     assert erin.find_element(By.CSS_SELECTOR, "#pressure .bar")
-    # compile again for the open activation: the same regions in the same order
-    erin.find_element(By.ID, "activation").send_keys(seeded.activation)
+    # compile again for the latest activation (offered): the same regions in the same order
+    activation = erin.find_element(By.ID, "activation")
+    WebDriverWait(erin, 30).until(lambda _: activation.get_attribute("value"))
+    assert activation.get_attribute("value") == seeded.activation
     erin.find_element(By.CSS_SELECTOR, "#compile button").click()
     wait_for(erin, "#regions .region[data-name=evaluate]")
     assert [r.get_attribute("data-name")

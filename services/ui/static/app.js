@@ -351,6 +351,10 @@ async function encodingView(main) {
     "or compile again for activation ", act, " of session ", session,
     el("button", { type: "submit" }, "compile"),
     el("small", {}, " (claims no input; records a snapshot, changes no frame)")), out);
+  if (!act.value) {
+    api("activations", { context: context() }).then((d) => { if (!act.value) act.value = d.latest; },
+      () => {});
+  }
   if (ui.params.snapshot) await load(replay);
 }
 
