@@ -113,7 +113,7 @@ def health(address: str, name: str = "") -> str:
 
 
 def cli_exports(addresses: dict[str, str]) -> list[str]:
-    """What the `morphz` CLI reads (services/cli/main.py server_for). MORPHZ_TRANSACTION is
+    """What the `morphz` CLI reads (services/cli/connect.py server_for). MORPHZ_TRANSACTION is
     set too so one left from another cluster does not win; recall-2 is the spare replica
     (each replica keeps its own index and search cursors: point a client at one)."""
     tx = addresses["transaction-1"]

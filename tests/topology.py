@@ -36,7 +36,7 @@ class Endpoints:
     encoding: str
 
     def cli_env(self) -> dict[str, str]:
-        """What the `morphz` CLI reads to reach each service (services/cli/main.py)."""
+        """What the `morphz` CLI reads to reach each service (services/cli/connect.py)."""
         return {"MORPHZ_SERVER": self.transaction, "MORPHZ_TRANSACTION": self.transaction,
                 "MORPHZ_RECALL": self.recall, "MORPHZ_ENCODING": self.encoding}
 

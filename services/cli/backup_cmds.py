@@ -9,7 +9,9 @@ from typing import Callable, TextIO
 
 import grpc
 
-from morphz.services.cli.common import BACKUP_TIMEOUT
+from morphz.services.cli.common import BACKUP_TIMEOUT, print_json
+from morphz.services.cli.connect import channel as connect_to, client_auth, server_for
+from morphz.services.cli.tracing import command_trace
 
 
 def add_commands(top, common: argparse.ArgumentParser,
@@ -63,3 +65,23 @@ def render_restore(r: dict, out: TextIO) -> None:
 
 RENDER: dict[str, Callable[[dict, TextIO], None]] = {"backup": render_backup,
                                                       "restore": render_restore}
+
+
+def run_command(args: argparse.Namespace, out: TextIO) -> int:
+    """`morphz backup` (over gRPC, to the storage service) and `morphz restore` (local)."""
+    if args.command == "restore":
+        reply = run_restore(args)
+    else:
+        server = server_for("storage", args.server)
+        with command_trace("backup", "", name="morphz backup") as traced:
+            channel = traced(connect_to(client_auth(args), server))
+            try:
+                reply = run_backup(channel, args)
+            finally:
+                channel.close()
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        RENDER[args.command](reply, out)
+    return 0
+

@@ -127,7 +127,7 @@ def encoding_exit(r: dict) -> int:
     return 0
 
 
-SERVICE = "encoding"  # the service these commands call (services/cli/main.py server_for)
+SERVICE = "encoding"  # the service these commands call (services/cli/connect.py server_for)
 # name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
 COMMANDS: MappingProxyType = MappingProxyType({
     "encode": (cmd_encode, render_encode, always_ok),

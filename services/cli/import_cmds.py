@@ -112,7 +112,7 @@ def render_import(r: dict, out: TextIO) -> None:
           f"{r['lines_per_second']} lines/s)", file=out)
 
 
-SERVICE = "transaction"  # the service these commands call (services/cli/main.py server_for)
+SERVICE = "transaction"  # the service these commands call (services/cli/connect.py server_for)
 COMMANDS: MappingProxyType = MappingProxyType({
     "import": (call_import, render_import, lambda _: 0),
 })

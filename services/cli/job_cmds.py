@@ -9,6 +9,9 @@ from typing import Callable, TextIO
 
 import grpc
 
+from morphz.services.cli.common import print_json
+from morphz.services.cli.connect import channel, client_auth, server_for
+from morphz.services.cli.tracing import command_trace
 from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 
@@ -71,3 +74,17 @@ def render_job(j: dict, out: TextIO) -> None:
 def render(reply: dict, out: TextIO) -> None:
     for j in reply["jobs"] if "jobs" in reply else [reply]:
         render_job(j, out)
+
+
+def run_command(args: argparse.Namespace, out: TextIO) -> int:
+    """`morphz job get|list|cancel`: the reply printed as text or JSON."""
+    auth = client_auth(args)
+    with command_trace(f"job {args.job_action}", "", name="morphz job") as traced:
+        reply = run(args, lambda service: traced(channel(auth, server_for(service,
+                                                                         args.server))))
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        render(reply, out)
+    return 0
+

@@ -197,7 +197,7 @@ def render_index(r: dict, out: TextIO) -> None:
         print("last_rebuild: -", file=out)
 
 
-SERVICE = "recall"  # the service these commands call (services/cli/main.py server_for)
+SERVICE = "recall"  # the service these commands call (services/cli/connect.py server_for)
 # name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
 COMMANDS: MappingProxyType = MappingProxyType({
     "recall": (call_recall, render_recall, always_ok),

@@ -12,6 +12,7 @@ from morphz.services.recall.runtime.feeds import Feeds
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.vectorfollow import VectorFollower
 from morphz.services.recall.defaults import EMBEDDER_ENV
 from morphz.services.recall.embedding.api import Embedder
@@ -79,7 +80,7 @@ def register(app: Host) -> Wired:
                       idle_seconds=app.config.recall_idle_seconds).start(),
                   interval=SHARD_LOOKUP_SECONDS if sharded else None).start()
     beside = Beside(HYBRID_HELPERS)
-    core = RecallCore(app.store, app.transactions, indexer, tracer=tracer,
+    core = RecallCore(app.store, app.transactions, indexer, pins=SearchPins(), tracer=tracer,
                       feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)
     jobs = recall_jobs(core, app.admission)
     recall_pb2_grpc.add_RecallServiceServicer_to_server(RecallServicer(core, jobs), app.server)

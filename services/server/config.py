@@ -1,5 +1,7 @@
 """A server process's options, all-in-one or one service (`morphz serve` flags): the
-"with which options" of its Deployment (deployment.py)."""
+"with which options" of its Deployment (deployment.py). Built once (server/main.py, from
+the flags) and never changed after: frozen, so every part the composition root hands it
+to reads the same options; a variant is a new one (dataclasses.replace)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,
                                   REPLY_STALL_SECONDS)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerConfig:
     data_dir: str
     listen: str = DEFAULT_LISTEN

@@ -40,7 +40,7 @@ _log = logging.getLogger("morphz.server")
 
 @dataclass(frozen=True)
 class Security:
-    """File paths, as given on the command line (services/cli/main.py)."""
+    """File paths, as given on the command line (services/cli/serve_cmd.py)."""
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""  # mutual TLS: the CA of the client certificates accepted

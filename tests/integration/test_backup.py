@@ -17,6 +17,7 @@ import pytest
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -295,4 +296,4 @@ def follow(store: LmdbStore, tx: TransactionCore, root, then=None) -> RecallCore
             until(lambda: follower.status()["feed_position"] == store.feed_head(), "again")
     finally:
         follower.stop()
-    return RecallCore(store, tx, indexer)
+    return RecallCore(store, tx, indexer, pins=SearchPins())

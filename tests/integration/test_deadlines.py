@@ -13,6 +13,7 @@ import pytest
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.recall.runtime import tokenpool
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -94,7 +95,8 @@ def test_sec_07_compile_past_its_deadline_claims_and_writes_nothing(core, store)
 
 
 def test_sec_07_traversal_stops_at_its_deadline(core, store, tmp_path):
-    recall = RecallCore(store, core, Indexer(store, IndexDirectory(str(tmp_path / "idx"))))
+    recall = RecallCore(store, core, Indexer(store, IndexDirectory(str(tmp_path / "idx"))),
+                        pins=SearchPins())
     assert len(recall.traverse("c", "b", direction="ancestors", caller=CALLER).nodes) == 2
     stopped("DEADLINE_EXCEEDED", recall.traverse, "c", "b", direction="ancestors",
             caller=CALLER, deadline=after_checks(1))
@@ -121,7 +123,7 @@ def generations(root) -> list[str]:
 def recall(core, store, tmp_path):
     # Ten events per read chunk: the rebuild of EVENTS looks at its deadline between them.
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "idx")), rebuild_read_chunk=10)
-    recall = RecallCore(store, core, indexer)
+    recall = RecallCore(store, core, indexer, pins=SearchPins())
     recall.rebuild("c", caller=CALLER)
     return recall
 
@@ -175,7 +177,7 @@ def test_sec_07_an_index_rebuild_stops_in_its_fit_sample_read(core, store, tmp_p
     and once read, before the fit, and stops there with nothing swapped in."""
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "idx")), embedder=LsaEmbedder(),
                       rebuild_read_chunk=10)
-    recall = RecallCore(store, core, indexer)
+    recall = RecallCore(store, core, indexer, pins=SearchPins())
     recall.rebuild("c", caller=CALLER)
     counting, checks = cancelled_at(0)
     recall.rebuild("c", caller=CALLER, deadline=counting)

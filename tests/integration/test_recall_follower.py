@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager
 
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -241,7 +242,7 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
         client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
-        core = RecallCore(client, tx, indexer)
+        core = RecallCore(client, tx, indexer, pins=SearchPins())
         client.between.append(lambda _reader: tx.commit(
             "c", f'(context-tx (base-version {rev}) (reason "later") (retire {refs[1]}))',
             caller=ME))
@@ -269,7 +270,7 @@ def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_agai
         client = InterleavingClient(channel, timeout=30)
         indexer = Indexer(client, IndexDirectory(str(tmp_path / "recall")))
         indexer.catch_up("c")
-        core = RecallCore(client, tx, indexer)
+        core = RecallCore(client, tx, indexer, pins=SearchPins())
 
         def release_and_move(reader: RemoteReader) -> None:
             app.snapshots.close_snapshot(reader._snapshot)  # as the reaper would

@@ -11,6 +11,7 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -32,7 +33,7 @@ def recall(tmp_path, idle: float, store=None):
     indexer = Indexer(store, indexes)
     follower = FeedFollower(store, indexer, indexes, rest_ratio=1e6, max_rest_seconds=0.05,
                             idle_seconds=idle).start()
-    core = RecallCore(store, tx, indexer, feed_status=follower.status,
+    core = RecallCore(store, tx, indexer, pins=SearchPins(), feed_status=follower.status,
                       catch_up=follower.catch_up)
     try:
         yield store, tx, indexer, follower, core

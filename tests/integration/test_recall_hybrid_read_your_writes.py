@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
@@ -24,7 +25,7 @@ def stack(tmp_path):
     tx = TransactionCore(store)
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")),
                       embedder=HashingEmbedder(64), vectors_due=lambda context: None)
-    yield tx, indexer, RecallCore(store, tx, indexer)
+    yield tx, indexer, RecallCore(store, tx, indexer, pins=SearchPins())
     store.close()
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from morphz.services.recall.core.documents import TEXT_VERSION, event_doc, event_key
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory, Query
@@ -62,7 +63,7 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
 
     # A restarted recall process opens it.
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
-    core = RecallCore(store, tx, indexer)
+    core = RecallCore(store, tx, indexer, pins=SearchPins())
     for mode in ("lexical", "hybrid"):  # whether the rebuild has swapped in yet or not
         reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
         assert seen.ref not in refs(reply) and notes <= refs(reply), mode

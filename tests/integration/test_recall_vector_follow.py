@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.follower import FeedFollower
@@ -80,7 +81,7 @@ def recall_stack(data, embedder):
                       vectors_due=vectors.due)
     vectors.start(indexer.apply_vectors)
     follower = FeedFollower(store, indexer, indexes).start()
-    core = RecallCore(store, tx, indexer, feed_status=follower.status,
+    core = RecallCore(store, tx, indexer, pins=SearchPins(), feed_status=follower.status,
                       catch_up=follower.catch_up)
     try:
         yield tx, indexer, core

@@ -11,6 +11,7 @@ from morphz.services.transaction.core import replay as rp
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.reducer import apply_event
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
+from morphz.shared.mind.replay_rows import AUDITED
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.overlay import Overlay, OverlayReader
 
@@ -26,7 +27,7 @@ def reference_replay(events) -> dict[str, dict]:
         apply_event(m, ev)
         for w in m.writes():
             rows.put(w.table, w.key, w.value)
-    return {t: dict(done.scan(t)) for t in rp.AUDITED}
+    return {t: dict(done.scan(t)) for t in AUDITED}
 
 
 def _history(core: TransactionCore) -> None:
@@ -88,9 +89,9 @@ def test_audit_01_replay_equals_one_candidate_mind_per_event(history, monkeypatc
         from_store = lambda seq: read_back.append(seq) or m.event_row(seq)  # noqa: E731
         from_history, _ = rp._replay(rp._events(rp.stored_events(m)), from_store)
         want = reference_replay(events)
-        actual = {t: m.rows(t) for t in rp.AUDITED}
+        actual = {t: m.rows(t) for t in AUDITED}
     assert count == len(events) > 12
-    assert {t for t in rp.AUDITED if want[t]} >= {
+    assert {t for t in AUDITED if want[t]} >= {
         "meta", "frames", "relations", "order", "checkpoints", "sessions", "activations",
         "calls", "boundaries", "idempotency", "policy", "observations", "pending"}
     assert fast == want

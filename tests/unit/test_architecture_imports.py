@@ -11,6 +11,9 @@ pyproject.toml maps into it (nothing is imported): the layers point one way.
   derived index (services/recall/index/), which recall/core drives, keeps its vectors in
   an LMDB file of its own (vector_cache.py); issue 41 item 6 takes recall's runtime out
   of core.
+- recall/core imports nothing of recall/runtime (its threads, processes and files):
+  what the core needs of them is a protocol of its own (recall/core/ports.py), and
+  recall/wiring.py hands it the runtime's part.
 """
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ ABOVE_SERVER = ("morphz.services.cli",)  # runs the server: `morphz serve`
 TRANSPORT = ("grpc", "grpc_health", "grpc_reflection", "grpc_status", "morphz.api")
 STORE = ("lmdb",)
 RECALL_INDEX = "morphz.services.recall.index"  # LMDB of its own (see above)
+RECALL_CORE = "morphz.services.recall.core"
+RECALL_RUNTIME = "morphz.services.recall.runtime"
 
 
 def package_dirs(root: Path) -> dict[str, Path]:
@@ -95,6 +100,12 @@ def upward_arrows(edges: dict[str, set[str]]) -> list[str]:
     return bad
 
 
+def imports_into(edges: dict[str, set[str]], package: str, target: str) -> list[str]:
+    """Each import of `target` (or a module under it) by a module under `package`."""
+    return [f"{m} -> {t}" for m in sorted(edges) if within(m, package)
+            for t in sorted(edges[m]) if within(t, target)]
+
+
 def is_core(module: str) -> bool:
     parts = module.split(".")
     return len(parts) >= 4 and parts[:2] == ["morphz", "services"] and parts[3] == "core"
@@ -160,6 +171,11 @@ def test_cores_reach_no_lmdb_but_through_recalls_own_index(edges):
     assert not any(within(t, "lmdb") for m in edges if is_core(m) for t in edges[m])
 
 
+def test_recall_core_imports_nothing_of_recall_runtime(edges):
+    assert any(within(m, RECALL_RUNTIME) for m in edges)  # the walk reached it
+    assert imports_into(edges, RECALL_CORE, RECALL_RUNTIME) == []
+
+
 def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
     """The same checks over a small tree that breaks each rule once: they must fail."""
     (tmp_path / "pyproject.toml").write_text(
@@ -174,6 +190,10 @@ def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
         "services/recall/core/__init__.py": "",
         "services/recall/core/engine.py": "def f():\n    from morphz.services.recall import x\n",
         "services/recall/x.py": "import lmdb\n",
+        "services/recall/runtime/__init__.py": "",
+        "services/recall/runtime/pins.py": "",
+        "services/recall/core/search.py": "if TYPE_CHECKING:\n"
+                                          "    from ..runtime.pins import SearchPins\n",
         "services/cli/main.py": "from morphz.services.server import wired\n",
         "shared/__init__.py": "",
         "shared/values.py": "from morphz.services.recall.x import y\n",
@@ -189,3 +209,5 @@ def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
     assert core_reaches(small, STORE) == [
         "morphz.services.recall.core.engine -> morphz.services.recall.x -> lmdb"]
     assert core_reaches(small, TRANSPORT) == []
+    assert imports_into(small, RECALL_CORE, RECALL_RUNTIME) == [
+        "morphz.services.recall.core.search -> morphz.services.recall.runtime.pins"]

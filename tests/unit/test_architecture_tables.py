@@ -22,11 +22,7 @@ OWNERS = ("shared/mind/", "services/storage/", "shared/storage/")
 
 # file -> why it still names tables or decodes rows. Remove an entry when its file is
 # moved onto MindView (the test fails on an entry that has no finding left).
-ALLOWED = {
-    # The transaction core: audit compares every table by name (its replay machinery is
-    # still to move into shared/mind).
-    "services/transaction/core/replay.py": "audit compares every table by name",
-}
+ALLOWED: dict[str, str] = {}
 
 # Calls whose first argument is a table (or second, after a Store's context): Reader,
 # Store and MindView reads and writes.

@@ -9,6 +9,7 @@ import pytest
 
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.request import Evaluation
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
@@ -22,7 +23,7 @@ def cores(tmp_path):
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     tx = TransactionCore(store)
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
-    yield tx, indexer, RecallCore(store, tx, indexer)
+    yield tx, indexer, RecallCore(store, tx, indexer, pins=SearchPins())
     store.close()
 
 

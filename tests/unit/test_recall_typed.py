@@ -16,6 +16,7 @@ import pytest
 
 from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.request import Evaluation, SearchRequest
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.runtime.indexer import Indexer
@@ -116,7 +117,7 @@ def cores(tmp_path):
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     tx = TransactionCore(store)
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
-    yield tx, indexer, RecallCore(store, tx, indexer)
+    yield tx, indexer, RecallCore(store, tx, indexer, pins=SearchPins())
     store.close()
 
 

@@ -93,15 +93,15 @@ class _Learning(HashingEmbedder):
 
 
 def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypatch):
-    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime import vector_upkeep
     from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
     from morphz.services.storage.lmdb_store import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
-    monkeypatch.setattr(indexer_module, "REFIT_MIN", 8)
-    monkeypatch.setattr(indexer_module, "FIT_SAMPLE", 4)  # a fit sees a sample only
+    monkeypatch.setattr(vector_upkeep, "REFIT_MIN", 8)
+    monkeypatch.setattr(vector_upkeep, "FIT_SAMPLE", 4)  # a fit sees a sample only
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     try:
         core = TransactionCore(store)

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar
+from typing import Callable, Optional, TypeVar
 
 import numpy as np
 from opentelemetry import trace
@@ -30,13 +30,13 @@ from morphz.shared.telemetry import NO_TRACING
 from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.legs import LexicalLeg, RankedLeg, VectorLeg
+from morphz.services.recall.core.ports import Indexes, Pinned, Pins, RunsBeside, Transactions
 from morphz.services.recall.core.request import (Evaluation, SearchRequest,
                                                  check_limit as _limit)
 from morphz.services.recall.core.results import (
     Edge, IndexStatus, Node, ReadResult, RebuildInfo, RebuildProgress, SearchResult,
     TraverseResult, VectorLegStatus)
 from morphz.services.recall.embedding.api import QUERY, embed_texts
-from morphz.services.recall.runtime.pins import Pinned, SearchPins  # (the default store)
 from morphz.shared.mind.records import is_ref
 from morphz.services.recall.core.search import run_search
 from morphz.services.recall.core.traverse import DIRECTIONS, node_bytes, walk
@@ -61,27 +61,11 @@ MAX_OBSERVATION_BYTES = 1 << 20
 MAX_WAIT_SECONDS = 5.0
 Reply = TypeVar("Reply", SearchResult, ReadResult, TraverseResult)
 
-if TYPE_CHECKING:  # the runtime's part the core is handed (wiring.py builds it)
-    from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.transaction.core.results import AppendResult
-
-
-class RunsBeside(Protocol):
-    """Runs a hybrid search's two legs side by side (runtime/beside.py's Beside)."""
-    def both(self, first: Callable[[], list], second: Callable[[], list]) -> tuple[list, list]:
-        ...
-
-
-class Transactions(Protocol):
-    def append_event(self, context: str, session: str, kind: str, text: str, *,
-                     request_id: str = "", actor: str = "", causal_refs=(),
-                     caller: Caller) -> AppendResult: ...
-
 
 class RecallCore:
-    def __init__(self, store: Store, transactions: Transactions, indexer: Indexer, *,
+    def __init__(self, store: Store, transactions: Transactions, indexer: Indexes, *,
+                 pins: Pins,
                  tracer: Optional[trace.Tracer] = None,
-                 pins: Optional[SearchPins] = None,
                  feed_status: Callable[[], dict] = dict,
                  catch_up: Callable[[str, bool], None] = lambda context, search: None,
                  beside: Optional[RunsBeside] = None) -> None:
@@ -94,7 +78,7 @@ class RecallCore:
         self._catch_up = catch_up
         self._tx = transactions
         self._indexer = indexer
-        self._pins = pins if pins is not None else SearchPins()
+        self._pins = pins  # search snapshots kept for their cursors (RECALL-03)
         self._tracer = tracer or NO_TRACING
 
     # -- helpers ------------------------------------------------------------------------

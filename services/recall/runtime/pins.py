@@ -12,20 +12,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Callable, Optional
+
+from morphz.services.recall.core.ports import Pinned
 
 DEFAULT_CAPACITY = 64
 DEFAULT_SECONDS = 120.0
 
 
-@dataclass(frozen=True)
-class Pinned:
-    snapshot: object  # (searcher, index meta) that answered the first page
-    ranking: Optional[object] = None  # a vector or hybrid search's (hybrid.Ranking)
-
-
 class SearchPins:
+    """core/ports.py's Pins, held in memory."""
+
     def __init__(self, capacity: int = DEFAULT_CAPACITY, seconds: float = DEFAULT_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._capacity, self._seconds, self._clock = capacity, seconds, clock

@@ -34,7 +34,8 @@ from morphz.services.transaction.core.causal import Append, check_shape, route
 from morphz.shared.cycles import cycles_paused
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline
-from morphz.services.transaction.core.replay import audit_report, orphans, rebuild_plan
+from morphz.services.transaction.core.replay import audit_report, rebuild_plan
+from morphz.shared.mind.strays import orphans
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (

@@ -1,0 +1,84 @@
+"""`morphz context ACTION`: the commands of every service on one context (context_cmds.py
+for the transaction service's, recall_cmds.py, encoding_cmds.py, import_cmds.py), each run
+as one call to its service, printed as text or JSON."""
+from __future__ import annotations
+
+import argparse
+from typing import Callable, TextIO
+
+import grpc
+
+from morphz.services.cli import (context_cmds, encoding_cmds, import_cmds, job_cmds,
+                                 recall_cmds, space)
+from morphz.services.cli.common import always_ok, print_json
+from morphz.services.cli.connect import channel as connect_to, client_auth, server_for
+from morphz.services.cli.tracing import command_trace
+from morphz.services.transaction.client import TransactionClient
+
+# Modules adding `context` subcommands, each of one service. Each has SERVICE (the service
+# its commands call), add_commands(add) -> names it added (add(name, help) returns a
+# subparser) and COMMANDS: name -> (call, text renderer, exit status of a reply); the
+# transaction service's calls take its client, the others' the channel.
+AREAS = (context_cmds, recall_cmds, encoding_cmds, import_cmds)
+
+
+def add_command(top, common: argparse.ArgumentParser,
+                credentials: argparse.ArgumentParser) -> None:
+    context = top.add_parser("context", parents=[common, credentials],
+                             help="work with a context")
+    sub = context.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common, credentials], help=help_,
+                              description=help_)
+
+    added: set[str] = set()
+    for area in AREAS:
+        for name in area.add_commands(add):
+            if name in added:
+                raise RuntimeError(f"CLI command {name} defined twice")
+            added.add(name)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    ext = next(e for e in AREAS if args.action in e.COMMANDS)
+    server = server_for(ext.SERVICE, args.server)
+    context = getattr(args, "context_name", None) or args.context
+    auth = client_auth(args)
+    with command_trace(args.action, context[:200]) as traced:
+        def connect(address: str) -> grpc.Channel:
+            return traced(connect_to(auth, address, sends=True))
+        channel = connect(server)
+        try:
+            if ext is context_cmds:
+                call, render, exit_status = context_cmds.COMMANDS[args.action]
+                client = TransactionClient(channel, timeout=args.timeout, connect=connect)
+                try:
+                    reply = call(client, args)
+                finally:
+                    client.close()
+                if args.action == "status":  # and the store's space alarm (DUR-07)
+                    reply = dict(reply, storage_space=_space(args, connect))
+            else:  # recall/encoding commands: they build their own client on the channel
+                call, render, exit_status = ext.COMMANDS[args.action]
+                reply = call(channel, args)
+        finally:
+            channel.close()
+    if getattr(args, "detach", False):  # a job's first look, whatever the command
+        render, exit_status = job_cmds.render, always_ok
+    if args.format == "json":
+        print_json(reply, out)
+    else:
+        render(reply, out)
+    return exit_status(reply)
+
+
+SPACE_TIMEOUT = 5.0  # seconds for the space alarm's health check beside a status
+
+
+def _space(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> str:
+    channel = connect(server_for("storage", args.server))
+    try:
+        return space.storage_space(channel, min(args.timeout, SPACE_TIMEOUT))
+    finally:
+        channel.close()
