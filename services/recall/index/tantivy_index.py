@@ -386,12 +386,11 @@ class IndexDirectory:
                         return idx
                 idx = self._opened(context)
                 with self._lock:
-                    if self._resets == resets:
-                        self._open[context] = idx
-                        return idx
+                    if self._resets == resets:  # (a swap meanwhile: its index is live)
+                        return self._open.setdefault(context, idx)
             finally:
                 opening.release()
-            # A reset dropped the indexes meanwhile: open what it left
+            # A reset dropped the indexes meanwhile: open what it left.
 
     def is_open(self, context: str) -> bool:
         with self._lock:
