@@ -98,9 +98,25 @@ def build(binding: Binding, callers: Callers, version: str = "") -> Server:
                   on_get_prompt=get_prompt)
 
 
+# The bad argument's path in a schema error ("must_read/3"), at most this many characters:
+# a deeply nested or huge-keyed argument would otherwise echo itself into the error.
+FIELD_PATH_CHARS = 200
+ELLIPSIS = "…"  # where a shortened path lost its middle
+
+
 def check(validator: jsonschema.Draft202012Validator, args: dict) -> None:
     """Arguments against the tool's schema: the first violation, as CONTEXT_INPUT_INVALID."""
     error = best_match(validator.iter_errors(args))
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        where = field_path(error.absolute_path)
         raise input_error(f"{where}: {error.message[:300]}", field=where)
+
+
+def field_path(parts) -> str:
+    """The path as `a/0/b` ("arguments": the whole), past FIELD_PATH_CHARS its start and
+    end kept (the argument's name, the part that failed) with ELLIPSIS between."""
+    where = "/".join(str(p) for p in parts) or "arguments"
+    if len(where) <= FIELD_PATH_CHARS:
+        return where
+    head = FIELD_PATH_CHARS * 2 // 3
+    return where[:head] + ELLIPSIS + where[-(FIELD_PATH_CHARS - head - len(ELLIPSIS)):]

@@ -39,7 +39,8 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
             sessions=list(request.sessions), cursor=request.cursor, mode=request.mode,
             evaluation=evaluation_from_proto(request.evaluation),
             min_commit_seq=request.min_commit_seq,
-            wait_seconds=_wait_seconds(context), caller=caller_of(context))
+            wait_seconds=_wait_seconds(context), caller=caller_of(context),
+            deadline=deadline_of(context))
         # Built directly: the hot path.
         return pb.SearchResponse(
             results=[hit_to_proto(h) for h in reply.results], next_cursor=reply.next_cursor,

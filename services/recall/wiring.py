@@ -11,10 +11,11 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.feeds import Feeds
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.follower import FeedFollower
+from morphz.services.recall.runtime.opener import IndexOpener
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.vectorfollow import VectorFollower
-from morphz.services.recall.defaults import EMBEDDER_ENV
+from morphz.services.recall.defaults import EMBEDDER_ENV, OPEN_AT_START_ENV
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.embedding.cpu import runs_e5_engine
 from morphz.services.recall.embedding.default import default_embedder
@@ -79,6 +80,9 @@ def register(app: Host) -> Wired:
                       store, indexer, indexes, feed=name,
                       idle_seconds=app.config.recall_idle_seconds).start(),
                   interval=SHARD_LOOKUP_SECONDS if sharded else None).start()
+    # Every context's index opened in the background, so no first search pays it alone.
+    if os.environ.get(OPEN_AT_START_ENV, "1") != "0":
+        stops.insert(0, IndexOpener(indexes.contexts, indexer.open).start().stop)
     beside = Beside(HYBRID_HELPERS)
     core = RecallCore(app.store, app.transactions, indexer, pins=SearchPins(), tracer=tracer,
                       feed_status=feeds.status, catch_up=feeds.catch_up, beside=beside)

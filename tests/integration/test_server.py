@@ -161,10 +161,10 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
         assert recall.names == ["morphz.api.recall.v1.RecallService"]
         assert encoding.names == ["morphz.api.encoding.v1.EncodingService"]
         assert isinstance(recall.core, RecallCore) and isinstance(encoding.core, EncodingCore)
-        # the index rebuild jobs, the hybrid search's helpers, the followers, the vector
-        # follower (told, then the embedding worker, then joined), the fit worker, the
-        # vector cache, the folder lock
-        assert len(recall.stoppers) == 9 and encoding.stoppers == []
+        # the index rebuild jobs, the hybrid search's helpers, the followers, the opener
+        # of the indexes at start, the vector follower (told, then the embedding worker,
+        # then joined), the fit worker, the vector cache, the folder lock
+        assert len(recall.stoppers) == 10 and encoding.stoppers == []
         app.transactions.create_context("c", caller=IN_PROCESS_CALLER)
         assert recall.core.inspect("c",
                                    caller=IN_PROCESS_CALLER).context == "c"  # the core it handed back serves

@@ -6,7 +6,8 @@ import * as grpc from "@grpc/grpc-js";
 
 import { MorphzError, fromServiceError, inputError } from "./errors";
 
-export type Safety = "read" | "request_id" | "never";
+// idempotent: a write whose repetition changes nothing more (cancelling a job).
+export type Safety = "read" | "request_id" | "idempotent" | "never";
 
 export interface RetryPolicy {
   /** Tries in all, the first included. */

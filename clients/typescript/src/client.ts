@@ -137,6 +137,17 @@ export interface CompileOptions {
 
 const CONSTRUCTORS = services();
 
+/** The kinds of server-side job, and the service that runs each. */
+export type JobKind = "audit" | "rebuild-projections" | "rebuild-index";
+const JOB_KINDS: Record<string, Service> = {
+  audit: "transaction", "rebuild-projections": "transaction", "rebuild-index": "recall",
+};
+
+/** The service holding a job: its id names it ("recall-..." or "tx-..."). */
+function jobService(id: string): Service {
+  return id.startsWith("recall-") ? "recall" : "transaction";
+}
+
 export class Client {
   readonly targets: Record<Service, string>;
   readonly timeoutMs: number;
@@ -339,6 +350,37 @@ export class Client {
 
   audit(context: string): Promise<T.AuditReport> {
     return this.tx("Audit", { context }, "read");
+  }
+
+  // -- server-side jobs (audit, rebuild-projections, rebuild-index) -----------------------
+  /** Start `kind` on `context` as a server-side job: answered at once with its id (poll
+   * job(id)); the job outlives the call and its deadline. An unknown kind is refused
+   * before sending. */
+  startJob(context: string, kind: JobKind): Promise<T.Job> {
+    const service = JOB_KINDS[kind];
+    if (!service) {
+      return Promise.reject(inputError(`unknown job kind ${JSON.stringify(String(kind).slice(0, 40))}: ${Object.keys(JOB_KINDS).join(" | ")}`, { field: "kind" }));
+    }
+    return this.send(service, { method: "StartJob", request: { context, kind }, safety: "never" });
+  }
+
+  /** The job's state, progress (done of total) and, once finished, resultJson (the
+   * operation's reply as JSON) or errorReason. */
+  job(id: string): Promise<T.Job> {
+    return this.send(jobService(id), { method: "GetJob", request: { id }, safety: "read" });
+  }
+
+  /** The jobs this principal may see (of `context` if given), of both services. */
+  async jobs(context = ""): Promise<T.Job[]> {
+    const lists = await Promise.all((["transaction", "recall"] as const).map((service) =>
+      this.send<T.JobList>(service, { method: "ListJobs", request: { context }, safety: "read" })));
+    return lists.flatMap((list) => list.jobs);
+  }
+
+  /** Ask the job to stop at its next check (nothing is left half-done); a finished job
+   * answers as it is. Asking twice asks the same, so it is retried. */
+  cancelJob(id: string): Promise<T.Job> {
+    return this.send(jobService(id), { method: "CancelJob", request: { id }, safety: "idempotent" });
   }
 
   // -- authorization ----------------------------------------------------------------------

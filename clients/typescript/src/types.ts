@@ -31,3 +31,5 @@ export type { ReadResult__Output as ReadResult } from "./generated/morphz/api/en
 export type { SearchResult__Output as SearchResult } from "./generated/morphz/api/encoding/v1/SearchResult";
 export type { Node__Output as TraverseNode } from "./generated/morphz/api/recall/v1/Node";
 export type { Edge__Output as TraverseEdge } from "./generated/morphz/api/recall/v1/Edge";
+export type { Job__Output as Job } from "./generated/morphz/api/common/v1/Job";
+export type { JobList__Output as JobList } from "./generated/morphz/api/common/v1/JobList";

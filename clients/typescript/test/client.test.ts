@@ -3,12 +3,13 @@
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as path from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protobuf from "protobufjs";
 
 import {
-  Client, ConflictError, InvalidInputError, MorphzError, NotFoundError, Tx, UnavailableError,
+  Client, ConflictError, InvalidInputError, Job, JobKind, MorphzError, NotFoundError, Tx, UnavailableError,
 } from "../src";
 import { PROTO_DIR, load } from "../src/protos";
 import type { ProtoGrpcType as StorageProto } from "../src/generated/storage";
@@ -378,6 +379,67 @@ describe("recall", () => {
       assert.deepEqual([reply.unclosedLag, reply.indexPosition], [5, head]);
     } finally {
       short.close();
+    }
+  });
+});
+
+/** The job as first seen finished (queued and running are not), polled: the condition,
+ * not a time, ends the wait (the bound only keeps a broken server from hanging the run). */
+async function finished(id: string, boundMs = 120_000): Promise<Job> {
+  const end = Date.now() + boundMs;
+  for (;;) {
+    const job = await mz.job(id);
+    if (job.state !== "queued" && job.state !== "running") return job;
+    assert.ok(Date.now() < end, `job ${id} still ${job.state} after ${boundMs} ms: ${JSON.stringify(job)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe("server-side jobs", () => {
+  test("sec_07_an_audit_job_started_from_typescript_runs_to_its_report", async () => {
+    const ctx = fresh("sec07");
+    await mz.createContext(ctx);
+    await mz.appendEvents(ctx, [1, 2, 3].map((i) => ({ session: "s", kind: "user-message", text: `event ${i}` })));
+    const started = await mz.startJob(ctx, "audit");
+    assert.ok(started.id.startsWith("tx-"), started.id);
+    assert.deepEqual([started.kind, started.context], ["audit", ctx]);
+    assert.ok(["queued", "running"].includes(started.state), started.state);
+    const done = await finished(started.id);
+    assert.equal(done.state, "succeeded", JSON.stringify(done));
+    const report = JSON.parse(done.resultJson);
+    assert.deepEqual([report.match, report.events_replayed], [true, 4]);  // and the creation
+    assert.deepEqual([done.done, done.total, done.errorReason], [4, 4, ""]);
+    // Cancelling a finished job changes nothing; both services' jobs are listed.
+    assert.equal((await mz.cancelJob(started.id)).state, "succeeded");
+    const index = await mz.startJob(ctx, "rebuild-index");
+    assert.ok(index.id.startsWith("recall-"), index.id);
+    assert.equal((await finished(index.id)).state, "succeeded");
+    const listed = (await mz.jobs(ctx)).map((j) => j.id);
+    assert.ok(listed.includes(started.id) && listed.includes(index.id), JSON.stringify(listed));
+  });
+
+  test("sec_07_job_calls_refuse_unknown_kinds_and_ids_and_carry_a_deadline", async () => {
+    const kind = await rejection(mz.startJob("anything", "compact" as JobKind));
+    assert.ok(kind instanceof InvalidInputError);
+    assert.deepEqual([kind.reason, kind.details.field], ["CONTEXT_INPUT_INVALID", "kind"]);
+    const missing = await rejection(mz.job("recall-0000000000000000"));
+    assert.deepEqual([missing.reason, missing.code], ["JOB_NOT_FOUND", "NOT_FOUND"]);
+    // A listener that accepts connections and never answers: only the call's own
+    // deadline can end each call (without one it would wait forever).
+    const held: net.Socket[] = [];
+    const silent = net.createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const address = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    const stuck = new Client(address, { credentials: {}, timeoutMs: 200, retry: { attempts: 1 } });
+    try {
+      for (const call of [() => stuck.startJob("anything", "audit"), () => stuck.job("tx-0000000000000000"),
+        () => stuck.jobs(), () => stuck.cancelJob("recall-0000000000000000")]) {
+        assert.equal((await rejection(call())).reason, "DEADLINE_EXCEEDED");
+      }
+    } finally {
+      stuck.close();
+      for (const socket of held) socket.destroy();
+      silent.close();
     }
   });
 });

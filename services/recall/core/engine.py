@@ -129,12 +129,14 @@ class RecallCore:
                limit: int = 0, kinds=(), states=(), sessions=(), cursor: str = "",
                mode: str = "", evaluation: Optional[Evaluation] = None,
                min_commit_seq: int = 0,
-               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller) -> SearchResult:
+               wait_seconds: float = MAX_WAIT_SECONDS, caller: Caller,
+               deadline: Deadline = NEVER) -> SearchResult:
         """`min_commit_seq`: the context version the lexical index must reach before the
         search looks (read your writes), and its vector leg too when the search uses it;
         the wait lasts at most `wait_seconds` (capped at MAX_WAIT_SECONDS). `unclosed_lag`
         in the reply is what the lexical leg could not close (`vector_position`: where
-        the vector leg got). A next page reads what its first one kept, waiting for none."""
+        the vector leg got). A next page reads what its first one kept, waiting for none.
+        An index still being opened (at start) is waited for within `deadline`."""
         req = SearchRequest.parse(context, query, since=since, until=until, limit=limit,
                                   kinds=kinds, states=states, sessions=sessions,
                                   cursor=cursor, mode=mode, min_commit_seq=min_commit_seq,
@@ -143,6 +145,12 @@ class RecallCore:
         # pages of one causal scope's evidence set
         params = req.cursor_params(evaluation.session if evaluation is not None else None)
         words = req.terms
+        if not self._indexer.is_open(context):  # its first search in this process
+            with self._store.reader(context) as reader:  # authorized before it waits
+                m = MindView(reader)
+                _authorize(m, context, caller, evaluation)
+                m.require_meta(context)
+            self._indexer.opened(context, deadline)
         with self._tracer.start_as_current_span("recall.search") as span:
             # Counts, never the words: a query's text stays out of spans.
             span.set_attribute("morphz.context", context)

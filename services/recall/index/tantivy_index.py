@@ -339,7 +339,11 @@ class IndexDirectory:
         self.root = root
         os.makedirs(root, exist_ok=True)
         self._open: dict[str, ContextIndex] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held briefly: never while an index is opened
+        # context -> held while that context's index is opened (a large one takes
+        # seconds: loading its vectors, partitioning them); other contexts go on.
+        self._opening: dict[str, threading.Lock] = {}
+        self._resets = 0  # an open that a reset overtook is not kept
 
     def _dir(self, context: str) -> str:
         name = context.encode("utf-8").hex()
@@ -362,9 +366,35 @@ class IndexDirectory:
             os.fsync(f.fileno())
         os.replace(pointer + ".tmp", pointer)
 
-    def get(self, context: str) -> ContextIndex:
+    def get(self, context: str, timeout: Optional[float] = None) -> ContextIndex:
+        """The context's live index, opened at its first use in this process. While
+        another thread opens it, wait for that (at most `timeout` seconds, then
+        TimeoutError; None: as long as it takes)."""
+        while True:
+            with self._lock:
+                idx = self._open.get(context)
+                if idx is not None:
+                    return idx
+                opening = self._opening.setdefault(context, threading.Lock())
+                resets = self._resets
+            if not opening.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+                raise TimeoutError(f"the index of {context!r} is still being opened")
+            try:
+                with self._lock:
+                    idx = self._open.get(context)
+                    if idx is not None:
+                        return idx
+                idx = self._opened(context)
+                with self._lock:
+                    if self._resets == resets:  # (a swap meanwhile: its index is live)
+                        return self._open.setdefault(context, idx)
+            finally:
+                opening.release()
+            # A reset dropped the indexes meanwhile: open what it left.
+
+    def is_open(self, context: str) -> bool:
         with self._lock:
-            return self._live_locked(context)
+            return context in self._open
 
     def contexts(self) -> list[str]:
         """The contexts with an index folder here (those named by a digest excepted)."""
@@ -405,6 +435,7 @@ class IndexDirectory:
         restore say), or those of `contexts` (one shard's): each starts again, empty,
         at its next use."""
         with self._lock:
+            self._resets += 1
             if contexts is None:
                 self._open.clear()
                 names = os.listdir(self.root)
@@ -421,30 +452,31 @@ class IndexDirectory:
 
     def fresh(self, context: str) -> ContextIndex:
         """An empty index in a new generation directory of its own, not yet live."""
+        self.get(context)  # first use cleans up before anything new is made
         with self._lock:
-            self._live_locked(context)  # first use cleans up before anything new is made
             return ContextIndex(self._new_generation_locked(context))
 
-    def _live_locked(self, context: str) -> ContextIndex:
-        idx = self._open.get(context)
-        if idx is None:
-            # First use in this process: no rebuild of it can be running, so every other
-            # generation is a leftover of a rebuild that died; remove them.
-            gen = self._current(context)
-            base = self._dir(context)
-            for name in os.listdir(base) if os.path.isdir(base) else ():
-                if name.startswith("g") and name != gen:
-                    shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-            if gen is None:
+    def _opened(self, context: str) -> ContextIndex:
+        """Open the context's live index (its opening lock held, the directory's not)."""
+        # First use in this process: no rebuild of it can be running (a rebuild's
+        # fresh() opens the live index first), so every other generation is a leftover
+        # of a rebuild that died; remove them.
+        gen = self._current(context)
+        base = self._dir(context)
+        for name in os.listdir(base) if os.path.isdir(base) else ():
+            if name.startswith("g") and name != gen:
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        if gen is None:
+            with self._lock:
                 idx = ContextIndex(self._new_generation_locked(context))
-            else:
-                try:
-                    idx = ContextIndex(os.path.join(base, gen))
-                except ValueError:  # written by another schema version: start over
+        else:
+            try:
+                idx = ContextIndex(os.path.join(base, gen))
+            except ValueError:  # written by another schema version: start over
+                with self._lock:
                     idx = ContextIndex(self._new_generation_locked(context))  # worker refills
-            if os.path.basename(idx.path) != gen:
-                self._set_current(context, os.path.basename(idx.path))
-            self._open[context] = idx
+        if os.path.basename(idx.path) != gen:
+            self._set_current(context, os.path.basename(idx.path))
         return idx
 
     def _new_generation_locked(self, context: str) -> str:

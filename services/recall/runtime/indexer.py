@@ -44,7 +44,7 @@ from morphz.services.recall.runtime.index_reads import (
     frame_changers_upto, skipping_damaged, texts_current)
 from morphz.services.recall.runtime.tokenpool import event_batches
 from morphz.services.recall.runtime.vector_upkeep import VECTOR_STEP, VectorUpkeep
-from morphz.services.recall.embedding.api import Embedder
+from morphz.services.recall.embedding.api import QUERY, Embedder, embed_texts
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
@@ -66,6 +66,8 @@ SEARCH_VECTOR_STEP = 16
 SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
 # (REBUILD_READ_CHUNK, READ_AHEAD_BYTES, APPLY_BYTES: index_reads.py, named here for the
 # lexical leg's reads.)
+# A search waiting for its index to open looks at its deadline and caller this often.
+OPEN_WAIT_SLICE = 0.1
 
 
 @dataclass
@@ -132,6 +134,38 @@ class Indexer:
         if not texts_current(idx.snapshot()[1]):
             self._rebuild_outdated(context)
         return idx
+
+    def is_open(self, context: str) -> bool:
+        return self._indexes.is_open(context)
+
+    def opened(self, context: str, deadline: Deadline = NEVER) -> ContextIndex:
+        """The context's index, waiting for an open under way (the opener's at start, or
+        another request's) no longer than `deadline` allows: DEADLINE_EXCEEDED, or
+        CANCELLED once its caller has gone (looked at every OPEN_WAIT_SLICE)."""
+        while True:
+            deadline.check(f"waiting for the recall index of {context} to open")
+            left = deadline.remaining()
+            try:
+                idx = self._indexes.get(context, OPEN_WAIT_SLICE if left is None
+                                        else max(0.0, min(left, OPEN_WAIT_SLICE)))
+                break
+            except TimeoutError:
+                continue
+        if not texts_current(idx.snapshot()[1]):
+            self._rebuild_outdated(context)
+        return idx
+
+    def open(self, context: str) -> dict:
+        """Open the context's index and vector leg, and ready the leg's embedder (its
+        fitted state restored, a model loaded by a first query), so that the first
+        search pays none of it (runtime/opener.py, at start). What was opened."""
+        idx = self.index(context)
+        leg = idx.vectors
+        if not self.vectors_off and self.leg_current(leg):
+            embed_texts(self.leg_embedder(context, leg), ["warm up"], role=QUERY)
+        counts = ContextIndex.counts(idx.snapshot()[0])
+        return {"documents": counts["events"] + counts["frames"],
+                "vectors": leg.count if leg.exists else 0}
 
     def _rebuild_outdated(self, context: str) -> None:
         """Begin, once per process, the rebuild of an index built from older texts."""
