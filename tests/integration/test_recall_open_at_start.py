@@ -20,6 +20,7 @@ from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.runtime.indexer import Indexer
+from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
@@ -93,7 +94,7 @@ def test_sec_07_a_search_waits_for_its_context_open_within_its_deadline(tmp_path
                                         caller=ME).commit_seq
     indexes = GatedDirectory(str(tmp_path / "recall"), "slow")
     indexer = Indexer(store, indexes)
-    core = RecallCore(store, tx, indexer)
+    core = RecallCore(store, tx, indexer, pins=SearchPins())
     opener = threading.Thread(target=indexes.get, args=("slow",), daemon=True)
     opener.start()  # an open under way (the opener's at start, or another request's)
     assert indexes.entered.wait(60)
