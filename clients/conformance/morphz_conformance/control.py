@@ -39,6 +39,8 @@ class Commands:
     backup: str = ""    # DUR-06: take an online backup of the running target's store
     restore: str = ""   # DUR-06: with the target stopped, replace its data by the backup
     promote_standby: str = ""  # DUR-08: lose the primary store, promote a standby
+    second_recall_kill: str = ""   # DIST-06: SIGKILL the second recall replica
+    second_recall_start: str = ""  # and start it again on its data
 
     def capabilities(self) -> frozenset[str]:
         caps = set(self._process_capabilities())
@@ -50,6 +52,8 @@ class Commands:
             caps.add("backup")
         if self.promote_standby:
             caps.add("replication")
+        if self.second_recall_kill and self.second_recall_start:
+            caps.add("recall_replica_restart")
         return frozenset(caps)
 
     def _process_capabilities(self) -> frozenset[str]:
@@ -94,12 +98,15 @@ class ProcessControl:
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()
+        # A start command either is the target (it runs until stopped) or starts it in the
+        # background and returns 0 (a service manager, scripts/cluster start-process): only
+        # one that failed means the target will not come.
         self._wait(lambda: self._answers(), "answer after start",
-                   died=lambda: self._proc is not None and self._proc.poll() is not None)
+                   died=lambda: self._proc is not None and self._proc.poll() not in (None, 0))
 
     def stop(self) -> None:
         if self.commands.stop:
-            _run(self.commands.stop)
+            run_command(self.commands.stop)
         elif self._proc is not None:
             self._signal(signal.SIGTERM)
         else:
@@ -109,7 +116,7 @@ class ProcessControl:
 
     def kill(self) -> None:
         if self.commands.kill:
-            _run(self.commands.kill)
+            run_command(self.commands.kill)
         elif self._proc is not None:
             self._signal(signal.SIGKILL)
         else:
@@ -153,20 +160,20 @@ class ProcessControl:
         """Take an online backup: the target keeps serving while the command runs."""
         if "backup" not in self.capabilities():
             raise NotSupported("backup")
-        _run(self.commands.backup, timeout=600)
+        run_command(self.commands.backup, timeout=600)
 
     def restore_backup(self) -> None:
         """Stop the target, replace its data by the last backup, start it again."""
         if "backup" not in self.capabilities():
             raise NotSupported("backup")
         self.stop()
-        _run(self.commands.restore, timeout=600)
+        run_command(self.commands.restore, timeout=600)
         self.start()
 
     def promote_standby(self) -> None:
         if "replication" not in self.capabilities():
             raise NotSupported("replication")
-        _run(self.commands.promote_standby, timeout=600)
+        run_command(self.commands.promote_standby, timeout=600)
         self._wait(self._answers, "answer after a standby's promotion")
 
     def memory(self) -> int:
@@ -197,12 +204,12 @@ class ProcessControl:
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
-        _run(self.commands.lease_stop)
+        run_command(self.commands.lease_stop)
 
     def restore_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
-        _run(self.commands.lease_start)
+        run_command(self.commands.lease_start)
 
     def close(self) -> None:
         """Stop what the kit launched (at the end of a run)."""
@@ -234,16 +241,23 @@ class ProcessControl:
     @staticmethod
     def _wait(done: Callable[[], bool], what: str,
               died: Callable[[], bool] = lambda: False) -> None:
-        deadline = time.monotonic() + READY_BOUND
-        while not done():
-            if died():
-                raise ControlError(f"the target exited before it would {what}")
-            if time.monotonic() > deadline:
-                raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
-            time.sleep(0.1)
+        wait_until(done, what, died)
 
 
-def _run(command: str, timeout: float = 120) -> None:
+def wait_until(done: Callable[[], bool], what: str,
+               died: Callable[[], bool] = lambda: False) -> None:
+    """Wait (bounded by READY_BOUND) until done(); `what` names it in the error."""
+    deadline = time.monotonic() + READY_BOUND
+    while not done():
+        if died():
+            raise ControlError(f"the target exited before it would {what}")
+        if time.monotonic() > deadline:
+            raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
+        time.sleep(0.1)
+
+
+def run_command(command: str, timeout: float = 120) -> None:
+    """Run a control command to its end; ControlError if it fails."""
     done = subprocess.run(shlex.split(command), stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=timeout)
     if done.returncode != 0:
