@@ -19,11 +19,17 @@ first, etcd last; each drains.
 One process at a time (a conformance kit's control hooks, a failure drill), NAME as in
 `status`: `start-process NAME [DIR] [-- FLAG...]` starts it again on its data at the
 address it had (its command is kept in DIR/run/NAME.argv; FLAGs are added to it for this
-start, e.g. `-- --rules-version 1`) and returns once it is SERVING (at once if it runs);
+start, e.g. `-- --rules-version 1`) and returns once it is SERVING (at once if it runs
+with those FLAGs; running with others, it is stopped and started with these);
 `stop-process NAME` sends SIGTERM and waits until it has drained; `kill NAME` sends SIGKILL
 and waits until it is gone; `pause NAME` and `resume NAME` send SIGSTOP and SIGCONT (e.g.
 etcd unreachable, then back). A process started again takes the environment of the
 `start-process` call (OTEL_* included), not the one of `start`.
+
+`backup [DIR] --to FOLDER` takes an online backup of each shard (`morphz backup`) into
+FOLDER/storage-N.backup; `restore [DIR] --from FOLDER` stops every morphz process, restores
+each shard from it (`morphz restore`), empties the recall replicas' indexes (derived: they
+index the restored change feed again) and starts them all again.
 Each context is placed on one shard and owned by the transaction instance that writes it
 first; the CLI follows an instance's redirect to the owner (`morphz context status`
 shows owner, shard and fencing token).
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -60,10 +67,12 @@ PROCESSES = [(ETCD, ETCD, {}, []),
              ("recall-1", "recall", _TX, []),
              ("recall-2", "recall", _TX, []),
              ("encoding", "encoding", _TX, [])]
+SHARDS = [name for name, role, *_ in PROCESSES if role == "storage"]
 PORTS = len(PROCESSES) + 1  # etcd takes two: clients, then peers
 BOUND = 60.0  # seconds a process may take to listen, to report SERVING, or to stop
 SERVING_LINE = "morphz: serving on "
 ONE_PROCESS = ("start-process", "stop-process", "kill", "pause", "resume")  # take a NAME
+CLI = [sys.executable, "-m", "morphz.services.cli.main"]
 
 
 def say(text: str) -> None:
@@ -85,6 +94,9 @@ class Layout:
 
     def address_file(self, name: str) -> Path:
         return self.root / "run" / f"{name}.address"
+
+    def flags_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.flags"
 
     def argv_file(self, name: str) -> Path:
         """The command it was started with, at the address it took: start-process reruns it."""
@@ -232,6 +244,7 @@ def start(layout: Layout, port_base: int) -> int:
                 _listening(layout, name, proc, log_start)
             layout.address_file(name).write_text(addresses[name] + "\n")
             layout.argv_file(name).write_text(json.dumps(_at(argv, addresses[name])) + "\n")
+            layout.flags_file(name).write_text("[]\n")
             say(f"{name:<13} pid {proc.pid:<7} {addresses[name]}  log {layout.log(name)}")
         for name, *_ in PROCESSES:
             _serving(addresses[name], name)
@@ -281,10 +294,14 @@ def status(layout: Layout, as_json: bool = False) -> int:
 
 def start_process(layout: Layout, name: str, flags: list[str]) -> int:
     """`name` again on its data, at the address it had, with `flags` added; returns once
-    it is SERVING."""
+    it is SERVING. Running with those flags, it is left alone; with others, it is stopped
+    (drained) and started with these."""
     if layout.pid(name):
-        say(f"{name} already runs (pid {layout.pid(name)})")
-        return 0
+        if _flags(layout, name) == flags:
+            say(f"{name} already runs (pid {layout.pid(name)})")
+            return 0
+        if end_process(layout, name, signal.SIGTERM):
+            return 1
     try:
         argv = json.loads(layout.argv_file(name).read_text())
     except (OSError, ValueError):
@@ -303,7 +320,64 @@ def start_process(layout: Layout, name: str, flags: list[str]) -> int:
         say(f"{name} did not start: {e} (log {layout.log(name)})")
         return 1
     layout.address_file(name).write_text(address + "\n")
+    layout.flags_file(name).write_text(json.dumps(flags) + "\n")
     say(f"{name:<13} pid {proc.pid:<7} {address}  log {layout.log(name)}")
+    return 0
+
+
+def _flags(layout: Layout, name: str) -> list[str]:
+    """The flags `name` was last started with beyond its recorded command."""
+    try:
+        return json.loads(layout.flags_file(name).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def backup(layout: Layout, folder: Path) -> int:
+    """An online backup of every shard (`morphz backup`), FOLDER/NAME.backup each,
+    replacing what is there: the cluster serves meanwhile."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SHARDS:
+        target = folder / f"{name}.backup"
+        target.unlink(missing_ok=True)  # `morphz backup` writes only a new file
+        done = subprocess.run([*CLI, "backup", "--to", str(target), "--server",
+                               layout.address(name)], capture_output=True, text=True)
+        if done.returncode:
+            say(f"backup of {name} failed: {done.stdout}{done.stderr}")
+            return 1
+        say(f"backed up {name} into {target}")
+    return 0
+
+
+def restore(layout: Layout, folder: Path) -> int:
+    """Offline: every morphz process stopped (callers first; etcd stays), each shard's
+    data replaced by FOLDER/NAME.backup (`morphz restore`), each recall replica's index
+    emptied (it is derived: the replicas index the restored feed again from its start),
+    then every process started again as recorded, without extra flags."""
+    for name in SHARDS:
+        if not (folder / f"{name}.backup").is_file():
+            say(f"no backup of {name} in {folder}")
+            return 1
+    names = [name for name, *_ in PROCESSES if name != ETCD]
+    for name in reversed(names):
+        if end_process(layout, name, signal.SIGTERM):
+            return 1
+    for name, role, *_ in PROCESSES:
+        if role not in ("storage", "recall"):
+            continue
+        data = layout.data(name)
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        if role == "storage":
+            done = subprocess.run([*CLI, "restore", "--from", str(folder / f"{name}.backup"),
+                                   "--data", str(data)], capture_output=True, text=True)
+            if done.returncode:
+                say(f"restore of {name} failed: {done.stdout}{done.stderr}")
+                return 1
+            say(f"restored {name} from {folder / f'{name}.backup'}")
+    for name in names:
+        if start_process(layout, name, []):
+            return 1
     return 0
 
 
@@ -345,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = argv[argv.index("--") + 1:] if "--" in argv else []  # start-process only
     argv = argv[:argv.index("--")] if "--" in argv else argv
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in ("start", "stop", "status", *ONE_PROCESS):
+    for command in ("start", "stop", "status", *ONE_PROCESS, "backup", "restore"):
         sub = commands.add_parser(command)
         if command in ONE_PROCESS:
             sub.add_argument("name", choices=[n for n, *_ in PROCESSES])
@@ -358,6 +432,12 @@ def main(argv: list[str] | None = None) -> int:
                              "etcd's clients then peers first (default: ports chosen, printed)")
         if command == "status":
             sub.add_argument("--json", action="store_true", help="as one JSON object by name")
+        if command == "backup":
+            sub.add_argument("--to", required=True, metavar="FOLDER",
+                             help="where each shard's backup goes (NAME.backup, replaced)")
+        if command == "restore":
+            sub.add_argument("--from", dest="source", required=True, metavar="FOLDER",
+                             help="a folder `backup` wrote")
     args = parser.parse_args(argv)
     if not 0 <= getattr(args, "port_base", 0) <= 65535 - PORTS:
         parser.error(f"--port-base must be 1..{65535 - PORTS} (0: ports chosen)")
@@ -370,7 +450,9 @@ def main(argv: list[str] | None = None) -> int:
             "stop-process": lambda: end_process(layout, args.name, signal.SIGTERM),
             "kill": lambda: end_process(layout, args.name, signal.SIGKILL),
             "pause": lambda: signal_process(layout, args.name, signal.SIGSTOP),
-            "resume": lambda: signal_process(layout, args.name, signal.SIGCONT)}[
+            "resume": lambda: signal_process(layout, args.name, signal.SIGCONT),
+            "backup": lambda: backup(layout, Path(args.to)),
+            "restore": lambda: restore(layout, Path(args.source))}[
         args.command]()
 
 

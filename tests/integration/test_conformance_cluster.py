@@ -3,8 +3,9 @@ shards, two transaction instances, two recall replicas, encoding: each a backgro
 process), driven only through the script's per-process control, as an operator would:
 `start-process`, `stop-process` and `kill` of the first transaction instance (the kit's
 start, stop and SIGKILL), `pause`/`resume` of etcd (DIST-04's lease outage), `kill` and
-`start-process` of the second recall replica (DIST-06), and `status --json` for the
-addresses. Every process exports its spans over OTLP to the receiver the kit runs
+`start-process` of the second recall replica (DIST-06), the shards restarted with a
+small quota and without (DUR-07), `backup` and `restore` (DUR-06), and `status --json`
+for the addresses. Every process exports its spans over OTLP to the receiver the kit runs
 (DIST-07). The signed report verifies; a tampered copy does not.
 
 It takes minutes, so it runs only when asked for (marked cluster_script):
@@ -29,11 +30,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = str(ROOT / "scripts" / "cluster")
 KIT = str(pathlib.Path(sys.executable).with_name("morphz-conformance"))
 RUN_BOUND = 1800  # seconds the whole kit run may take on a loaded machine
-# SC-Distributed's cases that cannot run against this cluster: DUR-06 (backup and
-# restore) and DUR-07 (a full store) need hooks over the storage shards the kit does not
-# get here; DUR-08 holds with replicated storage, which Morphz's store is not.
-NOT_PASSED = {"DUR-06": "not-applicable", "DUR-07": "not-applicable",
-              "DUR-08": "not-offered"}
+# DUR-08 holds with replicated storage, which Morphz's store is not (declared).
+NOT_PASSED = {"DUR-08": "not-offered"}
 
 
 def _free_port() -> int:
@@ -50,6 +48,7 @@ def cluster(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 class Cluster:
     def __init__(self, root: pathlib.Path, receiver: str) -> None:
         self.dir, self.receiver = str(root / "cluster"), receiver
+        self.backup = str(root / "backup")
         # Every process traces to the kit's receiver; spans leave each process within
         # half a second (the batch exporter's default is 5 s).
         self.env = dict(os.environ, OTEL_TRACES_EXPORTER="otlp",
@@ -62,8 +61,13 @@ class Cluster:
         done = cluster("status", self.dir, "--json", env=self.env)
         return json.loads(done.stdout)
 
-    def hook(self, *args: str) -> str:
-        return shlex.join([CLUSTER, *args[:2], self.dir, *args[2:]])
+    def hook(self, command: str, name: str, *rest: str) -> str:
+        return shlex.join([CLUSTER, command, *([name] if name else []), self.dir, *rest])
+
+    def chain(self, *starts: tuple[str, ...]) -> str:
+        """One command: `start-process` of each (NAME, then its flags), in turn."""
+        return shlex.join(["sh", "-c", " && ".join(self.hook("start-process", *s)
+                                                    for s in starts)])
 
     def kit(self, report: pathlib.Path, *extra: str,
             replicated: bool = False) -> subprocess.CompletedProcess:
@@ -80,7 +84,15 @@ class Cluster:
             "--storage-target", at["storage-1"],
             "--storage-shard", f"shard-1={at['storage-1']}",
             "--storage-shard", f"shard-2={at['storage-2']}",
-            "--start-cmd", self.hook("start-process", "transaction-1"),
+            # The first instance over shards without a quota (restarted if they have one)
+            "--start-cmd", self.chain(("storage-1",), ("storage-2",), ("transaction-1",)),
+            # DUR-07: the shards nearly full (each store already holds more than that)
+            "--small-store-start-cmd", self.chain(
+                ("storage-1", "--", "--storage-quota", "64KiB"),
+                ("storage-2", "--", "--storage-quota", "64KiB"), ("transaction-1",)),
+            # DUR-06: every shard backed up online; restored with the recall indexes rebuilt
+            "--backup-cmd", self.hook("backup", "", "--to", self.backup),
+            "--restore-cmd", self.hook("restore", "", "--from", self.backup),
             "--stop-cmd", self.hook("stop-process", "transaction-1"),
             "--kill-cmd", self.hook("kill", "transaction-1"),
             "--older-rules-start-cmd", self.hook("start-process", "transaction-1", "--",
@@ -156,6 +168,7 @@ def test_kit_01_sc_distributed_passes_against_scripts_cluster(signed_run):
     assert {i: o for i, o in outcomes.items() if o != "pass"} == NOT_PASSED, done.stdout
     assert {i for i in outcomes if i.startswith("DIST-")} == {f"DIST-0{n}" for n in range(1, 8)}
     assert report["summary"]["uncovered"] == []
+    assert (report["verdict"], report["not_offered"]) == ("pass", ["replicated-storage"])
     assert report["profiles_included"] == ["SC-Core", "SC-Durable", "SC-Concurrent",
                                            "SC-Distributed"]
 

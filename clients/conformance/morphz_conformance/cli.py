@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="Morphz's internal storage API (serve --storage-listen): lets "
                      "AUDIT-01 tamper with a stored frame (else that case is not applicable)")
     run.add_argument("--start-cmd", default="", help="command that starts the target (the "
-                     "kit runs it at the start and whenever a case restarts the target)")
+                     "kit runs it at the start and whenever a case restarts the target); "
+                     "with --stop-cmd and --kill-cmd it must start the target in the "
+                     "background and return (the kit waits for it to end)")
     run.add_argument("--stop-cmd", default="", help="command that stops the target "
                      "(default with --start-cmd: SIGTERM to the process the kit started)")
     run.add_argument("--kill-cmd", default="", help="command that SIGKILLs the target "

@@ -3,7 +3,8 @@
 Either the kit launches the target itself (`--start-cmd`: it keeps the process and
 stops it with SIGTERM, kills it with SIGKILL, both to its whole process group), or the
 operator gives commands for each (`--stop-cmd`, `--kill-cmd`), e.g. for a service
-manager or a container. After a start the kit waits until the target answers; after a
+manager or a container; with both, the start command is one that starts the target in
+the background and returns, and the kit waits for it to end. After a start the kit waits until the target answers; after a
 stop or kill, until it no longer does.
 """
 from __future__ import annotations
@@ -98,9 +99,18 @@ class ProcessControl:
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()
-        # A start command either is the target (it runs until stopped) or starts it in the
-        # background and returns 0 (a service manager, scripts/cluster start-process): only
-        # one that failed means the target will not come.
+        if self.commands.stop and self.commands.kill:
+            # The target is stopped and killed by commands of its own: this one starts it in
+            # the background (a service manager, scripts/cluster start-process) and is
+            # waited for, so that all it does is done before the target is used.
+            try:
+                code = self._proc.wait(timeout=READY_BOUND)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                raise ControlError(f"the start command did not end within "
+                                   f"{READY_BOUND:.0f}s") from None
+            if code != 0:
+                raise ControlError(f"the start command exited {code}")
         self._wait(lambda: self._answers(), "answer after start",
                    died=lambda: self._proc is not None and self._proc.poll() not in (None, 0))
 
