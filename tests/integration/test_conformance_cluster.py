@@ -13,6 +13,7 @@ It takes minutes, so it runs only when asked for (marked cluster_script):
 (clients/conformance/README.md gives its time)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -23,6 +24,10 @@ import sys
 import time
 
 import pytest
+
+from morphz_conformance.grpc_driver import GrpcDriver
+from morphz_conformance.registry import all_cases
+from morphz_conformance.runner import run_case
 
 pytestmark = [pytest.mark.split_processes, pytest.mark.cluster_script]
 
@@ -222,3 +227,45 @@ def test_dur_08_a_promotion_hook_switches_the_case_on(running, signed_run, tmp_p
     report = json.loads((tmp_path / "report.json").read_text())
     assert [(x["id"], x["outcome"]) for x in report["cases"]] == [("DUR-08", "pass")], \
         done.stdout
+
+
+class _TextInSpans:
+    """The cluster as if one of its processes copied each appended text into a span (a
+    bent driver, as KIT-03's: the spans are the cluster's own, one of them given the
+    texts too)."""
+
+    def __init__(self, inner, texts: list | None = None) -> None:
+        self._inner, self._texts = inner, [] if texts is None else texts
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def traced(self, trace_id: str, parent: str) -> "_TextInSpans":
+        return _TextInSpans(self._inner.traced(trace_id, parent), self._texts)
+
+    def append(self, context, session, kind, text, **kw):
+        self._texts.append(text)
+        return self._inner.append(context, session, kind, text, **kw)
+
+    def exported_spans(self):
+        spans = self._inner.exported_spans()
+        return [dataclasses.replace(spans[0], strings=spans[0].strings + tuple(self._texts)),
+                *spans[1:]] if spans else spans
+
+
+def test_dist_07_a_text_in_a_span_fails_dist_07(running, signed_run):
+    """DIST-07's case in this process, through the kit's own driver and receiver: it
+    passes against the cluster, and fails once a span carries a text a request did."""
+    c, _ = running
+    at = {name: row["address"] for name, row in c.status().items()}
+    driver = GrpcDriver(at["transaction-1"], recall_target=at["recall-1"],
+                        encoding_target=at["encoding"], otlp_receiver=c.receiver)
+    try:
+        dist_07 = next(x for x in all_cases() if x.id == "DIST-07")
+        sound = run_case(driver, dist_07, "sound", set())
+        assert (sound.outcome, sound.reason) == ("pass", "")
+        bent = run_case(_TextInSpans(driver), dist_07, "bent", set())
+        assert bent.outcome == "fail"
+        assert "a text the request carried is in span" in bent.reason
+    finally:
+        driver.close()

@@ -387,6 +387,8 @@ class Span:
     parent: str
     name: str
     strings: tuple[str, ...] = ()
+    kind: str = ""    # server | client | internal | producer | consumer
+    start_ns: int = 0  # when it started (Unix time, ns, the target's clock)
 
 
 @dataclass(frozen=True)

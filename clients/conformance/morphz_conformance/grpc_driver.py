@@ -359,9 +359,10 @@ class GrpcDriver(Driver):
         """The storage API serving `context`: its shard's, when shards are named."""
         shard = self.status(context).shard if self._shards else ""
         if shard in self._shards:
-            if shard not in self._owners:
-                self._owners[shard] = self._channel(self._shards[shard])
-            return storage_grpc.StorageServiceStub(self._owners[shard])
+            address = self._shards[shard]
+            if address not in self._owners:  # channels by address, the owners' too
+                self._owners[address] = self._channel(address)
+            return storage_grpc.StorageServiceStub(self._owners[address])
         if self._storage is None:
             raise NotSupported("fence")
         return self._storage

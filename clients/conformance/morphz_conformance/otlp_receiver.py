@@ -15,6 +15,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from morphz_conformance.driver import Span
 
+KINDS = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}  # OTLP's
+
 
 def _strings(value) -> Iterable[str]:
     """Every string inside an OTLP AnyValue (arrays and key-value lists too)."""
@@ -53,7 +55,8 @@ def spans_of(request) -> list[Span]:
                 for link in s.links:
                     strings += _attribute_strings(link.attributes)
                 out.append(Span(service, s.trace_id.hex(), s.span_id.hex(),
-                                s.parent_span_id.hex(), s.name, tuple(strings)))
+                                s.parent_span_id.hex(), s.name, tuple(strings),
+                                KINDS.get(s.kind, ""), s.start_time_unix_nano))
     return out
 
 
