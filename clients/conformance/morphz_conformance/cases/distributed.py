@@ -302,11 +302,11 @@ def dist_07_one_trace_no_text_in_spans(t: CaseRun):
         "stale commit": lambda x: x.commit(ctx, _tx(0, "(create other (x 1))")),
         "frame": lambda x: x.frame(ctx, "plan"),
         "encoding": lambda x: x.encoding(ctx, "s1"),
-        "search": lambda x: x.search(ctx, "plan", min_commit_seq=d.status(ctx).commit_seq),
+        "search": lambda x: x.search(ctx, "plan", min_commit_seq=x.status(ctx).commit_seq),
         "read": lambda x: x.read(ctx, "@e1"),
     }
     roots: dict[str, tuple[str, str]] = {}
-    began = time.time_ns()
+    began = time.time_ns()  # from here to `ended` every call the kit makes is traced
     for label, request in requests.items():
         trace_id, root = secrets.token_hex(16), secrets.token_hex(8)
         traced = d.traced(trace_id, root)
