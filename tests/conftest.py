@@ -30,6 +30,8 @@ def pytest_addoption(parser):
     parser.addoption("--topology", choices=(ALL_IN_ONE, SPLIT), default=ALL_IN_ONE,
                      help="the session's servers: all-in-one (one process, the default) or "
                      "split (storage, transaction, recall, encoding: one process each)")
+    parser.addoption("--cluster-script", action="store_true",
+                     help="also run the tests marked cluster_script (minutes each)")
 
 
 def pytest_configure(config):
@@ -40,6 +42,9 @@ def pytest_configure(config):
         "markers", "split_processes: starts split service processes of its own, so it runs "
         "the same under either --topology (.ci/run's split pass leaves it out: -m 'not "
         "split_processes')")
+    config.addinivalue_line(
+        "markers", "cluster_script: runs against a whole `scripts/cluster` and takes minutes; "
+        "deselected unless --cluster-script")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,7 +53,9 @@ def pytest_collection_modifyitems(config, items):
         marker = item.get_closest_marker("all_in_one")
         if marker is not None and not marker.kwargs.get("reason"):
             raise pytest.UsageError(f"{item.nodeid}: all_in_one needs reason=...")
-        (drop if marker is not None and config.getoption("--topology") == SPLIT
+        slow = item.get_closest_marker("cluster_script") is not None and \
+            not config.getoption("--cluster-script")
+        (drop if slow or (marker is not None and config.getoption("--topology") == SPLIT)
          else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -11,6 +11,9 @@ import time
 
 import grpc
 import pytest
+# The conformance kit's (installed in the venv by scripts/bootstrap): one raw HTTP/2
+# client that never reads, for the kit's SEC-08 case and this test alike.
+from morphz_conformance.h2_stall import StalledCall
 
 from morphz.api.transaction.v1 import transaction_pb2 as tpb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as tpb_grpc
@@ -18,7 +21,6 @@ from morphz.shared import limits
 from morphz.shared.grpc_auth import ClientAuth
 from morphz.shared.grpc_errors import from_rpc_error
 from tests import wire
-from tests.h2_stalled import ended_by_server, stalled_call
 from tests.integration.test_limits import proc_status
 from tests.polling import until
 from tests.topology import ServerProcess
@@ -191,7 +193,7 @@ def test_sec_08_replies_held_for_clients_that_do_not_read_are_bounded(tmp_path):
         settled_cpu(pid)
         idle = proc_status(pid)["RssAnon"]
         path = "/morphz.api.transaction.v1.TransactionService/GetEvent"
-        socks = [stalled_call(server.address, path, request.SerializeToString())
+        socks = [StalledCall(server.address, path, request.SerializeToString())
                  for _ in range(STALLED)]
         settled_cpu(pid)  # every call has been answered (or refused) by now
         held = proc_status(pid)["RssAnon"] - idle
@@ -199,7 +201,9 @@ def test_sec_08_replies_held_for_clients_that_do_not_read_are_bounded(tmp_path):
         pending = set(socks)
 
         def all_ended() -> bool:
-            pending.difference_update([s for s in pending if ended_by_server(s)])
+            for s in pending:
+                s.poll()
+            pending.difference_update([s for s in pending if s.ended])
             return not pending
         until(all_ended, 60, "the stalled calls were never dropped")
         until(lambda: proc_status(pid)["RssAnon"] - idle < 64 * MiB, 30,

@@ -47,11 +47,27 @@ def _parser() -> argparse.ArgumentParser:
                      "makes it reachable again")
     run.add_argument("--second-target", default="", metavar="HOST:PORT",
                      help="SC-Distributed: a second transaction instance over the same store")
+    run.add_argument("--storage-shard", action="append", default=[], metavar="NAME=HOST:PORT",
+                     help="where contexts are placed on several stores: the storage API "
+                     "serving shard NAME (a context's status names its shard); the storage "
+                     "hooks go there (repeatable)")
+    run.add_argument("--second-recall-target", default="", metavar="HOST:PORT",
+                     help="DIST-06: a second recall replica following the same change feed")
+    run.add_argument("--second-recall-kill-cmd", default="", help="DIST-06: command that "
+                     "SIGKILLs the second recall replica")
+    run.add_argument("--second-recall-start-cmd", default="", help="DIST-06: command that "
+                     "starts it again on its data (and returns, or keeps running)")
+    run.add_argument("--otlp-receiver", default="", metavar="HOST:PORT",
+                     help="DIST-07: the kit receives spans over OTLP/gRPC here; start the "
+                     "target's processes exporting to it (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="
+                     "http://HOST:PORT)")
     run.add_argument("--storage-target", default="", metavar="HOST:PORT",
                      help="Morphz's internal storage API (serve --storage-listen): lets "
                      "AUDIT-01 tamper with a stored frame (else that case is not applicable)")
     run.add_argument("--start-cmd", default="", help="command that starts the target (the "
-                     "kit runs it at the start and whenever a case restarts the target)")
+                     "kit runs it at the start and whenever a case restarts the target); "
+                     "with --stop-cmd and --kill-cmd it must start the target in the "
+                     "background and return (the kit waits for it to end)")
     run.add_argument("--stop-cmd", default="", help="command that stops the target "
                      "(default with --start-cmd: SIGTERM to the process the kit started)")
     run.add_argument("--kill-cmd", default="", help="command that SIGKILLs the target "
@@ -165,12 +181,17 @@ def _run(args) -> int:
                             start_default_embedder=args.default_embedder_start_cmd,
                             start_older_rules=args.older_rules_start_cmd,
                             backup=args.backup_cmd, restore=args.restore_cmd,
-                            promote_standby=args.promote_standby_cmd),
+                            promote_standby=args.promote_standby_cmd,
+                            second_recall_kill=args.second_recall_kill_cmd,
+                            second_recall_start=args.second_recall_start_cmd),
                         target_log=args.target_log or None, second_target=args.second_target,
                         second_token=second_token, mcp_command=args.mcp_cmd,
                         inspector_url=args.inspector_url, inspector_tokens=inspector_tokens,
                         implementation=Implementation(args.implementation,
-                                                      args.implementation_version))
+                                                      args.implementation_version),
+                        storage_shards=_shards(args.storage_shard),
+                        second_recall_target=args.second_recall_target,
+                        otlp_receiver=args.otlp_receiver)
     known = all_cases()
     case_ids = {c.id for c in known}
     cases = select(known, args.profile, args.extension, args.only)
@@ -234,6 +255,16 @@ def _list(args) -> int:
         if profile in scope:
             print(f"{rid:<10} {profile:<15} {', '.join(by_id.get(rid, [])) or '(case missing)'}")
     return 0
+
+
+def _shards(pairs: list[str]) -> dict[str, str]:
+    shards = {}
+    for pair in pairs:
+        name, sep, address = pair.partition("=")
+        if not (sep and name and address):
+            raise ValueError(f"--storage-shard {pair!r}: NAME=HOST:PORT")
+        shards[name] = address
+    return shards
 
 
 def _public_target(target: str) -> str:

@@ -3,7 +3,8 @@
 Either the kit launches the target itself (`--start-cmd`: it keeps the process and
 stops it with SIGTERM, kills it with SIGKILL, both to its whole process group), or the
 operator gives commands for each (`--stop-cmd`, `--kill-cmd`), e.g. for a service
-manager or a container. After a start the kit waits until the target answers; after a
+manager or a container; with both, the start command is one that starts the target in
+the background and returns, and the kit waits for it to end. After a start the kit waits until the target answers; after a
 stop or kill, until it no longer does.
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Commands:
     backup: str = ""    # DUR-06: take an online backup of the running target's store
     restore: str = ""   # DUR-06: with the target stopped, replace its data by the backup
     promote_standby: str = ""  # DUR-08: lose the primary store, promote a standby
+    second_recall_kill: str = ""   # DIST-06: SIGKILL the second recall replica
+    second_recall_start: str = ""  # and start it again on its data
 
     def capabilities(self) -> frozenset[str]:
         caps = set(self._process_capabilities())
@@ -50,6 +53,8 @@ class Commands:
             caps.add("backup")
         if self.promote_standby:
             caps.add("replication")
+        if self.second_recall_kill and self.second_recall_start:
+            caps.add("recall_replica_restart")
         return frozenset(caps)
 
     def _process_capabilities(self) -> frozenset[str]:
@@ -94,12 +99,24 @@ class ProcessControl:
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()
+        if self.commands.stop and self.commands.kill:
+            # The target is stopped and killed by commands of its own: this one starts it in
+            # the background (a service manager, scripts/cluster start-process) and is
+            # waited for, so that all it does is done before the target is used.
+            try:
+                code = self._proc.wait(timeout=READY_BOUND)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                raise ControlError(f"the start command did not end within "
+                                   f"{READY_BOUND:.0f}s") from None
+            if code != 0:
+                raise ControlError(f"the start command exited {code}")
         self._wait(lambda: self._answers(), "answer after start",
-                   died=lambda: self._proc is not None and self._proc.poll() is not None)
+                   died=lambda: self._proc is not None and self._proc.poll() not in (None, 0))
 
     def stop(self) -> None:
         if self.commands.stop:
-            _run(self.commands.stop)
+            run_command(self.commands.stop)
         elif self._proc is not None:
             self._signal(signal.SIGTERM)
         else:
@@ -109,7 +126,7 @@ class ProcessControl:
 
     def kill(self) -> None:
         if self.commands.kill:
-            _run(self.commands.kill)
+            run_command(self.commands.kill)
         elif self._proc is not None:
             self._signal(signal.SIGKILL)
         else:
@@ -153,20 +170,20 @@ class ProcessControl:
         """Take an online backup: the target keeps serving while the command runs."""
         if "backup" not in self.capabilities():
             raise NotSupported("backup")
-        _run(self.commands.backup, timeout=600)
+        run_command(self.commands.backup, timeout=600)
 
     def restore_backup(self) -> None:
         """Stop the target, replace its data by the last backup, start it again."""
         if "backup" not in self.capabilities():
             raise NotSupported("backup")
         self.stop()
-        _run(self.commands.restore, timeout=600)
+        run_command(self.commands.restore, timeout=600)
         self.start()
 
     def promote_standby(self) -> None:
         if "replication" not in self.capabilities():
             raise NotSupported("replication")
-        _run(self.commands.promote_standby, timeout=600)
+        run_command(self.commands.promote_standby, timeout=600)
         self._wait(self._answers, "answer after a standby's promotion")
 
     def memory(self) -> int:
@@ -197,12 +214,12 @@ class ProcessControl:
     def lose_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
-        _run(self.commands.lease_stop)
+        run_command(self.commands.lease_stop)
 
     def restore_leases(self) -> None:
         if "lease" not in self.capabilities():
             raise NotSupported("lease")
-        _run(self.commands.lease_start)
+        run_command(self.commands.lease_start)
 
     def close(self) -> None:
         """Stop what the kit launched (at the end of a run)."""
@@ -234,16 +251,23 @@ class ProcessControl:
     @staticmethod
     def _wait(done: Callable[[], bool], what: str,
               died: Callable[[], bool] = lambda: False) -> None:
-        deadline = time.monotonic() + READY_BOUND
-        while not done():
-            if died():
-                raise ControlError(f"the target exited before it would {what}")
-            if time.monotonic() > deadline:
-                raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
-            time.sleep(0.1)
+        wait_until(done, what, died)
 
 
-def _run(command: str, timeout: float = 120) -> None:
+def wait_until(done: Callable[[], bool], what: str,
+               died: Callable[[], bool] = lambda: False) -> None:
+    """Wait (bounded by READY_BOUND) until done(); `what` names it in the error."""
+    deadline = time.monotonic() + READY_BOUND
+    while not done():
+        if died():
+            raise ControlError(f"the target exited before it would {what}")
+        if time.monotonic() > deadline:
+            raise ControlError(f"the target did not {what} within {READY_BOUND:.0f}s")
+        time.sleep(0.1)
+
+
+def run_command(command: str, timeout: float = 120) -> None:
+    """Run a control command to its end; ControlError if it fails."""
     done = subprocess.run(shlex.split(command), stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=timeout)
     if done.returncode != 0:

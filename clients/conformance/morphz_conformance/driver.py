@@ -65,6 +65,7 @@ class Status:
     owner: str = ""
     owner_address: str = ""
     fencing_token: int = 0
+    shard: str = ""  # the store (shard) the context is placed on, where there are several
 
     def session(self, sid: str) -> Optional[SessionState]:
         return next((s for s in self.sessions if s.id == sid), None)
@@ -361,12 +362,33 @@ class IndexState:
     vector_lag: int = 0  # commits the vector leg is behind (it follows on its own)
     embedder: str = ""   # HYB-04: the identity of the embedder the target embeds with
     embedded: int = 0    # HYB-06: texts the target has had to embed since it started
+    # DIST-06: what the index holds, and this replica's place in the change feed it
+    # follows (all contexts: the position up to which it has applied every change).
+    events: int = 0
+    frames: int = 0
+    feed_position: int = 0
 
 
 @dataclass(frozen=True)
 class AuditResult:
     match: bool
     problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Span:
+    """DIST-07: one span the target exported (OpenTelemetry's model): the process that
+    made it (`service`), its trace and span ids and its parent's (hex; "" for a root),
+    and every string it carries (its name, attribute values, event names and attributes,
+    status message, resource attributes), for the check that no text leaked into it."""
+    service: str
+    trace: str
+    id: str
+    parent: str
+    name: str
+    strings: tuple[str, ...] = ()
+    kind: str = ""    # server | client | internal | producer | consumer
+    start_ns: int = 0  # when it started (Unix time, ns, the target's clock)
 
 
 @dataclass(frozen=True)
@@ -568,6 +590,31 @@ class Driver:
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""
         raise NotSupported("second_runtime")
+
+    def second_recall(self) -> "Driver":
+        """DIST-06: this target with its recall calls (search, read, index_status) served
+        by a second recall replica following the same change feed."""
+        raise NotSupported("recall_replica")
+
+    def kill_second_recall(self) -> None:
+        """DIST-06: SIGKILL the second recall replica; return once it no longer answers."""
+        raise NotSupported("recall_replica_restart")
+
+    def start_second_recall(self) -> None:
+        """DIST-06: start the second recall replica again on its own data; return once it
+        answers."""
+        raise NotSupported("recall_replica_restart")
+
+    def traced(self, trace_id: str, parent_span: str) -> "Driver":
+        """DIST-07: this target with every call carrying W3C trace context: a child of
+        span `parent_span` (16 hex digits) in trace `trace_id` (32), sampled. close() it
+        after use."""
+        raise NotSupported("tracing")
+
+    def exported_spans(self) -> list[Span]:
+        """DIST-07: every span the target's processes have exported to the kit so far
+        (e.g. over OTLP to a receiver the driver runs)."""
+        raise NotSupported("tracing")
 
     def limit_space(self) -> None:
         """DUR-07: leave the target little storage space (a small quota, a small disk);

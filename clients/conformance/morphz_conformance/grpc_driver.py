@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import grpc
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
-from morphz_conformance.control import Commands, ProcessControl
+from morphz_conformance.control import Commands, ProcessControl, run_command, wait_until
 from morphz_conformance.h2_stall import StalledCall
 from morphz_conformance.inspector_client import InspectorClient
 from morphz_conformance.mcp_client import McpSession
 from morphz_conformance.mcp_client import available as mcp_available
+from morphz_conformance.otlp_receiver import Receiver
 from morphz_conformance.driver import (Activation, Appended, AuditResult, DeadlineExceeded,
                                        Driver, Encoding,
                                        Evaluation, Event, Frame, GraphEdge, Hit,
@@ -24,7 +25,7 @@ from morphz_conformance.driver import (Activation, Appended, AuditResult, Deadli
                                        OpResult, Part, Pressure, Receipt, Rejected, Relation,
                                        ReadPage, RetireRequest, Scope, SearchPage,
                                        SessionState, SnapshotCheck, SnapshotReplay,
-                                       SnapshotSearch, Status, Traversal, Unreachable)
+                                       SnapshotSearch, Span, Status, Traversal, Unreachable)
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2_grpc as enc_grpc
 from morphz_conformance.stubs.morphz.api.common.v1 import common_pb2 as common
@@ -85,8 +86,13 @@ class GrpcDriver(Driver):
     kill the target (the control hooks), `target_log`: where a target the kit starts
     writes its output. SC-Distributed: `second_target` is another transaction instance
     over the same store (the second runtime); `follow_owner`: send a write an instance
-    refuses as NOT_OWNER on to the owner it names. SEC-01: `second_token` is a second
-    principal's (holding no grant on the kit's contexts)."""
+    refuses as NOT_OWNER on to the owner it names; `storage_shards`: shard name -> the
+    storage address serving it, where contexts are placed on several shards (a context's
+    status names its shard; the storage hooks go there, else to `storage_target`);
+    `second_recall_target`: a second recall replica (DIST-06); `otlp_receiver`: HOST:PORT
+    where the driver receives the spans the target exports over OTLP/gRPC (DIST-07).
+    SEC-01: `second_token` is a second principal's (holding no grant on the kit's
+    contexts)."""
 
     def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
@@ -94,9 +100,17 @@ class GrpcDriver(Driver):
                  target_log: Optional[str] = None, second_target: str = "",
                  follow_owner: bool = True, second_token: str = "", mcp_command: str = "",
                  inspector_url: str = "", inspector_tokens: Optional[dict[str, str]] = None,
-                 implementation: Implementation = MORPHZ) -> None:
+                 implementation: Implementation = MORPHZ,
+                 storage_shards: Optional[Mapping[str, str]] = None,
+                 second_recall_target: str = "", otlp_receiver: str = "",
+                 receiver: Optional[Receiver] = None, traceparent: str = "") -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
+        self._shards, self._second_recall = dict(storage_shards or {}), second_recall_target
+        # The receiver is this driver's when it starts it; a view (traced()) shares it.
+        self._own_receiver = receiver is None and bool(otlp_receiver)
+        self._receiver = Receiver(otlp_receiver).start() if self._own_receiver else receiver
+        self._traceparent = traceparent
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
@@ -124,7 +138,8 @@ class GrpcDriver(Driver):
                                    options=_OPTIONS)
 
     def _metadata(self) -> tuple:
-        return (("authorization", f"Bearer {self._token}"),) if self._token else ()
+        auth = (("authorization", f"Bearer {self._token}"),) if self._token else ()
+        return auth + ((("traceparent", self._traceparent),) if self._traceparent else ())
 
     def _call(self, method, request):
         try:
@@ -344,6 +359,18 @@ class GrpcDriver(Driver):
         return _index(self._call(self._rec.InspectIndex,
                                  rec.InspectIndexRequest(context=context)))
 
+    def _storage_for(self, context: str):
+        """The storage API serving `context`: its shard's, when shards are named."""
+        shard = self.status(context).shard if self._shards else ""
+        if shard in self._shards:
+            address = self._shards[shard]
+            if address not in self._owners:  # channels by address, the owners' too
+                self._owners[address] = self._channel(address)
+            return storage_grpc.StorageServiceStub(self._owners[address])
+        if self._storage is None:
+            raise NotSupported("fence")
+        return self._storage
+
     def rebuild_index(self, context):
         return _index(self._call(self._rec.RebuildIndex,
                                  rec.RebuildIndexRequest(context=context)))
@@ -362,6 +389,8 @@ class GrpcDriver(Driver):
         return self._control.capabilities() | (
             {"tamper", "fence", "raw_store"} if self._targets[3] else frozenset()) | (
             {"second_runtime"} if self._second else frozenset()) | (
+            {"recall_replica"} if self._second_recall else frozenset()) | (
+            {"tracing"} if self._receiver is not None else frozenset()) | (
             {"principals"} if self._token and self._second_token else frozenset()) | {
             "deadline"} | ({"stall"} if self._tls_ca is None else frozenset()) | (  # h2c
             {"mcp"} if self._mcp_command and mcp_available() else frozenset()) | (
@@ -408,6 +437,51 @@ class GrpcDriver(Driver):
 
     def target_memory(self) -> int:
         return self._control.memory()
+
+    def traced(self, trace_id: str, parent_span: str) -> "GrpcDriver":
+        if self._receiver is None:
+            raise NotSupported("tracing")
+        return self._view(traceparent=f"00-{trace_id}-{parent_span}-01")
+
+    def exported_spans(self) -> list[Span]:
+        if self._receiver is None:
+            raise NotSupported("tracing")
+        return self._receiver.spans()
+
+    def second_recall(self) -> "GrpcDriver":
+        if not self._second_recall:
+            raise NotSupported("recall_replica")
+        return self._view(recall_target=self._second_recall)
+
+    def kill_second_recall(self) -> None:
+        self._second_recall_hook(self._control.commands.second_recall_kill, serving=False)
+
+    def start_second_recall(self) -> None:
+        self._second_recall_hook(self._control.commands.second_recall_start, serving=True)
+
+    def _second_recall_hook(self, command: str, serving: bool) -> None:
+        if "recall_replica_restart" not in self.capabilities():
+            raise NotSupported("recall_replica_restart")
+        run_command(command)
+        channel = self._channel(self._second_recall)
+        try:
+            wait_until(lambda: _serving(channel) == serving,
+                       f"{'answer' if serving else 'stop answering'} (the second recall "
+                       f"replica)")
+        finally:
+            channel.close()
+
+    def _view(self, **changes) -> "GrpcDriver":
+        """This target as it is, with `changes` to the constructor's arguments (no control
+        hooks: those stay with this driver)."""
+        args = dict(encoding_target=self._targets[1], recall_target=self._targets[2],
+                    storage_target=self._targets[3], token=self._token, tls_ca=self._tls_ca,
+                    timeout=self._timeout, second_target=self._second,
+                    follow_owner=self._follow_owner, implementation=self._impl,
+                    storage_shards=self._shards, receiver=self._receiver,
+                    traceparent=self._traceparent)
+        args.update(changes)
+        return GrpcDriver(self._targets[0], **args)
 
     def with_deadline(self, seconds: float) -> "GrpcDriver":
         return GrpcDriver(self._targets[0], encoding_target=self._targets[1],
@@ -478,11 +552,10 @@ class GrpcDriver(Driver):
     def fenced_write(self, context: str, token: int) -> None:
         """A harmless row (`frames`/kit-fenced-write) committed straight to storage with
         `token` as its fence."""
-        if self._storage is None:
-            raise NotSupported("fence")
-        got = self._call(self._storage.Get, storage.GetRequest(
+        store = self._storage_for(context)
+        got = self._call(store.Get, storage.GetRequest(
             context=context, table="frames", key=[common.KeyPart(text="kit-fenced-write")]))
-        self._call(self._storage.Commit, storage.CommitRequest(
+        self._call(store.Commit, storage.CommitRequest(
             context=context, expect_commit_seq=got.commit_seq, fence=token,
             writes=[storage.Write(table="frames", key=[common.KeyPart(text="kit-fenced-write")],
                                   value=b"{}")]))
@@ -501,16 +574,17 @@ class GrpcDriver(Driver):
         through the internal storage API, as only the services themselves could."""
         if self._storage is None:
             raise NotSupported("tamper")
+        store = self._storage_for(context)
         key = [common.KeyPart(text=frame_id)]
-        got = self._call(self._storage.Get, storage.GetRequest(context=context, table="frames",
-                                                               key=key))
+        got = self._call(store.Get, storage.GetRequest(context=context, table="frames",
+                                                       key=key))
         if not got.found:
             raise Rejected("FRAME_NOT_FOUND", f"no stored row for {frame_id}")
         row = json.loads(got.value)
         row["body"] = body
         # With owners (etcd), the store takes writes carrying the owner's fencing token only.
         fence = self.status(context).fencing_token
-        self._call(self._storage.Commit, storage.CommitRequest(
+        self._call(store.Commit, storage.CommitRequest(
             context=context, expect_commit_seq=got.commit_seq, fence=fence,
             writes=[storage.Write(table="frames", key=key, value=json.dumps(row).encode())]))
 
@@ -531,6 +605,8 @@ class GrpcDriver(Driver):
 
     def close(self) -> None:
         self._control.close()
+        if self._own_receiver and self._receiver is not None:
+            self._receiver.stop()
         for ch in [*self._channels, *self._owners.values()]:
             ch.close()
         self._channels, self._owners = [], {}
@@ -541,6 +617,7 @@ def _status(s) -> Status:
                   window=s.window, event_count=s.event_count,
                   frames_by_state=dict(s.frames_by_state), commit_seq=s.commit_seq,
                   owner=s.owner, owner_address=s.owner_address, fencing_token=s.fencing_token,
+                  shard=s.shard,
                   sessions=tuple(SessionState(x.id, x.state, x.pending, x.messages_waiting,
                                               x.outstanding_calls) for x in s.sessions))
 
@@ -568,7 +645,8 @@ def _evaluation(e: Optional[Evaluation]):
 def _index(s) -> IndexState:
     return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag,
                       vector_lag=s.vectors.lag, embedder=s.embedder,
-                      embedded=s.vectors.cache_misses)
+                      embedded=s.vectors.cache_misses, events=s.events, frames=s.frames,
+                      feed_position=s.feed_position)
 
 
 def _activation(a) -> Activation:
