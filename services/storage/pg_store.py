@@ -227,14 +227,25 @@ class _Pool:
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
 
-    def take(self) -> psycopg.Connection:
+    def take(self) -> tuple[psycopg.Connection, bool]:
+        """A connection, and whether it was idle here (it may have died meanwhile: a
+        restarted server)."""
         if not self._slots.acquire(timeout=POOL_WAIT_SECONDS):
             raise MorphzError("STORAGE_UNAVAILABLE", "every PostgreSQL reader connection "
                               f"stayed taken for {POOL_WAIT_SECONDS:.0f} s")
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is not None and not conn.closed:
-            return conn
+            return conn, True
+        try:
+            return self._connect(), False
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def fresh(self, dead: psycopg.Connection) -> psycopg.Connection:
+        """A new connection in the place (slot) of a dead one."""
+        dead.close()
         try:
             return self._connect()
         except BaseException:
@@ -429,13 +440,27 @@ class PostgresStore(Store):
             self._writer = self._connect(autocommit=False)
         return self._writer
 
+    def _begin(self) -> tuple[psycopg.Connection, int]:
+        """The writer connection with the feed head locked: the batch's first statement.
+        A connection that died while idle (a restarted server) is replaced once: nothing
+        was sent on it yet."""
+        reused = self._writer is not None and not self._writer.closed
+        conn = self._writer_conn()
+        try:
+            return conn, conn.execute(self._q.lock_head).fetchone()[0]
+        except psycopg.OperationalError:
+            self._drop_writer()
+            if not reused:
+                raise
+        conn = self._writer_conn()
+        return conn, conn.execute(self._q.lock_head).fetchone()[0]
+
     def _write_batch(self, batch: list[_Submission]) -> None:
         self._faults.hit("before-lmdb-txn")
-        conn = self._writer_conn()
+        conn, head = self._begin()
         q = self._q
         try:
             with conn.cursor(binary=True) as cur:
-                head, _ = cur.execute(q.lock_head).fetchone()
                 # Read after the lock: every writer before this one has committed.
                 prefixes = {sub.context: keys.context_prefix(sub.context) for sub in batch}
                 state = {keys.decode(bytes(ctx))[0]: (seq, fence) for ctx, seq, fence in
@@ -642,16 +667,35 @@ class PostgresReader(Reader):
         self._store = store
         self._q = store._q
         self._prefix = keys.context_prefix(context)
-        self._conn: Optional[psycopg.Connection] = store._pool.take()
-        self._healthy = True
+        self._conn: Optional[psycopg.Connection] = None
+        conn, reused = store._pool.take()
         try:
-            if snapshot:
-                self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = self._run(self._q.commit_seq, (self._prefix,)).fetchone()
+            row = self._open(conn, snapshot)
+        except psycopg.OperationalError as e:
+            if not reused:
+                store._pool.give(conn, False)
+                raise unavailable(e, "read") from None
+            conn = store._pool.fresh(conn)  # it died while idle: once more on a new one
+            try:
+                row = self._open(conn, snapshot)
+            except psycopg.Error as e:
+                store._pool.give(conn, False)
+                raise unavailable(e, "read") from None
+        except psycopg.Error as e:
+            store._pool.give(conn, False)
+            raise unavailable(e, "read") from None
         except BaseException:
-            self.close()
+            store._pool.give(conn, False)
             raise
+        self._conn, self._healthy = conn, True
         self.commit_seq = row[0] if row else 0
+
+    def _open(self, conn: psycopg.Connection, snapshot: bool) -> Optional[tuple]:
+        """Begin the snapshot (the first read takes it) and read the commit_seq."""
+        if snapshot:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return conn.cursor(binary=True).execute(self._q.commit_seq,
+                                                (self._prefix,)).fetchone()
 
     def _run(self, statement, params) -> psycopg.Cursor:
         if self._conn is None:

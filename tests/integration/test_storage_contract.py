@@ -22,7 +22,7 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
 
-from tests.pg import new_schema, postgres_server  # noqa: F401 - a fixture
+from tests.pg import new_schema
 from tests.polling import until
 from tests.rpc_count import counted
 
