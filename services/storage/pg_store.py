@@ -627,6 +627,64 @@ class PostgresStore(Store):
         with env.begin(write=True) as txn:
             txn.put(b"id", self._id.encode(), db=store)
 
+    def load(self, directory: str) -> dict:
+        """Fill this store, which must be empty (RESTORE_TARGET_NOT_EMPTY), from the LMDB
+        environment in `directory` (a restored backup's copy): every table, versions,
+        tokens, the feed and the identity, in one transaction. What `morphz restore
+        --store postgres` does."""
+        env = lmdb.open(directory, readonly=True, lock=False, max_dbs=len(TABLES) + 8,
+                        subdir=True)
+        try:
+            with self._connect(autocommit=False) as conn, env.begin() as txn:
+                head, _ = conn.execute(self._q.lock_head).fetchone()
+                if head or conn.execute(self._q.count_contexts).fetchone()[0]:
+                    raise MorphzError("RESTORE_TARGET_NOT_EMPTY", "the PostgreSQL store "
+                                      f"(schema {self._schema}) is not empty; restore only "
+                                      "into an empty one", schema=self._schema)
+                return self._load_from(conn, env, txn)
+        except psycopg.Error as e:
+            raise unavailable(e, "load the backup") from None
+        finally:
+            env.close()
+
+    def _load_from(self, conn: psycopg.Connection, env: lmdb.Environment,
+                   txn: lmdb.Transaction) -> dict:
+        s = sql.Identifier(self._schema)
+        with conn.cursor() as cur:
+            for table in TABLES:
+                with cur.copy(sql.SQL("COPY {} (k, v) FROM STDIN").format(
+                        sql.Identifier(self._schema, table))) as copy:
+                    for k, v in txn.cursor(db=env.open_db(table.encode(), txn=txn)):
+                        copy.write_row((k, v))
+            fences = dict(txn.cursor(db=env.open_db(b"_fence", txn=txn)))
+            with cur.copy(sql.SQL("COPY {}._context (ctx, commit_seq, fence) FROM STDIN"
+                                  ).format(s)) as copy:
+                n = 0
+                for ctx, seq in txn.cursor(db=env.open_db(b"_version", txn=txn)):
+                    fence = fences.get(ctx)
+                    copy.write_row((ctx, int.from_bytes(seq, "big"),
+                                    int.from_bytes(fence, "big") if fence else 0))
+                    n += 1
+            feed = txn.cursor(db=env.open_db(b"_feed", txn=txn))
+            head = 0
+            with cur.copy(sql.SQL("COPY {}._feed (position, ctx, commit_seq, change) "
+                                  "FROM STDIN").format(s)) as copy:
+                for k, ctx_seq in txn.cursor(db=env.open_db(b"_feed_ctx", txn=txn)):
+                    position = int.from_bytes(ctx_seq, "big")
+                    copy.write_row((position, k[:-8], int.from_bytes(k[-8:], "big"),
+                                    feed.get(ctx_seq)))
+                    head = max(head, position)
+            store_id = txn.get(b"id", db=env.open_db(b"_store", txn=txn))
+            identity = store_id.decode() if store_id else secrets.token_hex(16)
+            cur.execute(sql.SQL("UPDATE {}._store SET head = %s, id = %s").format(s),
+                        (head, identity))
+        conn.commit()
+        self._id = identity
+        with self._feed_moved:
+            self._head = head
+            self._feed_moved.notify_all()
+        return {"feed_head": head, "contexts": n, "store": identity}
+
 
 def _plan(writes: list[Write], prefix: bytes) -> list[tuple[str, str, list]]:
     """A submission's writes as statements: the rows of one table and kind (upsert,

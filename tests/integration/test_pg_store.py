@@ -19,6 +19,11 @@ from morphz.shared.storage.api import Write
 from tests.pg import make_folder, new_database, new_schema, start_postgres
 
 
+# No servers of the session's topology: it runs the same under either (.ci/run's split
+# pass leaves it out).
+pytestmark = pytest.mark.split_processes
+
+
 @pytest.fixture
 def pg(postgres_server):
     """A store of its own (a new schema) on the session's server."""
@@ -167,6 +172,29 @@ def test_dur_06_pg_the_backup_copy_is_an_lmdb_store_with_every_row_and_the_feed(
                 assert list(a.scan(table)) == list(b.scan(table)), table
     assert reason(lm.commit, "c", 2, [Write("frames", ("g",), b"G")], fence=2) == "FENCED"
     lm.close()
+
+
+def test_dur_06_pg_a_copy_loads_into_an_empty_store_only(pg, postgres_server, tmp_path):
+    """What `morphz restore --store postgres` does: the copy loaded into an empty store
+    reads as the original (feed, versions, tokens, rows, identity); a store with
+    anything in it refuses (RESTORE_TARGET_NOT_EMPTY) and keeps what it has."""
+    pg.commit("c", 0, [Write("events", (1,), b"e1"), Write("meta", (), b"M")], fence=3)
+    pg.commit("c", 1, [Write("events", (2,), b"e2")], fence=3)
+    pg.put_record("c", "snapshots", ("s",), b"S")
+    pg.copy_compacted(str(tmp_path / "copy"))
+    copy = PostgresStore(postgres_server.dsn(), schema=new_schema())
+    assert copy.load(str(tmp_path / "copy")) == {"feed_head": 2, "contexts": 1,
+                                                 "store": pg.store_id}
+    assert copy.feed_head() == 2 and copy.changes(0) == pg.changes(0)
+    with copy.reader("c") as a, pg.reader("c") as b:
+        assert a.commit_seq == b.commit_seq == 2
+        for table in ("events", "meta", "snapshots"):
+            assert list(a.scan(table)) == list(b.scan(table))
+    assert reason(copy.commit, "c", 2, [Write("meta", (), b"x")], fence=1) == "FENCED"
+    assert copy.commit("c", 2, [Write("events", (3,), b"e3")], fence=3) == 3
+    assert reason(copy.load, str(tmp_path / "copy")) == "RESTORE_TARGET_NOT_EMPTY"
+    assert copy.feed_head() == 3
+    copy.close()
 
 
 @pytest.fixture
