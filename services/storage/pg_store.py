@@ -301,13 +301,13 @@ class PostgresStore(Store):
         self._writer: Optional[psycopg.Connection] = None
         try:
             with self._connect(autocommit=False) as conn:
-                with conn.transaction():
-                    # One creator at a time (several storage processes may start at once).
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
-                    for statement in _schema_sql(schema):
-                        conn.execute(statement)
-                    conn.execute(self._q.init_store, (secrets.token_hex(16),))
+                # Made once: a store that exists is opened without DDL (which would lock
+                # its tables, and which a read-only standby refuses).
+                if conn.execute("SELECT to_regclass(%s)", (f'"{schema}"._store',)
+                                ).fetchone()[0] is None:
+                    self._create(conn)
                 head, self._id = conn.execute(self._q.read_head).fetchone()
+                conn.commit()
         except psycopg.Error as e:
             raise unavailable(e, "open the store") from None
         self._head = head
@@ -318,6 +318,14 @@ class PostgresStore(Store):
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
         self.stats = {"write_transactions": 0, "commits": 0}
+
+    def _create(self, conn: psycopg.Connection) -> None:
+        with conn.transaction():  # a savepoint: committed with the caller's transaction
+            # One creator at a time (several storage processes may start at once).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._schema,))
+            for statement in _schema_sql(self._schema):
+                conn.execute(statement)
+            conn.execute(self._q.init_store, (secrets.token_hex(16),))
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection:
         try:

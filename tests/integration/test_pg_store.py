@@ -241,3 +241,18 @@ def test_dur_07_pg_a_full_disk_refuses_writes_storage_full_reads_go_on_and_write
     assert store.commit("c", seq, [Write("events", (seq,), value)]) == seq + 1
     assert store.space.alarm is None
     store.close()
+
+
+def test_pg_a_store_reopened_has_its_identity_rows_and_feed_head(postgres_server):
+    """Opening an existing store creates nothing (no DDL): the same identity, head, rows."""
+    dsn, schema = postgres_server.dsn(), new_schema()
+    first = PostgresStore(dsn, schema=schema)
+    first.commit("c", 0, [Write("events", (0,), b"e0")])
+    second = PostgresStore(dsn, schema=schema)
+    assert (second.store_id, second.feed_head(), second.contexts()) == \
+        (first.store_id, 1, ["c"])
+    assert reason(second.commit, "c", 1, [Write("events", (0,), b"again")]) == \
+        "STORAGE_APPEND_ONLY"
+    assert second.commit("c", 1, [Write("events", (1,), b"e1")]) == 2
+    first.close()
+    second.close()
