@@ -37,6 +37,7 @@ import msgspec
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
@@ -51,6 +52,12 @@ DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
 POOL_WAIT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 5
+# A server that went away without closing its connections (its machine lost) is noticed
+# within about 15 s over TCP, not at the kernel's two hours; a DSN may set its own.
+CONNECTION_DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+                       "application_name": "morphz-storage", "keepalives": "1",
+                       "keepalives_idle": "5", "keepalives_interval": "2",
+                       "keepalives_count": "3", "tcp_user_timeout": "15000"}
 _BIGINT_MAX = (1 << 63) - 1
 PIPELINE_MAX_BYTES = 1 << 20  # a batch writing more runs statement by statement
 _APPEND_ONLY_STATE = "MZ001"  # the SQLSTATE the append-only triggers raise
@@ -294,7 +301,11 @@ class PostgresStore(Store):
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, pool: int = DEFAULT_POOL,
                  data_dir: str = "", faults: Faults = NO_FAULTS) -> None:
-        self._dsn = dsn
+        try:
+            self._dsn = make_conninfo(**{**CONNECTION_DEFAULTS, **conninfo_to_dict(dsn)})
+        except psycopg.ProgrammingError as e:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--dsn is not a PostgreSQL "
+                              f"connection string: {e}", field="dsn") from None
         self._schema = schema
         self._faults = faults
         self._q = _Sql(schema)
@@ -329,9 +340,7 @@ class PostgresStore(Store):
 
     def _connect(self, *, autocommit: bool) -> psycopg.Connection:
         try:
-            return psycopg.connect(self._dsn, autocommit=autocommit,
-                                   connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                                   application_name="morphz-storage")
+            return psycopg.connect(self._dsn, autocommit=autocommit)
         except psycopg.Error as e:
             raise unavailable(e, "connect") from None
 
