@@ -836,10 +836,13 @@ class PostgresReader(Reader):
 
     def _open(self, conn: psycopg.Connection, snapshot: bool) -> Optional[tuple]:
         """Begin the snapshot (the first read takes it) and read the commit_seq."""
-        if snapshot:
+        if not snapshot:
+            return conn.cursor(binary=True).execute(self._q.commit_seq,
+                                                    (self._prefix,)).fetchone()
+        with conn.pipeline():  # one round trip
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        return conn.cursor(binary=True).execute(self._q.commit_seq,
-                                                (self._prefix,)).fetchone()
+            cur = conn.cursor(binary=True).execute(self._q.commit_seq, (self._prefix,))
+        return cur.fetchone()
 
     def _run(self, statement, params) -> psycopg.Cursor:
         if self._conn is None:
