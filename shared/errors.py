@@ -105,6 +105,9 @@ REASONS: dict[str, Status] = {
     "STORAGE_SNAPSHOT_LIMIT": Status.RESOURCE_EXHAUSTED,
     "STORAGE_WATCH_LIMIT": Status.RESOURCE_EXHAUSTED,
     "STORAGE_REQUEST_TOO_LARGE": Status.INVALID_ARGUMENT,
+    # the store's database (PostgreSQL) did not answer, lost the connection or is a
+    # read-only standby: retry; a commit that got it may or may not have been applied
+    "STORAGE_UNAVAILABLE": Status.UNAVAILABLE,
     # a commit whose fencing token is below the highest the context accepted: a newer
     # owner took the context over (retrying it cannot succeed)
     "FENCED": Status.FAILED_PRECONDITION,

@@ -433,6 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="transaction, recall, encoding: the storage service's address")
     serve.add_argument("--transaction", metavar="HOST:PORT", default="",
                        help="recall, encoding: the transaction service's address")
+    serve.add_argument("--store", choices=("lmdb", "postgres"), default="lmdb",
+                       help="all, storage: where the store keeps its data: lmdb (in the data "
+                       "directory, the default) or postgres (a PostgreSQL 15 database at "
+                       "--dsn; README: The PostgreSQL store)")
+    serve.add_argument("--dsn", metavar="DSN", default="",
+                       help="with --store postgres: the libpq connection string or URI "
+                       "(a password is better kept in PGPASSWORD or ~/.pgpass than here)")
     serve.add_argument("--etcd", metavar="HOST:PORT", default="",
                        help="transaction: own contexts through this etcd (leases, fencing "
                        "tokens), so several transaction instances can share storage; "
@@ -712,6 +719,7 @@ def run_serve(args: argparse.Namespace) -> int:
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
                      storage_quota=args.storage_quota, max_map_size=args.map_size,
+                     store=args.store, dsn=args.dsn,
                      **({"rules_version": args.rules_version} if args.rules_version else {}),
                      max_reply_bytes=args.max_reply_bytes,
                      reply_stall_seconds=args.reply_stall_seconds,

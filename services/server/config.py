@@ -37,6 +37,10 @@ class ServerConfig:
     max_map_size: int = DEFAULT_MAX_MAP_SIZE
     storage_quota: int = 0
     sync: bool = True
+    # --store: "lmdb" (in the data directory) or "postgres" (the database at --dsn,
+    # services/storage/pg_store.py); all-in-one and storage processes only.
+    store: str = "lmdb"
+    dsn: str = ""
     # Remote readers' snapshots (services/storage/snapshots.py).
     snapshot_lease_seconds: float = SNAPSHOT_LEASE_SECONDS
     max_open_snapshots: int = MAX_OPEN_SNAPSHOTS

@@ -81,6 +81,15 @@ def check_addresses(role: str, config: ServerConfig) -> None:
     if config.recall_idle_seconds != RECALL_IDLE_SECONDS and role not in ("all", "recall"):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --recall-idle: "
                           "only recall indexes", field="recall_idle", role=role)
+    if config.store not in ("lmdb", "postgres"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--store is lmdb or postgres, got "
+                          f"{config.store[:100]!r}", field="store", role=role)
+    if config.store != "lmdb" and role not in ("all", "storage"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --store: only "
+                          "storage keeps the store", field="store", role=role)
+    if bool(config.dsn) != (config.store == "postgres"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--dsn goes with --store postgres, and "
+                          "--store postgres needs --dsn", field="dsn", role=role)
     if config.storage_listen and role != "all":
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --storage-listen: "
                           "`serve storage` serves the storage API on --listen",

@@ -14,9 +14,11 @@ from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.pg_store import PostgresStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.storage.api import Store
 from morphz.shared.storage.sharded import Locator, ShardedStore
 from morphz.shared.wired import Host, Wired
 
@@ -25,17 +27,22 @@ STORAGE = storage_pb2.DESCRIPTOR.services_by_name["StorageService"].full_name
 
 @dataclass(frozen=True)
 class LocalStorage:
-    store: LmdbStore
+    store: Store  # LmdbStore or PostgresStore
     snapshots: SnapshotRegistry
     backups: Backups
 
 
 def open_local(config, faults: Faults = NO_FAULTS) -> Wired:
-    """The store in <data>/store (derived data, the recall index, lives beside it), its
-    snapshots and backups; Wired.core is a LocalStorage. `config`: a ServerConfig."""
-    store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
-                      max_map_size=config.max_map_size, quota=config.storage_quota,
-                      sync=config.sync, faults=faults)
+    """The store in <data>/store, or (--store postgres) in the database at --dsn (derived
+    data, the recall index, lives in <data> either way), its snapshots and backups;
+    Wired.core is a LocalStorage. `config`: a ServerConfig."""
+    if config.store == "postgres":
+        os.makedirs(config.data_dir, exist_ok=True)
+        store = PostgresStore(config.dsn, data_dir=config.data_dir, faults=faults)
+    else:
+        store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
+                          max_map_size=config.max_map_size, quota=config.storage_quota,
+                          sync=config.sync, faults=faults)
     snapshots = SnapshotRegistry(store, lease=config.snapshot_lease_seconds,
                                  limit=config.max_open_snapshots)
     # Made even where the storage API is not served: it clears a copy a server that

@@ -1,5 +1,6 @@
-"""One storage behaviour suite, run against every Store: LMDB, in-memory, and the
-gRPC StorageClient talking to a real StorageService over loopback."""
+"""One storage behaviour suite, run against every Store: LMDB, in-memory, PostgreSQL (a
+real server, tests/pg.py) and the gRPC StorageClient talking to a real StorageService
+over loopback."""
 from __future__ import annotations
 
 import threading
@@ -13,6 +14,7 @@ from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.pg_store import PostgresStore
 from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
@@ -20,14 +22,20 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
 
+from tests.pg import new_schema, postgres_server  # noqa: F401 - a fixture
 from tests.polling import until
 from tests.rpc_count import counted
 
 
-@pytest.fixture(params=["lmdb", "memory", "grpc"])
+@pytest.fixture(params=["lmdb", "memory", "postgres", "grpc"])
 def store(request, tmp_path):
     if request.param == "lmdb":
         s = LmdbStore(str(tmp_path / "lmdb"))
+        yield s
+        s.close()
+    elif request.param == "postgres":
+        s = PostgresStore(request.getfixturevalue("postgres_server").dsn(),
+                          schema=new_schema())
         yield s
         s.close()
     elif request.param == "memory":
@@ -40,6 +48,23 @@ def store(request, tmp_path):
         yield StorageClient(channel, timeout=10, page_rows=3)  # scans span many RPCs
         channel.close()
         app.stop(grace=1)
+
+
+@pytest.fixture(params=["lmdb", "postgres"])
+def durable(request, tmp_path):
+    """A new store that group-commits (LMDB, PostgreSQL), made by calling it."""
+    made = []
+
+    def make():
+        if request.param == "lmdb":
+            made.append(LmdbStore(str(tmp_path / f"lmdb{len(made)}")))
+        else:
+            made.append(PostgresStore(request.getfixturevalue("postgres_server").dsn(),
+                                      schema=new_schema()))
+        return made[-1]
+    yield make
+    for s in made:
+        s.close()
 
 
 def read(store, ctx, table, key):
@@ -293,10 +318,10 @@ def test_side_records_are_written_once_by_put_record_only(store):
     assert store.contexts() == ["c"]
 
 
-def test_side_records_share_the_group_commit_of_concurrent_commits(tmp_path):
+def test_side_records_share_the_group_commit_of_concurrent_commits(durable):
     """Held at the leader until 8 commits and 8 side records are queued, all 16 land in
-    one LMDB write transaction; the side records moved no context's version."""
-    store = LmdbStore(str(tmp_path / "side"))
+    one write transaction; the side records moved no context's version."""
+    store = durable()
     for i in range(8):
         store.commit(f"c{i}", 0, [Write("meta", (), b"M")])
     before = store.stats["write_transactions"]
@@ -320,7 +345,6 @@ def test_side_records_share_the_group_commit_of_concurrent_commits(tmp_path):
         with store.reader(f"c{i}") as r:
             assert r.commit_seq == 2
             assert r.get("frames", ("f",)) == b"F" and r.get("snapshots", ("s",)) == b"S"
-    store.close()
 
 
 def _commit_in_thread(store, ctx, expect, writes):
@@ -376,11 +400,10 @@ def start_queued(store: LmdbStore, threads: list, queued: int) -> None:
         t.join()
 
 
-def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(tmp_path):
-    """Concurrent commits share LMDB write transactions (one fsync each) and every one
-    of them still lands, in order per context."""
-    import threading
-    store = LmdbStore(str(tmp_path / "g"))
+def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(durable):
+    """Concurrent commits share write transactions (one fsync each) and every one of
+    them still lands, in order per context."""
+    store = durable()
     errors = []
 
     def writer(ctx: str) -> None:
@@ -397,7 +420,6 @@ def test_group_commit_batches_concurrent_commits_into_fewer_write_transactions(t
     assert store.stats["write_transactions"] <= store.stats["commits"] - 15
     for i in range(16):
         assert len(rows(store, f"c{i}", "frames")) == 25
-    store.close()
 
 
 # -- fencing tokens (DIST-02) ----------------------------------------------------------
@@ -444,10 +466,10 @@ def test_dist_02_a_rejected_batch_does_not_raise_the_token(store):
     assert store.commit("c", 1, [Write("frames", ("a",), b"ok")], fence=3) == 2
 
 
-def test_dist_02_one_group_commit_fences_a_lower_token_behind_a_higher_one(tmp_path):
-    """Two commits of one context in one LMDB write transaction: the second, with a
-    lower token, sees the first's token although neither is durable yet."""
-    store = LmdbStore(str(tmp_path / "g"))
+def test_dist_02_one_group_commit_fences_a_lower_token_behind_a_higher_one(durable):
+    """Two commits of one context in one write transaction: the second, with a lower
+    token, sees the first's token although neither is durable yet."""
+    store = durable()
     with store._leader:  # both queued before any leader runs: one write transaction
         first = store.submit("c", 0, [Write("frames", ("a",), b"new owner")], fence=9)
         second = store.submit("c", 1, [Write("frames", ("a",), b"old owner")], fence=4)
@@ -456,7 +478,6 @@ def test_dist_02_one_group_commit_fences_a_lower_token_behind_a_higher_one(tmp_p
         store.wait(second)
     assert info.value.reason == "FENCED"
     assert store.stats["write_transactions"] == 1
-    store.close()
 
 
 def test_dist_02_the_highest_token_is_durable_with_its_commit(tmp_path):
@@ -923,16 +944,16 @@ def test_get_many_refuses_more_keys_than_its_limit(snap):
     assert err.reason == "STORAGE_TABLE_UNKNOWN" and len(err.message) < 300
 
 
-def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_versions(tmp_path):
+def test_dist_05_lmdb_group_commit_applies_a_contexts_batch_in_the_order_of_its_versions(
+        durable):
     """Commits pipelined over concurrent RPCs may reach the store out of order: one write
     transaction applies a context's queued commits by the version each expects."""
-    store = LmdbStore(str(tmp_path / "lmdb"))
+    store = durable()
     second = store.submit("c", 1, [Write("frames", ("b",), b"B")])  # queued first
     first = store.submit("c", 0, [Write("frames", ("a",), b"A")])
     assert store.wait(second) == 2 and store.wait(first) == 1
     assert store.stats["write_transactions"] == 1
     assert read(store, "c", "frames", ("b",)) == b"B"
-    store.close()
 
 
 def test_dist_05_a_remote_readers_first_read_opens_its_snapshot_in_the_same_round_trip(snap):
