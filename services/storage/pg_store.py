@@ -51,6 +51,7 @@ DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
 POOL_WAIT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 5
 _BIGINT_MAX = (1 << 63) - 1
+_BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _APPEND_ONLY_STATE = "MZ001"  # the SQLSTATE the append-only triggers raise
 # A scan reads pages of rows: 16 first (most scans are short), then longer ones.
 _FIRST_PAGE, _LONGEST_PAGE = 16, 512
@@ -251,12 +252,17 @@ class _Pool:
             conn.close()
         self._slots.release()
 
-    def close(self) -> None:
+    def discard_idle(self) -> None:
+        """Close the idle connections: one failed, so the server they reach is likely gone."""
         with self._lock:
-            self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.discard_idle()
 
 
 class PostgresStore(Store):
@@ -642,15 +648,25 @@ class PostgresReader(Reader):
         self._store = store
         self._q = store._q
         self._prefix = keys.context_prefix(context)
-        self._conn: Optional[psycopg.Connection] = store._pool.take()
-        self._healthy = True
-        try:
-            if snapshot:
-                self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            row = self._run(self._q.commit_seq, (self._prefix,)).fetchone()
-        except BaseException:
-            self.close()
-            raise
+        # A pooled connection may be to a server that is gone (a primary lost since it was
+        # last used): its first statement fails and nothing was read yet, so the reader
+        # tries once more on a new connection (the other idle ones are dropped too).
+        for attempt in range(2):
+            self._conn: Optional[psycopg.Connection] = store._pool.take()
+            self._healthy = True
+            try:
+                if snapshot:
+                    self._run(_BEGIN_SNAPSHOT, None)
+                row = self._run(self._q.commit_seq, (self._prefix,)).fetchone()
+                break
+            except MorphzError:
+                self.close()
+                if attempt:
+                    raise
+                store._pool.discard_idle()
+            except BaseException:
+                self.close()
+                raise
         self.commit_seq = row[0] if row else 0
 
     def _run(self, statement, params) -> psycopg.Cursor:

@@ -131,7 +131,7 @@ def test_dist_05_every_serve_command_is_a_valid_morphz_serve_with_listed_flags()
         check_addresses(args.role, ServerConfig(
             data_dir=args.data, listen=args.listen, storage=args.storage, transaction=args.transaction,
             etcd=args.etcd, instance=args.instance, advertise=args.advertise,
-            lease_ttl=args.lease_ttl, shard=args.shard))
+            lease_ttl=args.lease_ttl, shard=args.shard, store=args.store, dsn=args.dsn))
         # Listening beyond loopback: only with mutual TLS.
         assert flag(argv, "--listen").startswith("0.0.0.0:") and TLS_FLAGS <= set(flags), where
 
