@@ -43,6 +43,7 @@ class ReplicatedPostgres:
                         for name in MEMBERS}
         self.primary, self.standby = (self.members[n] for n in MEMBERS)
         self.promotions = 0
+        self.standby_started_at = 0.0  # when the last standby's postmaster was started
 
     def start(self) -> "ReplicatedPostgres":
         self.primary.init().start()
@@ -101,6 +102,7 @@ class ReplicatedPostgres:
         self._pg([os.path.join(PG_BIN, "pg_basebackup"), "-D", member.data_dir, "-R",
                   "-X", "stream", "-c", "fast", "--no-sync",
                   "-d", self.primary.tcp_dsn(application_name=self.name_of(member))])
+        self.standby_started_at = time.monotonic()
         member.start()
         until(self.is_synchronous, BOUND,
               f"{self.name_of(member)} did not become the synchronous standby")
