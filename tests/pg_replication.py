@@ -39,7 +39,9 @@ class ReplicatedPostgres:
 
     def __init__(self) -> None:
         require()
-        self.members = {name: PostgresServer(conf=REPLICATION_CONF, name=name)
+        # cluster_name: the name a member's walreceiver gives itself when it is a standby.
+        self.members = {name: PostgresServer(conf=(*REPLICATION_CONF, f"cluster_name = '{name}'"),
+                                             name=name)
                         for name in MEMBERS}
         self.primary, self.standby = (self.members[n] for n in MEMBERS)
         self.promotions = 0
@@ -97,11 +99,13 @@ class ReplicatedPostgres:
 
     # -- helpers ------------------------------------------------------------------------------
     def _make_standby(self, member: PostgresServer) -> None:
-        # -R: standby.signal and a primary_conninfo naming this member (the name the
-        # primary's synchronous_standby_names lists); -X stream: the WAL of the copy's time.
+        # -R: standby.signal and a primary_conninfo; -X stream: the WAL of the copy's time.
+        # The copy's own WAL stream reports flushed positions (its temporary slot): under a
+        # name synchronous_standby_names lists, it would stand in as the synchronous standby
+        # while it copies, and the primary would acknowledge commits that no standby holds.
+        # So it connects as pg_basebackup; the standby names itself (cluster_name) once it runs.
         self._pg([os.path.join(PG_BIN, "pg_basebackup"), "-D", member.data_dir, "-R",
-                  "-X", "stream", "-c", "fast", "--no-sync",
-                  "-d", self.primary.tcp_dsn(application_name=self.name_of(member))])
+                  "-X", "stream", "-c", "fast", "--no-sync", "-d", self.primary.tcp_dsn()])
         self.standby_started_at = time.monotonic()
         member.start()
         until(self.is_synchronous, BOUND,

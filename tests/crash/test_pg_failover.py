@@ -5,7 +5,8 @@ SIGKILLed, the standby promoted (`pg_ctl promote`) and the lost member rebuilt a
 primary's standby, while the writers go on: a commit whose outcome a writer did not see is
 sent again with its request id until it is acknowledged or refused. At the end every
 acknowledged commit is present exactly once (the crash test's history checker), no
-refused one is, and audit matches, for every context."""
+refused one is, and audit matches, for every context. And a commit whose wait for the
+standby is cancelled is not acknowledged."""
 from __future__ import annotations
 
 import pathlib
@@ -14,7 +15,9 @@ import sys
 import threading
 import time
 
+from morphz.services.storage.pg_store import PostgresStore
 from morphz.shared.errors import MorphzError, Status
+from morphz.shared.storage.api import Write
 
 from tests.pg_replication import ReplicatedPostgres
 from tests.polling import until
@@ -38,7 +41,7 @@ class Log:
         self.lock = threading.Lock()
         self.acked: dict[str, list[dict]] = {}
         self.rejected: dict[str, list[dict]] = {}
-        self.ack_times: list[tuple[float, float]] = []  # (sent, acknowledged)
+        self.ack_times: list[tuple[float, float, bool]] = []  # (sent, acknowledged, replayed)
         self.unknown_outcomes = 0
         self.errors: list[MorphzError] = []  # what no writer should see
 
@@ -65,7 +68,7 @@ def _commit_until_known(c, ctx: str, rid: str, text: str, log: Log) -> None:
             return
         with log.lock:
             log.acked[ctx].append({"request_id": rid, "receipt": receipt, "text": text})
-            log.ack_times.append((sent, time.monotonic()))
+            log.ack_times.append((sent, time.monotonic(), bool(receipt.get("replayed"))))
         return
 
 
@@ -97,6 +100,7 @@ def test_dur_08_primary_sigkilled_under_8_writers_standby_promoted_nothing_lost_
     started = time.monotonic()
     pg = ReplicatedPostgres().start()
     srv = ServerProcess(tmp_path / "data", args=["--store", "postgres", "--dsn", pg.dsn()])
+    stop = threading.Event()
     try:
         srv.start()
         admin = srv.client(timeout=30)
@@ -104,10 +108,10 @@ def test_dur_08_primary_sigkilled_under_8_writers_standby_promoted_nothing_lost_
         for i in range(CONTEXTS):
             admin.create_context(f"failover-{i}")
             log.acked[f"failover-{i}"], log.rejected[f"failover-{i}"] = [], []
-        stop = threading.Event()
         rng = random.Random(20261204)
         threads = [threading.Thread(target=_writer, args=(srv, w, stop, log,
-                                                          random.Random(rng.random())))
+                                                          random.Random(rng.random())),
+                                    daemon=True)  # a failed test must not leave them running
                    for w in range(WRITERS)]
         for t in threads:
             t.start()
@@ -116,18 +120,22 @@ def test_dur_08_primary_sigkilled_under_8_writers_standby_promoted_nothing_lost_
             before = log.count()
             until(lambda b=before: log.count() >= b + PER_ROUND, BOUND,
                   "no progress before a kill")
+            pg.kill_primary()  # SIGKILL; returns once its every process is gone
             killed_at = time.monotonic()
-            pg.fail_over()  # SIGKILL the primary, promote the standby
+            pg.promote()
             pg.rebuild_standby()
-            # Until a standby was back, the promoted primary acknowledged nothing: what it
-            # alone holds is not acknowledged.
+            # Until a standby was back, the promoted primary committed nothing: what it
+            # alone holds is not acknowledged. (It may answer a resent commit that the lost
+            # primary had replicated with the first receipt: that commits nothing new.)
             with log.lock:
-                alone = [a for _, a in log.ack_times if killed_at < a < pg.standby_started_at]
+                alone = [a for s, a, replayed in log.ack_times
+                         if s > killed_at and a < pg.standby_started_at and not replayed]
             assert not alone, f"{len(alone)} commits acknowledged with no standby"
             until(lambda k=killed_at: log.ack_times[-1][0] > k, BOUND,
                   "no commit after the failover")
             # From the kill to the first acknowledgement of a commit sent after it.
-            to_first_commit.append(min(a for s, a in log.ack_times if s > killed_at) - killed_at)
+            to_first_commit.append(
+                min(a for s, a, _ in log.ack_times if s > killed_at) - killed_at)
         last = log.count()
         until(lambda: log.count() >= last + PER_ROUND, BOUND, "no progress at the end")
         stop.set()
@@ -161,5 +169,43 @@ def test_dur_08_primary_sigkilled_under_8_writers_standby_promoted_nothing_lost_
         assert (lost, doubled) == (0, 0)
         assert pg.promotions >= KILLS and acked >= (KILLS + 1) * PER_ROUND
     finally:
+        stop.set()
         srv.kill()
+        pg.remove()
+
+
+def test_dur_08_a_commit_whose_wait_for_the_standby_is_cancelled_is_not_acknowledged():
+    """PostgreSQL answers a COMMIT whose wait for the synchronous standby was cancelled
+    (pg_cancel_backend, as an operator does to a commit stuck without its standby) with
+    success and a WARNING: committed on the primary, maybe nowhere else. The store must
+    not acknowledge it: its outcome is unknown (STORAGE_UNAVAILABLE), as for a lost
+    connection. The store runs in this process, on the real primary and standby."""
+    pg = ReplicatedPostgres().start()
+    store = PostgresStore(pg.dsn())
+    try:
+        assert store.commit("c", 0, [Write("frames", ("a",), b"1")]) == 1  # replicated
+        pg.standby.stop()  # the primary's commits now wait for a standby
+        outcome: dict = {}
+
+        def commit() -> None:
+            try:
+                outcome["seq"] = store.commit("c", 1, [Write("frames", ("b",), b"2")])
+            except MorphzError as e:
+                outcome["error"] = e
+        t = threading.Thread(target=commit)
+        t.start()
+        waiting = ("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+                   "AND application_name = 'morphz-storage'")
+        until(lambda: pg.primary.psql(waiting) != "", 60, "the commit never waited")
+        pg.primary.psql(f"SELECT pg_cancel_backend(pid) FROM ({waiting}) w")
+        t.join(60)
+        assert not t.is_alive()
+        assert "seq" not in outcome, "a commit the standby may lack was acknowledged"
+        assert outcome["error"].reason == "STORAGE_UNAVAILABLE", outcome
+        # It did commit on the primary: the next commit sees it (and waits for a standby).
+        pg.rebuild_standby()
+        assert store.latest("c").commit_seq == 2
+        assert store.commit("c", 2, [Write("frames", ("c",), b"3")]) == 3
+    finally:
+        store.close()
         pg.remove()
