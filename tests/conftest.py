@@ -14,11 +14,13 @@ import grpc
 import pytest
 
 from morphz.services.transaction.client import TransactionClient
-from tests.topology import ALL_IN_ONE, SPLIT, Endpoints, ServerProcess, servers
+from tests.topology import (ALL_IN_ONE, LMDB, SPLIT, Endpoints, ServerProcess, StoreChoice,
+                            servers, test_store)
 
 __all__ = ["ServerProcess"]  # tests import it from here
-# The authenticated servers the security tests share (one per mode, for the session).
-pytest_plugins = ("tests.security_servers",)
+# The authenticated servers the security tests share (one per mode, for the session);
+# the PostgreSQL server of the PostgreSQL store's tests (tests/pg.py).
+pytest_plugins = ("tests.security_servers", "tests.pg")
 _names = itertools.count(1)
 # Servers the tests start (in this process or as children) embed with the hashing
 # embedder unless a test names another: the default (e5, ~24 ms a text) would slow
@@ -61,8 +63,22 @@ def topology(request) -> str:
 
 
 @pytest.fixture(scope="session")
-def session_servers(topology, tmp_path_factory):
-    running = servers(topology, tmp_path_factory.mktemp("servers")).start()
+def new_store():
+    """Where each new set of servers keeps its store: LMDB in its data directory, or
+    (MORPHZ_TEST_STORE=postgres) a new database on the session's PostgreSQL."""
+    if test_store() != "postgres":
+        yield lambda: LMDB
+        return
+    from tests.pg import new_database, require, start_postgres
+    require()
+    pg = start_postgres()
+    yield lambda: StoreChoice("postgres", pg.dsn(new_database(pg)))
+    pg.remove()
+
+
+@pytest.fixture(scope="session")
+def session_servers(topology, tmp_path_factory, new_store):
+    running = servers(topology, tmp_path_factory.mktemp("servers"), new_store()).start()
     yield running
     running.stop()
 
@@ -98,12 +114,12 @@ def address(endpoints) -> str:
 
 
 @pytest.fixture
-def fresh_servers(topology, tmp_path):
+def fresh_servers(topology, tmp_path, new_store):
     """New servers of the session's topology, each on data of its own: make(name)."""
     made = []
 
     def make(name: str = "servers"):
-        made.append(servers(topology, tmp_path / name))
+        made.append(servers(topology, tmp_path / name, new_store()))
         return made[-1]
     yield make
     for s in made:

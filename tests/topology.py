@@ -1,6 +1,8 @@
 """The servers a test talks to, in either topology (`pytest --topology`): the all-in-one
 server in this process, or storage, transaction, recall and encoding as four
-`morphz serve ROLE` child processes on loopback, each SERVING on grpc health."""
+`morphz serve ROLE` child processes on loopback, each SERVING on grpc health. Their store
+is LMDB in their data directory, or with MORPHZ_TEST_STORE=postgres a database of its own
+on a real PostgreSQL the session starts (tests/pg.py; a StoreChoice)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +22,27 @@ from morphz.services.transaction.client import TransactionClient
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 
 ALL_IN_ONE, SPLIT = "all-in-one", "split"
+STORE_ENV = "MORPHZ_TEST_STORE"  # lmdb (default) or postgres: the session servers' store
+
+
+def test_store() -> str:
+    """The store the session's servers keep their data in (MORPHZ_TEST_STORE)."""
+    return os.environ.get(STORE_ENV, "lmdb")
+
+
+@dataclass(frozen=True)
+class StoreChoice:
+    """Where servers keep their store: `kind` lmdb (their data directory) or postgres
+    (the database at `dsn`)."""
+    kind: str = "lmdb"
+    dsn: str = ""
+
+    def flags(self) -> list[str]:
+        """`morphz serve` flags of a process that runs storage."""
+        return [] if self.kind == "lmdb" else ["--store", self.kind, "--dsn", self.dsn]
+
+
+LMDB = StoreChoice()
 ROLES = ("storage", "transaction", "recall", "encoding")  # each after what it calls
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -117,8 +140,9 @@ class InProcessServers:
     """The all-in-one topology: AllInOne in this process; `app` is it, for the tests that
     need its objects (marked all_in_one)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, store: StoreChoice = LMDB) -> None:
         self.data_dir = Path(data_dir)
+        self.store = store
         self.app: AllInOne | None = None
         self._running = False
 
@@ -126,7 +150,8 @@ class InProcessServers:
         # The tests that read or tamper with the store over gRPC reach it on the
         # internal storage listener (the public port does not serve it).
         self.app = AllInOne(ServerConfig(data_dir=str(self.data_dir), listen="127.0.0.1:0",
-                                         storage_listen="127.0.0.1:0")).start()
+                                         storage_listen="127.0.0.1:0", store=self.store.kind,
+                                         dsn=self.store.dsn)).start()
         self._running = True
         return self
 
@@ -151,14 +176,17 @@ class SplitServers:
     the same data (storage on a new port, the others told it). `args`: flags every
     role gets (authentication, say), `auth`: what health checks present, `env`: what
     every process's environment adds (log level, tracing), `role_args`: flags of one
-    role (recall's --recall-idle, say)."""
+    role (recall's --recall-idle, say), `store`: where storage keeps its store."""
 
     def __init__(self, root: Path, args: list[str] | None = None,
                  auth: ClientAuth = PLAINTEXT, env: dict | None = None,
-                 role_args: dict[str, list[str]] | None = None) -> None:
+                 role_args: dict[str, list[str]] | None = None,
+                 store: StoreChoice = LMDB) -> None:
         self.root = Path(root)
         self.args, self.auth, self.env = list(args or []), auth, dict(env or {})
         self.role_args = dict(role_args or {})
+        if store.kind != "lmdb":
+            self.role_args["storage"] = [*self.role_args.get("storage", []), *store.flags()]
         self.procs: dict[str, ServerProcess] = {}
 
     def start(self) -> "SplitServers":
@@ -197,6 +225,9 @@ class SplitServers:
     close = kill  # whatever still runs after a test (one that failed midway)
 
 
-def servers(topology: str, data_dir: Path) -> InProcessServers | SplitServers:
-    """New (not yet started) servers of `topology` keeping their data under `data_dir`."""
-    return SplitServers(data_dir) if topology == SPLIT else InProcessServers(data_dir)
+def servers(topology: str, data_dir: Path,
+            store: StoreChoice = LMDB) -> InProcessServers | SplitServers:
+    """New (not yet started) servers of `topology` keeping their data under `data_dir`
+    (and `store`)."""
+    return SplitServers(data_dir, store=store) if topology == SPLIT \
+        else InProcessServers(data_dir, store)

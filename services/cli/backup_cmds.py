@@ -10,6 +10,7 @@ from typing import Callable, TextIO
 import grpc
 
 from morphz.services.cli.common import BACKUP_TIMEOUT
+from morphz.shared.errors import MorphzError
 
 
 def add_commands(top, common: argparse.ArgumentParser,
@@ -32,6 +33,11 @@ def add_commands(top, common: argparse.ArgumentParser,
                    help="output format (default: text)")
     p.add_argument("--from", dest="source", required=True, metavar="FILE")
     p.add_argument("--data", required=True, metavar="DIR", help="the data folder to restore into")
+    p.add_argument("--store", choices=("lmdb", "postgres"), default="lmdb",
+                   help="lmdb (default): the store goes into DIR; postgres: into the empty "
+                   "PostgreSQL store at --dsn, DIR left empty for the server's derived data")
+    p.add_argument("--dsn", metavar="DSN", default="",
+                   help="with --store postgres: the database's libpq connection string")
     return ["backup", "restore"]
 
 
@@ -46,7 +52,10 @@ def run_backup(channel: grpc.Channel, args: argparse.Namespace) -> dict:
 
 def run_restore(args: argparse.Namespace) -> dict:
     from morphz.services.storage.backup import restore
-    return restore(args.source, args.data)
+    if (args.store == "postgres") != bool(args.dsn):
+        raise MorphzError("CONTEXT_INPUT_INVALID", "--dsn goes with --store postgres, and "
+                          "--store postgres needs --dsn", field="dsn")
+    return restore(args.source, args.data, args.dsn)
 
 
 def render_backup(r: dict, out: TextIO) -> None:
@@ -58,7 +67,8 @@ def render_backup(r: dict, out: TextIO) -> None:
 def render_restore(r: dict, out: TextIO) -> None:
     print(f"restored {r['store_dir']}: feed head {r['feed_head']}, {r['contexts']} contexts, "
           f"backup taken at {r['taken_at']}", file=out)
-    print(f"serve it: morphz serve --data {r['data']}", file=out)
+    store = " --store postgres --dsn DSN" if r["store_dir"] == "postgres" else ""
+    print(f"serve it: morphz serve --data {r['data']}{store}", file=out)
 
 
 RENDER: dict[str, Callable[[dict, TextIO], None]] = {"backup": render_backup,

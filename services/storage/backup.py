@@ -243,21 +243,40 @@ def _exists(path: str) -> MorphzError:
 
 
 # -- restore ----------------------------------------------------------------------------
-def restore(path: str, data_dir: str) -> dict:
+def restore(path: str, data_dir: str, dsn: str = "") -> dict:
     """Unpack the backup at `path` into `data_dir` (missing or empty), as the store a
-    server on that data directory serves; returns its manifest and where it went."""
+    server on that data directory serves; or, given `dsn`, load it into the empty
+    PostgreSQL store there (PostgresStore.load), `data_dir` left empty for the server's
+    derived data. Returns its manifest and where it went."""
     data_dir = os.path.abspath(data_dir)
     created = _claim_target(data_dir)
     partial = os.path.join(data_dir, STORE + ".partial")
     try:
         manifest = _unpack(path, partial)
         _verify(partial, manifest)
+        if dsn:
+            return {**manifest.to_dict(), "data": data_dir, "store_dir": "postgres",
+                    **_load_postgres(partial, dsn)}
         os.rename(partial, os.path.join(data_dir, STORE))
         sync_dir(data_dir)
     except BaseException:
         shutil.rmtree(data_dir if created else partial, ignore_errors=True)
         raise
+    finally:
+        if dsn:
+            shutil.rmtree(partial, ignore_errors=True)
     return {**manifest.to_dict(), "data": data_dir, "store_dir": os.path.join(data_dir, STORE)}
+
+
+def _load_postgres(partial: str, dsn: str) -> dict:
+    """The verified copy loaded into the PostgreSQL store at `dsn` (with the copy's new
+    identity): {"store": its identity}."""
+    from morphz.services.storage.pg_store import PostgresStore  # only here: psycopg
+    store = PostgresStore(dsn)
+    try:
+        return {"store": store.load(partial)["store"]}
+    finally:
+        store.close()
 
 
 def _claim_target(data_dir: str) -> bool:

@@ -28,6 +28,7 @@ import logging
 import os
 import secrets
 import threading
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from typing import Callable, Iterator, Optional
 
@@ -51,7 +52,7 @@ DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
 POOL_WAIT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 5
 _BIGINT_MAX = (1 << 63) - 1
-_BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+PIPELINE_MAX_BYTES = 1 << 20  # a batch writing more runs statement by statement
 _APPEND_ONLY_STATE = "MZ001"  # the SQLSTATE the append-only triggers raise
 # A scan reads pages of rows: 16 first (most scans are short), then longer ones.
 _FIRST_PAGE, _LONGEST_PAGE = 16, 512
@@ -75,6 +76,11 @@ def unavailable(e: BaseException, doing: str) -> MorphzError:
     return MorphzError("STORAGE_UNAVAILABLE", f"PostgreSQL could not {doing}: "
                        f"{str(e).strip()[:300] or type(e).__name__}",
                        sqlstate=state, error=type(e).__name__)
+
+
+def _no_context(context: str) -> MorphzError:
+    return MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} has nothing committed",
+                       context=context[:80])
 
 
 def _successor(prefix: bytes) -> Optional[bytes]:
@@ -122,14 +128,21 @@ END $$""").format(s),
     return out
 
 
+def _text(statement: sql.Composable) -> str:
+    """A composed statement as its text, once: psycopg would render a Composed (quote its
+    identifiers) at every execution, some 100 us each."""
+    return statement.as_string(None)
+
+
 class _Sql:
     """Every statement the store runs, composed once for its schema."""
 
     def __init__(self, schema: str) -> None:
         s = sql.Identifier(schema)
 
-        def each(template: str) -> dict[str, sql.Composed]:
-            return {table: sql.SQL(template).format(t=sql.Identifier(schema, table), s=s)
+        def each(template: str) -> dict[str, str]:
+            return {table: _text(sql.SQL(template).format(t=sql.Identifier(schema, table),
+                                                          s=s))
                     for table in TABLES}
 
         self.get = each("SELECT v FROM {t} WHERE k = %s")
@@ -138,7 +151,7 @@ class _Sql:
                            "%s::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v")
         self.insert = each("INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], "
                            "%s::bytea[])")
-        self.insert_new = each("INSERT INTO {t} (k, v) VALUES (%s, %s) ON CONFLICT DO NOTHING")
+        self.existing = each("SELECT k FROM {t} WHERE k = ANY(%s)")
         self.delete = each("DELETE FROM {t} WHERE k = ANY(%s)")
         # Moves rows aside: quarantine key = its prefix (context, commit_seq, table) and
         # the row's key past the context's prefix.
@@ -146,39 +159,39 @@ class _Sql:
             "WITH moved AS (DELETE FROM {t} WHERE k = ANY(%s) RETURNING k, v) "
             "INSERT INTO {s}.quarantine (k, v) SELECT %s || substring(k from %s), v "
             "FROM moved")
-        self.scans: dict[tuple, sql.Composed] = {}
+        self.scans: dict[tuple, str] = {}
         self._schema = schema
-        self.lock_head = sql.SQL("SELECT head, id FROM {}._store FOR UPDATE").format(s)
-        self.read_head = sql.SQL("SELECT head, id FROM {}._store").format(s)
-        self.init_store = sql.SQL("INSERT INTO {}._store (id, head) VALUES (%s, 0) "
-                                  "ON CONFLICT DO NOTHING").format(s)
-        self.set_head = sql.SQL("UPDATE {}._store SET head = %s").format(s)
-        self.set_id = sql.SQL("UPDATE {}._store SET id = %s").format(s)
-        self.contexts_of = sql.SQL("SELECT ctx, commit_seq, fence FROM {}._context "
-                                   "WHERE ctx = ANY(%s)").format(s)
-        self.commit_seq = sql.SQL("SELECT commit_seq FROM {}._context WHERE ctx = %s"
-                                  ).format(s)
-        self.all_contexts = sql.SQL("SELECT ctx FROM {}._context ORDER BY ctx").format(s)
-        self.count_contexts = sql.SQL("SELECT count(*) FROM {}._context").format(s)
-        self.put_contexts = sql.SQL(
+        one = lambda template: _text(sql.SQL(template).format(s))  # noqa: E731
+        self.lock_head = one("SELECT head, id FROM {}._store FOR UPDATE")
+        self.read_head = one("SELECT head, id FROM {}._store")
+        self.init_store = one("INSERT INTO {}._store (id, head) VALUES (%s, 0) "
+                              "ON CONFLICT DO NOTHING")
+        self.set_head = one("UPDATE {}._store SET head = %s")
+        self.set_id = one("UPDATE {}._store SET id = %s")
+        self.contexts_of = one("SELECT ctx, commit_seq, fence FROM {}._context "
+                               "WHERE ctx = ANY(%s)")
+        self.commit_seq = one("SELECT commit_seq FROM {}._context WHERE ctx = %s")
+        self.all_contexts = one("SELECT ctx FROM {}._context ORDER BY ctx")
+        self.count_contexts = one("SELECT count(*) FROM {}._context")
+        self.put_contexts = one(
             "INSERT INTO {}._context (ctx, commit_seq, fence) SELECT * FROM "
             "unnest(%s::bytea[], %s::bigint[], %s::bigint[]) ON CONFLICT (ctx) DO UPDATE "
-            "SET commit_seq = EXCLUDED.commit_seq, fence = EXCLUDED.fence").format(s)
-        self.put_feed = sql.SQL(
+            "SET commit_seq = EXCLUDED.commit_seq, fence = EXCLUDED.fence")
+        self.put_feed = one(
             "INSERT INTO {}._feed (position, ctx, commit_seq, change) SELECT * FROM "
-            "unnest(%s::bigint[], %s::bytea[], %s::bigint[], %s::bytea[])").format(s)
-        self.feed_after = sql.SQL("SELECT position, change FROM {}._feed WHERE position > %s "
-                                  "ORDER BY position LIMIT %s").format(s)
-        self.feed_of = sql.SQL("SELECT position, change FROM {}._feed WHERE ctx = %s AND "
-                               "commit_seq > %s ORDER BY commit_seq LIMIT %s").format(s)
+            "unnest(%s::bigint[], %s::bytea[], %s::bigint[], %s::bytea[])")
+        self.feed_after = one("SELECT position, change FROM {}._feed WHERE position > %s "
+                              "ORDER BY position LIMIT %s")
+        self.feed_of = one("SELECT position, change FROM {}._feed WHERE ctx = %s AND "
+                           "commit_seq > %s ORDER BY commit_seq LIMIT %s")
         self.all_rows = each("SELECT k, v FROM {t} ORDER BY k")
-        self.all_feed = sql.SQL("SELECT position, ctx, commit_seq, change FROM {}._feed "
-                                "ORDER BY position").format(s)
-        self.all_context_rows = sql.SQL("SELECT ctx, commit_seq, fence FROM {}._context "
-                                        "ORDER BY ctx").format(s)
+        self.all_feed = one("SELECT position, ctx, commit_seq, change FROM {}._feed "
+                            "ORDER BY position")
+        self.all_context_rows = one("SELECT ctx, commit_seq, fence FROM {}._context "
+                                    "ORDER BY ctx")
 
     def scan(self, table: str, *, values: bool, keys_: bool, after: bool, upper: bool,
-             reverse: bool) -> sql.Composed:
+             reverse: bool) -> str:
         """A page of a scan: rows of `table` in [low, high) past the last one read."""
         shape = (table, values, keys_, after, upper, reverse)
         found = self.scans.get(shape)
@@ -189,10 +202,10 @@ class _Sql:
                 cond.append("k < %s")
             if after:
                 cond.append("k < %s" if reverse else "k > %s")
-            found = self.scans[shape] = sql.SQL(
+            found = self.scans[shape] = _text(sql.SQL(
                 "SELECT " + cols + " FROM {t} WHERE " + " AND ".join(cond) +
                 " ORDER BY k" + (" DESC" if reverse else "") + " LIMIT %s").format(
-                t=sql.Identifier(self._schema, table))
+                t=sql.Identifier(self._schema, table)))
         return found
 
 
@@ -228,14 +241,25 @@ class _Pool:
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
 
-    def take(self) -> psycopg.Connection:
+    def take(self) -> tuple[psycopg.Connection, bool]:
+        """A connection, and whether it was idle here (it may have died meanwhile: a
+        restarted server)."""
         if not self._slots.acquire(timeout=POOL_WAIT_SECONDS):
             raise MorphzError("STORAGE_UNAVAILABLE", "every PostgreSQL reader connection "
                               f"stayed taken for {POOL_WAIT_SECONDS:.0f} s")
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is not None and not conn.closed:
-            return conn
+            return conn, True
+        try:
+            return self._connect(), False
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def fresh(self, dead: psycopg.Connection) -> psycopg.Connection:
+        """A new connection in the place (slot) of a dead one."""
+        dead.close()
         try:
             return self._connect()
         except BaseException:
@@ -252,17 +276,12 @@ class _Pool:
             conn.close()
         self._slots.release()
 
-    def discard_idle(self) -> None:
-        """Close the idle connections: one failed, so the server they reach is likely gone."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
-        self.discard_idle()
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class PostgresStore(Store):
@@ -441,25 +460,83 @@ class PostgresStore(Store):
         if diag.severity_nonlocalized == "WARNING":  # not translated, unlike the text
             self._writer_warnings.append(diag.message_primary or "")
 
-    def _write_batch(self, batch: list[_Submission]) -> None:
-        self._faults.hit("before-lmdb-txn")
-        conn = self._writer_conn()
-        q = self._q
+    def _begin(self, prefixes: list[bytes], appends: dict[str, set[bytes]]) -> tuple:
+        """Open the batch's transaction in one round trip: lock the feed head (writers take
+        turns), then, read after it, the contexts' versions and tokens and which of the
+        rows the batch appends exist already. (connection, head, {context: (commit_seq,
+        fence)}, {(table, key) that exists}). A connection that died while idle (a
+        restarted server) is replaced once: nothing had been applied on it."""
+        reused = self._writer is not None and not self._writer.closed
         try:
-            with conn.cursor(binary=True) as cur:
-                head, _ = cur.execute(q.lock_head).fetchone()
-                # Read after the lock: every writer before this one has committed.
-                prefixes = {sub.context: keys.context_prefix(sub.context) for sub in batch}
-                state = {keys.decode(bytes(ctx))[0]: (seq, fence) for ctx, seq, fence in
-                         cur.execute(q.contexts_of, (list(prefixes.values()),)).fetchall()}
-                seqs = {c: s for c, (s, _) in state.items()}
-                fences = {c: f for c, (_, f) in state.items()}
-                changed: set[str] = set()
-                feed: list[tuple[int, bytes, int, bytes]] = []
+            return self._read_state(self._writer_conn(), prefixes, appends)
+        except psycopg.OperationalError:
+            self._drop_writer()
+            if not reused:
+                raise
+        return self._read_state(self._writer_conn(), prefixes, appends)
+
+    def _read_state(self, conn: psycopg.Connection, prefixes: list[bytes],
+                    appends: dict[str, set[bytes]]) -> tuple:
+        q = self._q
+        with conn.pipeline():
+            lock = conn.cursor(binary=True).execute(q.lock_head)
+            contexts = conn.cursor(binary=True).execute(q.contexts_of, (prefixes,))
+            found = [(table, conn.cursor(binary=True).execute(q.existing[table], (list(ks),)))
+                     for table, ks in appends.items()]
+        head = lock.fetchone()[0]
+        state = {keys.decode(bytes(ctx))[0]: (seq, fence)
+                 for ctx, seq, fence in contexts.fetchall()}
+        existing = {(table, bytes(k)) for table, cur in found for k, in cur.fetchall()}
+        return conn, head, state, existing
+
+    def _write_batch(self, batch: list[_Submission]) -> None:
+        """One SQL transaction for the batch. Where no submission quarantines a row (the
+        rule), every refusal is decided here from what _begin read, and the statements go
+        in one pipeline (up to PIPELINE_MAX_BYTES): the batch costs about three round
+        trips and one WAL flush.
+        A quarantine's rows must exist when it runs, which only the database knows: such
+        a batch runs statement by statement, each submission in a savepoint."""
+        self._faults.hit("before-lmdb-txn")
+        q = self._q
+        prefixes = {sub.context: keys.context_prefix(sub.context) for sub in batch}
+        plans: dict[int, list] = {}
+        appends: dict[str, set[bytes]] = {}
+        for sub in batch:
+            try:
+                plan = plans[id(sub)] = _plan(sub.writes, prefixes[sub.context], side=(
+                    sub.expect is None))
+            except _Refused as refused:  # a delete from an append-only table
+                sub.error = refused.error
+                continue
+            for kind, table, rows in plan:
+                if kind == "insert":
+                    appends.setdefault(table, set()).update(k for k, _ in rows)
+        careful = any(kind == "aside" for plan in plans.values() for kind, _, _ in plan)
+        # psycopg's pipeline stalled (seen: a batch of 18 MiB, waiting at COMMIT for
+        # ever); large batches gain nothing from it anyway.
+        pipelined = not careful and sum(len(w.value or b"") for sub in batch
+                                        for w in sub.writes) <= PIPELINE_MAX_BYTES
+        conn, head, state, existing = self._begin(list(prefixes.values()), appends)
+        seqs = {c: seq for c, (seq, _) in state.items()}
+        fences = {c: fence for c, (_, fence) in state.items()}
+        inserted: set[tuple[str, bytes]] = set()  # appended by this batch so far
+        changed: set[str] = set()
+        feed: list[tuple[int, bytes, int, bytes]] = []
+        try:
+            with conn.pipeline() if pipelined else nullcontext(), \
+                    conn.cursor(binary=True) as cur:
                 for sub in sorted(batch, key=_expected):  # see LmdbStore._write_batch
+                    plan = plans.get(id(sub))
+                    if plan is None:
+                        continue
                     if sub.expect is None:
-                        self._put_side(cur, sub, prefixes[sub.context],
-                                       seqs.get(sub.context, 0))
+                        if not seqs.get(sub.context):
+                            sub.error = _no_context(sub.context)
+                            continue
+                        try:
+                            self._append(cur, plan, existing, inserted, 0, b"")
+                        except _Refused as refused:
+                            sub.error = refused.error
                         continue
                     highest = fences.get(sub.context, 0)
                     if sub.fence < highest:  # before the version: retrying cannot help it
@@ -470,7 +547,11 @@ class PostgresStore(Store):
                         sub.error = StaleCommit(sub.expect, current)
                         continue
                     try:
-                        self._write_one(cur, sub, prefixes[sub.context], current + 1)
+                        if careful:
+                            self._write_one(cur, plan, prefixes[sub.context], current + 1)
+                        else:
+                            self._append(cur, plan, existing, inserted, current + 1,
+                                         prefixes[sub.context])
                     except _Refused as refused:
                         sub.error = refused.error
                         continue
@@ -489,9 +570,9 @@ class PostgresStore(Store):
                                                  [fences[c] for c in ordered]))
                     cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
                     cur.execute(q.set_head, (head,))
-            self._faults.hit("after-puts-before-commit")
-            self._writer_warnings.clear()
-            conn.commit()  # acknowledged only once this returned
+                self._faults.hit("after-puts-before-commit")
+                self._writer_warnings.clear()
+                conn.commit()  # acknowledged only once this returned
         except BaseException:
             if not conn.closed:
                 try:
@@ -513,25 +594,29 @@ class PostgresStore(Store):
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
 
-    def _put_side(self, cur: psycopg.Cursor, sub: _Submission, prefix: bytes,
-                  commit_seq: int) -> None:
-        """put_record's one row, in the group's transaction: the context must exist; its
-        commit_seq is not moved."""
-        w = sub.writes[0]
-        if not commit_seq:
-            sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
-                                    "nothing committed", context=sub.context[:80])
-            return
-        cur.execute(self._q.insert_new[w.table], (keys.encode_in(prefix, w.key), w.value))
-        if cur.rowcount != 1:
-            sub.error = MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only",
-                                    table=w.table)
+    def _append(self, cur: psycopg.Cursor, plan: list, existing: set, inserted: set,
+                commit_seq: int, prefix: bytes) -> None:
+        """Queue a submission's statements, or refuse it (_Refused) if it appends a row
+        that exists (in the database, or appended by this batch or by itself)."""
+        mine: set[tuple[str, bytes]] = set()
+        for kind, table, rows in plan:
+            if kind != "insert":
+                continue
+            for k, _ in rows:
+                row = (table, k)
+                if row in existing or row in inserted or row in mine:
+                    raise _Refused(MorphzError("STORAGE_APPEND_ONLY",
+                                               f"table {table} is append-only", table=table))
+                mine.add(row)
+        inserted |= mine
+        for step in plan:
+            self._run_step(cur, step, prefix, commit_seq)
 
-    def _write_one(self, cur: psycopg.Cursor, sub: _Submission, prefix: bytes,
+    def _write_one(self, cur: psycopg.Cursor, plan: list, prefix: bytes,
                    commit_seq: int) -> None:
-        """One submission's writes, in a savepoint where any of them may be refused by
-        the database (a row an append-only table has, a row to quarantine missing)."""
-        plan = _plan(sub.writes, prefix)  # or _Refused, before any SQL
+        """One submission's writes, statement by statement, in a savepoint where any of
+        them may be refused by the database (a row an append-only table has, a row to
+        quarantine missing)."""
         risky = any(kind in ("insert", "aside") for kind, _, _ in plan)
         if not risky:
             for step in plan:
@@ -622,13 +707,74 @@ class PostgresStore(Store):
         with env.begin(write=True) as txn:
             txn.put(b"id", self._id.encode(), db=store)
 
+    def load(self, directory: str) -> dict:
+        """Fill this store, which must be empty (RESTORE_TARGET_NOT_EMPTY), from the LMDB
+        environment in `directory` (a restored backup's copy): every table, versions,
+        tokens, the feed and the identity, in one transaction. What `morphz restore
+        --store postgres` does."""
+        env = lmdb.open(directory, readonly=True, lock=False, max_dbs=len(TABLES) + 8,
+                        subdir=True)
+        try:
+            with self._connect(autocommit=False) as conn, env.begin() as txn:
+                head, _ = conn.execute(self._q.lock_head).fetchone()
+                if head or conn.execute(self._q.count_contexts).fetchone()[0]:
+                    raise MorphzError("RESTORE_TARGET_NOT_EMPTY", "the PostgreSQL store "
+                                      f"(schema {self._schema}) is not empty; restore only "
+                                      "into an empty one", schema=self._schema)
+                return self._load_from(conn, env, txn)
+        except psycopg.Error as e:
+            raise unavailable(e, "load the backup") from None
+        finally:
+            env.close()
 
-def _plan(writes: list[Write], prefix: bytes) -> list[tuple[str, str, list]]:
+    def _load_from(self, conn: psycopg.Connection, env: lmdb.Environment,
+                   txn: lmdb.Transaction) -> dict:
+        s = sql.Identifier(self._schema)
+        with conn.cursor() as cur:
+            for table in TABLES:
+                with cur.copy(sql.SQL("COPY {} (k, v) FROM STDIN").format(
+                        sql.Identifier(self._schema, table))) as copy:
+                    for k, v in txn.cursor(db=env.open_db(table.encode(), txn=txn)):
+                        copy.write_row((k, v))
+            fences = dict(txn.cursor(db=env.open_db(b"_fence", txn=txn)))
+            with cur.copy(sql.SQL("COPY {}._context (ctx, commit_seq, fence) FROM STDIN"
+                                  ).format(s)) as copy:
+                n = 0
+                for ctx, seq in txn.cursor(db=env.open_db(b"_version", txn=txn)):
+                    fence = fences.get(ctx)
+                    copy.write_row((ctx, int.from_bytes(seq, "big"),
+                                    int.from_bytes(fence, "big") if fence else 0))
+                    n += 1
+            feed = txn.cursor(db=env.open_db(b"_feed", txn=txn))
+            head = 0
+            with cur.copy(sql.SQL("COPY {}._feed (position, ctx, commit_seq, change) "
+                                  "FROM STDIN").format(s)) as copy:
+                for k, ctx_seq in txn.cursor(db=env.open_db(b"_feed_ctx", txn=txn)):
+                    position = int.from_bytes(ctx_seq, "big")
+                    copy.write_row((position, k[:-8], int.from_bytes(k[-8:], "big"),
+                                    feed.get(ctx_seq)))
+                    head = max(head, position)
+            store_id = txn.get(b"id", db=env.open_db(b"_store", txn=txn))
+            identity = store_id.decode() if store_id else secrets.token_hex(16)
+            cur.execute(sql.SQL("UPDATE {}._store SET head = %s, id = %s").format(s),
+                        (head, identity))
+        conn.commit()
+        self._id = identity
+        with self._feed_moved:
+            self._head = head
+            self._feed_moved.notify_all()
+        return {"feed_head": head, "contexts": n, "store": identity}
+
+
+def _plan(writes: list[Write], prefix: bytes, *, side: bool = False) -> list[tuple[str, str, list]]:
     """A submission's writes as statements: the rows of one table and kind (upsert,
     insert into an append-only table, delete, aside) in one statement each. A key
     written more than once in the submission keeps its writes' order, one statement
     each, after the others (no other key's write depends on it). Raises _Refused for
-    a delete from an append-only table."""
+    a delete from an append-only table. `side`: a side record (put_record), an insert."""
+    if side:
+        (w,) = writes
+        return [("insert", w.table, [(keys.encode_in(prefix, w.key), w.value)])]
     seen: dict[tuple[str, bytes], int] = {}
     encoded = []
     for w in writes:
@@ -662,26 +808,35 @@ class PostgresReader(Reader):
         self._store = store
         self._q = store._q
         self._prefix = keys.context_prefix(context)
-        # A pooled connection may be to a server that is gone (a primary lost since it was
-        # last used): its first statement fails and nothing was read yet, so the reader
-        # tries once more on a new connection (the other idle ones are dropped too).
-        for attempt in range(2):
-            self._conn: Optional[psycopg.Connection] = store._pool.take()
-            self._healthy = True
+        self._conn: Optional[psycopg.Connection] = None
+        conn, reused = store._pool.take()
+        try:
+            row = self._open(conn, snapshot)
+        except psycopg.OperationalError as e:
+            if not reused:
+                store._pool.give(conn, False)
+                raise unavailable(e, "read") from None
+            conn = store._pool.fresh(conn)  # it died while idle: once more on a new one
             try:
-                if snapshot:
-                    self._run(_BEGIN_SNAPSHOT, None)
-                row = self._run(self._q.commit_seq, (self._prefix,)).fetchone()
-                break
-            except MorphzError:
-                self.close()
-                if attempt:
-                    raise
-                store._pool.discard_idle()
-            except BaseException:
-                self.close()
-                raise
+                row = self._open(conn, snapshot)
+            except psycopg.Error as e:
+                store._pool.give(conn, False)
+                raise unavailable(e, "read") from None
+        except psycopg.Error as e:
+            store._pool.give(conn, False)
+            raise unavailable(e, "read") from None
+        except BaseException:
+            store._pool.give(conn, False)
+            raise
+        self._conn, self._healthy = conn, True
         self.commit_seq = row[0] if row else 0
+
+    def _open(self, conn: psycopg.Connection, snapshot: bool) -> Optional[tuple]:
+        """Begin the snapshot (the first read takes it) and read the commit_seq."""
+        if snapshot:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        return conn.cursor(binary=True).execute(self._q.commit_seq,
+                                                (self._prefix,)).fetchone()
 
     def _run(self, statement, params) -> psycopg.Cursor:
         if self._conn is None:

@@ -1,7 +1,8 @@
 """Crash test (SC-Durable): a real server process is SIGKILLed again and again, at every
 fault point and at random moments, while clients commit. After each restart every
 acknowledged commit is there, nothing partial is visible, the revision chain has no gap,
-audit matches, and retried requests are not applied twice."""
+audit matches, and retried requests are not applied twice. The same on the PostgreSQL
+store, whose database is SIGKILLed too (tests/pg.py)."""
 from __future__ import annotations
 
 import pathlib
@@ -44,13 +45,15 @@ def _writer(srv, wid: int, stop: threading.Event, log: dict, lock: threading.Loc
             with lock:
                 if rid not in log["attempted"]:
                     pass  # failed before the commit was sent
-                elif e.reason in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "INTERNAL"):
+                elif e.reason in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "INTERNAL",
+                                  "STORAGE_UNAVAILABLE"):  # may or may not be applied
                     log["unknown"][rid] = log["attempted"][rid]
                 else:
                     log["rejected"].append({"request_id": rid, "text": log["attempted"][rid],
                                             "reason": e.reason})
-            if e.reason in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"):
-                return  # the server is gone
+            if e.reason in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED",
+                            "STORAGE_UNAVAILABLE"):
+                return  # the server (or its database) is gone
 
 
 def _round(srv, rng: random.Random, log: dict, kill_index: int) -> str:
@@ -125,3 +128,65 @@ def test_dur_02_sigkill_at_fault_points_and_random_moments_loses_nothing(server_
     assert len(log["acked"]) > KILLS  # the rounds did real work
     print(f"{len(log['acked'])} acked, {len(log['rejected'])} rejected, "
           f"history checks {log['check_seconds']:.1f}s")
+
+
+# The server killed at each fault point (_round's even indexes) and at a random moment
+# (an odd one), PostgreSQL killed between them: 8 kills.
+PG_SCHEDULE = (0, "postgres", 2, 1, "postgres", 4, 6, "postgres")
+
+
+def _pg_round(srv, pg, rng: random.Random, log: dict) -> None:
+    """Writers commit through a running server until PostgreSQL is SIGKILLed under them
+    (once some commits were acknowledged); it restarts (crash recovery) and the same
+    server, reconnecting, must show every acknowledged commit."""
+    srv.start()
+    stop, lock = threading.Event(), threading.Lock()
+    acked = len(log["acked"])
+    threads = [threading.Thread(target=_writer, args=(srv, w, stop, log, lock,
+                                                      random.Random(rng.random())))
+               for w in range(WRITERS)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(log["acked"]) < acked + 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.0, 0.3))
+    pg.kill()
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive(), "a writer did not notice the database was gone"
+    assert len(log["acked"]) >= acked + 3, "no commit was acknowledged before the kill"
+    pg.start()
+
+
+def test_dur_02_pg_sigkill_of_the_server_and_of_postgresql_loses_nothing(server_process):
+    """DUR-02 on the PostgreSQL store: the server SIGKILLed at every fault point and at
+    random moments, and PostgreSQL itself SIGKILLed under 4 writers; after each, every
+    acknowledged commit is there exactly once (the history checker) and audit matches."""
+    from tests.pg import start_postgres
+    pg = start_postgres()  # its own: this test kills it
+    try:
+        rng = random.Random(20261204)
+        srv = server_process()
+        srv.args = ["--store", "postgres", "--dsn", pg.dsn()]
+        srv.start()
+        srv.client().create_context(CTX)
+        srv.kill()
+        log = {"attempted": {}, "acked": [], "rejected": [], "unknown": {}}
+        seen = []
+        for k in PG_SCHEDULE:
+            if k == "postgres":
+                _pg_round(srv, pg, rng, log)
+                seen.append("postgres")
+            else:
+                seen.append(_round(srv, rng, log, k))
+                srv.start()
+            _verify(srv, log)
+            srv.kill()
+        assert set(POINTS) <= set(seen) and {"random", "postgres"} <= set(seen), seen
+        assert len(log["acked"]) > len(PG_SCHEDULE)
+        print(f"{len(log['acked'])} acked, {len(log['rejected'])} rejected, "
+              f"history checks {log['check_seconds']:.1f}s")
+    finally:
+        pg.remove()

@@ -42,8 +42,9 @@ def backup(path, address: str | None = None, env: dict | None = None) -> dict:
     return json.loads(proc.stdout)
 
 
-def restored(path, data) -> dict:
-    proc = run_cli("restore", "--from", str(path), "--data", str(data), "--format=json")
+def restored(path, data, *flags: str) -> dict:
+    proc = run_cli("restore", "--from", str(path), "--data", str(data), "--format=json",
+                   *flags)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     return json.loads(proc.stdout)
 
@@ -57,9 +58,21 @@ def until(check, what: str):
     return value
 
 
-def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before_it(tmp_path):
+@pytest.mark.parametrize("store", [
+    "lmdb", pytest.param("postgres", marks=pytest.mark.split_processes)])  # its own servers
+def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before_it(
+        tmp_path, request, store):
+    """On either store; a PostgreSQL store's backup is the same file (an LMDB copy taken
+    from one snapshot, PostgresStore.copy_compacted), restored into a new database."""
+    flags, restore_flags = [], []
+    if store == "postgres":
+        from tests.pg import new_database
+        pg = request.getfixturevalue("postgres_server")
+        flags = ["--store", "postgres", "--dsn", pg.dsn(new_database(pg))]
+        restore_flags = ["--store", "postgres", "--dsn", pg.dsn(new_database(pg))]
     # The storage API (which takes backups) is on the internal listener only.
-    srv = ServerProcess(tmp_path / "data", args=["--storage-listen", "127.0.0.1:0"]).start()
+    srv = ServerProcess(tmp_path / "data",
+                        args=["--storage-listen", "127.0.0.1:0", *flags]).start()
     try:
         with grpc.insecure_channel(srv.address) as ch:
             for context in CONTEXTS:
@@ -123,9 +136,9 @@ def test_dur_06_backup_under_8_writers_restores_every_commit_acknowledged_before
     assert before and during and after, (len(before), len(during), len(after))
     assert {a[0] for a in before} == {"event", "frame"}
 
-    info = restored(tmp_path / "shard.backup", tmp_path / "restored")
+    info = restored(tmp_path / "shard.backup", tmp_path / "restored", *restore_flags)
     assert (info["feed_head"], info["contexts"]) == (report["feed_head"], len(CONTEXTS))
-    copy = ServerProcess(tmp_path / "restored").start()
+    copy = ServerProcess(tmp_path / "restored", args=restore_flags).start()
     try:
         with grpc.insecure_channel(copy.address) as ch:
             c = TransactionClient(ch)

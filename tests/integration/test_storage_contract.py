@@ -22,12 +22,17 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Write
 from morphz.shared.limits import MESSAGE_BYTES
 from morphz.shared.storage.memory_store import MemoryStore
 
-from tests.pg import new_schema, postgres_server  # noqa: F401 - a fixture
+from tests.pg import new_schema
 from tests.polling import until
 from tests.rpc_count import counted
 
 
-@pytest.fixture(params=["lmdb", "memory", "postgres", "grpc"])
+# The PostgreSQL store runs the same under either --topology: its cases run once
+# (.ci/run's split pass leaves split_processes out).
+POSTGRES = pytest.param("postgres", marks=pytest.mark.split_processes)
+
+
+@pytest.fixture(params=["lmdb", "memory", POSTGRES, "grpc"])
 def store(request, tmp_path):
     if request.param == "lmdb":
         s = LmdbStore(str(tmp_path / "lmdb"))
@@ -50,7 +55,7 @@ def store(request, tmp_path):
         app.stop(grace=1)
 
 
-@pytest.fixture(params=["lmdb", "postgres"])
+@pytest.fixture(params=["lmdb", POSTGRES])
 def durable(request, tmp_path):
     """A new store that group-commits (LMDB, PostgreSQL), made by calling it."""
     made = []

@@ -38,6 +38,12 @@ def test_dist_05_each_role_runs_its_part_and_calls_the_others_at_their_addresses
         assert d.service_name == f"morphz-{role}" and not d.runs("storage")
 
 
+def test_dist_05_the_all_in_one_and_storage_may_keep_the_store_in_postgresql():
+    for role in (ALL, "storage"):
+        d = describe(role, store="postgres", dsn="host=db")
+        assert d.runs("storage") and d.options.dsn == "host=db"
+
+
 def test_dist_05_with_etcd_and_no_storage_address_storage_is_every_registered_shard():
     d = describe("recall", etcd="127.0.0.1:2379", transaction=T)
     assert d.address_of("storage") == ""
@@ -49,6 +55,11 @@ def test_dist_05_with_etcd_and_no_storage_address_storage_is_every_registered_sh
     (ALL, {"transaction": T}, "transaction"),  # runs it here
     ("recall", {"storage": S, "transaction": T, "storage_listen": "127.0.0.1:0"},
      "storage_listen"),
+    # --store postgres goes with --dsn, and only where storage runs
+    ("storage", {"store": "postgres"}, "dsn"),
+    (ALL, {"dsn": "host=db"}, "dsn"),
+    ("transaction", {"storage": S, "store": "postgres", "dsn": "host=db"}, "store"),
+    ("storage", {"store": "sqlite"}, "store"),
 ])
 def test_dist_05_a_description_whose_options_do_not_go_with_the_role_is_refused(
         role, options, field):
