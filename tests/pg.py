@@ -44,8 +44,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _as_pg(argv: list[str]) -> list[str]:
-    """Run as the postgres user where the tests run as root (initdb and postgres refuse root)."""
+def as_postgres(argv: list[str]) -> list[str]:
+    """argv run as the postgres user where the tests run as root (initdb, postgres and
+    pg_basebackup's files must be that user's)."""
     return ["runuser", "-u", SUPERUSER, "--", *argv] if os.geteuid() == 0 else argv
 
 
@@ -94,7 +95,7 @@ class PostgresServer:
     def init(self) -> "PostgresServer":
         """initdb a new data directory (trust authentication: loopback and the socket
         only), with local replication connections allowed for a standby."""
-        self._run([os.path.join(PG_BIN, "initdb"), "-D", self.data_dir, "-U", SUPERUSER,
+        self.run([os.path.join(PG_BIN, "initdb"), "-D", self.data_dir, "-U", SUPERUSER,
                    "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
         with open(os.path.join(self.data_dir, "pg_hba.conf"), "a") as f:
             f.write("host replication all 127.0.0.1/32 trust\n")
@@ -112,7 +113,7 @@ class PostgresServer:
         """Start on the data directory (init() first for a new one) and wait until it
         accepts connections."""
         self.write_conf()
-        self._run([os.path.join(PG_BIN, "pg_ctl"), "start", "-w", "-t", str(int(BOUND)),
+        self.run([os.path.join(PG_BIN, "pg_ctl"), "start", "-w", "-t", str(int(BOUND)),
                    "-D", self.data_dir, "-l", self.log_path])
         return self
 
@@ -120,7 +121,7 @@ class PostgresServer:
         """A clean shutdown (nothing if it is not running)."""
         if self.pid() is None:
             return
-        subprocess.run(_as_pg([os.path.join(PG_BIN, "pg_ctl"), "stop", "-w", "-t",
+        subprocess.run(as_postgres([os.path.join(PG_BIN, "pg_ctl"), "stop", "-w", "-t",
                                str(int(BOUND)), "-m", mode, "-D", self.data_dir]),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
@@ -181,8 +182,11 @@ class PostgresServer:
         except OSError:
             return ""
 
-    def _run(self, argv: list[str]) -> None:
-        out = subprocess.run(_as_pg(argv), capture_output=True, text=True, timeout=BOUND * 2)
+    def run(self, argv: list[str]) -> None:
+        """Run a PostgreSQL program as the server's user (pg_basebackup into a standby's
+        data directory, say); fails the test with its output if it fails."""
+        out = subprocess.run(as_postgres(argv), capture_output=True, text=True,
+                             timeout=BOUND * 2)
         if out.returncode:
             pytest.fail(f"{' '.join(argv[:2])} failed ({out.returncode}):\n{out.stderr[-3000:]}"
                         f"\n{self.log()[-3000:]}")

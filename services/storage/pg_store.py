@@ -37,6 +37,7 @@ import msgspec
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
@@ -51,6 +52,12 @@ DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
 POOL_WAIT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 5
+# A server that went away without closing its connections (its machine lost) is noticed
+# within about 15 s over TCP, not at the kernel's two hours; a DSN may set its own.
+CONNECTION_DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+                       "application_name": "morphz-storage", "keepalives": "1",
+                       "keepalives_idle": "5", "keepalives_interval": "2",
+                       "keepalives_count": "3", "tcp_user_timeout": "15000"}
 _BIGINT_MAX = (1 << 63) - 1
 PIPELINE_MAX_BYTES = 1 << 20  # a batch writing more runs statement by statement
 _APPEND_ONLY_STATE = "MZ001"  # the SQLSTATE the append-only triggers raise
@@ -294,7 +301,11 @@ class PostgresStore(Store):
 
     def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, pool: int = DEFAULT_POOL,
                  data_dir: str = "", faults: Faults = NO_FAULTS) -> None:
-        self._dsn = dsn
+        try:
+            self._dsn = make_conninfo(**{**CONNECTION_DEFAULTS, **conninfo_to_dict(dsn)})
+        except psycopg.ProgrammingError as e:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--dsn is not a PostgreSQL "
+                              f"connection string: {e}", field="dsn") from None
         self._schema = schema
         self._faults = faults
         self._q = _Sql(schema)
@@ -302,13 +313,13 @@ class PostgresStore(Store):
         self._writer_warnings: list[str] = []  # WARNINGs the writer's server sent
         try:
             with self._connect(autocommit=False) as conn:
-                with conn.transaction():
-                    # One creator at a time (several storage processes may start at once).
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
-                    for statement in _schema_sql(schema):
-                        conn.execute(statement)
-                    conn.execute(self._q.init_store, (secrets.token_hex(16),))
+                # Made once: a store that exists is opened without DDL (which would lock
+                # its tables, and which a read-only standby refuses).
+                if conn.execute("SELECT to_regclass(%s)", (f'"{schema}"._store',)
+                                ).fetchone()[0] is None:
+                    self._create(conn)
                 head, self._id = conn.execute(self._q.read_head).fetchone()
+                conn.commit()
         except psycopg.Error as e:
             raise unavailable(e, "open the store") from None
         self._head = head
@@ -320,11 +331,17 @@ class PostgresStore(Store):
         self._leader = threading.Lock()
         self.stats = {"write_transactions": 0, "commits": 0}
 
+    def _create(self, conn: psycopg.Connection) -> None:
+        with conn.transaction():  # a savepoint: committed with the caller's transaction
+            # One creator at a time (several storage processes may start at once).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._schema,))
+            for statement in _schema_sql(self._schema):
+                conn.execute(statement)
+            conn.execute(self._q.init_store, (secrets.token_hex(16),))
+
     def _connect(self, *, autocommit: bool) -> psycopg.Connection:
         try:
-            return psycopg.connect(self._dsn, autocommit=autocommit,
-                                   connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                                   application_name="morphz-storage")
+            return psycopg.connect(self._dsn, autocommit=autocommit)
         except psycopg.Error as e:
             raise unavailable(e, "connect") from None
 

@@ -241,3 +241,37 @@ def test_dur_07_pg_a_full_disk_refuses_writes_storage_full_reads_go_on_and_write
     assert store.commit("c", seq, [Write("events", (seq,), value)]) == seq + 1
     assert store.space.alarm is None
     store.close()
+
+
+def test_pg_a_store_reopened_has_its_identity_rows_and_feed_head(postgres_server):
+    """Opening an existing store creates nothing (no DDL): the same identity, head, rows."""
+    dsn, schema = postgres_server.dsn(), new_schema()
+    first = PostgresStore(dsn, schema=schema)
+    first.commit("c", 0, [Write("events", (0,), b"e0")])
+    second = PostgresStore(dsn, schema=schema)
+    assert (second.store_id, second.feed_head(), second.contexts()) == \
+        (first.store_id, 1, ["c"])
+    assert reason(second.commit, "c", 1, [Write("events", (0,), b"again")]) == \
+        "STORAGE_APPEND_ONLY"
+    assert second.commit("c", 1, [Write("events", (1,), b"e1")]) == 2
+    first.close()
+    second.close()
+
+
+def test_pg_serve_with_a_database_it_cannot_reach_or_a_bad_flag_is_a_structured_error(
+        tmp_path):
+    """`morphz serve --store postgres`: an unreachable database is STORAGE_UNAVAILABLE,
+    --store on a role that keeps no store CONTEXT_INPUT_INVALID (JSON on stdout, exit 1);
+    a DSN that does not parse is CONTEXT_INPUT_INVALID too."""
+    from tests.integration.test_cli import assert_error, run_cli
+    serve = ("serve", "--data", str(tmp_path / "d"), "--listen", "127.0.0.1:0")
+    missing = f"host={tmp_path} port=1"  # no server's socket there
+    assert_error(run_cli(*serve, "--store", "postgres", "--dsn", missing),
+                 "UNAVAILABLE", "STORAGE_UNAVAILABLE")
+    with pytest.raises(MorphzError) as bad:
+        PostgresStore("= bad")
+    assert (bad.value.reason, bad.value.details["field"]) == ("CONTEXT_INPUT_INVALID", "dsn")
+    assert_error(run_cli("serve", "recall", "--data", str(tmp_path / "r"), "--listen",
+                         "127.0.0.1:0", "--storage", "127.0.0.1:1", "--transaction",
+                         "127.0.0.1:2", "--store", "postgres", "--dsn", missing),
+                 "INVALID_ARGUMENT", "CONTEXT_INPUT_INVALID")
