@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 
-from tests.pg import BOUND, PG_BIN, PostgresServer, _as_pg, require
+from tests.pg import BOUND, PG_BIN, PostgresServer, require
 from tests.polling import until
 
 MEMBERS = ("member_a", "member_b")
@@ -71,8 +70,8 @@ class ReplicatedPostgres:
     def promote(self) -> None:
         """Promote the standby (`pg_ctl promote`, which waits until it accepts writes); the
         lost primary becomes the member to rebuild."""
-        self._pg([os.path.join(PG_BIN, "pg_ctl"), "promote", "-w", "-t", str(int(BOUND)),
-                  "-D", self.standby.data_dir])
+        self.standby.run([os.path.join(PG_BIN, "pg_ctl"), "promote", "-w",
+                          "-t", str(int(BOUND)), "-D", self.standby.data_dir])
         self.primary, self.standby = self.standby, self.primary
         self.promotions += 1
 
@@ -104,15 +103,9 @@ class ReplicatedPostgres:
         # name synchronous_standby_names lists, it would stand in as the synchronous standby
         # while it copies, and the primary would acknowledge commits that no standby holds.
         # So it connects as pg_basebackup; the standby names itself (cluster_name) once it runs.
-        self._pg([os.path.join(PG_BIN, "pg_basebackup"), "-D", member.data_dir, "-R",
-                  "-X", "stream", "-c", "fast", "--no-sync", "-d", self.primary.tcp_dsn()])
+        member.run([os.path.join(PG_BIN, "pg_basebackup"), "-D", member.data_dir, "-R",
+                    "-X", "stream", "-c", "fast", "--no-sync", "-d", self.primary.tcp_dsn()])
         self.standby_started_at = time.monotonic()
         member.start()
         until(self.is_synchronous, BOUND,
               f"{self.name_of(member)} did not become the synchronous standby")
-
-    def _pg(self, argv: list[str]) -> None:
-        started = time.monotonic()
-        out = subprocess.run(_as_pg(argv), capture_output=True, text=True, timeout=BOUND * 2)
-        assert out.returncode == 0, (f"{' '.join(argv[:2])} failed after "
-                                     f"{time.monotonic() - started:.1f}s:\n{out.stderr[-3000:]}")

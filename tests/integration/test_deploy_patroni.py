@@ -19,7 +19,7 @@ import yaml
 
 from morphz.shared.errors import MorphzError
 
-from tests.pg import SUPERUSER, PostgresServer, _as_pg, free_port, make_folder, require
+from tests.pg import SUPERUSER, PostgresServer, as_postgres, free_port, make_folder, require
 from tests.polling import until
 from tests.topology import ServerProcess
 
@@ -60,7 +60,7 @@ class Member:
         with open(self.log_path, "ab") as log:
             # Its own process group: runuser (as root) stays Patroni's parent, and the
             # signals below are for Patroni.
-            self.proc = subprocess.Popen(_as_pg(["patroni", self.config]), env=self.env,
+            self.proc = subprocess.Popen(as_postgres(["patroni", self.config]), env=self.env,
                                          stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
