@@ -310,6 +310,7 @@ class PostgresStore(Store):
         self._faults = faults
         self._q = _Sql(schema)
         self._writer: Optional[psycopg.Connection] = None
+        self._writer_warnings: list[str] = []  # WARNINGs the writer's server sent
         try:
             with self._connect(autocommit=False) as conn:
                 # Made once: a store that exists is opened without DDL (which would lock
@@ -469,7 +470,12 @@ class PostgresStore(Store):
     def _writer_conn(self) -> psycopg.Connection:
         if self._writer is None or self._writer.closed:
             self._writer = self._connect(autocommit=False)
+            self._writer.add_notice_handler(self._writer_notice)
         return self._writer
+
+    def _writer_notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "WARNING":  # not translated, unlike the text
+            self._writer_warnings.append(diag.message_primary or "")
 
     def _begin(self, prefixes: list[bytes], appends: dict[str, set[bytes]]) -> tuple:
         """Open the batch's transaction in one round trip: lock the feed head (writers take
@@ -582,6 +588,7 @@ class PostgresStore(Store):
                     cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
                     cur.execute(q.set_head, (head,))
                 self._faults.hit("after-puts-before-commit")
+                self._writer_warnings.clear()
                 conn.commit()  # acknowledged only once this returned
         except BaseException:
             if not conn.closed:
@@ -590,6 +597,13 @@ class PostgresStore(Store):
                 except psycopg.Error:
                     self._drop_writer()
             raise
+        if self._writer_warnings:
+            # A COMMIT whose wait for the synchronous standby was cancelled (an operator's
+            # pg_cancel_backend, a timeout) returns with a WARNING: committed here, maybe
+            # not on the standby, so a promotion could lose it. Not acknowledged: its
+            # outcome is unknown, as with a lost connection (a retry finds it or not).
+            raise MorphzError("STORAGE_UNAVAILABLE", "PostgreSQL committed without confirming "
+                              "replication: " + self._writer_warnings[0][:200])
         self.space.committed(True)
         with self._feed_moved:  # durable now: followers may read it
             self._head = head

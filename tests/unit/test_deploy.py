@@ -2,13 +2,18 @@
 so they are parsed and every command, flag, port, address and image they name is checked
 against what exists: `morphz serve ROLE --help`, the serve flags' own checks, the
 Services and ports they define, deploy/Dockerfile and deploy/probe.py, and the roles and
-flags scripts/cluster starts. Every exposed listener runs with mutual TLS from a secret."""
+flags scripts/cluster starts. Every exposed listener runs with mutual TLS from a secret.
+Each is checked as deployed with LMDB shards and as deployed on replicated PostgreSQL
+(deploy/compose.postgres.yaml over compose.yaml; deploy/k8s/postgres/ for k8s/storage.yaml),
+whose Patroni configuration real Patroni validates against a real etcd."""
 from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -28,18 +33,38 @@ POD_FIELDS = {"POD_NAME": "morphz-storage-0", "POD_IP": "10.0.0.7"}
 TLS_FLAGS = {"--tls-cert", "--tls-key", "--tls-client-ca"}
 
 
-def compose() -> dict:
-    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+VARIANTS = ("lmdb", "postgres")  # how storage keeps its store
+COMPOSE_REPLACED = {"command", "entrypoint", "test"}  # an override file's value wins whole
 
 
-def k8s_docs() -> list[dict]:
-    return [d for f in sorted((DEPLOY / "k8s").glob("*.yaml"))
-            for d in yaml.safe_load_all(f.read_text()) if d]
+def merged(base, over, key: str = ""):
+    """`docker compose -f base -f over` for what these files use: mappings merged key by
+    key, lists (secrets, depends_on, ...) joined, commands replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{k: merged(base[k], v, k) if k in base else v for k, v in over.items()}}
+    if isinstance(base, list) and isinstance(over, list) and key not in COMPOSE_REPLACED:
+        return base + [x for x in over if x not in base]
+    return over
 
 
-def k8s_containers() -> list[tuple[dict, dict]]:
+def compose(variant: str = "lmdb") -> dict:
+    c = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    if variant == "postgres":
+        c = merged(c, yaml.safe_load((DEPLOY / "compose.postgres.yaml").read_text()))
+    return c
+
+
+def k8s_docs(variant: str = "lmdb") -> list[dict]:
+    files = sorted((DEPLOY / "k8s").glob("*.yaml"))
+    if variant == "postgres":  # its storage.yaml instead of k8s/storage.yaml
+        files = [f for f in files if f.name != "storage.yaml"] + \
+            sorted((DEPLOY / "k8s" / "postgres").glob("*.yaml"))
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+def k8s_containers(variant: str = "lmdb") -> list[tuple[dict, dict]]:
     """(workload, container) of every pod template."""
-    return [(d, c) for d in k8s_docs() if d["kind"] in ("Deployment", "StatefulSet")
+    return [(d, c) for d in k8s_docs(variant) if d["kind"] in ("Deployment", "StatefulSet")
             for c in d["spec"]["template"]["spec"]["containers"]]
 
 
@@ -49,15 +74,16 @@ def entrypoint() -> list[str]:
     return yaml.safe_load(line.removeprefix("ENTRYPOINT"))
 
 
-def serve_commands() -> list[tuple[str, list[str]]]:
+def serve_commands(variants=VARIANTS) -> list[tuple[str, list[str]]]:
     """(where, the morphz argv) of every container running the morphz image."""
     out = []
-    for name, svc in compose()["services"].items():
-        if svc.get("image") == IMAGE:
-            out.append((f"compose:{name}", entrypoint() + svc["command"]))
-    for workload, c in k8s_containers():
-        if c["image"] == IMAGE:
-            out.append((f"k8s:{workload['metadata']['name']}", c["command"] + c["args"]))
+    for variant in variants:
+        for name, svc in compose(variant)["services"].items():
+            if svc.get("image") == IMAGE:
+                out.append((f"compose:{name}", entrypoint() + svc["command"]))
+        for workload, c in k8s_containers(variant):
+            if c["image"] == IMAGE:
+                out.append((f"k8s:{workload['metadata']['name']}", c["command"] + c["args"]))
     return out
 
 
@@ -105,7 +131,7 @@ def test_dist_05_every_serve_command_is_a_valid_morphz_serve_with_listed_flags()
         check_addresses(args.role, ServerConfig(
             data_dir=args.data, listen=args.listen, storage=args.storage, transaction=args.transaction,
             etcd=args.etcd, instance=args.instance, advertise=args.advertise,
-            lease_ttl=args.lease_ttl, shard=args.shard))
+            lease_ttl=args.lease_ttl, shard=args.shard, store=args.store, dsn=args.dsn))
         # Listening beyond loopback: only with mutual TLS.
         assert flag(argv, "--listen").startswith("0.0.0.0:") and TLS_FLAGS <= set(flags), where
 
@@ -121,17 +147,23 @@ def test_dist_05_the_manifests_run_the_roles_and_flags_scripts_cluster_runs():
         assert used <= deployed[role], (name, used - deployed[role])
 
 
-def test_dist_05_compose_ports_addresses_images_and_secrets_exist():
-    c = compose()
+def secret_names(svc: dict) -> set[str]:
+    return {s if isinstance(s, str) else s["source"] for s in svc.get("secrets", [])}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dist_05_compose_ports_addresses_images_and_secrets_exist(variant):
+    c = compose(variant)
     services, secrets = c["services"], c["secrets"]
     for svc in services.values():
         image = svc["image"]
         if image == IMAGE:  # built from the repository by deploy/Dockerfile
             assert svc["build"]["dockerfile"] == "deploy/Dockerfile"
-            assert (ROOT / svc["build"]["dockerfile"]).is_file()
         else:
             assert re.fullmatch(r"[\w./-]+:v?\d+(\.\d+)+", image), image  # pinned
-    for where, argv in serve_commands():
+        if "build" in svc:  # an image of this repository's, from its Dockerfile
+            assert (ROOT / svc["build"]["dockerfile"]).is_file()
+    for where, argv in serve_commands([variant]):
         if not where.startswith("compose:"):
             continue
         svc = services[where.removeprefix("compose:")]
@@ -147,24 +179,27 @@ def test_dist_05_compose_ports_addresses_images_and_secrets_exist():
         for name in TLS_FLAGS:  # read from the secrets compose mounts
             path = flag(argv, name)
             assert path.removeprefix("/run/secrets/") in secrets, (where, path)
-            assert path.removeprefix("/run/secrets/") in svc["secrets"]
-    for s in secrets.values():
-        assert s["file"].startswith("./tls/")  # made by scripts/dev-certs, not committed
+            assert path.removeprefix("/run/secrets/") in secret_names(svc)
+    ignored = (ROOT / ".gitignore").read_text().split()
+    for s in secrets.values():  # TLS by scripts/dev-certs, passwords by hand: not committed
+        assert s["file"].startswith(("./tls/", "./secrets/"))
+        assert "deploy/" + s["file"].removeprefix("./").split("/")[0] + "/" in ignored
     assert (DEPLOY / "otel-collector.yaml").is_file()
     collector = services["otel-collector"]["volumes"][0].split(":")[0]
     assert (DEPLOY / collector).is_file()
 
 
-def test_dist_05_kubernetes_ports_probes_addresses_images_and_secrets_exist():
-    docs = k8s_docs()
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dist_05_kubernetes_ports_probes_addresses_images_and_secrets_exist(variant):
+    docs = k8s_docs(variant)
     service_ports = {d["metadata"]["name"]: {p["port"]: p["targetPort"] for p in d["spec"]["ports"]}
                      for d in docs if d["kind"] == "Service"}
     kinds = {d["metadata"]["name"]: d["kind"] for d in docs if d["kind"] != "Service"}
     assert kinds["morphz-storage"] == "StatefulSet" and kinds["etcd"] == "StatefulSet"
     assert all(kinds[n] == "Deployment" for n in
                ("morphz-transaction", "morphz-recall", "morphz-encoding", "otel-collector"))
-    compose_images = {s["image"] for s in compose()["services"].values()}
-    for workload, c in k8s_containers():
+    compose_images = {s["image"] for s in compose(variant)["services"].values()}
+    for workload, c in k8s_containers(variant):
         where = workload["metadata"]["name"]
         assert c["image"] in compose_images, where  # the one Dockerfile, or pinned ones
         pod = workload["spec"]["template"]["spec"]
@@ -210,3 +245,167 @@ def test_dist_05_the_image_does_not_serve_beyond_loopback_by_default():
 @pytest.mark.parametrize("role", ROLES)
 def test_dist_05_help_lists_the_serve_flags(role):
     assert {"--listen", "--data", "--etcd", "--tls-cert"} <= help_flags(role)
+
+
+# -- storage on replicated PostgreSQL: Patroni members and the shards' DSNs -----------------
+POSTGRES = DEPLOY / "postgres"
+PATRONI_IMAGE_DOCKERFILE = "deploy/postgres/Dockerfile"
+
+
+def patroni_config() -> dict:
+    return yaml.safe_load((POSTGRES / "patroni.yml").read_text())
+
+
+def dsn_of(argv: list[str]) -> dict[str, str]:
+    from psycopg.conninfo import conninfo_to_dict  # libpq's own parser (PQconninfoParse)
+    return conninfo_to_dict(flag(argv, "--dsn"))
+
+
+def check_dsn(where: str, argv: list[str], members: list[str], databases: set[str]) -> str:
+    """The shard's DSN: every member, on Patroni's PostgreSQL port, as the role
+    post-bootstrap.sh makes, in a database it makes; connecting to the primary only.
+    Returns the passfile it names."""
+    assert flag(argv, "--store") == "postgres", where
+    d = dsn_of(argv)
+    port = patroni_config()["postgresql"]["listen"].rsplit(":", 1)[1]
+    assert d["host"].split(",") == members and d["port"].split(",") == [port] * len(members)
+    # libpq tries each host in turn and keeps the one accepting writes: after a failover,
+    # the promoted standby; a demoted member still running is skipped.
+    assert d["target_session_attrs"] == "read-write", where
+    role = re.search(r"CREATE ROLE (\w+) LOGIN", (POSTGRES / "post-bootstrap.sh").read_text())
+    assert d["user"] == role.group(1), where
+    assert substituted([d["dbname"]])[0] in databases or d["dbname"] in databases, where
+    assert "password" not in d, where  # from an owner-only passfile, never in argv
+    return d["passfile"]
+
+
+def patroni_env(env: dict[str, str], member: str, pg_port: int, etcd: str) -> None:
+    assert env["PATRONI_NAME"] == member
+    assert env["PATRONI_POSTGRESQL_CONNECT_ADDRESS"] == f"{member}:{pg_port}"
+    assert env["PATRONI_RESTAPI_CONNECT_ADDRESS"].rsplit(":", 1) == \
+        [member, patroni_config()["restapi"]["listen"].rsplit(":", 1)[1]]
+    assert env["PATRONI_ETCD3_HOSTS"] == etcd  # the etcd Morphz already runs
+
+
+def test_dist_05_patroni_promotes_only_a_synchronous_standby_and_waits_without_one():
+    cfg = patroni_config()
+    dcs = cfg["bootstrap"]["dcs"]
+    # A commit is acknowledged once a standby has flushed it; only that standby is ever
+    # promoted; with no standby the primary waits instead of acknowledging alone.
+    assert dcs["synchronous_mode"] is True and dcs["synchronous_mode_strict"] is True
+    assert dcs["synchronous_node_count"] == 1
+    assert dcs["postgresql"]["parameters"]["synchronous_commit"] == "on"
+    assert cfg["namespace"] != "/morphz/"  # its keys beside Morphz's own in the shared etcd
+    # The image: Debian's PostgreSQL 15 and Patroni, the files the config and entrypoint name.
+    dockerfile = (POSTGRES / "Dockerfile").read_text()
+    assert "postgresql-15" in dockerfile and " patroni" in dockerfile
+    assert cfg["postgresql"]["bin_dir"] == "/usr/lib/postgresql/15/bin"
+    entry = yaml.safe_load(next(ln for ln in dockerfile.splitlines()
+                                if ln.startswith("ENTRYPOINT")).removeprefix("ENTRYPOINT"))
+    copied = {}
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            *sources, dest = line.split()[1:]
+            for src in sources:
+                assert (ROOT / src).is_file(), src
+                copied[dest.rstrip("/") + ("/" + src.rsplit("/", 1)[1] if dest.endswith("/")
+                                            else "")] = ROOT / src
+    for path in (entry[0], cfg["bootstrap"]["post_bootstrap"]):
+        assert path in copied and os.access(copied[path], os.X_OK), path
+    assert f"patroni {next(p for p in copied if p.endswith('.yml'))}" in \
+        copied[entry[0]].read_text()
+    for script in (copied[entry[0]], copied[cfg["bootstrap"]["post_bootstrap"]]):
+        out = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+
+
+def test_dist_05_compose_postgres_members_and_storage_dsns_agree():
+    c = compose("postgres")
+    services = c["services"]
+    members = [n for n, s in services.items()
+               if s.get("build", {}).get("dockerfile") == PATRONI_IMAGE_DOCKERFILE]
+    assert len(members) >= 2  # a primary and a synchronous standby
+    pg_port = int(patroni_config()["postgresql"]["listen"].rsplit(":", 1)[1])
+    etcd_port = flag(services["etcd"]["command"], "--listen-client-urls").rsplit(":", 1)[1]
+    databases = set()
+    for m in members:
+        env = services[m]["environment"]
+        patroni_env(env, m, pg_port, f"etcd:{etcd_port}")
+        assert "etcd" in services[m]["depends_on"]
+        databases |= set(env["MORPHZ_PG_DATABASES"].split())
+        targets = {s["target"] for s in services[m]["secrets"]}
+        assert {"postgres.password", "replicator.password", "rewind.password",
+                "morphz.pgpass"} <= targets  # what entrypoint.sh reads
+    storage = [(w, a) for w, a in serve_commands(["postgres"])
+               if w.startswith("compose:") and a[2] == "storage"]
+    assert len(storage) == 2
+    used = set()
+    for where, argv in storage:
+        svc = services[where.removeprefix("compose:")]
+        passfile = check_dsn(where, argv, members, databases)
+        assert passfile.removeprefix("/run/secrets/") in \
+            {s["target"] for s in svc["secrets"] if isinstance(s, dict)}, where
+        assert set(members) <= set(svc["depends_on"]), where
+        used.add(dsn_of(argv)["dbname"])
+    assert len(used) == len(storage)  # a database of its own per shard
+
+
+def test_dist_05_kubernetes_postgres_members_and_storage_dsns_agree():
+    docs = k8s_docs("postgres")
+    sets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "StatefulSet"}
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    pg = sets["morphz-postgres"]
+    headless = services[pg["spec"]["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None"
+    pg_port = int(patroni_config()["postgresql"]["listen"].rsplit(":", 1)[1])
+    assert {p["port"] for p in headless["spec"]["ports"]} >= {pg_port}
+    assert pg["spec"]["replicas"] >= 2
+    (container,) = pg["spec"]["template"]["spec"]["containers"]
+    assert container["image"] in {s["image"] for s in compose("postgres")["services"].values()}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    member = f"$(POD_NAME).{headless['metadata']['name']}"
+    etcd = services["etcd"]["spec"]["ports"][0]["port"]
+    patroni_env({**env, "PATRONI_NAME": member}, member, pg_port, f"etcd:{etcd}")
+    assert env["PATRONI_NAME"] == "$(POD_NAME)"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert env["MORPHZ_PG_SECRETS"] == mounts["secrets"]
+    assert mounts["data"] == os.path.dirname(patroni_config()["postgresql"]["data_dir"])
+    members = [f"{pg['metadata']['name']}-{i}.{headless['metadata']['name']}"
+               for i in range(pg["spec"]["replicas"])]
+    shards = sets["morphz-storage"]
+    (storage,) = shards["spec"]["template"]["spec"]["containers"]
+    argv = storage["command"] + storage["args"]
+    # Each shard pod's database (dbname=$(POD_NAME)) is one the first primary makes.
+    shard_dbs = {f"morphz-storage-{i}" for i in range(shards["spec"]["replicas"])}
+    assert shard_dbs <= set(env["MORPHZ_PG_DATABASES"].split())
+    assert dsn_of(argv)["dbname"] == "$(POD_NAME)"
+    passfile = check_dsn("k8s:morphz-storage", argv, members, {"$(POD_NAME)"})
+    smounts = {m["mountPath"]: m["name"] for m in storage["volumeMounts"]}
+    volume = next(v for v in shards["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == smounts[os.path.dirname(passfile)])
+    assert volume["secret"]["defaultMode"] == 0o400  # libpq ignores a readable passfile
+    assert {i["path"] for i in volume["secret"]["items"]} == {os.path.basename(passfile)}
+
+
+def test_dist_05_patroni_accepts_the_config(etcd, tmp_path):
+    """Real Patroni (Debian's, installed by scripts/bootstrap) validates deploy/postgres's
+    configuration as a member's environment completes it, against a real etcd."""
+    patroni = shutil.which("patroni")
+    assert patroni, "patroni is not installed: scripts/bootstrap installs it"
+    env = dict(os.environ, PATRONI_NAME="postgres-1", PATRONI_ETCD3_HOSTS=etcd.address,
+               # a member's own name (Patroni refuses loopback addresses for connect_address)
+               PATRONI_RESTAPI_CONNECT_ADDRESS="postgres-1:8008",
+               PATRONI_POSTGRESQL_CONNECT_ADDRESS="postgres-1:5432",
+               PATRONI_SUPERUSER_PASSWORD="s", PATRONI_REPLICATION_PASSWORD="r",
+               PATRONI_REWIND_PASSWORD="w")
+    out = subprocess.run([patroni, "--validate-config", str(POSTGRES / "patroni.yml")],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # ... and refuses one it should: the check is real.
+    broken = tmp_path / "patroni.yml"
+    cfg = patroni_config()
+    del cfg["postgresql"]["authentication"]["replication"]
+    broken.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([patroni, "--validate-config", str(broken)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
