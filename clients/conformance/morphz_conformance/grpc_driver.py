@@ -48,8 +48,12 @@ _TRANSPORT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 def rejection(e: grpc.RpcError) -> Exception:
-    """The Rejected a structured gRPC error carries, or Unreachable for transport ones."""
+    """The Rejected a structured gRPC error carries, or Unreachable for transport ones. A
+    passed deadline is DeadlineExceeded whether the client saw it pass or the target
+    noticed first and said so with its own structured error."""
     code = e.code() if callable(getattr(e, "code", None)) else grpc.StatusCode.UNKNOWN
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineExceeded(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     for key, value in (e.trailing_metadata() or ()) if hasattr(e, "trailing_metadata") else ():
         if key != _STATUS_KEY:
             continue
@@ -62,8 +66,6 @@ def rejection(e: grpc.RpcError) -> Exception:
             if detail.Unpack(info):
                 return Rejected(info.reason, status.message, code=code.name,
                                 details={k: _json(v) for k, v in info.metadata.items()})
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DeadlineExceeded(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     if code in _TRANSPORT:
         return Unreachable(f"{code.name}: {e.details() if hasattr(e, 'details') else ''}")
     return Rejected(code.name, e.details() if hasattr(e, "details") else "", code=code.name)
