@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 from morphz.client import Client, Tx
+from tests.polling import until
 
 CHROMIUM = os.environ.get("MORPHZ_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MORPHZ_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -141,21 +142,30 @@ def wait_for(driver, css: str, timeout: float = 30):
         ec.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
-def network(driver) -> list[dict]:
-    """Every response the page received since the last call: url, status, body text."""
+def network(driver, bound: float = 30.0) -> list[dict]:
+    """Every response the page received since the last call: url, status, body text. A
+    response is logged when its headers arrive and its body can be read only once it has
+    loaded (under load that came after the log was read: "No data found"), so the log is
+    read until each response has finished or failed loading, within `bound` seconds."""
+    responses: dict[str, dict] = {}  # request id -> response, in order
+    ended: set[str] = set()
+
+    def read_log() -> bool:
+        for entry in driver.get_log("performance"):
+            msg = json.loads(entry["message"])["message"]
+            params = msg.get("params", {})
+            if msg["method"] == "Network.responseReceived":
+                responses[params["requestId"]] = params["response"]
+            elif msg["method"] in ("Network.loadingFinished", "Network.loadingFailed"):
+                ended.add(params["requestId"])
+        return all(rid in ended for rid in responses)
+    until(read_log, bound, "responses still loading")
     seen = []
-    for entry in driver.get_log("performance"):
-        msg = json.loads(entry["message"])["message"]
-        if msg["method"] != "Network.responseReceived":
-            continue
-        params = msg["params"]
-        body = ""
+    for rid, response in responses.items():
         try:
-            got = driver.execute_cdp_cmd("Network.getResponseBody",
-                                         {"requestId": params["requestId"]})
-            body = got.get("body", "")
-        except Exception:  # noqa: BLE001 (a redirect or a body already evicted has none)
+            body = driver.execute_cdp_cmd("Network.getResponseBody",
+                                          {"requestId": rid}).get("body", "")
+        except Exception:  # noqa: BLE001 (a redirect or a failed load has none)
             body = ""
-        seen.append({"url": params["response"]["url"], "status": params["response"]["status"],
-                     "body": body})
+        seen.append({"url": response["url"], "status": response["status"], "body": body})
     return seen
