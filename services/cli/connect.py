@@ -36,7 +36,7 @@ def check_server(server: str) -> str:
         return server
     host, sep, port = server.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise input_error(f"--server must be HOST:PORT, got {server!r}", field="server",
+        raise input_error(f"--server must be HOST:PORT, got {server[:100]!r}", field="server",
                           value=server[:200])
     return server
 

@@ -35,23 +35,15 @@ def add_command(top, credentials: argparse.ArgumentParser) -> None:
                    "acts with; without it: development mode, loopback only")
 
 
-def _address(listen: str) -> tuple[str, int]:
-    from morphz.client.errors import input_error
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise input_error(f"--listen must be HOST:PORT, got {listen[:100]!r}", field="listen")
-    return host.strip("[]"), int(port)
-
-
 def run(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> int:
     from morphz.client import Credentials, MorphzError
     from morphz.client.errors import input_error
-    from morphz.client.options import DEFAULT_TIMEOUT
+    from morphz.client.options import DEFAULT_TIMEOUT, listen_address
     from morphz.services.ui.access import (Connection, OwnPrincipal, UserTokens,
                                            is_loopback, load_users)
     from morphz.services.ui.http_app import Inspector
     try:
-        host, port = _address(args.listen)
+        host, port = listen_address(args.listen)
         users = load_users(args.users) if args.users else None
         if users is None and not is_loopback(host):
             raise input_error("development mode (no --users) serves loopback only: give "

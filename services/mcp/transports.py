@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from morphz.client.errors import input_error
+from morphz.client.options import listen_address
 
 from morphz.services.mcp.settings import HTTP_PATH
 
@@ -48,15 +49,12 @@ async def serve_stdio(server: Server, close: Callable) -> None:
 
 def bind(listen: str) -> socket.socket:
     """The HTTP listener, bound before serving so port 0 yields a real port to announce."""
-    host, sep, port = listen.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise input_error(f"--listen must be HOST:PORT, got {listen[:100]!r}", field="listen")
+    host, port = listen_address(listen)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, int(port)))
+        sock.bind((host, port))
     except OSError as e:
         sock.close()
         raise input_error(f"cannot listen on {listen[:100]}: {e.strerror or e}",

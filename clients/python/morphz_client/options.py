@@ -125,6 +125,16 @@ def service_targets(target: Optional[str], *, recall: Optional[str],
             ENCODING: encoding or target_for(ENCODING, target, env)}
 
 
+def listen_address(listen: str) -> tuple[str, int]:
+    """(host, port) of a --listen HOST:PORT for a surface built on the client (`morphz mcp
+    --transport http`, `morphz ui`); port 0: any free port. An IPv6 host may be bracketed."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise input_error(f"--listen must be HOST:PORT, got {listen[:100]!r}", field="listen")
+    return host, int(port)
+
+
 def check_timeout(timeout: float) -> float:
     if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
         raise input_error("timeout must be a positive number of seconds", field="timeout")
