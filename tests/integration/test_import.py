@@ -84,6 +84,9 @@ def test_dur_09_an_import_killed_midway_and_run_again_applies_every_line_once(
     proc.wait(timeout=30)
     proc.stdout.close()
     proc.stderr.close()
+    # At least one batch is in; the killed CLI's next batch may still land after this
+    # read (its call was on the wire), so `before` is a lower bound of what the second
+    # run finds there.
     before = client.status(ctx)["event_count"] - 4  # context-created and the 3 above
     assert 0 < before < LINES, f"the kill was not midway ({before} lines in)"
 
@@ -91,7 +94,8 @@ def test_dur_09_an_import_killed_midway_and_run_again_applies_every_line_once(
     assert done.returncode == 0, (done.stdout, done.stderr)
     reply = json.loads(done.stdout)
     assert reply["lines"] == LINES
-    assert reply["replayed"] == before and reply["applied"] == LINES - before
+    assert before <= reply["replayed"] < LINES, (before, reply)
+    assert reply["applied"] == LINES - reply["replayed"]
     assert "lines," in done.stderr  # the progress bar
     assert client.status(ctx)["event_count"] == 4 + LINES
 
