@@ -63,7 +63,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -80,7 +79,7 @@ from morphz.services.server.main import wait_for
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (LoadResult, Progress, ServerProcess, closed_loop, log,  # noqa: E402
-                    run_drivers, split, summarize, table, target, write_json)
+                    print_spy, run_drivers, split, summarize, table, target, write_json)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MORPHZ = os.path.join(ROOT, ".venv", "bin", "morphz")
@@ -714,30 +713,6 @@ def spy_server(args, tmp: str) -> None:
     log(f"  sampled run: {r['ops_per_s']:.0f} commits/s, "
         f"{r['cpu_ms_per_commit_indexed']:.2f} ms CPU/commit+idx (sampler overhead included)")
     print_spy(args.spy, args.spy_top)
-
-
-def print_spy(path: str, top: int) -> None:
-    """Top functions of a py-spy raw file ("f1;f2;...;leaf N" per line; a frame is
-    "name (file:line)", counted here by function: "name (file)")."""
-    own: dict[str, int] = {}
-    under: dict[str, int] = {}
-    total = 0
-    with open(path) as f:
-        for line in f:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
-            if not stack:
-                continue
-            k = int(count)
-            frames = [re.sub(r":\d+\)$", ")", fr) for fr in stack.split(";")]
-            total += k
-            own[frames[-1]] = own.get(frames[-1], 0) + k
-            for fr in set(frames):
-                under[fr] = under.get(fr, 0) + k
-    print(f"py-spy: {total} samples in {path}")
-    for title, counts in (("own samples", own), ("samples under (inclusive)", under)):
-        print(f"top {top} by {title}:")
-        for fr, k in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
-            print(f"  {100 * k / total:5.1f}%  {fr}")
 
 
 # -- report -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
   run_drivers             run a load function in separate (spawned) processes, collect results
   table, write_json       results out
   target                  one issue target: measured value, goal, MET / NOT MET
+  print_spy               the top functions of a py-spy raw file
 """
 from __future__ import annotations
 
@@ -372,3 +373,27 @@ def target(name: str, value: float, goal: str, met: bool, unit: str = "") -> dic
     print(f"TARGET {name}: {value:,.3f}{unit} (target {goal}): {'MET' if met else 'NOT MET'}",
           flush=True)
     return {"target": name, "value": value, "goal": goal, "met": met}
+
+
+def print_spy(path: str, top: int) -> None:
+    """Top functions of a py-spy raw file ("f1;f2;...;leaf N" per line; a frame is
+    "name (file:line)", counted here by function: "name (file)")."""
+    own: dict[str, int] = {}
+    under: dict[str, int] = {}
+    total = 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not stack:
+                continue
+            k = int(count)
+            frames = [re.sub(r":\d+\)$", ")", fr) for fr in stack.split(";")]
+            total += k
+            own[frames[-1]] = own.get(frames[-1], 0) + k
+            for fr in set(frames):
+                under[fr] = under.get(fr, 0) + k
+    print(f"py-spy: {total} samples in {path}")
+    for title, counts in (("own samples", own), ("samples under (inclusive)", under)):
+        print(f"top {top} by {title}:")
+        for fr, k in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {100 * k / total:5.1f}%  {fr}")
