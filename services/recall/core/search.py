@@ -9,7 +9,6 @@ resolution (a leg.Leg, as the lexical leg is one), so their hits pass exactly th
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -84,18 +83,18 @@ def run_search(m: MindView, request: SearchRequest, leg: Leg, start: int,
 def _resolve(m: MindView, h, key: HitKey, marker: Highlighter,
              events: dict[int, dict]) -> Optional[Hit]:
     score = round(h.score, 6)
+    # a vector or hybrid search's hit has each leg's rank
+    ranks = (h.lexical_rank, h.vector_rank) if hasattr(h, "vector_rank") else (None, None)
     if key.is_event:
-        hit = event_hit(m, key.seq, score, marker, events.get(key.seq))
+        hit = event_hit(m, key.seq, score, marker, events.get(key.seq), ranks)
         if hit is not None and not indexed(hit.event_kind):  # an older index's
             return None
-    else:
-        f = m.frame(key.frame_id)
-        if f is None:
-            return None
-        hit = frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker)
-    if hit is not None and hasattr(h, "vector_rank"):  # a vector or hybrid search's
-        hit = dataclasses.replace(hit, lexical_rank=h.lexical_rank, vector_rank=h.vector_rank)
-    return hit
+        return hit
+    f = m.frame(key.frame_id)
+    if f is None:
+        return None
+    return frame_hit(f, score, from_us(h.time_us) if h.time_us is not None else "", marker,
+                     ranks)
 
 
 def _qualifies(m: MindView, key: HitKey, states: tuple[str, ...],

@@ -13,9 +13,10 @@ LEAF_PREVIEW_CHARS = 200
 
 
 def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
-              ev: Optional[dict] = None) -> Optional[Hit]:
+              ev: Optional[dict] = None, ranks: tuple = (None, None)) -> Optional[Hit]:
     """`ev`: the stored event as a plain dict (not a record: the hot path), if read; its
-    text may be cut to preview_reach()."""
+    text may be cut to preview_reach(). `ranks`: (lexical, vector) in a vector or hybrid
+    search (given here, not replaced after: a search builds 20 of these per page)."""
     if ev is None:
         ev = m.event_dicts((seq,), text_chars=preview_reach()).get(seq)
         if ev is None:
@@ -26,14 +27,17 @@ def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
                event_kind=ev["kind"], preview=marker.preview(secrets.shown_dict_text(ev)),
                revision=0, occurred_at=occurred,
                # which time since/until compared (documents.py)
-               time_basis="occurred" if occurred else "recorded")
+               time_basis="occurred" if occurred else "recorded",
+               lexical_rank=ranks[0], vector_rank=ranks[1])
 
 
-def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter) -> Hit:
+def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter,
+              ranks: tuple = (None, None)) -> Hit:
     return Hit(kind="frame", ref="", id=f.id, state=f.state, score=score, time=time,
                session="", event_kind="",
                preview=marker.preview(secrets.frame_body(f.id, f.body)),
-               revision=f.revision, occurred_at="", time_basis="recorded")
+               revision=f.revision, occurred_at="", time_basis="recorded",
+               lexical_rank=ranks[0], vector_rank=ranks[1])
 
 
 def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -> Node:
