@@ -111,8 +111,9 @@ class RecallCore:
                 reply: Reply, caller: Caller) -> Reply:
         """Record the recall as an observation of the evaluation's session (the reply in
         its plain form: the observation's text)."""
-        if evaluation is None:
-            return dataclasses.replace(reply, observation_ref="")
+        if evaluation is None:  # (a search's reply is built so: no copy on its hot path)
+            return reply if reply.observation_ref == "" else \
+                dataclasses.replace(reply, observation_ref="")
         plain = reply.plain()
         text = json.dumps({"recall": op, "activation": evaluation.activation,
                            "request": request, "reply": plain}, ensure_ascii=False)
@@ -214,7 +215,8 @@ class RecallCore:
                     lag=max(0, reader.commit_seq - position),
                     unclosed_lag=max(0, min_commit_seq - position),
                     empty=page.empty if not page.hits and not start else "",
-                    vector_position=vector_position, vector_lag=vector_lag)
+                    vector_position=vector_position, vector_lag=vector_lag,
+                    observation_ref=None if evaluation is not None else "")
             reply = read_at_one_version(self._store, context, read)
         request = {"query": query, "since": since, "until": until, "limit": req.limit}
         return self._record(context, evaluation, "search", request, reply, caller)
