@@ -24,7 +24,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from commit import MORPHZ, Topology, load_options, measure_commit, quick  # noqa: E402
-from common import ServerProcess, log, percentile, table, write_json  # noqa: E402
+from common import ServerProcess, free_port, log, percentile, table, write_json  # noqa: E402
 from split import wait_serving  # noqa: E402
 
 from morphz.services.transaction.client import TransactionClient  # noqa: E402
@@ -42,12 +41,6 @@ from morphz.shared.coord.etcd_member import etcd_binary, health, member_argv  # 
 from morphz.shared.errors import MorphzError  # noqa: E402
 
 BOUND = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Etcd:

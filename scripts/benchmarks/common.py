@@ -8,6 +8,7 @@
   table, write_json       results out
   target                  one issue target: measured value, goal, MET / NOT MET
   print_spy               the top functions of a py-spy raw file
+  free_port               a loopback port nothing listens on now
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import multiprocessing
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -397,3 +399,9 @@ def print_spy(path: str, top: int) -> None:
         print(f"top {top} by {title}:")
         for fr, k in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
             print(f"  {100 * k / total:5.1f}%  {fr}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

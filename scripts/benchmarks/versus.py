@@ -24,14 +24,13 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import cpu_seconds, log, percentile, print_spy  # noqa: E402
+from common import cpu_seconds, free_port, log, percentile, print_spy  # noqa: E402
 from recall import corpus_words, event_text, make_queries, zipf_weights  # noqa: E402
 
 import grpc  # noqa: E402
@@ -44,12 +43,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CORPUS, WRITES = "ab-corpus", "ab-writes"
 FRAMES = [f"f{j}" for j in range(5)]
 BATCH = 500  # events per AppendEvents call while loading the corpus
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Side:
