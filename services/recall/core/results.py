@@ -33,7 +33,7 @@ class Plain:
 def _layout(cls: type) -> tuple[tuple[str, str, bool], ...]:
     """(field, its plain name, whether left out while None) of a Plain type, in order
     (worked out once per type: a traversal sizes every node by its plain form)."""
-    names = getattr(cls, "__struct_fields__", None) or \
+    names = cls.__struct_fields__ if issubclass(cls, msgspec.Struct) else \
         tuple(f.name for f in dataclasses.fields(cls))
     return tuple((name, cls._WIRE.get(name, name), name in cls._DROP_NONE) for name in names)
 

@@ -17,7 +17,7 @@ from morphz.services.recall.core.leg import Leg
 from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.core.results import Hit
 from morphz.services.recall.core.timeparse import from_us
-from morphz.services.recall.core.views import event_hit, frame_hit
+from morphz.services.recall.core.views import NO_RANKS, event_hit, frame_hit
 from morphz.shared.mind.bulk import prefetch_hits
 from morphz.shared.mind.view import MindView
 from morphz.shared.text.highlight import Highlighter, preview_reach
@@ -84,7 +84,7 @@ def _resolve(m: MindView, h, key: HitKey, marker: Highlighter,
              events: dict[int, dict]) -> Optional[Hit]:
     score = round(h.score, 6)
     # a vector or hybrid search's hit has each leg's rank
-    ranks = (h.lexical_rank, h.vector_rank) if hasattr(h, "vector_rank") else (None, None)
+    ranks = (h.lexical_rank, h.vector_rank) if hasattr(h, "vector_rank") else NO_RANKS
     if key.is_event:
         hit = event_hit(m, key.seq, score, marker, events.get(key.seq), ranks)
         if hit is not None and not indexed(hit.event_kind):  # an older index's

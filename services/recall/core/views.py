@@ -10,10 +10,12 @@ from morphz.shared.mind.view import MindView
 from morphz.shared.text.highlight import Highlighter, preview, preview_reach
 
 LEAF_PREVIEW_CHARS = 200
+Ranks = tuple[Optional[int], Optional[int]]  # a hit's (lexical, vector) ranks
+NO_RANKS: Ranks = (None, None)  # a lexical search's
 
 
 def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
-              ev: Optional[dict] = None, ranks: tuple = (None, None)) -> Optional[Hit]:
+              ev: Optional[dict] = None, ranks: Ranks = NO_RANKS) -> Optional[Hit]:
     """`ev`: the stored event as a plain dict (not a record: the hot path), if read; its
     text may be cut to preview_reach(). `ranks`: (lexical, vector) in a vector or hybrid
     search (given here, not replaced after: a search builds 20 of these per page)."""
@@ -32,7 +34,7 @@ def event_hit(m: MindView, seq: int, score: float, marker: Highlighter,
 
 
 def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter,
-              ranks: tuple = (None, None)) -> Hit:
+              ranks: Ranks = NO_RANKS) -> Hit:
     return Hit(kind="frame", ref="", id=f.id, state=f.state, score=score, time=time,
                session="", event_kind="",
                preview=marker.preview(secrets.frame_body(f.id, f.body)),
