@@ -143,29 +143,41 @@ def wait_for(driver, css: str, timeout: float = 30):
 
 
 def network(driver, bound: float = 30.0) -> list[dict]:
-    """Every response the page received since the last call: url, status, body text. A
-    response is logged when its headers arrive and its body can be read only once it has
-    loaded (under load that came after the log was read: "No data found"), so the log is
-    read until each response has finished or failed loading, within `bound` seconds."""
+    """Every response the page received since the last call: url, status, body text, and
+    `loaded`: whether its body finished loading (one a navigation cancelled failed after
+    its headers and has no body). A body can be read only once it has loaded and while
+    its document is the page's (a request still going when the log was read and done
+    after it was gone by the next call: "No resource with given identifier"), so the log
+    is read until every request sent has finished or failed, within `bound` seconds:
+    the page is quiet (the inspector does not poll) and its bodies all readable."""
     responses: dict[str, dict] = {}  # request id -> response, in order
-    ended: set[str] = set()
+    sent: set[str] = set()
+    finished: set[str] = set()
+    failed: set[str] = set()
 
     def read_log() -> bool:
         for entry in driver.get_log("performance"):
             msg = json.loads(entry["message"])["message"]
             params = msg.get("params", {})
-            if msg["method"] == "Network.responseReceived":
+            if msg["method"] == "Network.requestWillBeSent":
+                sent.add(params["requestId"])
+            elif msg["method"] == "Network.responseReceived":
                 responses[params["requestId"]] = params["response"]
-            elif msg["method"] in ("Network.loadingFinished", "Network.loadingFailed"):
-                ended.add(params["requestId"])
-        return all(rid in ended for rid in responses)
+            elif msg["method"] == "Network.loadingFinished":
+                finished.add(params["requestId"])
+            elif msg["method"] == "Network.loadingFailed":
+                failed.add(params["requestId"])
+        return all(rid in finished or rid in failed for rid in sent | set(responses))
     until(read_log, bound, "responses still loading")
     seen = []
     for rid, response in responses.items():
-        try:
-            body = driver.execute_cdp_cmd("Network.getResponseBody",
-                                          {"requestId": rid}).get("body", "")
-        except Exception:  # noqa: BLE001 (a redirect or a failed load has none)
-            body = ""
-        seen.append({"url": response["url"], "status": response["status"], "body": body})
+        body = ""
+        if rid in finished:
+            try:
+                body = driver.execute_cdp_cmd("Network.getResponseBody",
+                                              {"requestId": rid}).get("body", "")
+            except Exception:  # noqa: BLE001 (a redirect has none)
+                pass
+        seen.append({"url": response["url"], "status": response["status"], "body": body,
+                     "loaded": rid in finished})
     return seen

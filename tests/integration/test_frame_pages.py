@@ -138,7 +138,11 @@ def test_dist_05_a_listing_over_the_storage_service_reads_frames_and_edges_in_ba
         there = remote.list_frames("c", caller=ME)
         assert there == here and len(there.frames) == 100
         assert all(f.relations for f in there.frames)
-        assert len(count.calls) <= 20, count.calls
+        # A pause past the snapshot's lease (5 s) costs a refused read, an OpenSnapshot
+        # and the read again, not round trips of the listing (a loaded CI run counted 21
+        # calls where 19 is usual: one such renewal fits).
+        renewals = count.methods().count("OpenSnapshot")
+        assert len(count.calls) - 2 * renewals <= 20, count.calls
         count.calls.clear()
         pages = _remote_pages(remote, 2000)
         assert [f for page in pages for f in page.frames] == list(here.frames)
