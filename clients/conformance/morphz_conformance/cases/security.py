@@ -166,10 +166,13 @@ def sec_07_deadlines_stop_expensive_calls(t: CaseRun):
         d.append(ctx, "s1", "tool-result", f"{i:04d} " + "x" * (512 << 10))
     t.tx(ctx, "(create plan (goal ship))")
     before = _state(d, ctx)
-    started = time.monotonic()
-    t.check(d.audit(ctx).match, "the audit with time enough")
-    # A tenth of what a full audit took: the calls below cannot finish in it.
-    short = d.with_deadline(max(0.001, (time.monotonic() - started) / 10))
+    took = []
+    for _ in range(2):  # the second warm: a first audit's cold reads made a tenth too long
+        started = time.monotonic()
+        t.check(d.audit(ctx).match, "the audit with time enough")
+        took.append(time.monotonic() - started)
+    # A tenth of what the faster full audit took: the calls below cannot finish in it.
+    short = d.with_deadline(max(0.001, min(took) / 10))
     try:
         outcomes: list[str] = []
 
