@@ -30,11 +30,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import cpu_seconds, free_port, log, percentile, print_spy  # noqa: E402
+from common import ServerProcess, log, percentile, print_spy  # noqa: E402
 from recall import corpus_words, event_text, make_queries, zipf_weights  # noqa: E402
 
 import grpc  # noqa: E402
-from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
 from morphz.services.recall.client import RecallClient  # noqa: E402
 from morphz.services.transaction.client import TransactionClient  # noqa: E402
@@ -46,7 +45,7 @@ BATCH = 500  # events per AppendEvents call while loading the corpus
 
 
 class Side:
-    """One `morphz serve` from one checkout, with its clients."""
+    """One `morphz serve` from one checkout (common.ServerProcess), with its clients."""
 
     def __init__(self, name: str, checkout: str, data: str, embedder: str) -> None:
         self.name, self.checkout = name, checkout
@@ -54,41 +53,21 @@ class Side:
         if not os.access(morphz, os.X_OK):
             raise SystemExit(f"{morphz} is missing: set up {checkout} first "
                              "(bash -c 'source scripts/bootstrap' inside it)")
-        self.address = f"127.0.0.1:{free_port()}"
-        self.log = open(os.path.join(data, "server.log"), "w")
-        self.proc = subprocess.Popen(
-            [morphz, "serve", "--data", os.path.join(data, "data"), "--listen", self.address,
-             "--embedder", embedder], cwd=checkout, stdout=self.log, stderr=subprocess.STDOUT)
-        self.channel = grpc.insecure_channel(self.address)
-        health = health_pb2_grpc.HealthStub(self.channel)
-        bound = time.monotonic() + 120
-        while True:
-            try:
-                health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                break
-            except grpc.RpcError:
-                if self.proc.poll() is not None or time.monotonic() > bound:
-                    raise SystemExit(f"{name}: the server did not start; see {self.log.name}") from None
-                time.sleep(0.2)
+        self.server = ServerProcess(
+            [morphz, "serve", "--data", os.path.join(data, "data"), "--listen", "127.0.0.1:0",
+             "--embedder", embedder], timeout=120, log_path=os.path.join(data, "server.log"))
+        self.channel = grpc.insecure_channel(self.server.address)
         self.tx = TransactionClient(self.channel, timeout=120)
         self.recall = RecallClient(self.channel, timeout=120)
         self.revision = 0
 
-    def revision_of(self, reply: dict) -> int:
-        return int(reply.get("revision", self.revision + 1))
-
     def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
+        """The server's CPU seconds, its worker processes' included."""
+        return self.server.cpu_seconds()
 
     def stop(self) -> None:
         self.channel.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        self.server.stop()
 
 
 def load_corpus(side: Side, texts: list[str]) -> None:
@@ -98,7 +77,7 @@ def load_corpus(side: Side, texts: list[str]) -> None:
             {"session": f"s{(i + j) % 7}", "kind": "tool-result", "text": t, "actor": "bench"}
             for j, t in enumerate(texts[i:i + BATCH])])
     side.tx.create_context(WRITES)
-    side.revision = side.revision_of(side.tx.commit(WRITES, tx_text(0, "create", 0)))
+    side.revision = side.tx.commit(WRITES, tx_text(0, "create", 0))["revision"]
     side.recall.rebuild(CORPUS)
 
 
@@ -121,8 +100,8 @@ def tx_text(base: int, op: str, n: int) -> str:
 def operations(queries: list[str]) -> dict:
     """name -> call(side, i)."""
     def commit(side: Side, i: int) -> None:
-        side.revision = side.revision_of(side.tx.commit(WRITES, tx_text(side.revision,
-                                                                        "revise", i + 1)))
+        side.revision = side.tx.commit(WRITES, tx_text(side.revision, "revise",
+                                                       i + 1))["revision"]
     return {
         "status": lambda side, i: side.tx.status(CORPUS),
         "append": lambda side, i: side.tx.append_event(WRITES, "s1", "user-message",
@@ -226,7 +205,7 @@ def main() -> int:
 
 def spy(side: Side, call, calls: int, path: str, top: int) -> None:
     exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    rec = subprocess.Popen([exe, "record", "--pid", str(side.proc.pid), "--rate", "500",
+    rec = subprocess.Popen([exe, "record", "--pid", str(side.server.pid), "--rate", "500",
                             "--format", "raw", "--output", path, "--gil", "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)  # py-spy attaches
