@@ -1,9 +1,9 @@
 """The Commit RPCs a storage servicer is handling, per context, by the version each
 expects: a commit that expects a version the store has not reached (a remote writer
 pipelines a context's commits, so one may arrive before its predecessor) waits only
-while a commit that can be its predecessor is in the servicer. With none, nothing can
-close the gap and it is refused at once (a stale or made-up `expect_commit_seq` used to
-hold a worker for the whole reorder wait)."""
+while a commit that can be its predecessor is in the servicer, or the context keeps moving.
+With neither, nothing can close the gap and it is refused within a short grace (a stale or
+made-up `expect_commit_seq` used to hold a worker for the whole reorder wait)."""
 from __future__ import annotations
 
 import threading

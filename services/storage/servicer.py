@@ -31,8 +31,10 @@ MAX_GATHER_MS = 1000  # the longest a follower may ask to wait between pages (ga
 # How long a commit that arrived before its predecessor waits for it (see Commit).
 REORDER_WAIT_SECONDS = 2.0
 _PREDECESSOR_POLL_SECONDS = 0.05
-# A predecessor sent first may not have reached its handler yet: this long, at most.
-_PREDECESSOR_GRACE_SECONDS = 0.02
+# A predecessor sent first may not have reached its handler yet (a busy machine, or every
+# worker taken by its successors): with none in the servicer, a commit waits this long
+# since the context last moved before it is refused.
+_PREDECESSOR_GRACE_SECONDS = 0.1
 
 
 def _reached_head(page: FeedPage, context: str) -> bool:
@@ -167,12 +169,14 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                   for w in request.writes]
         # A remote writer pipelines a context's commits (each built on the one before and
         # sent without waiting for it), so one may arrive before its predecessor: a batch
-        # expecting a version the store has not reached yet waits for it, briefly, and
-        # only while a predecessor is being handled (reorder.py); else it answers at once.
+        # expecting a version the store has not reached yet waits for it, briefly: while a
+        # predecessor is being handled (reorder.py) or the context keeps moving toward it;
+        # else it answers within _PREDECESSOR_GRACE_SECONDS.
         expect = request.expect_commit_seq
         with self._in_flight.entered(request.context, expect):
             start = time.monotonic()
             deadline = start + self._reorder_wait
+            moved_at, reached = start, None  # when the context last moved, and to where
             while True:
                 head = self._store.feed_head()
                 try:  # submit/wait: concurrent Commit RPCs share one write transaction
@@ -182,8 +186,11 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
                 except StaleCommit as e:
                     now = time.monotonic()
                     left = deadline - now
+                    if reached is not None and e.actual > reached:
+                        moved_at = now  # predecessors are landing: more may be on the way
+                    reached = e.actual
                     pending = self._in_flight.predecessor_pending(request.context, expect)
-                    grace = start + _PREDECESSOR_GRACE_SECONDS - now
+                    grace = moved_at + _PREDECESSOR_GRACE_SECONDS - now
                     if e.expected <= e.actual or left <= 0 or (not pending and grace <= 0):
                         raise MorphzError("CONCURRENT_UPDATE", str(e), expected=e.expected,
                                           actual=e.actual) from None
