@@ -1,6 +1,7 @@
 """This checkout's server against another checkout's, in one run: a before/after check.
 
     scripts/bench versus -- --other DIR [--events 20000] [--calls 300] [--embedder hashing]
+                            [--rounds 1] [--ops lexical,vector] [--spy OP]
 
 DIR is another checkout of Morphz (a `git worktree add DIR REV`) set up with its own venv
 (`bash -c 'source scripts/bootstrap'` inside it), so each `morphz serve` runs its own code.
@@ -144,6 +145,8 @@ def main() -> int:
     ap.add_argument("--embedder", default="hashing", help="both servers' --embedder")
     ap.add_argument("--seed", type=int, default=20260804)
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--ops", default="",
+                    help="comma-separated operations to time (default: all)")
     ap.add_argument("--spy", metavar="OP", default="",
                     help="then sample each server with py-spy while it answers OP")
     ap.add_argument("--spy-top", type=int, default=25, help="functions listed per server")
@@ -175,7 +178,13 @@ def main() -> int:
             load_corpus(s, texts)
             wait_indexed(s, args.events)
             log(f"    {s.name}: corpus loaded and indexed in {time.perf_counter() - t:.1f} s")
-        ops = operations(queries)
+        every = operations(queries)
+        wanted = args.ops.split(",") if args.ops else list(every)
+        unknown = {op for op in wanted + ([args.spy] if args.spy else []) if op not in every}
+        if unknown:
+            raise SystemExit(f"unknown operation {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(every)}")
+        ops = {name: every[name] for name in wanted}
         rounds: list[dict] = []
         for r in range(args.rounds):
             row = {}
@@ -191,7 +200,7 @@ def main() -> int:
                 for name in ops})
         if args.spy:
             for s in sides:
-                spy(s, ops[args.spy], args.calls, os.path.join(work, f"{s.name}.spy"),
+                spy(s, every[args.spy], args.calls, os.path.join(work, f"{s.name}.spy"),
                     args.spy_top)
     finally:
         for s in sides:
