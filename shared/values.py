@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
+
+import msgspec
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.names import check_lookup, check_name
@@ -62,41 +63,33 @@ class FrameId:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
-class HitKey:
+class HitKey(msgspec.Struct, frozen=True):
     """What a recall index document is: an event (by seq) or a frame (by id). Its wire and
-    stored form is `e:<seq>` or `f:<frame id>`."""
-    target: Union[EventRef, FrameId]
+    stored form is `e:<seq>` or `f:<frame id>`. A msgspec Struct of two plain fields (the
+    other one -1 or ''), not a union of values: a search parses one per candidate."""
+    seq: int  # the event's seq; -1 for a frame
+    frame_id: str = ""  # the frame's id; '' for an event
 
     @classmethod
     def event(cls, seq: int) -> "HitKey":
-        return cls(EventRef(seq))
+        return cls(seq)
 
     @classmethod
     def frame(cls, frame_id: str) -> "HitKey":
-        return cls(FrameId(frame_id))
+        return cls(-1, frame_id)
 
     @classmethod
     def parse(cls, text: str) -> "HitKey":
-        if text.startswith("e:") and text[2:].isdigit():
-            return cls.event(int(text[2:]))
-        if text.startswith("f:") and len(text) > 2:
-            return cls.frame(text[2:])
+        kind, digits = text[:2], text[2:]
+        if kind == "e:" and digits.isdigit():
+            return cls(int(digits))
+        if kind == "f:" and digits:
+            return cls(-1, digits)
         raise ValueError(f"not a hit key: {text[:64]!r}")
 
     @property
     def is_event(self) -> bool:
-        return isinstance(self.target, EventRef)
-
-    @property
-    def seq(self) -> int:
-        """The event's seq; -1 for a frame."""
-        return self.target.seq if isinstance(self.target, EventRef) else -1
-
-    @property
-    def frame_id(self) -> str:
-        """The frame's id; '' for an event."""
-        return self.target.value if isinstance(self.target, FrameId) else ""
+        return self.seq >= 0
 
     def __str__(self) -> str:
-        return f"e:{self.target.seq}" if self.is_event else f"f:{self.target.value}"
+        return f"e:{self.seq}" if self.seq >= 0 else f"f:{self.frame_id}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
-from morphz.services.recall.convert import (evaluation_from_proto, hit_to_proto,
+from morphz.services.recall.convert import (evaluation_from_proto, hits_to_proto,
                                             status_to_proto)
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc_auth import caller_of
@@ -43,7 +43,7 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
             deadline=deadline_of(context))
         # Built directly: the hot path.
         return pb.SearchResponse(
-            results=[hit_to_proto(h) for h in reply.results], next_cursor=reply.next_cursor,
+            results=hits_to_proto(reply.results), next_cursor=reply.next_cursor,
             index_position=reply.index_position, lag=reply.lag, empty=reply.empty,
             observation_ref=reply.observation_ref or "", unclosed_lag=reply.unclosed_lag,
             vector_position=reply.vector_position or 0, vector_lag=reply.vector_lag or 0)
