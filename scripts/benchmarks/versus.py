@@ -1,7 +1,7 @@
 """This checkout's server against another checkout's, in one run: a before/after check.
 
-    scripts/bench versus -- --other DIR [--events 20000] [--calls 300] [--embedder hashing]
-                            [--rounds 1] [--ops lexical,vector] [--spy OP]
+    scripts/bench versus -- --other DIR [--this DIR] [--events 20000] [--calls 300]
+                            [--embedder hashing] [--rounds 1] [--ops lexical,vector] [--spy OP]
 
 DIR is another checkout of Morphz (a `git worktree add DIR REV`) set up with its own venv
 (`bash -c 'source scripts/bootstrap'` inside it), so each `morphz serve` runs its own code.
@@ -9,6 +9,8 @@ Both servers get the same corpus through the wire (AppendEvents, so neither need
 store format), then the same calls, interleaved call by call in A B B A order so that load on
 a shared machine falls on both alike. For each operation it prints p50 and p99 latency and
 the server's CPU per call for both, and the ratio other/this: above 1 the other is slower.
+`--this DIR` puts a third checkout in this one's place (two older commits: which step of a
+history a difference came from); the clients are always this checkout's.
 
 With --spy OP, each server is then sampled with py-spy (raw stacks in the work folder) while
 it answers --calls calls of OP, and the top functions of each are printed: where the time
@@ -138,6 +140,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--other", required=True, help="the other checkout (set up)")
+    ap.add_argument("--this", default=ROOT,
+                    help="the checkout measured against it (default: this one)")
     ap.add_argument("--events", type=int, default=20_000, help="corpus events")
     ap.add_argument("--calls", type=int, default=300, help="timed calls per operation and side")
     ap.add_argument("--rounds", type=int, default=1,
@@ -151,10 +155,10 @@ def main() -> int:
                     help="then sample each server with py-spy while it answers OP")
     ap.add_argument("--spy-top", type=int, default=25, help="functions listed per server")
     args = ap.parse_args()
-    other = os.path.abspath(args.other)
+    this, other = os.path.abspath(args.this), os.path.abspath(args.other)
     work = tempfile.mkdtemp(prefix="morphz-bench-versus-")
     rev = {}
-    for name, path in (("this", ROOT), ("other", other)):
+    for name, path in (("this", this), ("other", other)):
         rev[name] = subprocess.run(["git", "-C", path, "describe", "--always", "--dirty"],
                                    capture_output=True, text=True).stdout.strip() or "?"
     log(f"== versus: this {rev['this']} against other {rev['other']} ({other}); "
@@ -170,7 +174,7 @@ def main() -> int:
     random.Random(args.seed + 2).shuffle(queries)
     sides: list[Side] = []
     try:
-        for name, path in (("this", ROOT), ("other", other)):
+        for name, path in (("this", this), ("other", other)):
             os.makedirs(os.path.join(work, name))
             sides.append(Side(name, path, os.path.join(work, name), args.embedder))
         for s in sides:
@@ -207,7 +211,7 @@ def main() -> int:
             s.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"this: {rev['this']} ({ROOT}); other: {rev['other']} ({other}); "
+    print(f"this: {rev['this']} ({this}); other: {rev['other']} ({other}); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
