@@ -150,6 +150,8 @@ REASONS: dict[str, Status] = {
     "RECALL_ACTIVATION_INVALID": Status.FAILED_PRECONDITION,
     "RECALL_REBUILD_RUNNING": Status.ABORTED,
     "RECALL_INDEX_LOCKED": Status.FAILED_PRECONDITION,
+    # a context index's writer lock stayed held by another process (index/tantivy_index.py)
+    "RECALL_INDEX_BUSY": Status.UNAVAILABLE,
     # recall, hybrid search (issue 15)
     "RECALL_MODE_INVALID": Status.INVALID_ARGUMENT,
     # the vector leg was built by another embedder (or text version): rebuild the index

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Union
 
@@ -33,6 +34,12 @@ META_KEY = "__meta__"
 _TOKENIZER = "morphz_terms"
 WRITER_HEAP = 32 << 20
 TIE_MARGIN = 16  # hits fetched past a page, to see a tie at its end through
+# tantivy's writer lock is a flock on a file in the index directory, and a process this
+# one starts (a worker, spawned: fork then exec) holds a copy of that file until its exec
+# closes it; a writer opened in that moment, after the last one was dropped, is refused
+# (LockBusy). So a refused writer is asked for again, backing off, this long at most.
+WRITER_WAIT_SECONDS = 5.0
+WRITER_RETRY_FIRST, WRITER_RETRY_MOST = 0.001, 0.05
 
 
 def _schema() -> tantivy.Schema:
@@ -114,10 +121,12 @@ def doc_json(d: Doc) -> str:
 class ContextIndex:
     """One context's index: upserts with the position in one commit; snapshot reads."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, writer_wait: float = WRITER_WAIT_SECONDS) -> None:
         self.path = path
         self._index = _open(path, create=True)
         self._write_lock = threading.Lock()
+        self._writer_wait = writer_wait
+        self.writer_refusals = 0  # writers tantivy refused as busy (see WRITER_WAIT_SECONDS)
         self._snapshot = self._take_snapshot()
         meta = self._snapshot[1]
         self.vectors = VectorLeg(path, meta.get("vectors"), meta.get("position", 0))
@@ -144,7 +153,7 @@ class ContextIndex:
         come as doc_json strings. The vector leg commits on its own (VectorLeg.commit)."""
         n = 0
         with self._write_lock:
-            writer = self._index.writer(heap_size=heap, num_threads=threads)
+            writer = self._writer(heap, threads)
             try:
                 for key in deletes:
                     writer.delete_documents_by_term("key", key)
@@ -170,6 +179,29 @@ class ContextIndex:
             self._index.reload()
             self._snapshot = self._take_snapshot()
         return n
+
+    def _writer(self, heap: int, threads: int) -> tantivy.IndexWriter:
+        """A writer, asked for again while tantivy finds its lock busy (a process being
+        started holds a copy of it for a moment: WRITER_WAIT_SECONDS); RECALL_INDEX_BUSY
+        once that lasts longer than the wait."""
+        give_up = time.monotonic() + self._writer_wait
+        pause = WRITER_RETRY_FIRST
+        while True:
+            try:
+                return self._index.writer(heap_size=heap, num_threads=threads)
+            except ValueError as e:
+                if "LockBusy" not in str(e):
+                    raise
+                self.writer_refusals += 1
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    raise MorphzError(
+                        "RECALL_INDEX_BUSY", "the recall index's writer lock stayed held "
+                        f"for {self._writer_wait:g} s (another process holds "
+                        f"{os.path.join(os.path.basename(self.path), '.tantivy-writer.lock')})"
+                        "; retry", retry_after_seconds=1) from None
+                time.sleep(min(pause, left))
+                pause = min(2 * pause, WRITER_RETRY_MOST)
 
     # -- reading ------------------------------------------------------------------------
     def searcher(self) -> tantivy.Searcher:
