@@ -7,8 +7,8 @@ rejected request leaves no trace.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
 from morphz.shared.mind import receipts, records as R
@@ -252,11 +252,8 @@ class MindState(MindView):
                 for _, before, after in rows["order_rank"]),
             tuple(name for (name,), _, _ in rows["checkpoints"]),
             tuple((sid, _attention(before), _attention(after))
-                  for (sid,), before, after in rows["sessions"]))
-
-    def frame_before(self, frame_id: str) -> Optional[R.Frame]:
-        """The frame as the reader has it (before this view's writes)."""
-        return R.loads(R.Frame, self._reader.get("frames", (frame_id,)))
+                  for (sid,), before, after in rows["sessions"]),
+            {fid: before for (fid,), before, _ in rows["frames"] if before is not None})
 
     def _changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                             Optional[bytes]]]]:
@@ -292,6 +289,21 @@ _CHANGE_TABLES = frozenset(("frames", "observations", "relations", "order_rank",
                             "checkpoints", "sessions"))
 
 
+class FrameFacts(NamedTuple):
+    """What a frame's conflict boundaries compare (changes.py): `frame:ID` its content,
+    `sources:ID` its sources, `life:ID` its lifecycle."""
+    content: tuple  # (body, revision)
+    sources: list
+    life: tuple  # (state, protected, retire request's generation, its due tick)
+
+    @staticmethod
+    def of(f: R.Frame) -> "FrameFacts":
+        retire = f.retire
+        return FrameFacts((f.body, f.revision), f.sources,
+                          (f.state, f.protected, retire.generation if retire else None,
+                           retire.due_tick if retire else None))
+
+
 @dataclass(frozen=True)
 class WrittenChanges:
     """MindState.written_changes: each kind's changed keys; for observations and sessions
@@ -303,6 +315,19 @@ class WrittenChanges:
     reranked: bool
     checkpoints: tuple[str, ...]
     sessions: tuple[tuple[str, tuple, tuple], ...]
+    # The rows of the frames that existed, as read for the comparison: a frame's facts
+    # before are decoded from them when asked (not read again: a round trip where the
+    # store is remote), and only then (most commits name the boundaries they change).
+    _frames_before: Mapping[str, bytes] = field(default_factory=dict, repr=False,
+                                                compare=False)
+
+    def frame_before(self, frame_id: str) -> FrameFacts:
+        """The facts of a changed frame that existed before the writes."""
+        d = R.decode_json(self._frames_before[frame_id])
+        retire = d.get("retire") or {}
+        return FrameFacts((d["body"], d["revision"]), d["sources"],
+                          (d["state"], d["protected"], retire.get("generation"),
+                           retire.get("due_tick")))
 
 
 def _flags(raw: Optional[bytes]) -> tuple:

@@ -15,7 +15,7 @@ edges, order and lifecycles it never names, and each of those must be stamped.
 from __future__ import annotations
 
 from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
+from morphz.shared.mind.state import FrameFacts, MindState
 from morphz.services.transaction.core.boundaries import ORDER, Boundary
 
 
@@ -29,7 +29,9 @@ def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set
         if not (existed and exists):
             out.update(names)
         elif not known.issuperset(names):
-            out.update(_frame_changes(names, m.frame_before(fid), m.frame(fid)))
+            out.update(name for name, before, after in zip(
+                names, changes.frame_before(fid), FrameFacts.of(m.frame(fid)))
+                if before != after)
     for seq, before, after in changes.observations:
         if before != after:
             out.add(Boundary.life(R.ref(seq)))
@@ -41,17 +43,6 @@ def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set
         if before != after:
             out.add(Boundary.session(sid))
     return out
-
-
-def _frame_changes(names: tuple[str, str, str], b: R.Frame, a: R.Frame) -> list[str]:
-    before_retire, after_retire = b.retire, a.retire
-    return [name for name, changed in zip(names, (
-        (b.body, b.revision) != (a.body, a.revision),
-        b.sources != a.sources,
-        (b.state, b.protected, before_retire.generation if before_retire else None,
-         before_retire.due_tick if before_retire else None) !=
-        (a.state, a.protected, after_retire.generation if after_retire else None,
-         after_retire.due_tick if after_retire else None))) if changed]
 
 
 def _order_changed(m: MindState) -> bool:
