@@ -387,7 +387,7 @@ class TransactionCore:
                 if sid:
                     policy.check(m, context, caller, policy.WRITE, sid)
             data = P.Input(routed.activation, routed.target_session, routed.call,
-                           request_hash, secret, occurred)  # (replace() costs 2x: per append)
+                           request_hash, secret, occurred)  # (dataclasses.replace: 2x the cost)
             return self._event(m, context, kind, data, session=owner, actor=actor or kind,
                                causal_refs=refs, text=text, request_id=request_id)
         return build
