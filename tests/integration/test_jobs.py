@@ -6,7 +6,8 @@ Each test runs a real `morphz serve` process over loopback (CPU time from /proc)
 
 The running jobs are kept slow by the server's own pacing, not by sleeps: a job draws on
 the expensive calls' budgets, and while other callers' cheap calls are served (the
-test's polls) it may use only --expensive-share of a core (here 2%)."""
+test's polls, over a connection of their own: a caller's own calls do not pace its job)
+it may use only --expensive-share of a core (here 2%)."""
 from __future__ import annotations
 
 import asyncio
@@ -58,6 +59,18 @@ def slow(tmp_path_factory):
     server.kill()
 
 
+@pytest.fixture(scope="module")
+def poller(slow):
+    """Clients on a connection of their own (not shared with `slow`'s): their polls are
+    another caller's cheap calls, which pace the running job. Polled over the job's own
+    connection, a rebuild of "big" ran unpaced in 1.9 s, and a cancel sent after a poll
+    that saw it running once arrived after its last event (a loaded CI run)."""
+    channel = grpc.insecure_channel(slow[0].address, options=[
+        *wire.BIG_MESSAGES, ("grpc.use_local_subchannel_pool", 1)])
+    yield TransactionClient(channel, timeout=120), RecallClient(channel, timeout=120)
+    channel.close()
+
+
 def polled(client, id: str, condition, bound: float = 120.0) -> dict:
     """The job as first seen meeting `condition` (polled: each poll is a cheap call that
     keeps the job paced)."""
@@ -85,16 +98,16 @@ def cancelled_and_quiet(server, client, id: str) -> dict:
     return job
 
 
-def test_sec_07_an_audit_job_reports_rising_progress_and_stops_when_cancelled(slow):
+def test_sec_07_an_audit_job_reports_rising_progress_and_stops_when_cancelled(slow, poller):
     server, client, _ = slow
     settled_cpu(server.proc.pid)
     job = client.start_job("big", "audit")
     assert job["id"].startswith("tx-") and job["state"] in ("queued", "running"), job
     assert job["kind"] == "audit" and job["context"] == "big" and job["created_at"]
-    first = polled(client, job["id"], lambda j: j["done"] > 0)
+    first = polled(poller[0], job["id"], lambda j: j["done"] > 0)
     assert first["state"] == "running" and first["started_at"], first
     assert first["total"] == EVENTS + 1  # and the context's creation
-    later = polled(client, job["id"], lambda j: j["done"] > first["done"])
+    later = polled(poller[0], job["id"], lambda j: j["done"] > first["done"])
     assert later["state"] == "running" and later["done"] < EVENTS + 1, later
     cancelled_and_quiet(server, client, job["id"])
     # Listed as it ended; its admission slot was given back: a full audit runs.
@@ -114,7 +127,8 @@ def test_sec_07_a_finished_audit_job_answers_the_audit_report(slow):
     assert client.cancel_job(job["id"])["state"] == "succeeded"
 
 
-def test_sec_07_a_rebuild_job_cancelled_midway_leaves_the_projections_as_they_were(slow):
+def test_sec_07_a_rebuild_job_cancelled_midway_leaves_the_projections_as_they_were(slow,
+                                                                                 poller):
     """A row slipped in past the history's end (audit: no match; a rebuild moves it aside
     into quarantine): a rebuild job cancelled mid-replay moves nothing and writes
     nothing; one run through repairs it."""
@@ -128,7 +142,7 @@ def test_sec_07_a_rebuild_job_cancelled_midway_leaves_the_projections_as_they_we
     before = client.status("big")
     assert client.audit("big")["match"] is False
     job = client.start_job("big", "rebuild-projections")
-    polled(client, job["id"], lambda j: j["done"] > 0)
+    polled(poller[0], job["id"], lambda j: j["done"] > 0)
     cancelled_and_quiet(server, client, job["id"])
     assert client.status("big") == before  # same revision, commit sequence, tick
     with storage.reader("big") as r:
@@ -140,13 +154,13 @@ def test_sec_07_a_rebuild_job_cancelled_midway_leaves_the_projections_as_they_we
     assert client.audit("big")["match"] is True
 
 
-def test_sec_07_an_index_rebuild_job_runs_on_recall_and_can_be_cancelled(slow):
+def test_sec_07_an_index_rebuild_job_runs_on_recall_and_can_be_cancelled(slow, poller):
     server, client, channel = slow
     recall = RecallClient(channel, timeout=120)
     before = recall.inspect("big")["last_rebuild"]
     job = recall.start_job("big")
     assert job["id"].startswith("recall-") and job["kind"] == "rebuild-index", job
-    polled(recall, job["id"], lambda j: j["done"] > 0)
+    polled(poller[1], job["id"], lambda j: j["done"] > 0)
     cancelled_and_quiet(server, recall, job["id"])
     assert recall.inspect("big")["last_rebuild"] == before  # nothing swapped in
     done = recall.start_job("small")
