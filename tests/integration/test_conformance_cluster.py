@@ -35,7 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = str(ROOT / "scripts" / "cluster")
 KIT = str(pathlib.Path(sys.executable).with_name("morphz-conformance"))
 RUN_BOUND = 1800  # seconds the whole kit run may take on a loaded machine
-# DUR-08 holds with replicated storage, which Morphz's store is not (declared).
+# DUR-08 holds with replicated storage, which this cluster's LMDB shards are not (declared).
 NOT_PASSED = {"DUR-08": "not-offered"}
 
 

@@ -102,7 +102,7 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
             "--default-embedder-start-cmd", default_embedder,
             "--older-rules-start-cmd", older_rules, "--backup-cmd", backup,
             "--restore-cmd", restore,
-            # DUR-08 holds "with replicated storage": Morphz's store is not replicated
+            # DUR-08 holds "with replicated storage": this LMDB store is not replicated
             "--not-offered", "replicated-storage",
             "--target-log", str(tmp / "server.log"),
             "--report", str(report), "--token-file", str(token_file),
