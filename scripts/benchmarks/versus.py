@@ -2,6 +2,7 @@
 
     scripts/bench versus -- --other DIR [--this DIR] [--events 20000] [--calls 300]
                             [--embedder hashing] [--rounds 1] [--ops lexical,vector] [--spy OP]
+    scripts/bench versus -- --other DIR --in-process [--calls 3000] [--rounds 3] [--profile]
 
 DIR is another checkout of Morphz (a `git worktree add DIR REV`) set up with its own venv
 (`bash -c 'source scripts/bootstrap'` inside it), so each `morphz serve` runs its own code.
@@ -15,6 +16,10 @@ history a difference came from); the clients are always this checkout's.
 With --spy OP, each server is then sampled with py-spy (raw stacks in the work folder) while
 it answers --calls calls of OP, and the top functions of each are printed: where the time
 of a ratio above or below 1 goes.
+
+With --in-process, no servers: each checkout's TransactionCore runs in a process of its own
+over a fresh LMDB store (_core_versus.py), CPU per append and per commit, and with --profile
+cProfile of both diffed by function: the typed core's cost without gRPC's or the followers'.
 
 Operations: status, append (one event), commit (a 5-op context-tx revising five frames),
 search in lexical, vector and hybrid mode over the corpus. Both servers use the same
@@ -33,6 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _core_versus  # noqa: E402
 from common import ServerProcess, log, percentile, print_spy  # noqa: E402
 from recall import corpus_words, event_text, make_queries, zipf_weights  # noqa: E402
 
@@ -154,8 +160,15 @@ def main() -> int:
     ap.add_argument("--spy", metavar="OP", default="",
                     help="then sample each server with py-spy while it answers OP")
     ap.add_argument("--spy-top", type=int, default=25, help="functions listed per server")
+    ap.add_argument("--in-process", action="store_true",
+                    help="the transaction cores in process, no servers (_core_versus.py)")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --in-process: cProfile both, diffed by function")
     args = ap.parse_args()
     this, other = os.path.abspath(args.this), os.path.abspath(args.other)
+    if args.in_process:
+        _core_versus.run(this, other, args.calls, args.rounds, args.profile, args.spy_top)
+        return 0
     work = tempfile.mkdtemp(prefix="morphz-bench-versus-")
     rev = {}
     for name, path in (("this", this), ("other", other)):

@@ -242,18 +242,19 @@ class MindState(MindView):
         """What this view's writes changed against the rows it read (bytes that differ),
         decoded as far as a conflict boundary compares them."""
         rows = self._changed_rows(_CHANGE_TABLES)
+        frames = rows["frames"]  # (lists, not generators: every commit passes here)
         return WrittenChanges(
-            tuple((fid, before is not None, after is not None)
-                  for (fid,), before, after in rows["frames"]),
-            tuple((seq, _flags(before), _flags(after))
-                  for (seq,), before, after in rows["observations"]),
-            tuple(key for key, _, _ in rows["relations"]),
-            any(before is not None and after is not None
-                for _, before, after in rows["order_rank"]),
-            tuple(name for (name,), _, _ in rows["checkpoints"]),
-            tuple((sid, _attention(before), _attention(after))
-                  for (sid,), before, after in rows["sessions"]),
-            {fid: before for (fid,), before, _ in rows["frames"] if before is not None})
+            tuple([(fid, before is not None, after is not None)
+                   for (fid,), before, after in frames]),
+            tuple([(seq, _flags(before), _flags(after))
+                   for (seq,), before, after in rows["observations"]]),
+            tuple([key for key, _, _ in rows["relations"]]),
+            any([before is not None and after is not None
+                 for _, before, after in rows["order_rank"]]),
+            tuple([name for (name,), _, _ in rows["checkpoints"]]),
+            tuple([(sid, _attention(before), _attention(after))
+                   for (sid,), before, after in rows["sessions"]]),
+            {fid: before for (fid,), before, _ in frames if before is not None})
 
     def _changed_rows(self, tables: frozenset[str]) -> dict[str, list[tuple[Key, Optional[bytes],
                                                                             Optional[bytes]]]]:

@@ -29,9 +29,10 @@ def changed_boundaries(m: MindState, known: frozenset[str] = frozenset()) -> set
         if not (existed and exists):
             out.update(names)
         elif not known.issuperset(names):
-            out.update(name for name, before, after in zip(
-                names, changes.frame_before(fid), FrameFacts.of(m.frame(fid)))
-                if before != after)
+            for name, before, after in zip(names, changes.frame_before(fid),
+                                           FrameFacts.of(m.frame(fid))):
+                if before != after:
+                    out.add(name)
     for seq, before, after in changes.observations:
         if before != after:
             out.add(Boundary.life(R.ref(seq)))
