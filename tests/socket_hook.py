@@ -48,5 +48,8 @@ class SocketHook:
                 conn.sendall(answer.encode() + b"\n")
 
     def close(self) -> None:
+        # shutdown wakes the accept() the serving thread waits in (close alone does not).
+        self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(timeout=10)
+        assert not self._thread.is_alive(), "the hook's thread did not stop"
