@@ -64,7 +64,7 @@ def poller(slow):
     """Clients on a connection of their own (not shared with `slow`'s): their polls are
     another caller's cheap calls, which pace the running job. Polled over the job's own
     connection, a rebuild of "big" ran unpaced in 1.9 s, and a cancel sent after a poll
-    that saw it running once arrived after its last event (a loaded CI run)."""
+    that saw it running once arrived after its last event (a fresh-clone CI run)."""
     channel = grpc.insecure_channel(slow[0].address, options=[
         *wire.BIG_MESSAGES, ("grpc.use_local_subchannel_pool", 1)])
     yield TransactionClient(channel, timeout=120), RecallClient(channel, timeout=120)
