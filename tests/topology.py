@@ -46,6 +46,7 @@ LMDB = StoreChoice()
 ROLES = ("storage", "transaction", "recall", "encoding")  # each after what it calls
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+STACK_END = "most recent call first"  # faulthandler's heading of each thread's stack
 BOUND = 60.0  # seconds a start or a health wait may take before the test fails
 
 
@@ -106,9 +107,29 @@ class ServerProcess:
         if self.proc:
             self.proc.wait(timeout=30)
 
-    def stop(self) -> int:
+    def stop(self, timeout: float = 30) -> int:
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stacks = self.stacks()
+            self.kill()
+            raise AssertionError(f"the server did not stop {timeout:.0f} s after SIGTERM; "
+                                 f"its stderr, ending with its threads:\n{stacks}") from None
+
+    def stacks(self, wait: float = 10) -> str:
+        """The process's stderr after it printed every thread's stack (SIGUSR1, which
+        `morphz serve` hands to faulthandler), or as it is when `wait` s pass first."""
+        before = seen = self.stderr().count(STACK_END)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:  # until the stacks came and stopped coming
+            time.sleep(0.2)
+            now = self.stderr().count(STACK_END)
+            if before < seen == now:
+                break
+            seen = now
+        return self.stderr()[-20000:]
 
     def stderr(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:

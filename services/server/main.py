@@ -1,6 +1,7 @@
 """`morphz serve [ROLE]`: run the all-in-one server, or one service, until SIGINT/SIGTERM."""
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -41,6 +42,8 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    # `kill -USR1` prints every thread's stack to stderr: where a stuck stop or call waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     # One line a supervisor (or a test) can wait for.
     data = f" data={os.path.abspath(data_dir)}" if role in (ALL, "storage", "recall") else ""
     internal = "" if app.storage_port is None else \
