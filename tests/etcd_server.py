@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
 from morphz.shared.coord.etcd_member import etcd_binary, health, member_argv
+from tests.ports import free_port
 
 BOUND = 30.0  # seconds etcd may take to answer after starting
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EtcdServer:
@@ -33,7 +27,7 @@ class EtcdServer:
 
     def start(self) -> "EtcdServer":
         for _ in range(3):  # a port taken between choosing and binding: choose again
-            self.address, self._peer = f"127.0.0.1:{_free_port()}", _free_port()
+            self.address, self._peer = f"127.0.0.1:{free_port()}", free_port()
             if self._launch():
                 return self
         pytest.fail(f"etcd did not start:\n{self.log()[-3000:]}")

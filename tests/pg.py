@@ -12,13 +12,13 @@ import itertools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from typing import Optional, Sequence
 
 import pytest
+from tests.ports import free_port
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 SUPERUSER = "postgres"
@@ -36,12 +36,6 @@ BASE_CONF = (
 def available() -> bool:
     """Whether PostgreSQL 15's server programs are installed here."""
     return os.access(os.path.join(PG_BIN, "pg_ctl"), os.X_OK)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def as_postgres(argv: list[str]) -> list[str]:

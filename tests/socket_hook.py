@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from typing import Callable
 
@@ -21,8 +23,13 @@ _CLIENT = ("import socket, sys\n"
 
 
 class SocketHook:
-    def __init__(self, path: os.PathLike, action: Callable[[], None]) -> None:
-        self.path, self._action = str(path), action
+    """Serves `action` until close(); `command` is the hook command line. Its socket is
+    in a short temporary folder of its own: a Unix socket's path may be at most 107
+    bytes, and pytest's tmp_path under a long test name comes close."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._folder = tempfile.mkdtemp(prefix="mzhook-")
+        self.path, self._action = os.path.join(self._folder, "hook.sock"), action
         self.calls, self.errors = 0, []
         self._listener = socket.socket(socket.AF_UNIX)
         self._listener.bind(self.path)
@@ -52,4 +59,5 @@ class SocketHook:
         self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._thread.join(timeout=10)
+        shutil.rmtree(self._folder, ignore_errors=True)
         assert not self._thread.is_alive(), "the hook's thread did not stop"

@@ -8,15 +8,10 @@ import pytest
 
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.shared.errors import MorphzError
+from tests.ports import free_port
 from tests.topology import SERVING, health
 
 pytestmark = pytest.mark.all_in_one(reason="builds all-in-one servers of its own")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_server_whose_part_cannot_be_built_lets_go_of_the_store_and_its_port(tmp_path):

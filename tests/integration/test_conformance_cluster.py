@@ -18,7 +18,6 @@ import json
 import os
 import pathlib
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 from morphz_conformance.grpc_driver import GrpcDriver
 from morphz_conformance.registry import all_cases
 from morphz_conformance.runner import run_case
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.split_processes, pytest.mark.cluster_script]
 
@@ -37,12 +37,6 @@ KIT = str(pathlib.Path(sys.executable).with_name("morphz-conformance"))
 RUN_BOUND = 1800  # seconds the whole kit run may take on a loaded machine
 # DUR-08 holds with replicated storage, which this cluster's LMDB shards are not (declared).
 NOT_PASSED = {"DUR-08": "not-offered"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cluster(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -115,7 +109,7 @@ class Cluster:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
     root = tmp_path_factory.mktemp("conformance-cluster")
-    c = Cluster(root, f"127.0.0.1:{_free_port()}")
+    c = Cluster(root, f"127.0.0.1:{free_port()}")
     started = cluster("start", c.dir, env=c.env)
     try:
         assert started.returncode == 0, started.stderr

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -21,18 +20,13 @@ import pytest
 from tests.conformance_proxy import Fault, FencedOwnerWrites, Proxy
 from tests.conftest import ServerProcess
 from tests.etcd_server import EtcdServer
+from tests.ports import free_address
 
 pytestmark = pytest.mark.split_processes
 
 KIT = str(Path(sys.executable).with_name("morphz-conformance"))
 TTL = 10  # seconds: each instance's lease TTL (3 s ran out under a loaded CI run)
 RUN_BOUND = 600
-
-
-def _free_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def kit_run(root: Path, fault: Fault | None = None) -> dict:
@@ -50,7 +44,7 @@ def kit_run(root: Path, fault: Fault | None = None) -> dict:
                  "--lease-ttl", str(TTL)]
         second = ServerProcess(root / "second", args=flags).start()
         procs.append(second)
-        first = _free_address()
+        first = free_address()
         start = shlex.join([sys.executable, "-m", "morphz.services.cli.main", "serve", *flags,
                             "--listen", first, "--data", str(root / "first")])
         # They print their address at once and serve once the first instance answers.

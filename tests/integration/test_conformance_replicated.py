@@ -28,7 +28,7 @@ def test_dur_08_the_kit_passes_against_morphz_on_a_replicated_postgres_pair(tmp_
         pg.fail_over()  # SIGKILL the primary, `pg_ctl promote` the standby
         pg.rebuild_standby()  # commits wait for a synchronous standby: give it one again
 
-    hook = SocketHook(tmp_path / "promote.sock", promote)
+    hook = SocketHook(promote)
     try:
         srv.start()
         report = tmp_path / "report.json"

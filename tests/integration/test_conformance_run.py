@@ -15,7 +15,6 @@ import json
 import pathlib
 import re
 import shlex
-import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from morphz_conformance.registry import all_cases
 from tests.conformance_proxy import (Fault, ForgetsAcrossRestart, LeaksOtherSessions, Proxy,
                                      RetryAnsweredTwice, StaleLastWriterWins)
 from tests.conformance_paths import CASE_MISSING
+from tests.ports import free_address
 
 pytestmark = pytest.mark.all_in_one(
     reason="runs the kit against an all-in-one `morphz serve` of its own")
@@ -60,19 +60,13 @@ class KitRun:
         return {c["id"] for c in self.report["cases"] if c["outcome"] == "fail"}
 
 
-def _free_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path | None = None,
             extra: list[str] = (), profile: str = PROFILE, serve_extra: list[str] = (),
             mcp: bool = False) -> KitRun:
     """`morphz-conformance run` over a fresh server on data in `tmp` (through a proxy
     with `fault` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
-    server, storage = _free_address(), _free_address()
+    server, storage = free_address(), free_address()
     serve = [sys.executable, "-m", "morphz.services.cli.main", "serve", "--listen", server,
              "--storage-listen", storage, "--data", str(tmp / "data"), *serve_extra]
     start = shlex.join(serve)

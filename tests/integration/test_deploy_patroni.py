@@ -19,7 +19,8 @@ import yaml
 
 from morphz.shared.errors import MorphzError
 
-from tests.pg import SUPERUSER, PostgresServer, as_postgres, free_port, make_folder, require
+from tests.pg import SUPERUSER, PostgresServer, as_postgres, make_folder, require
+from tests.ports import free_port
 from tests.polling import until
 from tests.topology import ServerProcess
 

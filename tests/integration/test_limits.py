@@ -32,6 +32,7 @@ from morphz.shared import field_limits
 from morphz.shared.field_limits import OWN_LIMITS
 from morphz.shared.grpc_errors import call
 from tests import wire
+from tests.ports import free_address
 from tests.topology import ServerProcess
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -382,14 +383,6 @@ def serve(tmp_path):
     yield start
     for p in procs:
         p.kill()
-
-
-def free_address() -> str:
-    """A loopback address no one listens on now (for a listener a test names)."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 def follow(address: str):
