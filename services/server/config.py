@@ -40,7 +40,7 @@ class ServerConfig:
     storage_quota: int = 0
     sync: bool = True
     # --store: "lmdb" (in the data directory) or "postgres" (the database at --dsn,
-    # services/storage/pg_store.py); all-in-one and storage processes only.
+    # services/storage/postgres/); all-in-one and storage processes only.
     store: str = "lmdb"
     dsn: str = ""
     # Remote readers' snapshots (services/storage/snapshots.py).

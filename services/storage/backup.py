@@ -271,7 +271,7 @@ def restore(path: str, data_dir: str, dsn: str = "") -> dict:
 def _load_postgres(partial: str, dsn: str) -> dict:
     """The verified copy loaded into the PostgreSQL store at `dsn` (with the copy's new
     identity): {"store": its identity}."""
-    from morphz.services.storage.pg_store import PostgresStore  # only here: psycopg
+    from morphz.services.storage.postgres import PostgresStore  # only here: psycopg
     store = PostgresStore(dsn)
     try:
         return {"store": store.load(partial)["store"]}

@@ -14,7 +14,7 @@ from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.services.storage.pg_store import PostgresStore
+from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.faults import NO_FAULTS, Faults
@@ -43,8 +43,10 @@ def open_local(config, faults: Faults = NO_FAULTS) -> Wired:
         store = LmdbStore(os.path.join(config.data_dir, STORE), map_size=config.map_size,
                           max_map_size=config.max_map_size, quota=config.storage_quota,
                           sync=config.sync, faults=faults)
+    capacity = store.snapshot_capacity
     snapshots = SnapshotRegistry(store, lease=config.snapshot_lease_seconds,
-                                 limit=config.max_open_snapshots)
+                                 limit=config.max_open_snapshots if capacity is None
+                                 else min(config.max_open_snapshots, capacity))
     # Made even where the storage API is not served: it clears a copy a server that
     # died left behind. A copy being made finishes before the store closes.
     backups = Backups(store, config.data_dir)

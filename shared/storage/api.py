@@ -333,6 +333,12 @@ class Store(abc.ABC):
     # store's pages are pushed to it as they commit (StorageClient: False).
     watch_is_lazy = True
 
+    # How many readers may stay open at once with room left for the reads of the latest
+    # rows (None: no bound below the storage service's own): a storage service opens at
+    # most this many snapshots, so the next is refused at once (STORAGE_SNAPSHOT_LIMIT)
+    # rather than waiting for a reader the open ones hold (PostgresStore: connections).
+    snapshot_capacity: Optional[int] = None
+
     @abc.abstractmethod
     def feed_head(self) -> int:
         """The position of the latest change (0: none yet)."""

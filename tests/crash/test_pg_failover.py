@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from morphz.services.storage.pg_store import PostgresStore
+from morphz.services.storage.postgres import PostgresStore
 from morphz.shared.errors import MorphzError, Status
 from morphz.shared.storage.api import Write
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.services.storage.pg_store import PostgresStore
+from morphz.services.storage.postgres import PostgresStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
 
@@ -132,7 +132,7 @@ def test_dist_02_pg_a_commit_killed_before_its_commit_leaves_neither_it_nor_its_
     store = PostgresStore(dsn, schema=schema)
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
-    crash = ("from morphz.services.storage.pg_store import PostgresStore\n"
+    crash = ("from morphz.services.storage.postgres import PostgresStore\n"
              "from morphz.shared.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = PostgresStore({dsn!r}, schema={schema!r}, "
@@ -275,3 +275,42 @@ def test_pg_serve_with_a_database_it_cannot_reach_or_a_bad_flag_is_a_structured_
                          "127.0.0.1:0", "--storage", "127.0.0.1:1", "--transaction",
                          "127.0.0.1:2", "--store", "postgres", "--dsn", missing),
                  "INVALID_ARGUMENT", "CONTEXT_INPUT_INVALID")
+
+
+def test_dist_05_pg_snapshots_past_the_readers_connections_are_refused_at_once(
+        postgres_server, tmp_path):
+    """Each open read snapshot holds one of the store's reader connections (64). A storage
+    service on PostgreSQL opens at most 48 (16 stay free for reads of the latest rows),
+    and the next is STORAGE_SNAPSHOT_LIMIT at once: before, the limit was the service's
+    128, so the 65th open waited 30 s for a connection and ended STORAGE_UNAVAILABLE.
+    A real `morphz serve storage` process, real gRPC."""
+    import grpc
+
+    from morphz.api.storage.v1 import storage_pb2 as spb
+    from morphz.api.storage.v1 import storage_pb2_grpc
+    from morphz.services.storage.client import StorageClient
+    from morphz.services.storage.postgres.store import DEFAULT_POOL, READS_KEPT_FREE
+    from morphz.shared.grpc_errors import call
+    from tests.topology import ServerProcess
+
+    dsn = postgres_server.dsn(new_database(postgres_server))
+    srv = ServerProcess(tmp_path / "s", args=["storage", "--store", "postgres", "--dsn", dsn])
+    try:
+        srv.start()
+        with grpc.insecure_channel(srv.address) as channel:
+            stub = storage_pb2_grpc.StorageServiceStub(channel)
+            capacity = DEFAULT_POOL - READS_KEPT_FREE
+            for i in range(capacity):
+                call(stub.OpenSnapshot, spb.OpenSnapshotRequest(context=f"c{i}"), timeout=30)
+            with pytest.raises(MorphzError) as refused:
+                call(stub.OpenSnapshot, spb.OpenSnapshotRequest(context="one-more"),
+                     timeout=30)
+            assert refused.value.reason == "STORAGE_SNAPSHOT_LIMIT"
+            assert (refused.value.details["limit"], refused.value.details["max"]) == \
+                ("open_snapshots", capacity)
+            # The connections kept free serve reads of the latest rows meanwhile.
+            StorageClient(channel, timeout=30).commit("c0", 0, [Write("frames", ("a",), b"A")])
+            with StorageClient(channel, timeout=30).latest("c0") as latest:
+                assert latest.get("frames", ("a",)) == b"A"
+    finally:
+        srv.kill()

@@ -14,7 +14,7 @@ from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.services.storage.pg_store import PostgresStore
+from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys

@@ -1,0 +1,497 @@
+"""The PostgreSQL store: the storage API over PostgreSQL 15 (psycopg 3), for a store
+that a replicated database keeps.
+
+The tables and keys are LMDB's (lmdb_store.py): one SQL table per storage table, in a
+schema of its own, each row (k bytea primary key, v bytea), k the context's prefix and
+the key in keys.encode's order-preserving bytes; bytea compares byte by byte, so a scan
+sees LMDB's order. Beside them `_context` holds each context's commit_seq and the highest
+fencing token it accepted (LMDB's `_version` and `_fence`), `_feed` the change feed with
+its per-context index (`_feed_ctx`), and `_store` the store's identity and feed head.
+
+Commits are group-committed as LMDB's: one leader applies every queued submission in one
+SQL transaction (one WAL flush), each in its own savepoint so a refused one changes
+nothing and leaves its neighbours be. The transaction first locks the `_store` row, so
+writers (of this process or another pointed at the same database) take turns and feed
+positions have no gaps; the fencing token and the version are checked in that same
+transaction. Nothing is acknowledged before PostgreSQL's COMMIT returned. Append-only
+tables take INSERTs only (a key that exists is STORAGE_APPEND_ONLY), and triggers refuse
+any UPDATE, TRUNCATE or DELETE of their rows from any client, except the DELETE of a
+quarantine, which this store flags in its own transaction.
+
+Faults get named reasons: a lost or refused connection, a read-only (standby) server or
+any other database error is STORAGE_UNAVAILABLE (for a commit: it may or may not have
+been applied), a full disk STORAGE_FULL.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from typing import Optional
+
+import msgspec
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from morphz.services.storage.postgres.errors import no_context, unavailable
+from morphz.services.storage.postgres.lmdb_copy import copy_into_lmdb, load_from_lmdb
+from morphz.services.storage.postgres.plan import (Refused, Submission, expected_seq,
+                                                   plan_writes)
+from morphz.services.storage.postgres.pool import ConnectionPool
+from morphz.services.storage.postgres.reader import PostgresReader
+from morphz.services.storage.postgres.schema import Statements, schema_statements
+from morphz.services.storage.space import Space
+from morphz.shared.errors import MorphzError
+from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.storage import keys
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+                                       StaleCommit, Store, Ticket, Write, change_of,
+                                       check_write, fenced, quarantine_missing)
+
+DEFAULT_SCHEMA = "morphz"
+DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
+# Reader connections open snapshots may not take: reads of the latest rows, the feed's
+# pages, contexts() and backups take one each for a moment.
+READS_KEPT_FREE = 16
+CONNECT_TIMEOUT_SECONDS = 5
+# A server that went away without closing its connections (its machine lost) is noticed
+# within about 15 s over TCP, not at the kernel's two hours; a DSN may set its own.
+CONNECTION_DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+                       "application_name": "morphz-storage", "keepalives": "1",
+                       "keepalives_idle": "5", "keepalives_interval": "2",
+                       "keepalives_count": "3", "tcp_user_timeout": "15000"}
+_BIGINT_MAX = (1 << 63) - 1
+PIPELINE_MAX_BYTES = 1 << 20  # a batch writing more runs statement by statement
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder().decode
+
+
+def _pack_change(c: Change) -> bytes:  # lmdb_store's feed record, byte for byte
+    return _encode_json({"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames})
+
+
+def _unpack_change(position: int, raw: bytes) -> Change:
+    d = _decode_json(raw)
+    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
+
+
+class PostgresStore(Store):
+    """`dsn`: a libpq connection string or URI (a multi-host one with
+    target_session_attrs=read-write follows a promoted standby); `schema`: where its
+    tables live (created if missing); `pool`: reader connections at most; `data_dir`:
+    a local folder for the space alarm's disk checks (default: the working directory);
+    `faults`: the crash tests' kill points (before-lmdb-txn: before the batch's SQL
+    transaction; after-puts-before-commit: before its COMMIT)."""
+
+    def __init__(self, dsn: str, *, schema: str = DEFAULT_SCHEMA, pool: int = DEFAULT_POOL,
+                 data_dir: str = "", faults: Faults = NO_FAULTS) -> None:
+        try:
+            self._dsn = make_conninfo(**{**CONNECTION_DEFAULTS, **conninfo_to_dict(dsn)})
+        except psycopg.ProgrammingError as e:
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--dsn is not a PostgreSQL "
+                              f"connection string: {e}", field="dsn") from None
+        self._schema = schema
+        self._faults = faults
+        self._q = Statements(schema)
+        self._writer: Optional[psycopg.Connection] = None
+        self._writer_warnings: list[str] = []  # WARNINGs the writer's server sent
+        try:
+            with self._connect(autocommit=False) as conn:
+                # Made once: a store that exists is opened without DDL (which would lock
+                # its tables, and which a read-only standby refuses).
+                if conn.execute("SELECT to_regclass(%s)", (f'"{schema}"._store',)
+                                ).fetchone()[0] is None:
+                    self._create(conn)
+                head, self._id = conn.execute(self._q.read_head).fetchone()
+                conn.commit()
+        except psycopg.Error as e:
+            raise unavailable(e, "open the store") from None
+        self._head = head
+        self._feed_moved = threading.Condition()
+        self._pool = ConnectionPool(lambda: self._connect(autocommit=True), pool)
+        self.snapshot_capacity = max(1, pool - READS_KEPT_FREE)
+        self.space = Space(data_dir or os.getcwd())
+        self._queue: list[Submission] = []
+        self._queue_lock = threading.Lock()
+        self._leader = threading.Lock()
+        self.stats = {"write_transactions": 0, "commits": 0}
+
+    def _create(self, conn: psycopg.Connection) -> None:
+        with conn.transaction():  # a savepoint: committed with the caller's transaction
+            # One creator at a time (several storage processes may start at once).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._schema,))
+            for statement in schema_statements(self._schema):
+                conn.execute(statement)
+            conn.execute(self._q.init_store, (secrets.token_hex(16),))
+
+    def _connect(self, *, autocommit: bool) -> psycopg.Connection:
+        try:
+            return psycopg.connect(self._dsn, autocommit=autocommit)
+        except psycopg.Error as e:
+            raise unavailable(e, "connect") from None
+
+    @property
+    def store_id(self) -> str:
+        return self._id
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    def renew_identity(self) -> str:
+        new = secrets.token_hex(16)
+        try:
+            with self._connect(autocommit=True) as conn:
+                conn.execute(self._q.set_id, (new,))
+        except psycopg.Error as e:
+            raise unavailable(e, "renew the store's identity") from None
+        self._id = new
+        return new
+
+    # -- reads --------------------------------------------------------------------------
+    def reader(self, context: str) -> PostgresReader:
+        return PostgresReader(self._pool, self._q, context, snapshot=True)
+
+    def latest(self, context: str) -> PostgresReader:
+        return PostgresReader(self._pool, self._q, context, snapshot=False)
+
+    def contexts(self) -> list[str]:
+        with self.reader("") as r:
+            return [keys.decode(bytes(ctx))[0]
+                    for ctx, in r.execute(self._q.all_contexts, ()).fetchall()]
+
+    def feed_head(self) -> int:
+        return self._head
+
+    def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
+        limit = max(1, min(limit, FEED_PAGE))
+        after = min(max(after, 0), _BIGINT_MAX)
+        with self.reader(context) as r:
+            if context:
+                rows = r.execute(self._q.feed_of, (keys.context_prefix(context), after,
+                                                limit)).fetchall()
+                return FeedPage([_unpack_change(p, bytes(c)) for p, c in rows],
+                                r.commit_seq, self._id)
+            head, _ = r.execute(self._q.read_head, ()).fetchone()
+            rows = r.execute(self._q.feed_after, (after, limit)).fetchall()
+            return FeedPage([_unpack_change(p, bytes(c)) for p, c in rows], head, self._id)
+
+    def wait_changes(self, after: int, timeout: float) -> int:
+        with self._feed_moved:
+            self._feed_moved.wait_for(lambda: self._head > after, timeout)
+            return self._head
+
+    # -- writes -------------------------------------------------------------------------
+    def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> int:
+        return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
+
+    def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
+               fence: int = 0) -> Ticket:
+        prefix = keys.context_prefix(context)
+        for w in writes:  # bad tables and keys fail here, before anything is queued
+            if w.table not in TABLES or w.table in SIDE_TABLES:
+                keys.check_commit_table(w.table)
+            check_write(w)
+            keys.encode_in(prefix, w.key)
+        sub = Submission(context, expect_commit_seq, writes,
+                          change_of(0, context, 0, writes), fence)
+        with self._queue_lock:
+            self._queue.append(sub)
+        return sub
+
+    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
+        keys.check_side_record(table, value)
+        keys.encode_in(keys.context_prefix(context), key)
+        sub = Submission(context, None, [Write(table, key, value)])
+        with self._queue_lock:
+            self._queue.append(sub)
+        self.wait(sub)
+
+    def wait(self, ticket: Ticket) -> int:
+        sub: Submission = ticket  # type: ignore[assignment]
+        while not sub.done:  # leader/follower, as LmdbStore.wait
+            with self._leader:
+                if sub.done:
+                    break
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._apply(batch)
+        return sub.get()
+
+    def _apply(self, batch: list[Submission]) -> None:
+        try:
+            self._write_batch(batch)
+        except pg_errors.DiskFull:
+            self._drop_writer()
+            self._refuse_all(batch, self.space.refuse("disk", 0, 0))
+        except MorphzError as e:  # no connection: nothing was written
+            self._refuse_all(batch, e)
+        except psycopg.Error as e:  # lost, or refused: it may or may not have committed
+            self._drop_writer()
+            self._refuse_all(batch, unavailable(e, "commit"))
+        except BaseException as e:  # noqa: BLE001 - every waiter must wake up
+            self._drop_writer()
+            self._refuse_all(batch, e)
+        finally:
+            for sub in batch:
+                sub.done = True
+
+    @staticmethod
+    def _refuse_all(batch: list[Submission], err: BaseException) -> None:
+        """The batch's transaction did not commit: every submission the store would have
+        applied gets `err`; those refused for their own reason keep theirs."""
+        for sub in batch:
+            if sub.error is None or sub.result is not None:
+                sub.result, sub.error = None, err
+
+    def _drop_writer(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+
+    def _writer_conn(self) -> psycopg.Connection:
+        if self._writer is None or self._writer.closed:
+            self._writer = self._connect(autocommit=False)
+            self._writer.add_notice_handler(self._writer_notice)
+        return self._writer
+
+    def _writer_notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "WARNING":  # not translated, unlike the text
+            self._writer_warnings.append(diag.message_primary or "")
+
+    def _begin(self, prefixes: list[bytes], appends: dict[str, set[bytes]]) -> tuple:
+        """Open the batch's transaction in one round trip: lock the feed head (writers take
+        turns), then, read after it, the contexts' versions and tokens and which of the
+        rows the batch appends exist already. (connection, head, {context: (commit_seq,
+        fence)}, {(table, key) that exists}). A connection that died while idle (a
+        restarted server) is replaced once: nothing had been applied on it."""
+        reused = self._writer is not None and not self._writer.closed
+        try:
+            return self._read_state(self._writer_conn(), prefixes, appends)
+        except psycopg.OperationalError:
+            self._drop_writer()
+            if not reused:
+                raise
+        return self._read_state(self._writer_conn(), prefixes, appends)
+
+    def _read_state(self, conn: psycopg.Connection, prefixes: list[bytes],
+                    appends: dict[str, set[bytes]]) -> tuple:
+        q = self._q
+        with conn.pipeline():
+            lock = conn.cursor(binary=True).execute(q.lock_head)
+            contexts = conn.cursor(binary=True).execute(q.contexts_of, (prefixes,))
+            found = [(table, conn.cursor(binary=True).execute(q.existing[table], (list(ks),)))
+                     for table, ks in appends.items()]
+        head = lock.fetchone()[0]
+        state = {keys.decode(bytes(ctx))[0]: (seq, fence)
+                 for ctx, seq, fence in contexts.fetchall()}
+        existing = {(table, bytes(k)) for table, cur in found for k, in cur.fetchall()}
+        return conn, head, state, existing
+
+    def _write_batch(self, batch: list[Submission]) -> None:
+        """One SQL transaction for the batch. Where no submission quarantines a row (the
+        rule), every refusal is decided here from what _begin read, and the statements go
+        in one pipeline (up to PIPELINE_MAX_BYTES): the batch costs about three round
+        trips and one WAL flush.
+        A quarantine's rows must exist when it runs, which only the database knows: such
+        a batch runs statement by statement, each submission in a savepoint."""
+        self._faults.hit("before-lmdb-txn")
+        q = self._q
+        prefixes = {sub.context: keys.context_prefix(sub.context) for sub in batch}
+        plans: dict[int, list] = {}
+        appends: dict[str, set[bytes]] = {}
+        for sub in batch:
+            try:
+                plan = plans[id(sub)] = plan_writes(sub.writes, prefixes[sub.context], side=(
+                    sub.expect is None))
+            except Refused as refused:  # a delete from an append-only table
+                sub.error = refused.error
+                continue
+            for kind, table, rows in plan:
+                if kind == "insert":
+                    appends.setdefault(table, set()).update(k for k, _ in rows)
+        careful = any(kind == "aside" for plan in plans.values() for kind, _, _ in plan)
+        # psycopg's pipeline stalled (seen: a batch of 18 MiB, waiting at COMMIT for
+        # ever); large batches gain nothing from it anyway.
+        pipelined = not careful and sum(len(w.value or b"") for sub in batch
+                                        for w in sub.writes) <= PIPELINE_MAX_BYTES
+        conn, head, state, existing = self._begin(list(prefixes.values()), appends)
+        seqs = {c: seq for c, (seq, _) in state.items()}
+        fences = {c: fence for c, (_, fence) in state.items()}
+        inserted: set[tuple[str, bytes]] = set()  # appended by this batch so far
+        changed: set[str] = set()
+        feed: list[tuple[int, bytes, int, bytes]] = []
+        try:
+            with conn.pipeline() if pipelined else nullcontext(), \
+                    conn.cursor(binary=True) as cur:
+                for sub in sorted(batch, key=expected_seq):  # see LmdbStore._write_batch
+                    plan = plans.get(id(sub))
+                    if plan is None:
+                        continue
+                    if sub.expect is None:
+                        if not seqs.get(sub.context):
+                            sub.error = no_context(sub.context)
+                            continue
+                        try:
+                            self._append(cur, plan, existing, inserted, 0, b"")
+                        except Refused as refused:
+                            sub.error = refused.error
+                        continue
+                    highest = fences.get(sub.context, 0)
+                    if sub.fence < highest:  # before the version: retrying cannot help it
+                        sub.error = fenced(sub.context, sub.fence, highest)
+                        continue
+                    current = seqs.get(sub.context, 0)
+                    if current != sub.expect:
+                        sub.error = StaleCommit(sub.expect, current)
+                        continue
+                    try:
+                        if careful:
+                            self._write_one(cur, plan, prefixes[sub.context], current + 1)
+                        else:
+                            self._append(cur, plan, existing, inserted, current + 1,
+                                         prefixes[sub.context])
+                    except Refused as refused:
+                        sub.error = refused.error
+                        continue
+                    seqs[sub.context] = sub.result = current + 1
+                    fences[sub.context] = max(highest, sub.fence)
+                    changed.add(sub.context)
+                    head += 1
+                    c = sub.change
+                    change = Change(head, c.context, current + 1, c.events, c.frames)
+                    feed.append((head, prefixes[sub.context], current + 1,
+                                 _pack_change(change)))
+                if changed:
+                    ordered = sorted(changed)
+                    cur.execute(q.put_contexts, ([prefixes[c] for c in ordered],
+                                                 [seqs[c] for c in ordered],
+                                                 [fences[c] for c in ordered]))
+                    cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
+                    cur.execute(q.set_head, (head,))
+                self._faults.hit("after-puts-before-commit")
+                self._writer_warnings.clear()
+                conn.commit()  # acknowledged only once this returned
+        except BaseException:
+            if not conn.closed:
+                try:
+                    conn.rollback()
+                except psycopg.Error:
+                    self._drop_writer()
+            raise
+        if self._writer_warnings:
+            # A COMMIT whose wait for the synchronous standby was cancelled (an operator's
+            # pg_cancel_backend, a timeout) returns with a WARNING: committed here, maybe
+            # not on the standby, so a promotion could lose it. Not acknowledged: its
+            # outcome is unknown, as with a lost connection (a retry finds it or not).
+            raise MorphzError("STORAGE_UNAVAILABLE", "PostgreSQL committed without confirming "
+                              "replication: " + self._writer_warnings[0][:200])
+        self.space.committed(True)
+        with self._feed_moved:  # durable now: followers may read it
+            self._head = head
+            self._feed_moved.notify_all()
+        self.stats["write_transactions"] += 1
+        self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
+
+    def _append(self, cur: psycopg.Cursor, plan: list, existing: set, inserted: set,
+                commit_seq: int, prefix: bytes) -> None:
+        """Queue a submission's statements, or refuse it (Refused) if it appends a row
+        that exists (in the database, or appended by this batch or by itself)."""
+        mine: set[tuple[str, bytes]] = set()
+        for kind, table, rows in plan:
+            if kind != "insert":
+                continue
+            for k, _ in rows:
+                row = (table, k)
+                if row in existing or row in inserted or row in mine:
+                    raise Refused(MorphzError("STORAGE_APPEND_ONLY",
+                                               f"table {table} is append-only", table=table))
+                mine.add(row)
+        inserted |= mine
+        for step in plan:
+            self._run_step(cur, step, prefix, commit_seq)
+
+    def _write_one(self, cur: psycopg.Cursor, plan: list, prefix: bytes,
+                   commit_seq: int) -> None:
+        """One submission's writes, statement by statement, in a savepoint where any of
+        them may be refused by the database (a row an append-only table has, a row to
+        quarantine missing)."""
+        risky = any(kind in ("insert", "aside") for kind, _, _ in plan)
+        if not risky:
+            for step in plan:
+                self._run_step(cur, step, prefix, commit_seq)
+            return
+        cur.execute("SAVEPOINT sub")
+        try:
+            for step in plan:
+                self._run_step(cur, step, prefix, commit_seq)
+        except Refused:
+            cur.execute("ROLLBACK TO SAVEPOINT sub")
+            raise
+        except pg_errors.UniqueViolation as e:
+            cur.execute("ROLLBACK TO SAVEPOINT sub")
+            table = getattr(e.diag, "table_name", None) or "?"
+            raise Refused(MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                       table=table)) from None
+        cur.execute("RELEASE SAVEPOINT sub")
+
+    def _run_step(self, cur: psycopg.Cursor, step: tuple, prefix: bytes,
+                  commit_seq: int) -> None:
+        kind, table, rows = step
+        q = self._q
+        if kind == "upsert":
+            cur.execute(q.upsert[table], ([k for k, _ in rows], [v for _, v in rows]))
+        elif kind == "insert":
+            cur.execute(q.insert[table], ([k for k, _ in rows], [v for _, v in rows]))
+        elif kind == "delete":
+            cur.execute(q.delete[table], ([k for k, _ in rows],))
+        else:  # aside: the quarantine's DELETE is let through the append-only trigger
+            ks = [k for k, _ in rows]
+            cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
+            aside = keys.encode_in(prefix, (commit_seq, table))
+            cur.execute(q.move_aside[table], (ks, aside, len(prefix) + 1))
+            moved = cur.rowcount
+            cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
+            if moved != len(ks):
+                raise Refused(quarantine_missing(rows[0][1]))
+
+    def close(self) -> None:
+        self._pool.close()
+        with self._leader:
+            self._drop_writer()
+
+    # -- backups ------------------------------------------------------------------------
+    def copy_compacted(self, directory: str) -> dict:
+        """Write the whole store, as of one snapshot, as an LMDB environment in
+        `directory`/data.mdb: what LmdbStore.copy_compacted writes, so `morphz backup`
+        and `morphz restore` work unchanged (a restore gives an LMDB store). Every commit
+        acknowledged before `taken_at` is in it (the snapshot is taken after)."""
+        taken_at = datetime.now(timezone.utc)
+        with self.reader("") as r:
+            head, contexts = copy_into_lmdb(r, self._q, self._id, directory)
+        return {"feed_head": head, "contexts": contexts, "store": self._id,
+                "taken_at": taken_at.isoformat(timespec="microseconds")}
+
+    def load(self, directory: str) -> dict:
+        """Fill this store, which must be empty (RESTORE_TARGET_NOT_EMPTY), from the LMDB
+        environment in `directory` (a restored backup's copy): every table, versions,
+        tokens, the feed and the identity, in one transaction. What `morphz restore
+        --store postgres` does."""
+        try:
+            with self._connect(autocommit=False) as conn:
+                head, contexts, identity = load_from_lmdb(conn, self._q, self._schema,
+                                                          directory)
+        except psycopg.Error as e:
+            raise unavailable(e, "load the backup") from None
+        self._id = identity
+        with self._feed_moved:
+            self._head = head
+            self._feed_moved.notify_all()
+        return {"feed_head": head, "contexts": contexts, "store": identity}
