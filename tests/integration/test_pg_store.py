@@ -174,6 +174,75 @@ def test_dur_06_pg_the_backup_copy_is_an_lmdb_store_with_every_row_and_the_feed(
     lm.close()
 
 
+def test_pg_a_pipelined_batch_larger_than_the_socket_takes_at_once_commits(
+        postgres_server):
+    """psycopg stops sending a pipeline once its last command is queued, sent or not,
+    and waits for results the server cannot give before the rest arrives: commits of
+    1 MiB over a Unix socket hung about one run in two (of 200), and a slow server's small
+    TCP window does the same at any size. The store hands all of a pipeline's bytes to
+    the kernel before its last command. Here the writer's socket takes 8 KiB at once
+    (SO_SNDBUF, set on the store's own writer connection) and each commit pipelines 60 KB:
+    before, the first such commit hung for ever."""
+    import socket
+    import threading
+
+    # A store of its own, closed only if its writer came back (a hung one holds it).
+    pg = PostgresStore(postgres_server.dsn(), schema=new_schema())
+    pg.commit("c", 0, [Write("frames", ("a",), b"x")])  # the writer's connection is open
+    with socket.socket(fileno=os.dup(pg._writer.pgconn.socket)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    done = []
+
+    def commits():
+        for i in range(1, 11):
+            done.append(pg.commit("c", i, [Write("frames", (f"f{i}",), os.urandom(60_000))]))
+    writer = threading.Thread(target=commits, daemon=True)  # a hung one must not hang pytest
+    writer.start()
+    writer.join(timeout=60)
+    assert done == list(range(2, 12)), f"{len(done)} of 10 commits returned in 60 s"
+    assert pg.stats["write_transactions"] == 11
+    pg.close()
+
+
+# Run in a process of its own: the memory the copy took at most, above what the process
+# held before it (ru_maxrss is a high-water mark, so earlier tests' peaks must not count).
+_COPY_PEAK = """
+import resource, sys
+from morphz.services.storage.postgres import PostgresStore
+store = PostgresStore(sys.argv[1], schema=sys.argv[2])
+with store.reader("") as r:
+    r.get("meta", ())  # a reader's connection, and what reading costs, are counted before
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+store.copy_compacted(sys.argv[3])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)  # KiB
+"""
+
+
+def test_sec_06_pg_a_backup_copy_holds_a_bounded_part_of_the_store_in_memory(
+        postgres_server, tmp_path):
+    """copy_compacted streams each table: rows fetched a few MiB at a time (a server-side
+    cursor), the LMDB copy committed every few MiB. Before, a table came whole into the
+    client (libpq's result) and whole into LMDB's dirty pages: a 96 MiB table took about
+    twice that in the storage process."""
+    dsn, schema = postgres_server.dsn(), new_schema()
+    store = PostgresStore(dsn, schema=schema)
+    mib = 1 << 20
+    for i in range(96):  # 96 frames of 1 MiB each, incompressible
+        store.commit("big", i, [Write("frames", (f"f{i:03}",), os.urandom(mib))])
+    store.close()
+    done = subprocess.run([sys.executable, "-c", _COPY_PEAK, dsn, schema,
+                           str(tmp_path / "copy")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    grew_mib = int(done.stdout.split()[-1]) / 1024
+    assert grew_mib < 40, f"the copy of a 96 MiB table took {grew_mib:.0f} MiB"
+    copy = LmdbStore(str(tmp_path / "copy"))
+    with copy.reader("big") as r:
+        assert [k for k, in ((k,) for k, _ in r.scan("frames"))] == \
+            [(f"f{i:03}",) for i in range(96)]
+    copy.close()
+
+
 def test_dur_06_pg_a_copy_loads_into_an_empty_store_only(pg, postgres_server, tmp_path):
     """What `morphz restore --store postgres` does: the copy loaded into an empty store
     reads as the original (feed, versions, tokens, rows, identity); a store with

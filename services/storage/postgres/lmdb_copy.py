@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Iterator
 
 import lmdb
 import psycopg
@@ -14,6 +15,9 @@ from morphz.services.storage.postgres.reader import PostgresReader
 from morphz.services.storage.postgres.schema import Statements
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import TABLES
+
+
+COPY_TXN_BYTES = 8 << 20  # rows a table's copy writes before it commits
 
 
 def _u64(n: int) -> bytes:
@@ -42,25 +46,41 @@ def copy_into_lmdb(r: PostgresReader, q: Statements, store_id: str,
 
 def _copy_into(env: lmdb.Environment, r: PostgresReader, q: Statements,
                store_id: str) -> None:
+    """Each table's rows come in key order (ORDER BY), so they are appended; the feed's
+    per-context index (_feed_ctx) comes in feed order, so it is put."""
     for table in TABLES:
         db = env.open_db(table.encode())
-        with env.begin(write=True) as txn:
-            for k, v in r.stream(q.all_rows[table]):
-                txn.put(k, v, db=db, append=True)
+        _write_all(env, ([(db, k, v, True)] for k, v in r.stream(q.all_rows[table])))
     version, fence = env.open_db(b"_version"), env.open_db(b"_fence")
-    with env.begin(write=True) as txn:
-        for ctx, seq, highest in r.stream(q.all_context_rows):
-            txn.put(ctx, _u64(seq), db=version)
-            if highest:
-                txn.put(ctx, _u64(highest), db=fence)
+    _write_all(env, ([(version, ctx, _u64(seq), True)]
+                     + ([(fence, ctx, _u64(highest), True)] if highest else [])
+                     for ctx, seq, highest in r.stream(q.all_context_rows)))
     feed, feed_ctx = env.open_db(b"_feed"), env.open_db(b"_feed_ctx")
-    with env.begin(write=True) as txn:
-        for position, ctx, seq, change in r.stream(q.all_feed):
-            txn.put(_u64(position), change, db=feed)
-            txn.put(ctx + _u64(seq), _u64(position), db=feed_ctx)
+    _write_all(env, ([(feed, _u64(position), change, True),
+                      (feed_ctx, ctx + _u64(seq), _u64(position), False)]
+                     for position, ctx, seq, change in r.stream(q.all_feed)))
     store = env.open_db(b"_store")
     with env.begin(write=True) as txn:
         txn.put(b"id", store_id.encode(), db=store)
+
+
+def _write_all(env: lmdb.Environment, rows: Iterator[list[tuple]]) -> None:
+    """Every put of `rows` (per source row: (db, key, value, append)), committed every
+    COPY_TXN_BYTES: a write transaction keeps its dirty pages in memory until it
+    commits, and nothing reads the copy before it is whole."""
+    txn, held = env.begin(write=True), 0
+    try:
+        for puts in rows:
+            for db, k, v, append in puts:
+                txn.put(k, v, db=db, append=append)
+                held += len(k) + len(v)
+            if held >= COPY_TXN_BYTES:
+                txn.commit()
+                txn, held = env.begin(write=True), 0
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
 
 
 def load_from_lmdb(conn: psycopg.Connection, q: Statements, schema: str,

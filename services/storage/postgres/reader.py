@@ -15,6 +15,8 @@ from morphz.shared.storage.api import Key, Reader
 
 # A scan reads pages of rows: 16 first (most scans are short), then longer ones.
 FIRST_PAGE, LONGEST_PAGE = 16, 512
+# What a stream (a backup) fetches at once: about this many bytes, at most this many rows.
+STREAM_FETCH_BYTES, STREAM_MAX_ROWS = 4 << 20, 1000
 
 
 def successor(prefix: bytes) -> Optional[bytes]:
@@ -55,6 +57,7 @@ class PostgresReader(Reader):
             pool.give(conn, False)
             raise
         self._conn, self._healthy = conn, True
+        self._streams = 0  # server-side cursors opened (each a name of its own)
         self.commit_seq = row[0] if row else 0
 
     def _open(self, conn: psycopg.Connection, snapshot: bool) -> Optional[tuple]:
@@ -77,14 +80,24 @@ class PostgresReader(Reader):
             raise unavailable(e, "read") from None
 
     def stream(self, statement) -> Iterator[tuple]:
-        """Every row of a statement, fetched in batches (a backup's whole tables)."""
+        """Every row of a statement (a backup's whole tables), in this snapshot, fetched
+        through a server-side cursor about STREAM_FETCH_BYTES at a time: a client-side
+        cursor would hold the whole result in the process."""
+        self._streams += 1
+        n = 16
         try:
-            with self._conn.cursor(binary=True) as cur:
+            with self._conn.cursor(f"morphz_stream_{self._streams}", binary=True) as cur:
                 cur.execute(statement)
-                while rows := cur.fetchmany(1000):
+                while rows := cur.fetchmany(n):
+                    size = 0
                     for row in rows:
-                        yield tuple(bytes(x) if isinstance(x, memoryview) else x
+                        out = tuple(bytes(x) if isinstance(x, memoryview) else x
                                     for x in row)
+                        size += sum(len(x) for x in out if isinstance(x, bytes))
+                        yield out
+                    # As many rows as the last ones' sizes say fit the budget next time.
+                    n = max(1, min(STREAM_MAX_ROWS, STREAM_FETCH_BYTES * len(rows)
+                                   // max(size, 1)))
         except psycopg.Error as e:
             self._healthy = False
             raise unavailable(e, "read") from None

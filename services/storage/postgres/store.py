@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import threading
 from contextlib import nullcontext
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Iterable, Optional
 
 import msgspec
 import psycopg
@@ -64,7 +65,10 @@ CONNECTION_DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
                        "keepalives_idle": "5", "keepalives_interval": "2",
                        "keepalives_count": "3", "tcp_user_timeout": "15000"}
 _BIGINT_MAX = (1 << 63) - 1
-PIPELINE_MAX_BYTES = 1 << 20  # a batch writing more runs statement by statement
+# The most a batch may send in one pipeline (its rows' keys and values); a larger one
+# runs statement by statement, for which a pipeline saves nothing worth its risk (see
+# _send_all).
+PIPELINE_MAX_BYTES = 64 << 10
 
 _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder().decode
@@ -77,6 +81,28 @@ def _pack_change(c: Change) -> bytes:  # lmdb_store's feed record, byte for byte
 def _unpack_change(position: int, raw: bytes) -> Change:
     d = _decode_json(raw)
     return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
+
+
+def _send_all(conn: psycopg.Connection) -> None:
+    """Hand all of libpq's output to the kernel, waiting while the socket is full: done
+    before a pipeline's last command. psycopg (3.3) sends a pipeline's commands as the
+    socket takes them, and once the last is queued it stops sending whether or not
+    PQflush sent everything (pipeline_communicate ignores PQflush's 1), then waits for
+    results. If part of a statement is still in libpq's buffer, the server waits for it
+    and psycopg for the server, for ever: seen with commits of 1 MiB over a Unix socket
+    (its send queue is about 200 KiB), about one run in two of 200 commits, and before
+    with a batch of 18 MiB. After this, what is left to send (COMMIT, Sync: a few bytes)
+    fits a socket that reports room."""
+    pgconn = conn.pgconn
+    while pgconn.flush():  # 1: some is still to send
+        select.select([], [pgconn.socket], [], 1.0)
+
+
+def _sent_bytes(plans: Iterable[list]) -> int:
+    """What the planned statements send: their rows' keys and values (no aside rows:
+    a batch with those is not pipelined)."""
+    return sum(len(k) + len(v or b"") for plan in plans for _, _, rows in plan
+               for k, v in rows)
 
 
 class PostgresStore(Store):
@@ -284,11 +310,13 @@ class PostgresStore(Store):
     def _read_state(self, conn: psycopg.Connection, prefixes: list[bytes],
                     appends: dict[str, set[bytes]]) -> tuple:
         q = self._q
-        with conn.pipeline():
+        keyed = sum(map(len, prefixes)) + sum(len(k) for ks in appends.values() for k in ks)
+        with conn.pipeline() if keyed <= PIPELINE_MAX_BYTES else nullcontext():
             lock = conn.cursor(binary=True).execute(q.lock_head)
             contexts = conn.cursor(binary=True).execute(q.contexts_of, (prefixes,))
             found = [(table, conn.cursor(binary=True).execute(q.existing[table], (list(ks),)))
                      for table, ks in appends.items()]
+            _send_all(conn)
         head = lock.fetchone()[0]
         state = {keys.decode(bytes(ctx))[0]: (seq, fence)
                  for ctx, seq, fence in contexts.fetchall()}
@@ -318,10 +346,7 @@ class PostgresStore(Store):
                 if kind == "insert":
                     appends.setdefault(table, set()).update(k for k, _ in rows)
         careful = any(kind == "aside" for plan in plans.values() for kind, _, _ in plan)
-        # psycopg's pipeline stalled (seen: a batch of 18 MiB, waiting at COMMIT for
-        # ever); large batches gain nothing from it anyway.
-        pipelined = not careful and sum(len(w.value or b"") for sub in batch
-                                        for w in sub.writes) <= PIPELINE_MAX_BYTES
+        pipelined = not careful and _sent_bytes(plans.values()) <= PIPELINE_MAX_BYTES
         conn, head, state, existing = self._begin(list(prefixes.values()), appends)
         seqs = {c: seq for c, (seq, _) in state.items()}
         fences = {c: fence for c, (_, fence) in state.items()}
@@ -377,6 +402,8 @@ class PostgresStore(Store):
                     cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
                     cur.execute(q.set_head, (head,))
                 self._faults.hit("after-puts-before-commit")
+                if pipelined:
+                    _send_all(conn)
                 self._writer_warnings.clear()
                 conn.commit()  # acknowledged only once this returned
         except BaseException:
