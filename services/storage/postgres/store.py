@@ -66,9 +66,10 @@ CONNECTION_DEFAULTS = {"connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
                        "keepalives_count": "3", "tcp_user_timeout": "15000"}
 _BIGINT_MAX = (1 << 63) - 1
 # The most a batch may send in one pipeline (its rows' keys and values); a larger one
-# runs statement by statement, for which a pipeline saves nothing worth its risk (see
-# _send_all).
-PIPELINE_MAX_BYTES = 64 << 10
+# runs statement by statement: its round trips are small beside sending its data.
+# (Pipelines of 1 MiB commit 5-7% faster than statement by statement at 200 KB a commit;
+# what made large ones hang is _send_all's.)
+PIPELINE_MAX_BYTES = 1 << 20
 
 _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder().decode
