@@ -95,8 +95,11 @@ def _send_all(conn: psycopg.Connection) -> None:
     with a batch of 18 MiB. After this, what is left to send (COMMIT, Sync: a few bytes)
     fits a socket that reports room."""
     pgconn = conn.pgconn
-    while pgconn.flush():  # 1: some is still to send
-        select.select([], [pgconn.socket], [], 1.0)
+    while pgconn.flush():  # 1: some is still to send (a lost connection raises)
+        try:
+            select.select([], [pgconn.socket], [], 1.0)
+        except (OSError, ValueError) as e:  # the socket went away: a lost connection
+            raise psycopg.OperationalError(f"sending to PostgreSQL failed: {e}") from None
 
 
 def _sent_bytes(plans: Iterable[list]) -> int:
