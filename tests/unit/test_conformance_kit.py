@@ -22,12 +22,12 @@ from morphz_conformance.runner import FAIL, build_report, now, run
 from tests.conformance_paths import CASE_MISSING, KIT, conformance_ids
 
 # CONFORMANCE.md: "SC-Core holds CORE-*, RECALL-* and AUDIT-*; SC-Durable adds DUR-*;
-# SC-Concurrent adds CONC-*; SC-Distributed adds DIST-*. SEC-*, HYB-*, ASM-*, MCP-*, KIT-*
-# and UI-* are extensions".
+# SC-Concurrent adds CONC-*; SC-Distributed adds DIST-*. SEC-*, HYB-*, ASM-*, MCP-*,
+# KIT-*, UI-*, SOAK-* and PRIV-* are extensions".
 PROFILE_OF_PREFIX = {"CORE": "SC-Core", "RECALL": "SC-Core", "AUDIT": "SC-Core",
                      "DUR": "SC-Durable", "CONC": "SC-Concurrent", "DIST": "SC-Distributed",
                      "SEC": "Security", "HYB": "Hybrid", "ASM": "Assembly", "MCP": "MCP",
-                     "UI": "UI", "KIT": "Kit"}
+                     "UI": "UI", "SOAK": "Soak", "PRIV": "Privacy", "KIT": "Kit"}
 
 # Profiles whose every requirement has a case: no id of theirs may be on the list above.
 COMPLETE = ("SC-Core", "SC-Durable", "SC-Concurrent")

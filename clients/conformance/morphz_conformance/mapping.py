@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 PROFILES = ("SC-Core", "SC-Durable", "SC-Concurrent", "SC-Distributed")
-EXTENSIONS = ("Security", "Hybrid", "Assembly", "MCP", "UI", "Kit")
+EXTENSIONS = ("Security", "Hybrid", "Assembly", "MCP", "UI", "Soak", "Privacy", "Kit")
 
 REQUIREMENTS = MappingProxyType({
     "CORE-01": "SC-Core",
@@ -93,15 +93,25 @@ REQUIREMENTS = MappingProxyType({
     "HYB-04": "Hybrid",
     "HYB-05": "Hybrid",
     "HYB-06": "Hybrid",
+    "HYB-07": "Hybrid",
+    "HYB-08": "Hybrid",
     "ASM-01": "Assembly",
     "ASM-02": "Assembly",
     "ASM-03": "Assembly",
     "ASM-04": "Assembly",
     "ASM-05": "Assembly",
+    "ASM-06": "Assembly",
     "MCP-01": "MCP",
     "MCP-02": "MCP",
     "UI-01": "UI",
     "UI-02": "UI",
+    "UI-03": "UI",
+    "SOAK-01": "Soak",
+    "PRIV-01": "Privacy",
+    "PRIV-02": "Privacy",
+    "PRIV-03": "Privacy",
+    "PRIV-04": "Privacy",
+    "PRIV-05": "Privacy",
     "KIT-01": "Kit",
     "KIT-02": "Kit",
     "KIT-03": "Kit",
