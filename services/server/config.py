@@ -72,8 +72,11 @@ class ServerConfig:
     storage_listen: str = ""
     # Recall's embedder for the vector leg (services/recall/wiring.py embedder_for);
     # empty: $MORPHZ_EMBEDDER, else "default" (the test suite sets `hashing`: e5 costs
-    # ~24 ms a text, which every test that appends would pay).
+    # milliseconds a text, which every test that appends would pay).
     embedder: str = ""
+    # Processes the vector leg embeds in (services/recall/runtime/embedworkers.py; 0: one
+    # per core the process may use).
+    embed_workers: int = 0
     # Seconds a context goes unsearched before recall holds its changes back, applied at
     # its next search or inspection or this long after (services/recall/runtime/holds.py; 0: never held).
     recall_idle_seconds: float = RECALL_IDLE_SECONDS

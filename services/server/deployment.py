@@ -78,6 +78,9 @@ def check_addresses(role: str, config: ServerConfig) -> None:
     if config.embedder not in ("", "default") and role not in ("all", "recall"):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --embedder: "
                           "only recall embeds", field="embedder", role=role)
+    if config.embed_workers and role not in ("all", "recall"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --embed-workers: "
+                          "only recall embeds", field="embed_workers", role=role)
     if config.recall_idle_seconds != RECALL_IDLE_SECONDS and role not in ("all", "recall"):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --recall-idle: "
                           "only recall indexes", field="recall_idle", role=role)

@@ -24,7 +24,7 @@ import numpy as np
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
-from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.vectorfollow import VectorFollower
@@ -75,9 +75,9 @@ def recall_stack(data, embedder):
     root = str(data / "recall")
     indexes = IndexDirectory(root)
     cache = VectorCache(root)
-    worker = Fitter(in_worker_min=1)
+    workers = EmbedWorkers(1)
     vectors = VectorFollower(indexes.contexts)
-    indexer = Indexer(store, indexes, embedder=embedder, cache=cache, embed_worker=worker,
+    indexer = Indexer(store, indexes, embedder=embedder, cache=cache, embed_workers=workers,
                       vectors_due=vectors.due)
     vectors.start(indexer.apply_vectors)
     follower = FeedFollower(store, indexer, indexes).start()
@@ -87,7 +87,7 @@ def recall_stack(data, embedder):
         yield tx, indexer, core
     finally:
         follower.stop()
-        worker.close()
+        workers.close()
         vectors.stop()
         cache.close()
         store.close()

@@ -120,7 +120,7 @@ def evaluate(embedder=None, background_notes: int = 0,
             for g, qs in groups.items()}
 
 
-EMBEDDERS = {"default": default_embedder, "e5": E5Embedder, "use": UseEmbedder,
+EMBEDDERS = {"default": default_embedder, "e5-c": E5Embedder, "use": UseEmbedder,
              "lsa": LsaEmbedder, "hashing": HashingEmbedder}
 
 

@@ -8,7 +8,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.encoding.v1 import encoding_pb2 as enc
@@ -27,6 +27,20 @@ class Safety(Enum):
     NEVER = "never"            # a second attempt could act twice: never retried
 
 
+def _writes_nothing(reply: Any) -> int:
+    return 0
+
+
+def _commit_seq(reply: Any) -> int:
+    """A write's reply: the context version it reached."""
+    return reply.commit_seq
+
+
+def _batch_commit_seq(reply: Any) -> int:
+    """AppendEvents' reply: the highest version its items reached."""
+    return max((e.commit_seq for e in reply.events), default=0)
+
+
 @dataclass(frozen=True)
 class Call:
     service: str
@@ -34,6 +48,8 @@ class Call:
     request: Any
     safety: Safety
     timeout: Optional[float] = None  # None: the client's
+    # The context version a reply says this call wrote (read your writes); 0: no write.
+    position: Callable[[Any], int] = _writes_nothing
 
 
 @dataclass(frozen=True)
@@ -54,11 +70,7 @@ class WritePositions:
         self._lock = threading.Lock()
 
     def note(self, call: Call, reply: Any) -> None:
-        seq = 0
-        if call.safety is not Safety.READ:  # a batch (AppendEvents) answers per item
-            seq = max([getattr(reply, "commit_seq", 0)] +
-                      [e.commit_seq for e in getattr(reply, "events", ())
-                       if hasattr(e, "commit_seq")])
+        seq = call.position(reply)
         context = getattr(call.request, "context", "")
         if seq and context:
             with self._lock:
@@ -85,7 +97,8 @@ def _build(cls, **fields):
 # -- transaction service ---------------------------------------------------------------------
 def create_context(context: str, window: int) -> Call:
     return Call(TRANSACTION, "CreateContext",
-                _build(txn.CreateContextRequest, context=context, window=window), Safety.NEVER)
+                _build(txn.CreateContextRequest, context=context, window=window), Safety.NEVER,
+                position=_commit_seq)
 
 
 def status(context: str) -> Call:
@@ -102,7 +115,7 @@ def append_event(context: str, *, session: str, kind: str, text: str, actor: str
                      request_id=new_request_id() if request_id is None else request_id,
                      occurred_at=occurred_at)
     return Call(TRANSACTION, "AppendEvent", request,
-                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER, position=_commit_seq)
 
 
 def append_events(context: str, events: Iterable[dict]) -> Call:
@@ -114,7 +127,8 @@ def append_events(context: str, events: Iterable[dict]) -> Call:
         for e in events]
     request = _build(txn.AppendEventsRequest, context=context, events=items)
     return Call(TRANSACTION, "AppendEvents", request,
-                Safety.IDEMPOTENT if all(i.request_id for i in items) else Safety.NEVER)
+                Safety.IDEMPOTENT if all(i.request_id for i in items) else Safety.NEVER,
+                position=_batch_commit_seq)
 
 
 def activate(context: str, session: str) -> Call:
@@ -142,7 +156,7 @@ def commit(context: str, tx: TxInput, *, session: str, activation: str,
                      activation=activation,
                      request_id=new_request_id() if request_id is None else request_id, **form)
     return Call(TRANSACTION, "Commit", request,
-                Safety.IDEMPOTENT if request.request_id else Safety.NEVER)
+                Safety.IDEMPOTENT if request.request_id else Safety.NEVER, position=_commit_seq)
 
 
 def frame(context: str, frame_id: str, at_revision: int, reveal_secrets: bool) -> Call:

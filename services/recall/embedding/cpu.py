@@ -31,3 +31,17 @@ def runs_e5_engine(flags: CpuFlags = proc_cpuinfo_flags, machine: str = "") -> t
     if machine in ("aarch64", "arm64"):
         return True, ""
     return False, f"the e5 engine has no build for {machine}"
+
+
+# Instructions that add uint8 x int8 products in 32 bits (no 16-bit pair sums to overflow).
+_INT8_DOT = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def int8_weight_bits(flags: CpuFlags = proc_cpuinfo_flags, machine: str = "") -> int:
+    """Bits of an int8 weight e5_graph.py may use here: 8, or 7 on an x86 CPU without
+    VNNI/AMX, whose AVX2 int8 kernel sums pairs of products in 16 bits (ONNX Runtime's
+    own advice for such CPUs: "reduce_range")."""
+    machine = (machine or platform.machine()).lower()
+    if machine in ("x86_64", "amd64") and not (_INT8_DOT & flags()):
+        return 7
+    return 8

@@ -1,13 +1,13 @@
 """Vectors for the vector leg: each distinct text once, from the vector cache when it
-holds it, else embedded in the embedding worker process, a batch at a time.
+holds it, else embedded in the embedding workers, a batch at a time.
 
-Embedding is the slow part of indexing (a pretrained model: tens of ms a text), so it
-runs in a spawned worker (fitpool.Fitter: one process, stopped when idle) and never on
-a thread that holds the interpreter for a commit or a search. The worker keeps the last
-embedder it was sent (by key): a call carries only the texts, and the embedder itself
-(pickled with its fitted state) only when the worker answers that it lacks it. An
-embedder that cannot be pickled (an ONNX session), a stopping server or a dead worker
-leaves the embedding to this process.
+Embedding is the slow part of indexing (a pretrained model: milliseconds a text), so it
+runs in spawned workers (embedworkers.py: one process a core, each stopped when idle),
+a batch cut into one share per worker, and never on a thread that holds the interpreter
+for a commit or a search. A worker keeps the last embedder it was sent (by key): a call
+carries only the texts, and the embedder itself (pickled with its fitted state) only
+when the worker answers that it lacks it. An embedder that cannot be pickled (a user's
+ONNX session), a stopping server or a dead worker leaves its share to this process.
 
 Every vector goes through float16 (what the cache keeps), whether embedded now or read
 back, so the leg gets the same values either way.
@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.tokenpool import portable
 from morphz.services.recall.runtime.worker_process import WorkerUnavailable
@@ -55,8 +56,8 @@ class LegEmbedder:
 
     def __init__(self, base: Embedder, fitted: Embedder, *,
                  cache: Optional[VectorCache] = None,
-                 worker: Optional[Fitter] = None) -> None:
-        self._fitted, self._cache, self._worker = fitted, cache, worker
+                 workers: Optional[EmbedWorkers] = None) -> None:
+        self._fitted, self._cache, self._workers = fitted, cache, workers
         state = fitted.state()
         self._key = hashlib.sha256(base.identity.label().encode() + b"|" + state).hexdigest()
         self._prefix = identity_key(base.identity.label(),
@@ -90,17 +91,19 @@ class LegEmbedder:
         return rows[order].astype(np.float32)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        worker = self._worker
-        if worker is not None and worker.closed:  # stopping: no embedding here either
+        workers = self._workers
+        if workers is not None and workers.closed:  # stopping: no embedding here either
             raise WorkerUnavailable("stopping")
-        if worker is None or self._blob is None or not worker.takes(len(texts)):
+        if workers is None or self._blob is None or not workers.takes(len(texts)):
             return embed_texts(self._fitted, texts)
-        try:
-            out = worker.call(_embed_there, self._key, None, texts)
-            if out is None:  # a new worker, or another embedder there: send this one
-                out = worker.call(_embed_there, self._key, self._blob, texts)
-            return out
-        except WorkerUnavailable:
-            if worker.closed:
-                raise
-            return embed_texts(self._fitted, texts)
+        shares = workers.map(self._embed_share, texts)
+        if workers.closed:
+            raise WorkerUnavailable("stopping")
+        return np.concatenate([out if out is not None else embed_texts(self._fitted, share)
+                               for share, out in shares])
+
+    def _embed_share(self, worker: Fitter, texts: list[str]) -> np.ndarray:
+        out = worker.call(_embed_there, self._key, None, texts)
+        if out is None:  # a new worker, or another embedder there: send this one
+            out = worker.call(_embed_there, self._key, self._blob, texts)
+        return out

@@ -38,6 +38,7 @@ from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
     indexed)
 from morphz.services.recall.runtime import index_reads
+from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.index_reads import (
     APPLY_BYTES, READ_AHEAD_BYTES, REBUILD_READ_CHUNK, change_chunks, frame_changers,
@@ -89,14 +90,14 @@ class Indexer:
                  tracer: Optional[trace.Tracer] = None,
                  fitter: Optional[Fitter] = None,
                  cache: Optional[VectorCache] = None,
-                 embed_worker: Optional[Fitter] = None,
+                 embed_workers: Optional[EmbedWorkers] = None,
                  vectors_due: Optional[Callable[[str], None]] = None,
                  vectors_off: bool = False,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
                  rebuild_read_chunk: Optional[int] = None) -> None:
         """`fitter`: where the embedder's fits run (wiring.py gives one with a worker
         process; by default every fit runs in this process). `cache`: vectors kept
-        across rebuilds; `embed_worker`: where the vector leg's texts are embedded (by
+        across rebuilds; `embed_workers`: where the vector leg's texts are embedded (by
         default in this process); `vectors_due(context)`: tells the vector follower a
         context's vector leg has work (None: apply_vectors runs after each write);
         `rebuild_read_chunk`: events per read transaction of a rebuild, each one a look
@@ -113,7 +114,7 @@ class Indexer:
             store, self.embedder, index=self.index, position=self.position,
             event_records=lambda context, events: self._event_records(context, events),
             tracer=self._tracer, fitter=self._fitter, cache=cache,
-            embed_worker=embed_worker, rebuild_read_chunk=rebuild_read_chunk)
+            embed_workers=embed_workers, rebuild_read_chunk=rebuild_read_chunk)
         self._clock = clock
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()

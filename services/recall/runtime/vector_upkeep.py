@@ -22,6 +22,7 @@ from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.services.recall.runtime.embedcache import LegEmbedder
+from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.index_reads import (
     APPLY_BYTES, READ_AHEAD_BYTES, REBUILD_READ_CHUNK, change_chunks, frame_changers,
@@ -53,12 +54,13 @@ class VectorUpkeep:
                  index: Callable[[str], ContextIndex], position: Callable[[str], int],
                  event_records: Callable[[str, int], Iterable[bytes]],
                  tracer: trace.Tracer, fitter: Fitter,
-                 cache: Optional[VectorCache] = None, embed_worker: Optional[Fitter] = None,
+                 cache: Optional[VectorCache] = None,
+                 embed_workers: Optional[EmbedWorkers] = None,
                  rebuild_read_chunk: Optional[int] = None) -> None:
         """`index(context)`, `position(context)`: the context's live index and the version
         its lexical leg holds (the leg follows it); `event_records(context, events)`: the
         stored bytes of events 0..events-1, read in short read transactions. `cache`:
-        vectors kept across rebuilds; `embed_worker`: where the texts are embedded (by
+        vectors kept across rebuilds; `embed_workers`: where the texts are embedded (by
         default in this process); `fitter`: where the embedder's fits run."""
         self._store = store
         self.embedder = embedder
@@ -69,7 +71,7 @@ class VectorUpkeep:
         self._fitted: dict[str, tuple[str, Embedder, LegEmbedder]] = {}
         self._fitter = fitter
         self._cache = cache
-        self._embed_worker = embed_worker
+        self._embed_workers = embed_workers
         self._rebuild_read_chunk = rebuild_read_chunk
         self._is_learned: Optional[bool] = None
         self._locks: dict[str, threading.Lock] = {}
@@ -107,7 +109,7 @@ class VectorUpkeep:
 
     def _vectors_of(self, fitted: Embedder) -> LegEmbedder:
         return LegEmbedder(self.embedder, fitted, cache=self._cache,
-                           worker=self._embed_worker)
+                           workers=self._embed_workers)
 
     def start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
         fitted = self._fitter.fitted(self.embedder, sample)
