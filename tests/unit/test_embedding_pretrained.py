@@ -189,36 +189,3 @@ def test_embedder_names_select_each_embedder():
     assert isinstance(embedder_for("default"), E5OrtEmbedder)
     if runs_e5_engine()[0]:
         assert isinstance(embedder_for("e5-c"), E5Embedder)
-
-
-def test_hyb_05_fusion_keeps_the_vector_legs_paraphrase_hit_and_the_exact_lexical_hit():
-    from morphz.services.recall.core.hybrid import RankedHit, fuse
-    idf_total = 10.0
-    # A paraphrase: BM25's hits hold a fifth of the query (noise); the dense leg's first
-    # hit is the memory. Plain RRF (floor 0) lets the noise outrank it.
-    noise = [RankedHit(f"e:{i}", 2.0) for i in range(1, 6)]
-    dense = [RankedHit("e:99", 0.9)] + [RankedHit(f"e:{i}", 0.5) for i in range(50, 60)]
-    assert [h.key for h in fuse(noise, dense, idf_total)][0] == "e:99"
-    assert [h.key for h in fuse(noise, dense, idf_total, floor=0.0)][0] != "e:99"
-    # An exact match holds the whole query: it stays first though the dense leg ranks
-    # it low, and the noise is still listed (after everything that scores).
-    exact = [RankedHit("e:7", 12.0)] + noise
-    fused = fuse(exact, dense + [RankedHit("e:7", 0.3)], idf_total)
-    assert fused[0].key == "e:7" and (fused[0].lexical_rank, fused[0].vector_rank) == (1, 12)
-    assert {h.key for h in fused} >= {h.key for h in noise}
-
-
-def test_hashing_embeds_a_batch_holding_nuls_and_lone_surrogates_text_by_text():
-    """The hashing embedder joins a batch with NULs: a NUL the analyzer kept inside a
-    text (as after a letter of a right-to-left script) split it, and the batch failed
-    to index (found by tests/integration/test_fuzz_bodies.py)."""
-    from morphz.services.recall.embedding.hashing import HashingEmbedder
-    from morphz.shared.text.analyze import terms_text
-    assert "\0" in terms_text("\U0001f680\u05d5\0")  # what the fuzz found
-    emb = HashingEmbedder()
-    texts = ["disk\0full alert", "\U0001f680\u05d5\0 rocket", "refund \ud800 queue"]
-    batch = emb.embed_array(texts)
-    assert batch.shape == (3, emb.identity.dimension)
-    alone = np.vstack([emb.embed_array([t]) for t in texts])
-    assert np.allclose(batch, alone)
-    assert np.allclose(batch[0], emb.embed_array(["disk full alert"])[0])

@@ -295,6 +295,7 @@ class SearchPage:
     empty: str = ""  # empty_index | no_match
     observation_ref: str = ""
     unclosed_lag: int = 0
+    vector_lag: int = 0  # HYB-08: commits the vector leg had not reached when it answered
 
     @property
     def keys(self) -> list[str]:
@@ -367,6 +368,11 @@ class IndexState:
     events: int = 0
     frames: int = 0
     feed_position: int = 0
+    # HYB-08: the vector leg's pace: the processes it embeds in, documents a second lately,
+    # seconds still to go at that pace.
+    embed_workers: int = 0
+    documents_per_second: float = 0.0
+    eta_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -331,7 +331,7 @@ class GrpcDriver(Driver):
             hits=tuple(Hit(h.kind, h.ref, h.id, h.state, h.preview, h.revision, h.time,
                            h.time_basis, h.lexical_rank, h.vector_rank) for h in r.results),
             next_cursor=r.next_cursor, empty=r.empty, observation_ref=r.observation_ref,
-            unclosed_lag=r.unclosed_lag)
+            unclosed_lag=r.unclosed_lag, vector_lag=r.vector_lag)
 
     def read(self, context, ref, *, offset=0, limit=0, evaluation=None):
         r = self._call(self._rec.Read, rec.ReadRequest(
@@ -648,7 +648,9 @@ def _index(s) -> IndexState:
     return IndexState(documents=s.documents, position=s.position, head=s.head, lag=s.lag,
                       vector_lag=s.vectors.lag, embedder=s.embedder,
                       embedded=s.vectors.cache_misses, events=s.events, frames=s.frames,
-                      feed_position=s.feed_position)
+                      feed_position=s.feed_position, embed_workers=s.vectors.embed_workers,
+                      documents_per_second=s.vectors.documents_per_second,
+                      eta_seconds=s.vectors.eta_seconds)
 
 
 def _activation(a) -> Activation:

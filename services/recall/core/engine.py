@@ -250,10 +250,15 @@ class RecallCore:
             return hybrid.Ranking((), False), lambda: "empty_index"
         if vectors.exists and not self._indexer.leg_current(vectors):
             built = vectors.meta.get("embedder")
+            how = (f"by {built}, not by this server's embedder "
+                   f"{self._indexer.embedder.identity.label()}"
+                   if built != self._indexer.embedder.identity.label() else
+                   "from the texts of an older version (passages "
+                   f"{vectors.meta.get('passage_version', 0)}, text "
+                   f"{vectors.meta.get('text_version', 0)})")
             raise MorphzError(
                 "RECALL_INDEX_STALE",
-                f"the vector leg of {context}'s recall index was built by {built}, not by "
-                f"this server's embedder {self._indexer.embedder.identity.label()}; run "
+                f"the vector leg of {context}'s recall index was built {how}; run "
                 f"`morphz context recall-index rebuild {context}` (lexical search still "
                 "works)", context=context, built_by=built,
                 embedder=self._indexer.embedder.identity.label())
@@ -261,7 +266,8 @@ class RecallCore:
             self._indexer.leg_embedder(context, vectors), req.query), lexical.query)
         if req.mode == "vector":
             return hybrid.vector_ranking(vector), vector.empty_reason
-        ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._both)
+        ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._both,
+                                       vectors.neighbours)
         # empty_index: nothing embedded to compare with and the lexical leg empty too
         return ranking, lambda: "no_match" if "no_match" in (
             vector.empty_reason(), lexical.empty_reason()) else "empty_index"
@@ -394,7 +400,8 @@ class RecallCore:
             last_rebuild=RebuildInfo(**last_rebuild) if last_rebuild else None,
             rebuild=RebuildProgress(**self._indexer.progress(context)),
             index_bytes=idx.size_bytes(), path=self._indexer.shown_path(context),
-            vectors=self._vector_status(context, idx, head),
+            vectors=self._vector_status(context, idx, head,
+                                        counts["events"] + counts["frames"]),
             embedder=embedder, embedder_note=embedder_note)
 
     def _embedder_status(self) -> tuple[str, str]:
@@ -404,22 +411,29 @@ class RecallCore:
         return (self._indexer.embedder.identity.label(),
                 getattr(self._indexer.embedder, "note", ""))
 
-    def _vector_status(self, context: str, idx: ContextIndex, head: int) -> VectorLegStatus:
+    def _vector_status(self, context: str, idx: ContextIndex, head: int,
+                       documents: int) -> VectorLegStatus:
         """The vector leg beside the lexical one: who built it, how many, its fingerprint,
-        where it is and how far behind; the vector cache's counts."""
+        where it is and how far behind (`documents`: the lexical leg's), its pace; the
+        vector cache's counts."""
         leg = idx.vectors
         meta = leg.meta
         status = self._indexer.vector_status(context, head)
         if status["lag"]:
             self._indexer.want_vectors(context)
         cache = self._indexer.cache_stats()
+        workers, pace = self._indexer.vector_pace()
+        behind = max(0, documents - leg.count) if status["lag"] else 0
         return VectorLegStatus(
             built_by=meta.get("embedder", ""), count=leg.count, dimension=leg.dimension,
             fit_count=meta.get("fit_count", 0), text_version=meta.get("text_version", 0),
             fingerprint=meta.get("digest", ""), log_bytes=meta.get("bytes", 0),
             current=self._indexer.leg_current(leg), position=status["position"],
             lag=status["lag"], cached=cache.get("entries", 0),
-            cache_hits=cache.get("hits", 0), cache_misses=cache.get("misses", 0))
+            cache_hits=cache.get("hits", 0), cache_misses=cache.get("misses", 0),
+            passage_version=meta.get("passage_version", 0), embed_workers=workers,
+            documents_per_second=round(pace, 3),
+            eta_seconds=round(max(behind / pace, 0.1), 1) if behind and pace else 0.0)
 
     def rebuild(self, context: str, *, caller: Caller,
                 deadline: Deadline = NEVER) -> IndexStatus:

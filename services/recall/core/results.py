@@ -181,6 +181,10 @@ class VectorLegStatus(Plain):
     cached: int
     cache_hits: int
     cache_misses: int
+    passage_version: int = 0
+    embed_workers: int = 0
+    documents_per_second: float = 0.0
+    eta_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from morphz.services.recall.index.coarse import Partition
+from morphz.services.recall.index.turn_chain import TurnChain
 from morphz.shared.durable_files import sync_dir, write_synced
 from morphz.shared.values import HitKey
 
@@ -82,6 +83,9 @@ class VecDoc:
     key: str
     session: str
     time_us: Optional[int]
+    # A turn's (core/passages.py): the key of the turn before it in its session, "" for a
+    # session's first; None for a frame or a runtime event.
+    prev: Optional[str] = None
 
 
 @dataclass
@@ -155,7 +159,7 @@ class VectorLeg:
 
     # -- writing ---------------------------------------------------------------------
     def start(self, embedder_label: str, dimension: int, text_version: int, state: bytes,
-              fit_count: int) -> None:
+              fit_count: int, passage_version: int = 0) -> None:
         """Begin a new log (a rebuild, a refit, a first use): nothing is live until the
         tantivy commit names it. Older logs of this generation are removed then."""
         os.makedirs(self.dir, exist_ok=True)
@@ -166,7 +170,8 @@ class VectorLeg:
             write_synced(os.path.join(self.dir, state_file), state)
         write_synced(os.path.join(self.dir, log), b"")
         self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
-                     "text_version": text_version, "log": log, "bytes": 0,
+                     "text_version": text_version, "passage_version": passage_version,
+                     "log": log, "bytes": 0,
                      "state_file": state_file, "fit_count": fit_count,
                      "fitted_at": fit_count,
                      "digest": hashlib.sha256(state).hexdigest()}  # no position: uncommitted
@@ -184,7 +189,7 @@ class VectorLeg:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(docs),
                                                                          self.dimension)
         q, scale = quantized(vectors)
-        fields = json.dumps([[d.key, d.session, d.time_us] for d in docs] + [deletes],
+        fields = json.dumps([[d.key, d.session, d.time_us, d.prev] for d in docs] + [deletes],
                             ensure_ascii=False, separators=(",", ":")).encode()
         record = (_HEAD.pack(_MAGIC, len(docs), len(deletes), len(fields)) + fields +
                   q.tobytes() + scale.tobytes())
@@ -291,6 +296,28 @@ class VectorLeg:
         picked.sort(key=lambda p: (-p[0], key_order(p[1])))
         return [VecHit(k, s, None if t == none else t) for s, k, t in picked[:count]]
 
+    def last_turn(self, session: str) -> Optional[str]:
+        """The key of the session's last live turn (None: none)."""
+        with self._lock:
+            code = self._sessions.get(session)
+            row = self._turns.last(code, self._is_live) if code is not None else None
+            return self._keys[row] if row is not None else None
+
+    def neighbours(self, keys: Iterable[str]) -> dict[str, tuple[Optional[str], Optional[str]]]:
+        """{key: (the turn before it in its session, the turn after it)} for the keys
+        that are turns here (None where there is none)."""
+        out = {}
+        with self._lock:
+            for key in keys:
+                row = self._rows.get(key)
+                if row is not None:
+                    pair = self._turns.neighbours(row, self._is_live)
+                    out[key] = tuple(None if r is None else self._keys[r] for r in pair)
+        return out
+
+    def _is_live(self, row: int) -> bool:
+        return bool(self._live[row])
+
     def _candidates(self, query: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of the rows a search looks at: all of them, or the probed
         lists' (contiguous slices), those added since the partition and those changed
@@ -333,6 +360,7 @@ class VectorLeg:
             self._event = np.zeros(0, dtype=bool)
             self._time = np.zeros(0, dtype=np.int64)
             self._session = np.zeros(0, dtype=np.int32)
+            self._turns = TurnChain()
 
     def _grow(self, need: int) -> None:
         cap = len(self._live)
@@ -349,6 +377,7 @@ class VectorLeg:
         self._nonzero = grown(self._nonzero)
         self._pos, self._row_at = grown(self._pos), grown(self._row_at)
         self._time, self._session = grown(self._time), grown(self._session)
+        self._turns.grow(cap)
 
     def _apply(self, docs: list[VecDoc], vectors: np.ndarray, scale: np.ndarray,
                deletes: list[str]) -> None:
@@ -373,6 +402,8 @@ class VectorLeg:
             self._event[row] = HitKey.parse(d.key).is_event
             self._time[row] = d.time_us if d.time_us is not None else np.iinfo(np.int64).min
             self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
+            if d.prev is not None:
+                self._turns.add(row, int(self._session[row]), self._rows.get(d.prev))
 
     def _load(self) -> None:
         """Replay the committed part of the log; cut off a tail no commit names."""
@@ -403,7 +434,7 @@ class VectorLeg:
                 q, scale = quantized(np.frombuffer(data, dtype=np.float32, count=ups * dim,
                                                    offset=at).reshape(ups, dim))
                 at += ups * dim * 4
-            docs = [VecDoc(k, s, t) for k, s, t in fields[:ups]]
+            docs = [VecDoc(*f) for f in fields[:ups]]  # a record before turns: no prev
             with self._lock:
                 self._apply(docs, q, scale, fields[ups] if dels else [])
         self.repartition()

@@ -211,6 +211,12 @@ class Indexer:
         position = leg.position if leg.committed else 0
         return {"position": position, "lag": max(0, head - position)}
 
+    def vector_pace(self) -> tuple[int, float]:
+        """(the processes the vector leg embeds in, documents a second it covered lately)."""
+        if self.vectors_off:
+            return 0, 0.0
+        return self._vectors.embed_workers, self._vectors.pace.per_second()
+
     def cache_stats(self) -> dict:
         return self._vectors.cache_stats()
 

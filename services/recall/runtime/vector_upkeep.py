@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
+import numpy as np
 from opentelemetry import trace
 
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_key, event_text, frame_key, frame_text, indexed, raw_event_text)
+from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, said, weights
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
@@ -24,10 +27,10 @@ from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.services.recall.runtime.embedcache import LegEmbedder
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
+from morphz.services.recall.runtime.vector_pace import Pace
 from morphz.services.recall.runtime.index_reads import (
     APPLY_BYTES, READ_AHEAD_BYTES, REBUILD_READ_CHUNK, change_chunks, frame_changers,
     frame_changers_upto, skipping_damaged)
-from morphz.services.recall.runtime.tokenpool import analyze
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.mind.bulk import decode_event, event_records, prefetch_changes
 from morphz.shared.mind import records as R
@@ -43,9 +46,10 @@ REFIT_GROWTH, REFIT_MIN = 2, 256
 
 @dataclass
 class _VecPart:
-    """What a step of the vector leg gathered: documents, their texts, deletes."""
+    """What a step of the vector leg gathered: documents, their texts (one or two each:
+    core/passages.py), deletes."""
     docs: dict[str, VecDoc] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)
     deletes: list[str] = field(default_factory=list)
 
 
@@ -74,6 +78,7 @@ class VectorUpkeep:
         self._embed_workers = embed_workers
         self._rebuild_read_chunk = rebuild_read_chunk
         self._is_learned: Optional[bool] = None
+        self.pace = Pace()  # documents a second its steps covered lately (HYB-08)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -85,10 +90,16 @@ class VectorUpkeep:
     def cache_stats(self) -> dict:
         return self._cache.stats() if self._cache is not None else {}
 
+    @property
+    def embed_workers(self) -> int:
+        """The processes the leg embeds in (0: this one)."""
+        return self._embed_workers.count if self._embed_workers is not None else 0
+
     def leg_current(self, leg: VectorLeg) -> bool:
         """Whether the leg was built by this server's embedder over today's texts."""
         return (leg.exists and leg.meta.get("embedder") == self.embedder.identity.label()
-                and leg.meta.get("text_version") == TEXT_VERSION)
+                and leg.meta.get("text_version") == TEXT_VERSION
+                and leg.meta.get("passage_version") == PASSAGE_VERSION)
 
     def leg_embedder(self, context: str, leg: VectorLeg) -> Embedder:
         """This server's embedder as fitted for the leg (its stored state restored)."""
@@ -114,7 +125,8 @@ class VectorUpkeep:
     def start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
         fitted = self._fitter.fitted(self.embedder, sample)
         ident = self.embedder.identity
-        leg.start(ident.label(), ident.dimension, TEXT_VERSION, fitted.state(), len(sample))
+        leg.start(ident.label(), ident.dimension, TEXT_VERSION, fitted.state(), len(sample),
+                  PASSAGE_VERSION)
         self._fitted[context] = (os.path.join(leg.dir, leg.meta["log"]), fitted,
                                  self._vectors_of(fitted))
         return fitted
@@ -162,16 +174,22 @@ class VectorUpkeep:
         self.start_leg(context, leg, self.fit_sample(
             context, events, [f for f, _ in changed_by]))
         vectors = self._leg_vectors(context, leg)
-        raws: list[bytes] = []
+        passages = Passages(lambda session: None, lambda key: self._said_of(context, key))
+        batch: list[tuple[VecDoc, tuple[str, ...]]] = []
         for raw in self._event_records(context, events):
-            raws.append(raw)
-            if len(raws) == EMBED_BATCH:
-                b = analyze(raws, None, lexical=False)
-                leg.append(b.vec_docs, vectors.vectors(b.texts), partition=False)
-                raws = []
-        if raws:
-            b = analyze(raws, None, lexical=False)
-            leg.append(b.vec_docs, vectors.vectors(b.texts), partition=False)
+            with skipping_damaged(context, "an event"):
+                ev = decode_event(raw)
+                if indexed(ev["kind"]):
+                    batch.append(_composed(passages, ev["seq"], ev["kind"],
+                                           ev.get("session", ""), ev.get("actor", ""),
+                                           raw_event_text(ev), ev["time"], ev.get("data")))
+            if len(batch) == EMBED_BATCH:
+                leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+                           partition=False)
+                batch = []
+        if batch:
+            leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+                       partition=False)
         for start in range(0, len(changed_by), EMBED_BATCH):
             part = changed_by[start:start + EMBED_BATCH]
             leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None)
@@ -224,6 +242,7 @@ class VectorUpkeep:
         if not changes:
             return 0
         chunk = next(iter(change_chunks(changes, step)))
+        started = time.monotonic()
         with self._tracer.start_as_current_span("recall.vector_apply") as span:
             part, chunk = self._gather_vectors(context, chunk)
             if self.learned() and leg.count + len(part.docs) >= max(
@@ -234,8 +253,9 @@ class VectorUpkeep:
                 # Partitioned (when due) only at the step that reaches the lexical
                 # leg: a leg far behind (after a rebuild) is partitioned once.
                 leg.append(list(part.docs.values()),
-                           vectors.vectors(list(part.texts.values())), part.deletes,
+                           mean_vectors(vectors, list(part.texts.values())), part.deletes,
                            partition=chunk[-1].commit_seq >= target)
+                self.pace.note(len(part.docs), time.monotonic() - started)  # before it shows
                 leg.commit(chunk[-1].commit_seq)
             span.set_attribute("morphz.changes", len(chunk))
         return len(chunk)
@@ -257,8 +277,10 @@ class VectorUpkeep:
         held at once). Returns the part and the changes it covers."""
         part = _VecPart()
         size = 0
+        leg = self._index(context).vectors
         with self._store.latest(context) as reader:
             m = MindState(reader)
+            passages = Passages(leg.last_turn, lambda key: _said_in(m, key))
             changed = frame_changers(chunk)
             prefetch_changes(m, [s for c in chunk for s in c.events]
                              + [e for e in changed.values() if e is not None],
@@ -270,11 +292,10 @@ class VectorUpkeep:
                         if ev is None or not indexed(ev.kind):  # as the lexical leg
                             part.deletes.append(event_key(seq))
                         else:
-                            key = event_key(seq)
-                            part.docs[key] = VecDoc(key, ev.session,
-                                                    event_time_us(ev.time, ev.data))
-                            part.texts[key] = event_text(ev)
-                            size += len(part.texts[key])
+                            doc, texts = _composed(passages, seq, ev.kind, ev.session,
+                                                   ev.actor, event_text(ev), ev.time, ev.data)
+                            part.docs[doc.key], part.texts[doc.key] = doc, texts
+                            size += sum(map(len, texts))
                 if size >= APPLY_BYTES:
                     chunk = chunk[:i + 1]
                     break
@@ -289,8 +310,12 @@ class VectorUpkeep:
                         key = frame_key(fid)
                         part.docs[key] = VecDoc(key, "", event_time_us(ev.time) if ev
                                                 else None)
-                        part.texts[key] = frame_text(f)
+                        part.texts[key] = (frame_text(f),)
         return part, chunk
+
+    def _said_of(self, context: str, key: str) -> Optional[str]:
+        with self._store.reader(context) as reader:
+            return _said_in(MindState(reader), key)
 
     def _refit(self, context: str, idx: ContextIndex) -> None:
         """Fit again on every current text and re-embed, all of it read at one version,
@@ -308,3 +333,32 @@ class VectorUpkeep:
         self._fill_leg(context, refitted, events, changed_by)
         refitted.commit(version)
         idx.vectors = refitted
+
+
+def _composed(passages: Passages, seq: int, kind: str, session: str, actor: str, text: str,
+              time: str, data: Optional[dict[str, Any]]) -> tuple[VecDoc, tuple[str, ...]]:
+    """An event's vector document and the texts its vector is the mean of."""
+    call = R.parse_ref((data or {}).get("call", ""))
+    key = event_key(seq)
+    prev, texts = passages.event(key, kind, session, actor, text,
+                                 event_key(call) if call is not None else "")
+    return VecDoc(key, session, event_time_us(time, data), prev), texts
+
+
+def _said_in(m: MindState, key: str) -> Optional[str]:
+    """An earlier turn's text as said (core/passages.py), read from the store."""
+    seq = int(key.partition(":")[2])
+    ev = m.event(seq)
+    return said(event_text(ev), ev.actor) if ev is not None else None
+
+
+def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]]) -> np.ndarray:
+    """One row per group of texts: the weighted mean of their vectors (passages.weights;
+    not made unit again: a query's dot product with it is the mean of its cosines)."""
+    made = vectors.vectors([t for g in groups for t in g])
+    if not len(groups):
+        return made
+    w = np.fromiter((x for g in groups for x in weights(len(g))), dtype=np.float32,
+                    count=len(made))
+    starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
+    return np.add.reduceat(made * w[:, None], starts, axis=0)

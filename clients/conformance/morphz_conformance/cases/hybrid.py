@@ -1,6 +1,8 @@
-"""The Hybrid extension (seed 004; HYB-01..03): a lexical and a vector leg fused, each hit
+"""The Hybrid extension (seed 004; HYB-01..08): a lexical and a vector leg fused, each hit
 naming its rank in each leg; an index another embedder built refused as stale; ids, refs
-and numbers take an exact path; vector hits pass the same filters as lexical ones."""
+and numbers take an exact path; vector hits pass the same filters as lexical ones; the
+default embedder recalls by meaning; fusion keeps each leg's strong hits; embedding off
+the hot paths; a turn read with the one it answers; the vector leg's pace reported."""
 from __future__ import annotations
 
 import time
@@ -152,7 +154,7 @@ def hyb_04_default_embedder_recalls_by_meaning(t: CaseRun):
             hits = d.search(ctx, query, mode="hybrid").hits
             t.check(hits and hits[0].key == refs[i],
                     f"{query!r} did not find {MEANINGS[i]!r} first: {[h.key for h in hits]}")
-            t.eq(hits[0].vector_rank, 1, f"{query!r}: its vector rank")
+            t.check(hits[0].vector_rank >= 1, f"{query!r}: not found by the vector leg")
     _with_default_embedder(t, check)
 
 
@@ -175,3 +177,119 @@ def hyb_05_fusion_keeps_each_legs_strong_hits(t: CaseRun):
         t.eq((hits[0].key, hits[0].lexical_rank), (refs[3], 1),
              "the exact match in hybrid's first place")
     _with_default_embedder(t, check)
+
+
+# Short dialogues whose evidence only means something after the turn before it (HYB-07):
+# (session, [(kind, actor, text)]); a tool result answers the last call before it.
+DIALOGUES = (
+    ("trip", (("user-message", "Mara", "Can you check the trains from Porto to Lisbon on Friday?"),
+              ("action", "assistant", "reply: There is one at 7:40 arriving 10:35, and one "
+                                      "at 9:15 arriving 12:10."),
+              ("user-message", "Mara", "The early one, please."),
+              ("action", "assistant", "reply: Done, you're on the 7:40."))),
+    ("knee", (("user-message", "Mara", "Can you find what the doctor wrote after the MRI of my knee?"),
+              ("action", "files", "files.find(query='MRI report')"),
+              ("tool-result", "files", "12 March: small meniscus tear, no surgery; "
+                                       "physiotherapy twice a week for six weeks"),
+              ("action", "assistant", "reply: Found it, no surgery needed."))),
+    ("dinner", (("user-message", "Mara", "Should we book the Thai place or the pizzeria for "
+                                         "Jonas's birthday?"),
+                ("action", "assistant", "reply: The Thai place has a table for eight at 19:30; "
+                                        "the pizzeria only at 21:00."),
+                ("user-message", "Mara", "Go with the first, he hates eating late."),
+                ("action", "assistant", "reply: Booked for eight at 19:30."))),
+    ("chores", (("user-message", "Mara", "Remind me to water the plants on Sunday."),
+                ("action", "assistant", "reply: Reminder set for Sunday at 10:00."),
+                ("user-message", "Mara", "What's the weather going to be in Porto tomorrow?"),
+                ("action", "assistant", "reply: Sunny, around 24 degrees."))),
+)
+# (question, session, the evidence turn's index): each shares some words with the dialogue
+QUESTIONS = (("Which Lisbon train did Mara choose?", "trip", 2),
+             ("How often does Mara need physiotherapy for her knee?", "knee", 2),
+             ("Where is Jonas's birthday dinner and why?", "dinner", 2))
+
+
+def _dialogues(t: CaseRun, ctx: str) -> dict[tuple[str, int], str]:
+    """The dialogues as an agent runtime records them: a person's message, then the
+    agent's replies and tool calls in an activation, each tool result answering its call."""
+    d, refs = t.driver, {}
+    for session, turns in DIALOGUES:
+        activation, call = "", ""
+        for i, (kind, actor, text) in enumerate(turns):
+            if kind == "user-message":
+                if activation:
+                    d.deliver(ctx, activation)
+                    activation = ""
+                ref = d.append(ctx, session, kind, text, actor=actor).ref
+            elif kind == "action":
+                activation = activation or d.activate(ctx, session).id
+                ref = call = d.append(ctx, session, kind, text, actor=actor,
+                                      activation=activation).ref
+            else:
+                ref = d.append(ctx, session, kind, text, actor=actor, causal_refs=[call]).ref
+            refs[(session, i)] = ref
+    return refs
+
+
+@case("HYB-07", "a turn is embedded with the turn it answers and fusion weighs both legs' "
+      "scores: a question sharing some words with its evidence finds it ahead of either leg",
+      needs=("default_embedder", "restart"))
+def hyb_07_evidence_read_with_its_context(t: CaseRun):
+    d = t.driver
+    d.restart_with_default_embedder()
+    try:
+        ctx = t.context()
+        refs = _dialogues(t, ctx)
+        _both_legs_caught_up(t, ctx)
+        ahead = 0
+        for question, session, i in QUESTIONS:
+            want = refs[(session, i)]
+            ranks = {}
+            for mode in ("lexical", "vector", "hybrid"):
+                keys = d.search(ctx, question, mode=mode, limit=20).keys
+                ranks[mode] = keys.index(want) + 1 if want in keys else 99
+            t.check(ranks["hybrid"] <= 3, f"{question!r}: its evidence {want} is not in "
+                                          f"hybrid's top three ({ranks})")
+            t.check(ranks["hybrid"] <= min(ranks["lexical"], ranks["vector"]),
+                    f"{question!r}: hybrid ranks its evidence behind a leg ({ranks})")
+            ahead += ranks["hybrid"] < min(ranks["lexical"], ranks["vector"])
+        t.check(ahead >= 1, "no question found its evidence ahead of both legs")
+    finally:
+        d.restart()
+
+
+@case("HYB-08", "the vector leg reports its pace and the time to cover what it lacks; a "
+      "new write is found by meaning within the search's bound",
+      needs=("default_embedder", "restart"))
+def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
+    d = t.driver
+    d.restart_with_default_embedder()
+    try:
+        ctx = t.context()
+        behind: list = []  # states seen while the vector leg lagged, with a pace
+        workers = 0
+        for i in range(300):
+            d.append(ctx, f"s{i % 3}", "user-message",
+                     f"note {i}: shipment {i * 7} left dock {i % 11} for warehouse {i % 5}")
+            if i % 20 == 19:
+                st = d.index_status(ctx)
+                workers = max(workers, st.embed_workers)
+                if st.vector_lag and st.documents_per_second > 0:
+                    behind.append(st)
+        t.check(workers >= 1, "the target names no process its vector leg embeds in")
+        t.check(behind, "the vector leg never said its pace while it lagged")
+        t.check(all(st.eta_seconds > 0 for st in behind),
+                f"a lagging vector leg with a pace said nothing of the time to go: {behind}")
+        _both_legs_caught_up(t, ctx)
+        done = d.index_status(ctx)
+        t.eq(done.eta_seconds, 0.0, "the time to go once the vector leg caught up")
+        written = d.append(ctx, "s9", "user-message",
+                           "The airport shuttle leaves the hotel lobby at six in the morning.")
+        page = d.search(ctx, "when does the ride to the airport go", mode="hybrid",
+                        min_commit_seq=written.commit_seq)
+        t.eq(page.vector_lag, 0, "the vector leg's lag behind the write the search named")
+        hit = next((h for h in page.hits if h.key == written.ref), None)
+        t.check(hit is not None and hit.vector_rank >= 1 and page.keys.index(written.ref) < 3,
+                f"the new write was not found by meaning in hybrid's top three: {page.keys}")
+    finally:
+        d.restart()
