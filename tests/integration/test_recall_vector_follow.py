@@ -20,6 +20,7 @@ import time
 from contextlib import contextmanager
 
 import numpy as np
+import pytest
 
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
@@ -236,3 +237,43 @@ def test_hyb_06_a_vector_leg_killed_mid_step_resumes_from_its_own_position(tmp_p
         assert np.isfinite(hits[0].score)
     finally:
         store.close()
+
+
+def test_hyb_08_the_vector_leg_reports_its_pace_and_the_time_to_go_and_a_write_is_found(
+        tmp_path):
+    """HYB-08 in the same stack: the leg embeds in its worker processes (as many as the
+    stack gave it), says how many documents a second its steps covered and, while it
+    lags, the seconds the rest takes at that pace; a write is then found by meaning by a
+    search that names it, within the search's bound. The gate makes the lag certain: a
+    first burst is embedded (a pace), a second waits at the shut gate (a lag)."""
+    gate = str(tmp_path / "gate")
+    os.makedirs(gate)
+    open(os.path.join(gate, "open"), "w").close()
+    with recall_stack(tmp_path, GatedEmbedder(gate)) as (tx, indexer, core):
+        tx.create_context("c", caller=ME)
+        for i in range(30):
+            tx.append_event("c", "s1", "user-message", f"crate {i} left the dock", caller=ME)
+        until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
+        caught = core.inspect("c", caller=ME).vectors
+        assert caught.embed_workers == 1 and caught.documents_per_second > 0
+        assert caught.eta_seconds == 0  # nothing to go
+        os.remove(os.path.join(gate, "open"))
+        calls = embedded(gate)
+        for i in range(40):
+            tx.append_event("c", "s2", "user-message", f"pallet {i} reached the yard", caller=ME)
+        until(lambda: embedded(gate) > calls, what="the worker never took the second burst")
+        until(lambda: core.inspect("c", caller=ME).lag == 0)
+        lagging = core.inspect("c", caller=ME).vectors
+        assert lagging.lag > 0 and lagging.documents_per_second > 0
+        # The documents still to embed (the second burst) at the pace of the first.
+        expected = 40 / lagging.documents_per_second
+        assert lagging.eta_seconds == pytest.approx(max(expected, 0.1), rel=0.05, abs=0.1)
+        open(os.path.join(gate, "open"), "w").close()
+        written = tx.append_event("c", "s3", "user-message", "the ferry to the island leaves at six",
+                                  caller=ME)
+        reply = core.search("c", "ferry island", mode="hybrid", caller=ME,
+                            min_commit_seq=written.commit_seq)
+        assert reply.vector_lag == 0  # the search reached the write in both legs
+        hit = next(h for h in reply.results if h.ref == written.ref)
+        assert hit.vector_rank >= 1
+        assert core.inspect("c", caller=ME).vectors.eta_seconds == 0
