@@ -78,8 +78,8 @@ class ShardedStore(Store):
         store = getattr(ticket, "store", None)
         return store.wait(ticket) if store is not None else ticket.get()
 
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        self._for(context, place=True).put_record(context, table, key, value)
+    def put_records(self, context: str, records: list[Write]) -> None:
+        self._for(context, place=True).put_records(context, records)
 
     def contexts(self) -> list[str]:
         return sorted({c for s in self.shard_stores().values() for c in s.contexts()})

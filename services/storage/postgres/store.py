@@ -234,10 +234,12 @@ class PostgresStore(Store):
             self._queue.append(sub)
         return sub
 
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        keys.check_side_record(table, value)
-        keys.encode_in(keys.context_prefix(context), key)
-        sub = Submission(context, None, [Write(table, key, value)])
+    def put_records(self, context: str, records: list[Write]) -> None:
+        keys.check_side_records(records)
+        prefix = keys.context_prefix(context)
+        for w in records:
+            keys.encode_in(prefix, w.key)
+        sub = Submission(context, None, list(records))
         with self._queue_lock:
             self._queue.append(sub)
         self.wait(sub)
