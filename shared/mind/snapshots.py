@@ -75,6 +75,11 @@ class Listed:
     snapshot_id: str
     summary: bytes
 
+    @property
+    def key(self) -> tuple[int, str]:
+        """Its place in its listing (what a page continues after)."""
+        return self.stamp, self.snapshot_id
+
 
 class SnapshotRepository:
     def __init__(self, store: Store) -> None:

@@ -312,5 +312,23 @@ class AsyncClient:
                               limit: int = 0) -> enc.SearchResult:
         return await self._send(C.search_snapshot(context, snapshot, query, limit=limit))
 
+    async def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                             since: str = "", until: str = "", limit: int = 0,
+                             cursor: str = "") -> enc.SnapshotList:
+        return await self._send(C.list_snapshots(
+            context, session=session, activation=activation, since=since, until=until,
+            limit=limit, cursor=cursor))
+
+    async def snapshot_pages(self, context: str, *, session: str = "", activation: str = "",
+                             since: str = "", until: str = "",
+                             limit: int = 0) -> AsyncIterator[enc.SnapshotList]:
+        async for page in following(lambda cursor: self.list_snapshots(
+                context, session=session, activation=activation, since=since, until=until,
+                limit=limit, cursor=cursor)):
+            yield page
+
+    async def evaluation(self, context: str, activation: str) -> enc.EvaluationView:
+        return await self._send(C.evaluation(context, activation))
+
 
 __all__ = ["AsyncClient"]

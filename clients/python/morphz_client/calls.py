@@ -307,3 +307,15 @@ def search_snapshot(context: str, snapshot: str, query: str, *, limit: int) -> C
     return Call(ENCODING, "Search", _build(enc.SearchRequest, context=context,
                                            snapshot=snapshot, query=query, limit=limit),
                 Safety.READ)
+
+
+def list_snapshots(context: str, *, session: str, activation: str, since: str, until: str,
+                   limit: int, cursor: str) -> Call:
+    return Call(ENCODING, "ListSnapshots", _build(
+        enc.ListSnapshotsRequest, context=context, session=session, activation=activation,
+        since=since, until=until, limit=limit, cursor=cursor), Safety.READ)
+
+
+def evaluation(context: str, activation: str) -> Call:
+    return Call(ENCODING, "ShowEvaluation", _build(enc.EvaluationRequest, context=context,
+                                                   activation=activation), Safety.READ)

@@ -330,5 +330,27 @@ class Client:
                         limit: int = 0) -> enc.SearchResult:
         return self._send(C.search_snapshot(context, snapshot, query, limit=limit))
 
+    def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                       since: str = "", until: str = "", limit: int = 0,
+                       cursor: str = "") -> enc.SnapshotList:
+        """A page of the context's snapshots, newest first: a session's, an activation's
+        or (empty filters) the whole context's, frozen in [since, until)."""
+        return self._send(C.list_snapshots(context, session=session, activation=activation,
+                                           since=since, until=until, limit=limit,
+                                           cursor=cursor))
+
+    def snapshot_pages(self, context: str, *, session: str = "", activation: str = "",
+                       since: str = "", until: str = "",
+                       limit: int = 0) -> Iterator[enc.SnapshotList]:
+        """Every page of list_snapshots, following next_cursor."""
+        yield from following(lambda cursor: self.list_snapshots(
+            context, session=session, activation=activation, since=since, until=until,
+            limit=limit, cursor=cursor))
+
+    def evaluation(self, context: str, activation: str) -> enc.EvaluationView:
+        """One evaluation by reference: its inputs, snapshots, recall calls, actions,
+        transactions and the Mind's change, with its session's previous and next."""
+        return self._send(C.evaluation(context, activation))
+
 
 __all__ = ["Client", "MorphzError"]

@@ -356,16 +356,35 @@ def _change(o: TxOutcome, revision: int) -> MindChange:
 
 
 def _neighbours(m: MindView, act: R.Activation, snaps: list[Entry]) -> tuple[str, str]:
-    """The session's evaluations compiled just before this one's first snapshot and
-    just after its last ("" for none): steps are the evaluations that were compiled."""
+    """The session's evaluations just before and just after this one ("" for none). An
+    evaluation's place among its session's is its first snapshot's (a later compile of
+    an older one, as for a replay, does not move it): the nearest other evaluation whose
+    first snapshot came before this one's first, and after it."""
     if not snaps:
         return "", ""
-    newest = snaps[-1] if len(snaps) < MAX_SNAPSHOTS else \
-        entry(SnapshotRepository.listed(m, activation=act.id, limit=1)[0])
-    found = []
-    for edge, oldest_first in ((snaps[0], False), (newest, True)):
-        rows = SnapshotRepository.listed(m, session=act.session, after=edge.key,
-                                         limit=NEIGHBOUR_ROWS, oldest_first=oldest_first)
-        found.append(next((e.activation for e in map(entry, rows)
-                           if e.activation != act.id), ""))
-    return found[0], found[1]
+    firsts: dict[str, tuple[int, str]] = {act.id: snaps[0].key}
+
+    def first(activation: str) -> tuple[int, str]:
+        if activation not in firsts:
+            firsts[activation] = SnapshotRepository.listed(
+                m, activation=activation, limit=1, oldest_first=True)[0].key
+        return firsts[activation]
+    mine = snaps[0].key
+    before, after = None, None
+    for row in SnapshotRepository.listed(m, session=act.session, after=mine,
+                                         limit=NEIGHBOUR_ROWS):
+        e = entry(row)
+        if e.activation == act.id:
+            continue
+        at = first(e.activation)
+        if before is None or at > before[0]:
+            before = (at, e.activation)
+        if at == e.key:  # an evaluation's first: the ones further back came before it
+            break
+    for row in SnapshotRepository.listed(m, session=act.session, after=mine,
+                                         limit=NEIGHBOUR_ROWS, oldest_first=True):
+        e = entry(row)
+        if e.activation != act.id and first(e.activation) == e.key:
+            after = e.activation  # the first first snapshot past this one's first
+            break
+    return before[1] if before else "", after or ""
