@@ -19,6 +19,7 @@ SESSIONS = ("release", "support")
 STEPS = 20
 SECRET = "sk-live-PLANTED-evals-5f3a90"
 CHINESE = "回归测试：120 通过，0 失败"  # the test report of step 5's input
+CUSTOMER_ASK = "客户询问版本何时发布"  # a frame's body, in Chinese (step 2)
 BIG_LOG = "packaging log: " + "artifact ok; " * 600  # over the 4 KiB preview threshold
 
 
@@ -64,7 +65,8 @@ def _tx(n: int, session: str, seen: int, refs: list[str]) -> tuple[str, str]:
         return (f"(context-tx (base-version {seen}) (create release (goal ship-v1) "
                 "(stage waiting-tests)))", "")
     if n == 2:
-        return f"(context-tx (base-version {seen}) (create {notes} (step 2)))", ""
+        return (f"(context-tx (base-version {seen}) (create {notes} (step 2)) "
+                f'(create customer-ask (问题 "{CUSTOMER_ASK}")))', "")
     if n == 3:
         return f"(context-tx (base-version {seen}) (create {notes} (step 3)))", ""
     if n == 5:

@@ -98,13 +98,14 @@ def encoding(reader, context: str, snapshot: str, reveal: bool) -> dict:
     regions = []
     for r in record.get("regions", []):
         text = replay.text[r["start"]:r["end"]]
-        mine = [i for i in items if i["region"] == r["name"]]
-        regions.append({
-            "name": r["name"], "bytes": len(text.encode()), "text": text,
-            "items": [{"kind": i["kind"], "key": i["key"], "residency": i.get("residency", ""),
-                       "shown_bytes": i.get("shown_bytes", 0),
-                       "total_bytes": i.get("total_bytes", 0)} for i in mine],
-            "previews": sum(1 for i in mine if i.get("residency") == "preview")})
+        mine = [{"kind": i["kind"], "key": i["key"], "shown_bytes": i.get("shown_bytes", 0),
+                 "total_bytes": i.get("total_bytes", 0),
+                 # an observation shown as a preview (its state item says so too)
+                 "residency": i.get("residency", "") if i["kind"] == "observation" else ""}
+                for i in items if i["region"] == r["name"]]
+        regions.append({"name": r["name"], "bytes": len(text.encode()), "text": text,
+                        "items": mine,
+                        "previews": sum(1 for i in mine if i["residency"] == "preview")})
     return {**head, "withheld": False, "replay_hash": replay.replay_hash,
             "match": replay.match, "regions": regions}
 

@@ -353,7 +353,7 @@ def test_ui_01_development_mode_serves_loopback_only(tmp_path):
     assert error["reason"] == "CONTEXT_INPUT_INVALID" and error["details"]["field"] == "listen"
 
 
-def test_ui_01_ui_02_the_conformance_kits_ui_cases_pass_through_morphz_ui(
+def test_ui_01_ui_02_ui_03_the_conformance_kits_ui_cases_pass_through_morphz_ui(
         inspector, token_server, certs, tmp_path):
     """The kit's UI extension, black-box over HTTP against this `morphz ui`: the kit acts
     as alice (its inspector token mapped to alice's Morphz token), its second principal as
@@ -374,6 +374,7 @@ def test_ui_01_ui_02_the_conformance_kits_ui_cases_pass_through_morphz_ui(
          "--report", str(report), "--quiet"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     cases = json.loads(report.read_text())["cases"]
-    assert {c["id"]: c["outcome"] for c in cases} == {"UI-01": "pass", "UI-02": "pass"}, cases
+    assert {c["id"]: c["outcome"] for c in cases} == {"UI-01": "pass", "UI-02": "pass",
+                                                       "UI-03": "pass"}, cases
     for text in (report.read_text(), done.stdout, done.stderr):
         assert "PLANTED" not in text and UI_TOKENS["alice"] not in text

@@ -190,6 +190,9 @@ class AsyncClient:
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
 
+    async def rebuild_projections(self, context: str) -> txn.RebuildReport:
+        return await self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+
     # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
     async def start_job(self, context: str, kind: str) -> common.Job:
         """Start `kind` on `context` as a server-side job: answered at once (poll job())."""

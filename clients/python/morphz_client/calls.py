@@ -55,10 +55,10 @@ class WritePositions:
 
     def note(self, call: Call, reply: Any) -> None:
         seq = 0
-        if call.safety is not Safety.READ:  # a batch (AppendEvents) answers per item
-            seq = max([getattr(reply, "commit_seq", 0)] +
-                      [e.commit_seq for e in getattr(reply, "events", ())
-                       if hasattr(e, "commit_seq")])
+        if call.safety is not Safety.READ:
+            seq = getattr(reply, "commit_seq", 0)
+            if isinstance(reply, txn.AppendEventsResponse):  # a batch answers per item
+                seq = max([seq] + [e.commit_seq for e in reply.events])
         context = getattr(call.request, "context", "")
         if seq and context:
             with self._lock:
@@ -185,6 +185,13 @@ def list_contexts() -> Call:
 
 def audit(context: str) -> Call:
     return Call(TRANSACTION, "Audit", _build(txn.AuditRequest, context=context), Safety.READ)
+
+
+def rebuild_projections(context: str, timeout: float) -> Call:
+    # Rewrites only what differs from a replay of the history: doing it twice is doing it once.
+    return Call(TRANSACTION, "RebuildProjections",
+                _build(txn.RebuildProjectionsRequest, context=context), Safety.IDEMPOTENT,
+                timeout)
 
 
 # -- server-side jobs (both services: the kind, or the id's prefix, names which) ------------------

@@ -209,6 +209,11 @@ class Client:
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))
 
+    def rebuild_projections(self, context: str) -> txn.RebuildReport:
+        """Rebuild the context's projections from its history (admin); what matched is
+        left alone. A long one is better run as a job (start_job)."""
+        return self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+
     # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
     def start_job(self, context: str, kind: str) -> common.Job:
         """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
