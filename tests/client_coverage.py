@@ -8,7 +8,6 @@ import os
 import threading
 from typing import Callable
 
-import grpc
 
 from morphz.api.encoding.v1 import encoding_pb2
 from morphz.api.recall.v1 import recall_pb2

@@ -6,12 +6,12 @@ import json
 import msgspec
 
 from morphz.api.encoding.v1 import encoding_pb2 as pb
-from morphz.services.encoding.core import evaluation as ev
 from morphz.services.encoding.core.listing import Entry, SnapshotPage, SnapshotQuery
 from morphz.services.encoding.core.record import SnapshotRecord
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.results import (
-    CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
+    CheckReport, Encoding, Evaluation, EventRef, ReadPage, ReplayReport, SearchResult,
+    Transaction)
 from morphz.shared.protojson import from_plain
 
 
@@ -88,12 +88,12 @@ def snapshot_list(p: SnapshotPage) -> pb.SnapshotList:
                            next_cursor=p.next_cursor)
 
 
-def _event_ref(e: ev.EventRef) -> pb.EventRef:
+def _event_ref(e: EventRef) -> pb.EventRef:
     return pb.EventRef(ref=e.ref, kind=e.kind, session=e.session, time=e.time,
                        actor=e.actor, preview=e.preview, chars=e.chars, secret=e.secret)
 
 
-def _transaction(t: ev.Transaction) -> pb.EvaluationTransaction:
+def _transaction(t: Transaction) -> pb.EvaluationTransaction:
     return pb.EvaluationTransaction(
         ref=t.ref, session=t.session, time=t.time, revision=t.revision,
         base_version=t.base_version, reason=t.reason, rebased=t.rebased,
@@ -101,7 +101,7 @@ def _transaction(t: ev.Transaction) -> pb.EvaluationTransaction:
                               frame_revision=o.frame_revision) for o in t.results])
 
 
-def evaluation_view(v: ev.Evaluation) -> pb.EvaluationView:
+def evaluation_view(v: Evaluation) -> pb.EvaluationView:
     mind = pb.MindDiff(from_revision=v.mind.from_revision, to_revision=v.mind.to_revision,
                        changes=[pb.MindChange(kind=c.kind, key=c.key, change=c.change,
                                               frame_revision=c.frame_revision,

@@ -12,7 +12,7 @@ import threading
 from typing import Callable
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import FEED_PAGE, FeedPage, Key, Reader, Store, Ticket, Write
+from morphz.shared.storage.api import FEED_PAGE, FeedPage, Reader, Store, Ticket, Write
 
 
 class Locator:

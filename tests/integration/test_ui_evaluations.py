@@ -25,7 +25,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from morphz.client import Client, Credentials
 
 from tests import evaluation_loop as loop
-from tests.inspector import InspectorProcess, browser, network, wait_for, wait_view
+from tests.inspector import (InspectorProcess, browser, network, screenshots_dir, sign_in,
+                             wait_for, wait_view)
+from tests.inspector import show as showing
 from tests.png import ink
 from tests.security_servers import ALICE_TOKEN, TOKENS, in_process_too
 
@@ -59,32 +61,19 @@ def inspector(steps, token_server, certs, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    d = Path(os.environ["MORPHZ_UI_SHOTS"]) if os.environ.get("MORPHZ_UI_SHOTS") \
-        else tmp_path_factory.mktemp("ui-evals-screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    print(f"screenshots: {d}")
-    return d
+    return screenshots_dir(tmp_path_factory, "ui-evals-screenshots")
 
 
 @pytest.fixture(scope="module")
 def erin(inspector):
     driver = browser()
-    driver.get(f"{inspector.url}/login")
-    field = wait_for(driver, "input[name=token]")
-    field.send_keys(UI_TOKENS["erin"])
-    field.submit()
-    wait_for(driver, "#banner")
-    assert wait_view(driver) == "ready"
+    sign_in(driver, inspector.url, UI_TOKENS["erin"])
     yield driver
     driver.quit()
 
 
 def show(driver, inspector, route: str, shots: Path | None = None, name: str = "") -> None:
-    driver.get("about:blank")  # a hash change alone would keep the previous view's document
-    driver.get(f"{inspector.url}/#/{route}")
-    assert wait_view(driver) == "ready", driver.find_element(By.ID, "error").text
-    if shots is not None:
-        driver.save_screenshot(str(shots / f"{name}.png"))
+    showing(driver, inspector.url, route, shots, name)
 
 
 def keys(driver, key: str) -> None:

@@ -12,7 +12,6 @@ $MORPHZ_UI_SHOTS when set."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -26,8 +25,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from morphz.client import Client, Credentials
 
 from tests.inspector import (BIG_FRAMES, EVENT_SECRET, FRAME_SECRET, TEST_REPORT,
-                             InspectorProcess, browser, network, seed_big, seed_release,
-                             wait_for, wait_view)
+                             InspectorProcess, browser, network, screenshots_dir, seed_big,
+                             seed_release, wait_for, wait_view)
+from tests.inspector import show as showing, sign_in as signing_in
 from tests.security_servers import ALICE_TOKEN, TOKENS, in_process_too
 
 pytestmark = in_process_too  # a `morphz serve` with tokens of its own, and `morphz ui`
@@ -66,11 +66,7 @@ def inspector(seeded, token_server, certs, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    d = Path(os.environ["MORPHZ_UI_SHOTS"]) if os.environ.get("MORPHZ_UI_SHOTS") \
-        else tmp_path_factory.mktemp("ui-screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    print(f"screenshots: {d}")
-    return d
+    return screenshots_dir(tmp_path_factory, "ui-screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +77,11 @@ def chrome():
 
 
 def sign_in(driver, inspector, who: str) -> None:
-    driver.get(f"{inspector.url}/login")
-    field = wait_for(driver, "input[name=token]")
-    field.send_keys(UI_TOKENS[who])
-    field.submit()
-    wait_for(driver, "#banner")
-    assert wait_view(driver) == "ready"
-    network(driver)  # start each test's record of responses afresh
+    signing_in(driver, inspector.url, UI_TOKENS[who])
 
 
 def show(driver, inspector, route: str, shots: Path | None = None, name: str = "") -> None:
-    driver.get("about:blank")  # a hash change alone would keep the previous view's document
-    driver.get(f"{inspector.url}/#/{route}")
-    assert wait_view(driver) == "ready", driver.find_element(By.ID, "error").text
-    if shots is not None:
-        driver.save_screenshot(str(shots / f"{name}.png"))
+    showing(driver, inspector.url, route, shots, name)
 
 
 def texts(driver, css: str) -> list[str]:

@@ -30,7 +30,7 @@ from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Reader, Store, read_at_one_version
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
 from morphz.services.encoding.core.row_cache import RowCache
-from morphz.services.encoding.core.evaluation import Evaluation, show as show_evaluation
+from morphz.services.encoding.core.evaluation import show as show_evaluation
 from morphz.services.encoding.core.gather import Gathered, gather
 from morphz.services.encoding.core.listing import SnapshotPage, SnapshotQuery, listing_of, \
     page as listing_page, stamp_of
@@ -41,7 +41,7 @@ from morphz.shared.names import check_lookup, check_name
 from morphz.services.encoding.core.record import Omission, Region, SnapshotRecord
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.results import (
-    CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
+    CheckReport, Encoding, Evaluation, ReadPage, ReplayReport, SearchResult)
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
 

@@ -18,7 +18,6 @@ Secrets stay markers: an event's preview is what a reader without `reveal` sees.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from morphz.shared import policy
@@ -28,6 +27,8 @@ from morphz.shared.mind import receipts, records as R, secrets
 from morphz.shared.mind.snapshots import SnapshotRepository
 from morphz.shared.mind.view import MindView
 from morphz.services.encoding.core.listing import Entry, entry
+from morphz.services.encoding.core.results import (
+    Action, Evaluation, EventRef, MindChange, MindDiff, RecallCall, Transaction, TxOutcome)
 
 MAX_SCAN_EVENTS = 4096  # history read past (or before) the activation event, at most
 CHUNK = 128             # events decoded at a time
@@ -39,99 +40,6 @@ NEIGHBOUR_ROWS = 64     # session index rows read to find the previous or next s
 FRAME_OPS = {"create": "created", "derive": "derived", "revise": "revised",
              "retire": "retired", "restore": "restored", "protect": "protected",
              "unprotect": "unprotected"}
-
-
-@dataclass(frozen=True)
-class EventRef:
-    """An event by reference, with a preview of what a reader without `reveal` sees."""
-    ref: str
-    kind: str
-    session: str
-    time: str
-    actor: str
-    preview: str
-    chars: int
-    secret: bool
-
-
-@dataclass(frozen=True)
-class RecallCall:
-    ref: str          # the recall observation that recorded it
-    op: str           # search | read | frame
-    query: str        # search: the query; read: the ref; frame: the frame id
-    hits: tuple[str, ...]
-    hit_count: int
-    time: str
-
-
-@dataclass(frozen=True)
-class Action:
-    ref: str
-    time: str
-    preview: str
-    result: str  # the tool result's @eN, "" while there is none
-
-
-@dataclass(frozen=True)
-class TxOutcome:
-    op: str
-    target: str
-    outcome: str  # "" when no receipt was kept
-    frame_revision: int
-
-
-@dataclass(frozen=True)
-class Transaction:
-    ref: str
-    session: str
-    time: str
-    revision: int  # the Mind revision it made (0: no receipt kept)
-    base_version: int
-    reason: str
-    rebased: bool
-    results: tuple[TxOutcome, ...]
-
-
-@dataclass(frozen=True)
-class MindChange:
-    kind: str     # frame | observation | relation | order | checkpoint | session
-    key: str      # frame id, @eN, "subject name object", checkpoint name, session id
-    change: str   # created | derived | revised | retiring | retired | restored | related ...
-    frame_revision: int
-    revision: int  # the Mind revision that made it (0: the clock's, at the claim)
-
-
-@dataclass(frozen=True)
-class MindDiff:
-    from_revision: int  # what its first snapshot saw
-    to_revision: int    # after its last transaction
-    changes: tuple[MindChange, ...]
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    context: str
-    activation: str
-    session: str
-    tick: int
-    tick_advanced: bool
-    delivered: bool
-    root: str
-    time: str
-    activation_ref: str  # "" when not found within the bound
-    delivery_ref: str
-    inputs: tuple[EventRef, ...]
-    snapshots: tuple[Entry, ...]
-    recalls: tuple[RecallCall, ...]
-    actions: tuple[Action, ...]
-    results: tuple[EventRef, ...]
-    messages: tuple[EventRef, ...]
-    transactions: tuple[Transaction, ...]
-    mind: MindDiff
-    previous: str
-    next: str
-    complete: bool  # False: the history was read only up to `scanned_to`
-    scanned_to: int
 
 
 def show(m: MindView, context: str, activation: str, caller: Caller) -> Evaluation:

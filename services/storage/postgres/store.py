@@ -48,8 +48,7 @@ from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       StaleCommit, Store, Ticket, Write, change_of,
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, StaleCommit, Store, Ticket, Write, change_of,
                                        check_write, fenced, quarantine_missing)
 
 DEFAULT_SCHEMA = "morphz"
