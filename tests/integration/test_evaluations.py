@@ -291,3 +291,34 @@ def test_asm_06_a_page_reads_the_same_rows_for_a_hundred_and_for_ten_thousand(tm
     assert deep_small == dict(small, rows=small["rows"] - 1)  # its last page: no row past it
     assert small["rows"] <= 51 + 4 and "snapshots" not in small["tables"]
     assert "snapshot_index" in small["tables"]
+
+
+def test_asm_06_over_the_storage_service_a_page_is_the_same_round_trips_at_30_and_300(
+        tmp_path):
+    """An encoding service whose store is remote (the split deployment): a page of
+    ListSnapshots is the same storage RPCs, each reading the same tables, with 30
+    snapshots in the context and with 300."""
+    from morphz.services.storage.client import StorageClient
+    from tests.rpc_count import storage_service
+
+    with storage_service(tmp_path / "server") as (app, channel, count):
+        tx = app.transactions
+        tx.create_context("big", caller=ME)
+        tx.append_event("big", "main", "user-message", "ship it", caller=ME)
+        first = EncodingCore(app.store, tx).compile("big", "main", caller=ME)
+        with app.store.reader("big") as r:
+            record = bytes(r.get("snapshots", (first.snapshot,))).partition(b"\n")[::2]
+        remote = EncodingCore(StorageClient(channel, timeout=30), tx)
+
+        def page_calls() -> list[str]:
+            count.calls.clear()
+            page = remote.list_snapshots("big", SnapshotQuery.make(session="main", limit=20),
+                                         caller=ME)
+            assert len(page.entries) == 20 and page.next_cursor
+            return list(count.calls)
+        _more_snapshots(app.store, record, 29, 0)
+        small = page_calls()
+        _more_snapshots(app.store, record, 270, 29)
+        assert page_calls() == small
+        assert "Scan:snapshot_index" in small and not any("snapshots" in c.split(":")[-1]
+                                                          for c in small)
