@@ -139,6 +139,9 @@ REASONS: dict[str, Status] = {
     "SCOPE_VIOLATION": Status.FAILED_PRECONDITION,
     "SNAPSHOT_INVALID": Status.FAILED_PRECONDITION,
     "SNAPSHOT_CORRUPT": Status.DATA_LOSS,  # a stored record that cannot be decoded or read
+    # a snapshot listing's pages (ListSnapshots): as RECALL_CURSOR_*
+    "ENCODING_CURSOR_INVALID": Status.INVALID_ARGUMENT,
+    "ENCODING_CURSOR_STALE": Status.FAILED_PRECONDITION,
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,

@@ -127,9 +127,11 @@ def browser():
 
 
 def wait_view(driver, timeout: float = 30) -> str:
-    """Wait for the current view to finish loading; its state (ready | error)."""
+    """Wait for the current view to finish loading; its state (ready | error). Looked at
+    every 20 ms (WebDriverWait's default, 0.5 s, would round every page load the
+    benchmark times up to the next half second)."""
     from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, timeout).until(lambda d: d.execute_script(
+    return WebDriverWait(driver, timeout, poll_frequency=0.02).until(lambda d: d.execute_script(
         "const v = document.getElementById('view');"
         "return v && ['ready', 'error'].includes(v.dataset.state) ? v.dataset.state : null"))
 
@@ -181,3 +183,35 @@ def network(driver, bound: float = 30.0) -> list[dict]:
         seen.append({"url": response["url"], "status": response["status"], "body": body,
                      "loaded": rid in finished})
     return seen
+
+
+def screenshots_dir(tmp_path_factory, name: str) -> Path:
+    """Where a module's screenshots go: $MORPHZ_UI_SHOTS when set, else a tmp folder
+    (printed)."""
+    d = Path(os.environ["MORPHZ_UI_SHOTS"]) if os.environ.get("MORPHZ_UI_SHOTS") \
+        else tmp_path_factory.mktemp(name)
+    d.mkdir(parents=True, exist_ok=True)
+    print(f"screenshots: {d}")
+    return d
+
+
+def sign_in(driver, url: str, ui_token: str) -> None:
+    """Sign in at the inspector's /login with an inspector token; the view loaded."""
+    driver.get(f"{url}/login")
+    field = wait_for(driver, "input[name=token]")
+    field.send_keys(ui_token)
+    field.submit()
+    wait_for(driver, "#banner")
+    assert wait_view(driver) == "ready"
+    network(driver)  # start each test's record of responses afresh
+
+
+def show(driver, url: str, route: str, shots: Optional[Path] = None, name: str = "") -> None:
+    """Open `route` (`mind?context=...`) in a fresh document and wait for its view;
+    with `shots`, save a screenshot of it as NAME.png there."""
+    from selenium.webdriver.common.by import By
+    driver.get("about:blank")  # a hash change alone would keep the previous view's document
+    driver.get(f"{url}/#/{route}")
+    assert wait_view(driver) == "ready", driver.find_element(By.ID, "error").text
+    if shots is not None:
+        driver.save_screenshot(str(shots / f"{name}.png"))

@@ -2,6 +2,9 @@
 
   morphz context encode --context C --session S [--budget BYTES] [--format=json|text]
   morphz context encoding show|replay|check SNAPSHOT [--context C]
+  morphz context encoding list [--session S] [--activation A] [--since T] [--until T]
+                               [--limit N] [--cursor C]
+  morphz context evaluation show ACTIVATION
 
 `encode` in text form prints the encoding exactly as the model sees it, followed by
 `;` comment lines (the S-expression reader skips them) naming the snapshot and hash;
@@ -17,6 +20,7 @@ import grpc
 
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.cli.common import always_ok, print_json, unsigned
+from morphz.services.cli.inputs import input_error
 
 
 def _binding(text: str) -> tuple[str, str]:
@@ -54,9 +58,23 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--reveal-secrets", action="store_true",
                    help="scope: render secrets as stored (default: [secret REF])")
 
-    p = add("encoding", "show, replay or check an encoding snapshot")
-    p.add_argument("verb", choices=("show", "replay", "check"))
-    p.add_argument("snapshot", metavar="SNAPSHOT")
+    p = add("encoding", "show, replay or check an encoding snapshot, or list a context's "
+            "snapshots newest first")
+    p.add_argument("verb", choices=("show", "replay", "check", "list"))
+    p.add_argument("snapshot", metavar="SNAPSHOT", nargs="?", default="",
+                   help="the snapshot to show, replay or check (not with list)")
+    p.add_argument("--session", default="", help="list: this session's snapshots")
+    p.add_argument("--activation", default="", help="list: this activation's snapshots")
+    p.add_argument("--since", default="", help="list: frozen at or after (ISO 8601, offset)")
+    p.add_argument("--until", default="", help="list: frozen before (ISO 8601, offset)")
+    p.add_argument("--limit", type=unsigned(32), default=0, help="list: a page's size "
+                   "(1..100; default 20)")
+    p.add_argument("--cursor", default="", help="list: next_cursor of the page before")
+
+    p = add("evaluation", "show one evaluation (an activation) step by step: its inputs, "
+            "snapshots, recall calls, actions, transactions and the Mind's change")
+    p.add_argument("verb", choices=("show",))
+    p.add_argument("activation", metavar="ACTIVATION")
     return list(COMMANDS)
 
 
@@ -78,11 +96,30 @@ def cmd_encode(channel: grpc.Channel, args: argparse.Namespace) -> dict:
 
 def cmd_encoding(channel: grpc.Channel, args: argparse.Namespace) -> dict:
     client = _client(channel, args)
+    if args.verb == "list":
+        if args.snapshot:
+            raise input_error("encoding list takes no SNAPSHOT: filter with --session, "
+                              "--activation, --since, --until", field="snapshot")
+        return {"verb": "list", **client.list_snapshots(
+            args.context, session=args.session, activation=args.activation,
+            since=args.since, until=args.until, limit=args.limit, cursor=args.cursor)}
+    if not args.snapshot:
+        raise input_error(f"encoding {args.verb} needs a SNAPSHOT (encoding list names "
+                          "them)", field="snapshot")
+    listing_only = [f for f in ("session", "activation", "since", "until", "cursor")
+                    if getattr(args, f)] + (["limit"] if args.limit else [])
+    if listing_only:
+        raise input_error(f"--{listing_only[0]} goes with encoding list only",
+                          field=listing_only[0])
     if args.verb == "show":
         return {"verb": "show", "snapshot": client.show(args.context, args.snapshot)}
     if args.verb == "replay":
         return {"verb": "replay", **client.replay(args.context, args.snapshot)}
     return {"verb": "check", **client.check(args.context, args.snapshot)}
+
+
+def cmd_evaluation(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+    return _client(channel, args).evaluation(args.context, args.activation)
 
 
 def render_encode(r: dict, out: TextIO) -> None:
@@ -103,8 +140,22 @@ def _render_check(r: dict, out: TextIO) -> None:
         print(f"  {d['kind']} {d['key']}: {d['reason']}{revs}", file=out)
 
 
+def _render_list(r: dict, out: TextIO) -> None:
+    for e in r["snapshots"]:
+        print(f"{e['time']}  {e['snapshot']}  {e['session']} {e['activation']}  "
+              f"{e['bytes']}/{e['limit_bytes']} B  {e['tokens']} tok  {e['level']}  "
+              f"r{e['revision']}  {e['hash']}" +
+              (f"  parent {e['parent']}" if e["parent"] else ""), file=out)
+    if not r["snapshots"]:
+        print("no snapshots", file=out)
+    if r["next_cursor"]:
+        print(f"next page: --cursor {r['next_cursor']}", file=out)
+
+
 def render_encoding(r: dict, out: TextIO) -> None:
-    if r["verb"] == "show":
+    if r["verb"] == "list":
+        _render_list(r, out)
+    elif r["verb"] == "show":
         print_json(r["snapshot"], out)
     elif r["verb"] == "replay":
         verdict = "same bytes and hash" if r["match"] else "MISMATCH"
@@ -116,6 +167,34 @@ def render_encoding(r: dict, out: TextIO) -> None:
         _render_check(r["dependencies"], out)
     else:
         _render_check(r, out)
+
+
+def render_evaluation(r: dict, out: TextIO) -> None:
+    state = "delivered" if r["delivered"] else "open"
+    print(f"evaluation {r['activation']} of session {r['session']} ({state}), tick "
+          f"{r['tick']}, at {r['time'] or '?'}; previous {r['previous'] or '-'}, next "
+          f"{r['next'] or '-'}", file=out)
+    for e in r["inputs"]:
+        print(f"  input {e['ref']} {e['kind']}: {e['preview'][:100]}", file=out)
+    for e in r["snapshots"]:
+        print(f"  snapshot {e['snapshot']} {e['hash']} {e['bytes']}/{e['limit_bytes']} B "
+              f"{e['level']} (revision {e['revision']})", file=out)
+    for c in r["recalls"]:
+        print(f"  recall {c['ref']} {c['op']} {c['query']!r}: {c['hit_count']} found "
+              f"{' '.join(c['hits'][:8])}", file=out)
+    for a in r["actions"]:
+        print(f"  action {a['ref']}: {a['preview'][:80]} -> {a['result'] or 'no result'}",
+              file=out)
+    for t in r["transactions"]:
+        print(f"  transaction {t['ref']} revision {t['revision'] or '?'} (base "
+              f"{t['base_version']}){' reason: ' + t['reason'] if t['reason'] else ''}",
+              file=out)
+    mind = r["mind"]
+    print(f"  mind r{mind['from_revision']} -> r{mind['to_revision']}", file=out)
+    for c in mind["changes"]:
+        print(f"    {c['change']} {c['kind']} {c['key']}", file=out)
+    if not r["complete"]:
+        print(f"  (history read up to @e{r['scanned_to']} only)", file=out)
 
 
 def encoding_exit(r: dict) -> int:
@@ -132,4 +211,5 @@ SERVICE = "encoding"  # the service these commands call (services/cli/connect.py
 COMMANDS: MappingProxyType = MappingProxyType({
     "encode": (cmd_encode, render_encode, always_ok),
     "encoding": (cmd_encoding, render_encoding, encoding_exit),
+    "evaluation": (cmd_evaluation, render_evaluation, always_ok),
 })

@@ -56,3 +56,14 @@ class EncodingClient:
     def search(self, context: str, snapshot: str, query: str, limit: int = 0) -> dict:
         return self._call("Search", pb.SearchRequest, context=context, snapshot=snapshot,
                           query=query, limit=limit)
+
+    def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                       since: str = "", until: str = "", limit: int = 0,
+                       cursor: str = "") -> dict:
+        return self._call("ListSnapshots", pb.ListSnapshotsRequest, context=context,
+                          session=session, activation=activation, since=since, until=until,
+                          limit=limit, cursor=cursor)
+
+    def evaluation(self, context: str, activation: str) -> dict:
+        return self._call("ShowEvaluation", pb.EvaluationRequest, context=context,
+                          activation=activation)

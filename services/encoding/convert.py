@@ -6,10 +6,12 @@ import json
 import msgspec
 
 from morphz.api.encoding.v1 import encoding_pb2 as pb
+from morphz.services.encoding.core.listing import Entry, SnapshotPage, SnapshotQuery
 from morphz.services.encoding.core.record import SnapshotRecord
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.results import (
-    CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
+    CheckReport, Encoding, Evaluation, EventRef, ReadPage, ReplayReport, SearchResult,
+    Transaction)
 from morphz.shared.protojson import from_plain
 
 
@@ -65,3 +67,55 @@ def search_result(s: SearchResult) -> pb.SearchResult:
     return pb.SearchResult(hits=[pb.SearchHit(key=h.key, kind=h.kind, snippet=h.snippet)
                                  for h in s.hits], empty_reason=s.empty_reason,
                            message=s.message, searched=s.searched)
+
+
+def snapshot_query(msg: pb.ListSnapshotsRequest) -> SnapshotQuery:
+    """The listing asked for, checked here (INPUT_INVALID naming the field)."""
+    return SnapshotQuery.make(msg.session, msg.activation, msg.since, msg.until, msg.limit,
+                              msg.cursor)
+
+
+def _entry(e: Entry) -> pb.SnapshotEntry:
+    return pb.SnapshotEntry(
+        snapshot=e.snapshot, hash=e.hash, session=e.session, activation=e.activation,
+        time=e.time, bytes=e.bytes, limit_bytes=e.limit_bytes, tokens=e.tokens,
+        limit_tokens=e.limit_tokens, level=e.level, permille=e.permille, parent=e.parent,
+        revision=e.revision, tick=e.tick, claimed=e.claimed, reveal_secrets=e.reveal_secrets)
+
+
+def snapshot_list(p: SnapshotPage) -> pb.SnapshotList:
+    return pb.SnapshotList(snapshots=[_entry(e) for e in p.entries],
+                           next_cursor=p.next_cursor)
+
+
+def _event_ref(e: EventRef) -> pb.EventRef:
+    return pb.EventRef(ref=e.ref, kind=e.kind, session=e.session, time=e.time,
+                       actor=e.actor, preview=e.preview, chars=e.chars, secret=e.secret)
+
+
+def _transaction(t: Transaction) -> pb.EvaluationTransaction:
+    return pb.EvaluationTransaction(
+        ref=t.ref, session=t.session, time=t.time, revision=t.revision,
+        base_version=t.base_version, reason=t.reason, rebased=t.rebased,
+        results=[pb.TxOutcome(op=o.op, target=o.target, outcome=o.outcome,
+                              frame_revision=o.frame_revision) for o in t.results])
+
+
+def evaluation_view(v: Evaluation) -> pb.EvaluationView:
+    mind = pb.MindDiff(from_revision=v.mind.from_revision, to_revision=v.mind.to_revision,
+                       changes=[pb.MindChange(kind=c.kind, key=c.key, change=c.change,
+                                              frame_revision=c.frame_revision,
+                                              revision=c.revision) for c in v.mind.changes])
+    return pb.EvaluationView(
+        context=v.context, activation=v.activation, session=v.session, tick=v.tick,
+        tick_advanced=v.tick_advanced, delivered=v.delivered, root=v.root, time=v.time,
+        activation_ref=v.activation_ref, delivery_ref=v.delivery_ref,
+        inputs=[_event_ref(e) for e in v.inputs], snapshots=[_entry(e) for e in v.snapshots],
+        recalls=[pb.RecallCall(ref=r.ref, op=r.op, query=r.query, hits=list(r.hits),
+                               hit_count=r.hit_count, time=r.time) for r in v.recalls],
+        actions=[pb.EvaluationAction(ref=a.ref, time=a.time, preview=a.preview,
+                                     result=a.result) for a in v.actions],
+        results=[_event_ref(e) for e in v.results],
+        messages=[_event_ref(e) for e in v.messages],
+        transactions=[_transaction(t) for t in v.transactions], mind=mind,
+        previous=v.previous, next=v.next, complete=v.complete, scanned_to=v.scanned_to)

@@ -51,3 +51,13 @@ class EncodingServicer(pb_grpc.EncodingServiceServicer):
         return convert.search_result(
             self._core.search(request.context, request.snapshot, request.query,
                               request.limit, caller=caller_of(context)))
+
+    @rpc_boundary
+    def ListSnapshots(self, request, context):
+        return convert.snapshot_list(self._core.list_snapshots(
+            request.context, convert.snapshot_query(request), caller=caller_of(context)))
+
+    @rpc_boundary
+    def ShowEvaluation(self, request, context):
+        return convert.evaluation_view(self._core.evaluation(
+            request.context, request.activation, caller=caller_of(context)))

@@ -73,6 +73,12 @@ class StorageClient(Store):
             context=context, table=table, key=key_to_proto(key), value=value),
             timeout=self._timeout)
 
+    def put_records(self, context: str, records: list[Write]) -> None:
+        keys.check_side_records(records)
+        call(self._stub.PutRecords, pb.PutRecordsRequest(context=context, records=[
+            pb.SideRecord(table=w.table, key=key_to_proto(w.key), value=w.value)
+            for w in records]), timeout=self._timeout)
+
     # -- admin -----------------------------------------------------------------------------
     def backup(self, chunk_bytes: int = 0) -> tuple[Manifest, Iterator[bytes]]:
         """An online backup of the store (StorageService.Backup): its manifest, and an

@@ -287,10 +287,11 @@ class LmdbStore(Store):
             self._queue.append(sub)
         return sub
 
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        keys.check_side_record(table, value)
-        encoded = [(self._dbs[table], True, table,
-                    keys.encode_in(keys.context_prefix(context), key), value)]
+    def put_records(self, context: str, records: list[Write]) -> None:
+        keys.check_side_records(records)
+        prefix = keys.context_prefix(context)
+        encoded = [(self._dbs[w.table], True, w.table, keys.encode_in(prefix, w.key), w.value)
+                   for w in records]
         sub = _Submission(context, None, encoded)  # no expected version: see _put_side
         with self._queue_lock:
             self._queue.append(sub)
@@ -463,15 +464,24 @@ class LmdbStore(Store):
         txn.delete(key, db=db)
 
     def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
-        """put_record's one write, in the group's write transaction: the context's
-        commit_seq is read (it must exist) but never moved."""
-        (db, _, table, key, value), = sub.encoded
+        """put_records' writes, in the group's write transaction, all or none (a child
+        transaction): the context's commit_seq is read (it must exist) but never moved."""
         if not self._commit_seq(txn, sub.context):
             sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
                                     "nothing committed", context=sub.context[:80])
-        elif not txn.put(key, value, db=db, overwrite=False):
-            sub.error = MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
-                                    table=table)
+            return
+        child = self._env.begin(write=True, parent=txn)
+        try:
+            for db, _, table, key, value in sub.encoded:
+                if not child.put(key, value, db=db, overwrite=False):
+                    child.abort()
+                    sub.error = MorphzError("STORAGE_APPEND_ONLY",
+                                            f"table {table} is append-only", table=table)
+                    return
+        except BaseException:
+            child.abort()
+            raise
+        child.commit()
 
     def _grow(self) -> bool:
         """Double the map (up to max_map_size) once no reader is open; False at the max."""

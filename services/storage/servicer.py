@@ -206,6 +206,13 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         return pb.PutRecordResponse()
 
     @rpc_boundary
+    def PutRecords(self, request, context):
+        check_name(request.context, "context")
+        self._store.put_records(request.context, [
+            Write(r.table, key_from_proto(r.key), r.value) for r in request.records])
+        return pb.PutRecordResponse()
+
+    @rpc_boundary
     def ListContexts(self, request, context):
         return pb.ListContextsResponse(contexts=self._store.contexts())
 

@@ -13,9 +13,11 @@ from typing import Callable, Optional
 from urllib.parse import parse_qsl, urlsplit
 
 from morphz.client.errors import MorphzError, input_error
+from morphz.services.ui import steps
 from morphz.services.ui.access import COOKIE
 
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8",
+ASSETS = {"app.js": "text/javascript; charset=utf-8", "steps.js": "text/javascript; charset=utf-8",
+          "app.css": "text/css; charset=utf-8",
           "index.html": "text/html; charset=utf-8", "login.html": "text/html; charset=utf-8"}
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -30,7 +32,10 @@ GET_VIEWS = {"contexts": lambda r, ctx, q: r.contexts(),
              "search": lambda r, ctx, q: r.search(ctx, q),
              "encoding": lambda r, ctx, q: r.encoding(ctx, q),
              "activations": lambda r, ctx, q: r.activations(ctx),
-             "diff": lambda r, ctx, q: r.diff(ctx, q)}
+             "diff": lambda r, ctx, q: r.diff(ctx, q),
+             "evaluations": steps.evaluations,
+             "evaluation": steps.evaluation,
+             "encoding_diff": steps.encoding_diff}
 POST_VIEWS = {"compile": lambda r, ctx, q: r.compile(ctx, q)}
 MAX_BODY = 65536
 

@@ -6,18 +6,28 @@ The stored form is the repository's: one JSON line for the record's head, then i
 JSON text (an older form held the body's text under the head's "packed", on one line).
 The fields are the encoding service's, which hands the types to decode into (msgspec
 Structs, services/encoding/core/record.py); a row that is not such JSON is
-SNAPSHOT_CORRUPT, the answer for a record that cannot be read, never a crash."""
+SNAPSHOT_CORRUPT, the answer for a record that cannot be read, never a crash.
+
+Each record is put together with its entries in the snapshot index (one write, all or
+none), so a context's snapshots are listed newest first a page at a time without reading
+their records: under the whole context, its session and its activation, each entry keyed
+by when the snapshot was frozen (microseconds since the epoch, UTC) and its id. An entry
+holds the encoding service's summary of the record (bytes it decodes itself)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Type, TypeVar, Union
 
 import msgspec
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.view import MindView, snapshot_corrupt
-from morphz.shared.storage.api import Store
+from morphz.shared.storage.api import Key, Store, Write
 
 TABLE = "snapshots"
+INDEX = "snapshot_index"
+# The index's three listings: a context's, a session's, an activation's.
+_WHOLE, _SESSION, _ACTIVATION = "c", "s", "a"
 T = TypeVar("T")
 
 _KINDS = {"array": "an array", "null": "null", "str": "a string", "int": "a number",
@@ -48,13 +58,69 @@ class StoredSnapshot:
         return decode(text, type_, self.snapshot_id)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """Where a record is listed: its session and activation, when it was frozen (the
+    order), and the summary its entries hold."""
+    session: str
+    activation: str
+    stamp: int  # microseconds since the epoch, UTC
+    summary: bytes
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One entry read back from the index."""
+    stamp: int
+    snapshot_id: str
+    summary: bytes
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """Its place in its listing (what a page continues after)."""
+        return self.stamp, self.snapshot_id
+
+
 class SnapshotRepository:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def put(self, context: str, snapshot_id: str, head: bytes, body: bytes) -> None:
-        """Store a record: `head` and `body` are compact JSON (no raw newline)."""
-        self._store.put_record(context, TABLE, (snapshot_id,), head + b"\n" + body)
+    def put(self, context: str, snapshot_id: str, head: bytes, body: bytes,
+            listing: Optional[Listing] = None) -> None:
+        """Store a record: `head` and `body` are compact JSON (no raw newline); with
+        `listing`, its index entries in the same write."""
+        records = [Write(TABLE, (snapshot_id,), head + b"\n" + body)]
+        if listing is not None:
+            at = (listing.stamp, snapshot_id)
+            records += [Write(INDEX, (*prefix, *at), listing.summary) for prefix in (
+                (_WHOLE,), (_SESSION, listing.session), (_ACTIVATION, listing.activation))]
+        self._store.put_records(context, records)
+
+    @staticmethod
+    def listed(view: MindView, *, session: str = "", activation: str = "",
+               after: Optional[tuple[int, str]] = None, until: Optional[int] = None,
+               since: Optional[int] = None, limit: int,
+               oldest_first: bool = False) -> list[Listed]:
+        """Up to `limit` entries of the activation's listing (else the session's, else
+        the whole context's), newest first (or oldest first): those past `after` (the
+        stamp and id of the last one a page gave), frozen before `until` and at or after
+        `since` (newest first only). One range read of at most `limit` rows, however
+        many the listing holds."""
+        prefix: Key = ((_ACTIVATION, activation) if activation else
+                       (_SESSION, session) if session else (_WHOLE,))
+        bound: Optional[Key] = None
+        if after is not None:
+            bound = (*prefix, *after)
+        elif until is not None and not oldest_first:
+            bound = (*prefix, until)  # below every key frozen at `until` or later
+        out = []
+        for key, value in view.snapshot_index_rows(prefix, bound, limit,
+                                                   newest_first=not oldest_first):
+            stamp, snapshot_id = key[-2], key[-1]
+            if since is not None and not oldest_first and stamp < since:
+                break
+            out.append(Listed(stamp, snapshot_id, bytes(value)))
+        return out
 
     @staticmethod
     def get(view: MindView, snapshot_id: str) -> Optional[StoredSnapshot]:

@@ -277,10 +277,6 @@ class MindState(MindView):
         self._grants.pop(principal, None)
 
     # -- idempotency ----------------------------------------------------------------------
-    def idempotency(self, request_id: str) -> Optional[receipts.IdempotencyRecord]:
-        """What the request id was applied as, of any stored version (receipts.py)."""
-        return receipts.loads(self._get("idempotency", (request_id,)))
-
     def put_idempotency(self, request_id: str, record: receipts.IdempotencyRecord) -> None:
         self._put("idempotency", (request_id,), receipts.dumps(record))
 

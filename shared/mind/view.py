@@ -11,7 +11,7 @@ import json
 from typing import Iterable, Iterator, Optional, TypeVar, Union
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind import records as R
+from morphz.shared.mind import receipts, records as R
 from morphz.shared.storage.api import Key, Reader
 
 T = TypeVar("T")
@@ -365,6 +365,9 @@ class MindView:
     def call(self, seq: int) -> Optional[R.Call]:
         return R.loads(R.Call, self._get("calls", (seq,)))
 
+    def prefetch_calls(self, seqs: Iterable[int]) -> None:
+        self.prefetch("calls", [(s,) for s in seqs])
+
     def open_calls(self, sid: str) -> list[tuple[int, str]]:
         """(action seq, activation id) of the session's calls still waiting for a result."""
         return [(k[1], raw.decode()) for k, raw in self._scan("open_calls", (sid,))]
@@ -444,9 +447,24 @@ class MindView:
     def event_of_key(key: bytes) -> R.Event:
         return R.loads(R.Event, key)
 
+    def idempotency(self, request_id: str) -> Optional[receipts.IdempotencyRecord]:
+        """What the request id was applied as, of any stored version (receipts.py)."""
+        return receipts.loads(self._get("idempotency", (request_id,)))
+
+    def prefetch_idempotency(self, request_ids: Iterable[str]) -> None:
+        self.prefetch("idempotency", [(r,) for r in request_ids])
+
     def snapshot_row(self, snapshot_id: str) -> Optional[bytes]:
         """An encoding snapshot's stored bytes (shared/mind/snapshots.py reads them)."""
         return self._get("snapshots", (snapshot_id,))
+
+    def snapshot_index_rows(self, prefix: Key, bound: Optional[Key], limit: int, *,
+                            newest_first: bool = True) -> Iterator[tuple[Key, bytes]]:
+        """Up to `limit` rows of the snapshot index under `prefix`, past `bound` (None:
+        from the end, or the start), last key first (or first first): one bounded range
+        read (shared/mind/snapshots.py owns the keys and the rows)."""
+        return self._reader.scan("snapshot_index", prefix, bound, limit,
+                                 reverse=newest_first)
 
     # -- the transaction service's reads (issue 41: in place of its own table reads) ------
     def prefetch_frame_views(self, frame_ids: list[str], *, max_bytes: int) -> None:

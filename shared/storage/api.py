@@ -51,12 +51,16 @@ TABLES: dict[str, bool] = {
     "boundaries": False,      # (boundary,) -> revision that last changed it
     "policy": False,          # (principal, right, session) -> b"": who may do what (policy.py)
     "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
+    # (index, *ordering key, snapshot id) -> the snapshot's summary: a context's snapshots
+    # listed newest first by session, activation or the whole context (shared/mind/
+    # snapshots.py), written with each snapshot record (put_records)
+    "snapshot_index": True,
     "quarantine": True,       # (commit_seq, table, *key) -> a row a repair moved aside then
 }
 
 # Append-only records kept beside a context's versioned state, written by put_record:
 # no transaction reads them, so writing one must not make a concurrent commit stale.
-SIDE_TABLES: frozenset[str] = frozenset({"snapshots"})
+SIDE_TABLES: frozenset[str] = frozenset({"snapshots", "snapshot_index"})
 
 
 class Write(NamedTuple):
@@ -281,14 +285,19 @@ class Store(abc.ABC):
     def wait(self, ticket: Ticket) -> int:
         return ticket.get()
 
-    @abc.abstractmethod
     def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        """Write one record of a side table (SIDE_TABLES), once, durably. The context
-        must exist (CONTEXT_NOT_FOUND); its commit_seq does not move, so no reader or
-        commit computed on it goes stale. A reader sees the records put before its
-        version was taken (a remote reader renewing its snapshot may see later ones).
-        Raises MorphzError: STORAGE_APPEND_ONLY (the key exists), STORAGE_TABLE_INVALID
-        (not a side table), STORAGE_KEY_INVALID, STORAGE_FULL."""
+        """Write one record of a side table (SIDE_TABLES): put_records of one."""
+        self.put_records(context, [Write(table, key, value)])
+
+    @abc.abstractmethod
+    def put_records(self, context: str, records: list[Write]) -> None:
+        """Write records of side tables (SIDE_TABLES), each once, all or none, durably
+        (a snapshot and its index entries). The context must exist (CONTEXT_NOT_FOUND);
+        its commit_seq does not move, so no reader or commit computed on it goes stale. A
+        reader sees the records put before its version was taken (a remote reader
+        renewing its snapshot may see later ones). Raises MorphzError:
+        STORAGE_APPEND_ONLY (a key exists, or is given twice), STORAGE_TABLE_INVALID (not
+        a side table), STORAGE_KEY_INVALID, STORAGE_FULL."""
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...

@@ -43,6 +43,23 @@ def check_side_record(table: str, value: object) -> None:
         raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only", table=table)
 
 
+def check_side_records(records: list) -> None:
+    """What put_records accepts: at least one record, each check_side_record's, and no
+    key twice (the tables are append-only)."""
+    if not records:
+        raise MorphzError("STORAGE_KEY_INVALID", "put_records needs at least one record")
+    seen = set()
+    for w in records:
+        check_side_record(w.table, w.value)
+        if w.quarantine:
+            raise MorphzError("STORAGE_TABLE_INVALID", "a side record moves nothing aside",
+                              table=w.table)
+        if (w.table, w.key) in seen:
+            raise MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only: a "
+                              "key is given twice", table=w.table)
+        seen.add((w.table, w.key))
+
+
 def encode(key: Key) -> bytes:
     return encode_in(b"", key)
 

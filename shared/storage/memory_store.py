@@ -89,19 +89,21 @@ class MemoryStore(Store):
         with self._feed_moved:
             self._feed_moved.wait_for(lambda: len(self._feed) > after, timeout)
             return len(self._feed)
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        keys.check_side_record(table, value)
-        k = keys.encode((context, *key))
+    def put_records(self, context: str, records: list[Write]) -> None:
+        keys.check_side_records(records)
+        encoded = [(w.table, keys.encode((context, *w.key)), w.value) for w in records]
         with self._lock:
             if not self._versions.get(context):
                 raise MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} has nothing "
                                   "committed", context=context[:80])
-            if k in self._tables[table]:
-                raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
-                                  table=table)
+            for table, k, _ in encoded:  # all or none: checked before any is written
+                if k in self._tables[table]:
+                    raise MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
+                                      table=table)
             self._side_puts += 1
-            self._born[(table, k)] = self._side_puts
-            self._tables[table][k] = value
+            for table, k, value in encoded:
+                self._born[(table, k)] = self._side_puts
+                self._tables[table][k] = value
 
 
 class MemoryReader(Reader):

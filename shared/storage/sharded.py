@@ -12,7 +12,7 @@ import threading
 from typing import Callable
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import FEED_PAGE, FeedPage, Key, Reader, Store, Ticket, Write
+from morphz.shared.storage.api import FEED_PAGE, FeedPage, Reader, Store, Ticket, Write
 
 
 class Locator:
@@ -78,8 +78,8 @@ class ShardedStore(Store):
         store = getattr(ticket, "store", None)
         return store.wait(ticket) if store is not None else ticket.get()
 
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        self._for(context, place=True).put_record(context, table, key, value)
+    def put_records(self, context: str, records: list[Write]) -> None:
+        self._for(context, place=True).put_records(context, records)
 
     def contexts(self) -> list[str]:
         return sorted({c for s in self.shard_stores().values() for c in s.contexts()})

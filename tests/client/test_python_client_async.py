@@ -46,6 +46,15 @@ def test_core_21_async_client_writes_reads_and_walks(endpoints, cx):
             assert [n.ref for p in pages for n in p.nodes if n.kind == "event"] == [report.ref]
             pages = [p async for p in mz.frame_pages(cx, max_bytes=1)]  # a frame a page
             assert [[f.id for f in p.frames] for p in pages] == [["release"], ["test-result"]]
+            again = await mz.compile(cx, session="main", activation=enc.activation)
+            listed = [e.snapshot for p in [p async for p in mz.snapshot_pages(
+                cx, session="main", limit=1)] for e in p.snapshots]
+            assert listed == [again.snapshot, enc.snapshot]
+            first_page = await mz.list_snapshots(cx, activation=enc.activation, limit=1)
+            assert first_page.snapshots[0].snapshot == again.snapshot
+            step = await mz.evaluation(cx, enc.activation)
+            assert [t.revision for t in step.transactions] == [first.revision]
+            assert (await mz.rebuild_projections(cx)).context == cx
             return (await mz.status(cx)).revision
     assert run(story()) == 3
 

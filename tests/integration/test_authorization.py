@@ -90,6 +90,8 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         ENCODING + "Check": snap,
         ENCODING + "Read": dict(snap, ref="plan"),
         ENCODING + "Search": dict(snap, query="release"),
+        ENCODING + "ListSnapshots": dict(c, session="main"),
+        ENCODING + "ShowEvaluation": dict(c, activation=world["activation"]),
         "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {"listServices": ""},
     }
 
@@ -267,6 +269,25 @@ def _req(path: str, **body):
 
 @in_process_too
 @pytest.mark.parametrize("mode", ["mtls", "tokens"])
+def test_asm_06_a_session_bound_principal_lists_its_sessions_snapshots_only(mode, worlds):
+    """erin encodes as session s2 only: s2's listing is hers; main's and the whole
+    context's (which holds main's) are FORBIDDEN, never silently filtered."""
+    address, auth_of, _ = worlds[mode]
+    with auth_of("erin").channel(address) as ch:
+        enc = EncodingClient(ch, timeout=30)
+        mine = enc.compile(CTX, "s2")
+        listed = enc.list_snapshots(CTX, session="s2", limit=100)["snapshots"]
+        assert mine["snapshot"] in [e["snapshot"] for e in listed]
+        assert {e["session"] for e in listed} == {"s2"}
+        for asked in ({"session": "main"}, {}):
+            with pytest.raises(MorphzError) as info:
+                enc.list_snapshots(CTX, **asked)
+            assert info.value.reason == "FORBIDDEN", asked
+        assert enc.evaluation(CTX, mine["activation"])["session"] == "s2"
+
+
+@in_process_too
+@pytest.mark.parametrize("mode", ["mtls", "tokens"])
 def test_sec_02_foreign_references_answer_as_missing_ones_byte_for_byte(mode, worlds):
     address, auth_of, world = worlds[mode]
     snap = world["snapshot"]
@@ -288,6 +309,13 @@ def test_sec_02_foreign_references_answer_as_missing_ones_byte_for_byte(mode, wo
     for path in ("ShowSnapshot", "Replay", "Check"):
         assert same(ask("erin", ENCODING + path, context=CTX, snapshot=snap),
                     ask("erin", ENCODING + path, context=CTX, snapshot=guess), snap, guess)
+    # main's evaluation (its activation) as an unknown one: its view and its snapshots.
+    main_act = world["activation"]
+    unknown = "a" + "9" * (len(main_act) - 1)
+    for path in ("ShowEvaluation", "ListSnapshots"):
+        assert same(ask("erin", ENCODING + path, context=CTX, activation=main_act),
+                    ask("erin", ENCODING + path, context=CTX, activation=unknown),
+                    main_act, unknown), path
     # bob, in his own context: alice's frame id, snapshot id, event id and a search
     # cursor of her context are as unknown there as made-up ones.
     with auth_of("alice").channel(address) as ch:

@@ -416,6 +416,6 @@ def test_dist_05_a_compile_over_the_storage_service_reads_its_scans_in_one_round
         # Permissions and session (the snapshot released with them); the activation and
         # meta, the scans, the inbox's events and observations; the snapshot record.
         assert count.methods() == ["GetMany", "GetMany", "ScanMany", "GetMany",
-                                   "CloseSnapshot", "PutRecord"]
+                                   "CloseSnapshot", "PutRecords"]
         assert got.text == expected.text and got.hash == expected.hash
         assert "supports" in got.text  # the relation, read by the ScanMany

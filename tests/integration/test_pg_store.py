@@ -266,6 +266,31 @@ def test_dur_06_pg_a_copy_loads_into_an_empty_store_only(pg, postgres_server, tm
     copy.close()
 
 
+def test_dur_06_pg_a_copy_made_before_a_table_existed_loads_with_that_table_empty(
+        postgres_server, tmp_path):
+    """A backup taken by an older server has no snapshot_index (issue 57 added it): it
+    loads, every table it has as it was, the new one empty."""
+    import shutil
+    import lmdb
+    legacy = os.path.join(os.path.dirname(__file__), "..", "fixtures", "legacy_store",
+                          "datadir", "store")
+    shutil.copytree(legacy, tmp_path / "copy")
+    env = lmdb.open(str(tmp_path / "copy"), readonly=True, lock=False, max_dbs=64)
+    with env.begin() as txn:
+        with pytest.raises(lmdb.NotFoundError):
+            env.open_db(b"snapshot_index", txn=txn, create=False)
+    env.close()
+    copy = PostgresStore(postgres_server.dsn(), schema=new_schema())
+    try:
+        loaded = copy.load(str(tmp_path / "copy"))
+        assert loaded["contexts"] >= 1
+        context = copy.contexts()[0]
+        with copy.reader(context) as r:
+            assert list(r.scan("events", limit=1)) and list(r.scan("snapshot_index")) == []
+    finally:
+        copy.close()
+
+
 @pytest.fixture
 def small_disk(own_server):
     """A database whose tables live on an 8 MiB tmpfs (a tablespace), so the disk really

@@ -73,8 +73,8 @@ class HeldStore(Store):
                 ticket.error = e
             ticket.sent.set()
 
-    def put_record(self, context, table, key, value):
-        return self._store.put_record(context, table, key, value)
+    def put_records(self, context, records):
+        return self._store.put_records(context, records)
 
     def contexts(self):
         return self._store.contexts()

@@ -323,6 +323,65 @@ def test_side_records_are_written_once_by_put_record_only(store):
     assert store.contexts() == ["c"]
 
 
+def test_asm_06_side_records_put_together_are_written_all_or_none(store):
+    """put_records (a snapshot and its index entries): every record lands, or none does
+    when one of them is refused, whichever comes first in the batch."""
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    store.put_records("c", [Write("snapshots", ("s1",), b"record"),
+                            Write("snapshot_index", ("s", "main", 7, "s1"), b"entry")])
+    refused = [([Write("snapshot_index", ("s", "main", 8, "s2"), b"entry"),
+                 Write("snapshots", ("s1",), b"forged")], "STORAGE_APPEND_ONLY"),
+               ([Write("snapshots", ("s2",), b"x"), Write("snapshots", ("s2",), b"y")],
+                "STORAGE_APPEND_ONLY"),
+               ([Write("snapshots", ("s2",), b"x"), Write("frames", ("f",), b"F")],
+                "STORAGE_TABLE_INVALID"),
+               ([], "STORAGE_KEY_INVALID")]
+    for records, reason in refused:
+        with pytest.raises(MorphzError) as info:
+            store.put_records("c", records)
+        assert info.value.reason == reason
+    with pytest.raises(MorphzError) as info:
+        store.put_records("ghost", [Write("snapshots", ("s9",), b"x")])
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+    assert rows(store, "c", "snapshots") == [(("s1",), b"record")]
+    assert rows(store, "c", "snapshot_index") == [(("s", "main", 7, "s1"), b"entry")]
+    with store.reader("c") as r:
+        assert r.commit_seq == 1
+
+
+def test_asm_06_the_snapshot_index_lists_newest_first_in_bounded_range_reads(store):
+    """The repository's listing on every engine: a session's entries newest first, a
+    page past the last one's key, a time range (since inclusive, until exclusive), an
+    activation's oldest first; other sessions' and contexts' entries left out."""
+    from morphz.shared.mind.snapshots import Listing, SnapshotRepository
+    from morphz.shared.mind.view import MindView
+    store.commit("c", 0, [Write("meta", (), b"M")])
+    store.commit("d", 0, [Write("meta", (), b"M")])
+    repo = SnapshotRepository(store)
+    for i in range(1, 13):
+        session = "main" if i % 3 else "side"
+        repo.put("c", f"enc-{i:02}", b"{}", b"{}",
+                 Listing(session, f"a{(i + 1) // 2}", 1000 + i, f"e{i}".encode()))
+    repo.put("d", "enc-x", b"{}", b"{}", Listing("main", "a1", 5000, b"other"))
+    main = [i for i in range(12, 0, -1) if i % 3]
+
+    def listed(**kw) -> list[int]:
+        with store.reader("c") as r:
+            return [int(e.snapshot_id[4:]) for e in SnapshotRepository.listed(MindView(r), **kw)]
+    assert listed(session="main", limit=100) == main
+    first = listed(session="main", limit=3)
+    assert first == main[:3]
+    assert listed(session="main", limit=3, after=(1000 + first[-1], f"enc-{first[-1]:02}")) \
+        == main[3:6]
+    assert listed(limit=100) == list(range(12, 0, -1))  # the whole context's
+    assert listed(session="main", limit=100, since=1004, until=1010) == [8, 7, 5, 4]
+    assert listed(activation="a3", limit=100, oldest_first=True) == [5, 6]
+    assert listed(session="main", limit=2, after=(1005, "enc-05"), oldest_first=True) == [7, 8]
+    with store.reader("c") as r:
+        assert [e.summary for e in SnapshotRepository.listed(
+            MindView(r), activation="a6", limit=5)] == [b"e12", b"e11"]
+
+
 def test_side_records_share_the_group_commit_of_concurrent_commits(durable):
     """Held at the leader until 8 commits and 8 side records are queued, all 16 land in
     one write transaction; the side records moved no context's version."""

@@ -12,7 +12,6 @@ $MORPHZ_UI_SHOTS when set."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -26,8 +25,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from morphz.client import Client, Credentials
 
 from tests.inspector import (BIG_FRAMES, EVENT_SECRET, FRAME_SECRET, TEST_REPORT,
-                             InspectorProcess, browser, network, seed_big, seed_release,
-                             wait_for, wait_view)
+                             InspectorProcess, browser, network, screenshots_dir, seed_big,
+                             seed_release, wait_for, wait_view)
+from tests.inspector import show as showing, sign_in as signing_in
 from tests.security_servers import ALICE_TOKEN, TOKENS, in_process_too
 
 pytestmark = in_process_too  # a `morphz serve` with tokens of its own, and `morphz ui`
@@ -66,11 +66,7 @@ def inspector(seeded, token_server, certs, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    d = Path(os.environ["MORPHZ_UI_SHOTS"]) if os.environ.get("MORPHZ_UI_SHOTS") \
-        else tmp_path_factory.mktemp("ui-screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    print(f"screenshots: {d}")
-    return d
+    return screenshots_dir(tmp_path_factory, "ui-screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -81,21 +77,11 @@ def chrome():
 
 
 def sign_in(driver, inspector, who: str) -> None:
-    driver.get(f"{inspector.url}/login")
-    field = wait_for(driver, "input[name=token]")
-    field.send_keys(UI_TOKENS[who])
-    field.submit()
-    wait_for(driver, "#banner")
-    assert wait_view(driver) == "ready"
-    network(driver)  # start each test's record of responses afresh
+    signing_in(driver, inspector.url, UI_TOKENS[who])
 
 
 def show(driver, inspector, route: str, shots: Path | None = None, name: str = "") -> None:
-    driver.get("about:blank")  # a hash change alone would keep the previous view's document
-    driver.get(f"{inspector.url}/#/{route}")
-    assert wait_view(driver) == "ready", driver.find_element(By.ID, "error").text
-    if shots is not None:
-        driver.save_screenshot(str(shots / f"{name}.png"))
+    showing(driver, inspector.url, route, shots, name)
 
 
 def texts(driver, css: str) -> list[str]:
@@ -353,7 +339,7 @@ def test_ui_01_development_mode_serves_loopback_only(tmp_path):
     assert error["reason"] == "CONTEXT_INPUT_INVALID" and error["details"]["field"] == "listen"
 
 
-def test_ui_01_ui_02_the_conformance_kits_ui_cases_pass_through_morphz_ui(
+def test_ui_01_ui_02_ui_03_the_conformance_kits_ui_cases_pass_through_morphz_ui(
         inspector, token_server, certs, tmp_path):
     """The kit's UI extension, black-box over HTTP against this `morphz ui`: the kit acts
     as alice (its inspector token mapped to alice's Morphz token), its second principal as
@@ -374,6 +360,7 @@ def test_ui_01_ui_02_the_conformance_kits_ui_cases_pass_through_morphz_ui(
          "--report", str(report), "--quiet"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     cases = json.loads(report.read_text())["cases"]
-    assert {c["id"]: c["outcome"] for c in cases} == {"UI-01": "pass", "UI-02": "pass"}, cases
+    assert {c["id"]: c["outcome"] for c in cases} == {"UI-01": "pass", "UI-02": "pass",
+                                                       "UI-03": "pass"}, cases
     for text in (report.read_text(), done.stdout, done.stderr):
         assert "PLANTED" not in text and UI_TOKENS["alice"] not in text

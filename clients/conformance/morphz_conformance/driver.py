@@ -264,6 +264,25 @@ class Encoding:
 
 
 @dataclass(frozen=True)
+class SnapshotEntry:
+    """ASM-06: one snapshot as a listing shows it."""
+    snapshot: str
+    hash: str
+    session: str
+    activation: str
+    time: str
+    bytes: int
+    limit_bytes: int
+    level: str  # pressure: normal | elevated | maintenance
+
+
+@dataclass(frozen=True)
+class SnapshotList:
+    entries: tuple[SnapshotEntry, ...]  # newest first
+    next_cursor: str = ""  # "" on the last page
+
+
+@dataclass(frozen=True)
 class Evaluation:
     """A recall made for an evaluation: it is recorded as a `recall` observation."""
     session: str
@@ -465,6 +484,12 @@ class Driver:
         raise NotImplementedError
 
     # assembly: snapshots ------------------------------------------------------------------
+    def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                       limit: int = 0, cursor: str = "") -> SnapshotList:
+        """ASM-06: a page of the context's snapshots, newest first: a session's, an
+        activation's, or the whole context's; `cursor`: the page before's next_cursor."""
+        raise NotImplementedError
+
     def snapshot_read(self, context: str, snapshot: str, ref: str) -> str:
         """An event's or frame's text, read through a snapshot's frozen scope."""
         raise NotImplementedError
@@ -570,7 +595,7 @@ class Driver:
         raise NotSupported("mcp")
 
     def inspector(self, who: str = "self") -> Any:
-        """UI-01/02: the implementation's web inspector over HTTP, as the kit's principal
+        """UI-01/02/03: the implementation's web inspector over HTTP, as the kit's principal
         ("self"), a principal without grants ("other") or no one ("anonymous"):
         get(path, **query) -> InspectorReply(status, headers, body; text, json())
         (morphz_conformance.inspector_client)."""

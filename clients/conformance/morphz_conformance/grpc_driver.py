@@ -24,7 +24,8 @@ from morphz_conformance.driver import (Activation, Appended, AuditResult, Deadli
                                        Implementation, IndexState, Item, Node, NotSupported,
                                        OpResult, Part, Pressure, Receipt, Rejected, Relation,
                                        ReadPage, RetireRequest, Scope, SearchPage,
-                                       SessionState, SnapshotCheck, SnapshotReplay,
+                                       SessionState, SnapshotCheck, SnapshotEntry, SnapshotList,
+                                       SnapshotReplay,
                                        SnapshotSearch, Span, Status, Traversal, Unreachable)
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2 as enc
 from morphz_conformance.stubs.morphz.api.encoding.v1 import encoding_pb2_grpc as enc_grpc
@@ -284,6 +285,15 @@ class GrpcDriver(Driver):
                               e.pressure.external_actions_deferred),
             bytes=e.bytes, snapshot=e.snapshot, hash=e.hash,
             omitted=tuple((o.key, o.reason) for o in e.omitted))
+
+    def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                       limit: int = 0, cursor: str = "") -> SnapshotList:
+        r = self._call(self._enc.ListSnapshots, enc.ListSnapshotsRequest(
+            context=context, session=session, activation=activation, limit=limit,
+            cursor=cursor))
+        return SnapshotList(tuple(SnapshotEntry(
+            e.snapshot, e.hash, e.session, e.activation, e.time, e.bytes, e.limit_bytes,
+            e.level) for e in r.snapshots), r.next_cursor)
 
     def snapshot_read(self, context: str, snapshot: str, ref: str) -> str:
         parts, offset = [], 0

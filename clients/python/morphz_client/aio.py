@@ -190,6 +190,9 @@ class AsyncClient:
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
 
+    async def rebuild_projections(self, context: str) -> txn.RebuildReport:
+        return await self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+
     # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
     async def start_job(self, context: str, kind: str) -> common.Job:
         """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
@@ -311,6 +314,24 @@ class AsyncClient:
     async def search_snapshot(self, context: str, snapshot: str, query: str, *,
                               limit: int = 0) -> enc.SearchResult:
         return await self._send(C.search_snapshot(context, snapshot, query, limit=limit))
+
+    async def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                             since: str = "", until: str = "", limit: int = 0,
+                             cursor: str = "") -> enc.SnapshotList:
+        return await self._send(C.list_snapshots(
+            context, session=session, activation=activation, since=since, until=until,
+            limit=limit, cursor=cursor))
+
+    async def snapshot_pages(self, context: str, *, session: str = "", activation: str = "",
+                             since: str = "", until: str = "",
+                             limit: int = 0) -> AsyncIterator[enc.SnapshotList]:
+        async for page in following(lambda cursor: self.list_snapshots(
+                context, session=session, activation=activation, since=since, until=until,
+                limit=limit, cursor=cursor)):
+            yield page
+
+    async def evaluation(self, context: str, activation: str) -> enc.EvaluationView:
+        return await self._send(C.evaluation(context, activation))
 
 
 __all__ = ["AsyncClient"]

@@ -201,6 +201,13 @@ def audit(context: str) -> Call:
     return Call(TRANSACTION, "Audit", _build(txn.AuditRequest, context=context), Safety.READ)
 
 
+def rebuild_projections(context: str, timeout: float) -> Call:
+    # Rewrites only what differs from a replay of the history: doing it twice is doing it once.
+    return Call(TRANSACTION, "RebuildProjections",
+                _build(txn.RebuildProjectionsRequest, context=context), Safety.IDEMPOTENT,
+                timeout)
+
+
 # -- server-side jobs (both services: the kind, or the id's prefix, names which) ------------------
 JOB_KINDS = {"audit": TRANSACTION, "rebuild-projections": TRANSACTION,
              "rebuild-index": RECALL}
@@ -321,3 +328,15 @@ def search_snapshot(context: str, snapshot: str, query: str, *, limit: int) -> C
     return Call(ENCODING, "Search", _build(enc.SearchRequest, context=context,
                                            snapshot=snapshot, query=query, limit=limit),
                 Safety.READ)
+
+
+def list_snapshots(context: str, *, session: str, activation: str, since: str, until: str,
+                   limit: int, cursor: str) -> Call:
+    return Call(ENCODING, "ListSnapshots", _build(
+        enc.ListSnapshotsRequest, context=context, session=session, activation=activation,
+        since=since, until=until, limit=limit, cursor=cursor), Safety.READ)
+
+
+def evaluation(context: str, activation: str) -> Call:
+    return Call(ENCODING, "ShowEvaluation", _build(enc.EvaluationRequest, context=context,
+                                                   activation=activation), Safety.READ)

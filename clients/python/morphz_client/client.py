@@ -209,6 +209,11 @@ class Client:
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))
 
+    def rebuild_projections(self, context: str) -> txn.RebuildReport:
+        """Rebuild the context's projections from its history (admin); what matched is
+        left alone. A long one is better run as a job (start_job)."""
+        return self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+
     # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
     def start_job(self, context: str, kind: str) -> common.Job:
         """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
@@ -329,6 +334,28 @@ class Client:
     def search_snapshot(self, context: str, snapshot: str, query: str, *,
                         limit: int = 0) -> enc.SearchResult:
         return self._send(C.search_snapshot(context, snapshot, query, limit=limit))
+
+    def list_snapshots(self, context: str, *, session: str = "", activation: str = "",
+                       since: str = "", until: str = "", limit: int = 0,
+                       cursor: str = "") -> enc.SnapshotList:
+        """A page of the context's snapshots, newest first: a session's, an activation's
+        or (empty filters) the whole context's, frozen in [since, until)."""
+        return self._send(C.list_snapshots(context, session=session, activation=activation,
+                                           since=since, until=until, limit=limit,
+                                           cursor=cursor))
+
+    def snapshot_pages(self, context: str, *, session: str = "", activation: str = "",
+                       since: str = "", until: str = "",
+                       limit: int = 0) -> Iterator[enc.SnapshotList]:
+        """Every page of list_snapshots, following next_cursor."""
+        yield from following(lambda cursor: self.list_snapshots(
+            context, session=session, activation=activation, since=since, until=until,
+            limit=limit, cursor=cursor))
+
+    def evaluation(self, context: str, activation: str) -> enc.EvaluationView:
+        """One evaluation by reference: its inputs, snapshots, recall calls, actions,
+        transactions and the Mind's change, with its session's previous and next."""
+        return self._send(C.evaluation(context, activation))
 
 
 __all__ = ["Client", "MorphzError"]

@@ -135,6 +135,17 @@ export interface CompileOptions {
   capabilities?: boolean;
 }
 
+export interface ListSnapshotsOptions {
+  session?: string;
+  activation?: string;
+  /** When frozen: since inclusive, until exclusive; ISO 8601 with an explicit offset. */
+  since?: string;
+  until?: string;
+  /** 1..100; 0 or undefined: 20. */
+  limit?: number;
+  cursor?: string;
+}
+
 const CONSTRUCTORS = services();
 
 /** The kinds of server-side job, and the service that runs each. */
@@ -352,6 +363,12 @@ export class Client {
     return this.tx("Audit", { context }, "read");
   }
 
+  /** Rebuild the context's projections from its history (admin); what matched is left
+   * alone, so doing it again is harmless. A long one is better run as a job (startJob). */
+  rebuildProjections(context: string): Promise<T.RebuildReport> {
+    return this.send("transaction", { method: "RebuildProjections", request: { context }, safety: "idempotent", timeoutMs: REBUILD_TIMEOUT_MS });
+  }
+
   // -- server-side jobs (audit, rebuild-projections, rebuild-index) -----------------------
   /** Start `kind` on `context` as a server-side job: answered at once with its id (poll
    * job(id)); the job outlives the call and its deadline. An unknown kind is refused
@@ -470,5 +487,22 @@ export class Client {
 
   searchSnapshot(context: string, snapshot: string, query: string, options: { limit?: number } = {}): Promise<T.SearchResult> {
     return this.send("encoding", { method: "Search", request: { context, snapshot, query, ...options }, safety: "read" });
+  }
+
+  /** A page of the context's snapshots, newest first: a session's, an activation's or (no
+   * filter) the whole context's, frozen in [since, until). */
+  listSnapshots(context: string, options: ListSnapshotsOptions = {}): Promise<T.SnapshotList> {
+    return this.send("encoding", { method: "ListSnapshots", request: { context, ...options }, safety: "read" });
+  }
+
+  /** Every page of listSnapshots, following nextCursor. */
+  snapshotPages(context: string, options: Omit<ListSnapshotsOptions, "cursor"> = {}): AsyncGenerator<T.SnapshotList> {
+    return following((cursor) => this.listSnapshots(context, { ...options, cursor }));
+  }
+
+  /** One evaluation by reference: its inputs, snapshots, recall calls, actions,
+   * transactions and the Mind's change, with its session's previous and next. */
+  evaluation(context: string, activation: string): Promise<T.EvaluationView> {
+    return this.send("encoding", { method: "ShowEvaluation", request: { context, activation }, safety: "read" });
   }
 }

@@ -33,3 +33,6 @@ export type { Node__Output as TraverseNode } from "./generated/morphz/api/recall
 export type { Edge__Output as TraverseEdge } from "./generated/morphz/api/recall/v1/Edge";
 export type { Job__Output as Job } from "./generated/morphz/api/common/v1/Job";
 export type { JobList__Output as JobList } from "./generated/morphz/api/common/v1/JobList";
+export type { SnapshotList__Output as SnapshotList } from "./generated/morphz/api/encoding/v1/SnapshotList";
+export type { SnapshotEntry__Output as SnapshotEntry } from "./generated/morphz/api/encoding/v1/SnapshotEntry";
+export type { EvaluationView__Output as EvaluationView } from "./generated/morphz/api/encoding/v1/EvaluationView";

@@ -460,4 +460,28 @@ describe("encoding and snapshots", () => {
     assert.equal((await mz.readSnapshot(ctx, enc.snapshot, "@e1")).text, "Ship v1.");
     assert.deepEqual((await mz.searchSnapshot(ctx, enc.snapshot, "ship")).hits.map((h) => h.key), ["@e1"]);
   });
+
+  test("asm_06_snapshots_listed_newest_first_and_an_evaluation_by_reference", async () => {
+    const ctx = fresh("steps");
+    await mz.createContext(ctx);
+    const compiled = [];
+    for (const text of ["Ship v1.", "The tests passed.", "Package it."]) {
+      await mz.appendEvent(ctx, { session: "main", kind: "user-message", text });
+      compiled.push(await mz.compile(ctx, { session: "main" }));
+    }
+    const first = compiled[0];
+    const receipt = await mz.commit(ctx, new Tx(first.revision).create("release", "(goal ship-v1)"),
+      { session: "main", activation: first.activation });
+    const listed = [];
+    for await (const page of mz.snapshotPages(ctx, { session: "main", limit: 2 })) listed.push(...page.snapshots);
+    assert.deepEqual(listed.map((e) => [e.snapshot, e.hash, e.activation]),
+      [...compiled].reverse().map((c) => [c.snapshot, c.hash, c.activation]));
+    assert.ok(listed.every((e) => e.bytes > 0 && e.limitBytes >= e.bytes && e.level === "normal"));
+    const err = await rejection(mz.listSnapshots(ctx, { limit: 101 }));
+    assert.equal(err.reason, "CONTEXT_INPUT_INVALID");
+    const step = await mz.evaluation(ctx, first.activation);
+    assert.deepEqual([step.session, step.next, step.previous], ["main", compiled[1].activation, ""]);
+    assert.deepEqual(step.transactions.map((t) => [t.ref, t.revision]), [[receipt.eventRef, receipt.revision]]);
+    assert.deepEqual(step.mind?.changes.map((c) => [c.key, c.change]), [["release", "created"]]);
+  });
 });

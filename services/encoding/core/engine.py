@@ -8,6 +8,7 @@ SERVICE_CALLER, as over the wire), and for a snapshot's session to use the snaps
 snapshot of a session the caller may not encode reads as a missing one (SEC-02)."""
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import datetime
 from typing import Callable, Mapping, Optional
@@ -29,7 +30,10 @@ from morphz.shared.mind.visibility import Viewer
 from morphz.shared.storage.api import Reader, Store, read_at_one_version
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
 from morphz.services.encoding.core.row_cache import RowCache
+from morphz.services.encoding.core.evaluation import show as show_evaluation
 from morphz.services.encoding.core.gather import Gathered, gather
+from morphz.services.encoding.core.listing import SnapshotPage, SnapshotQuery, listing_of, \
+    page as listing_page, stamp_of
 from morphz.services.encoding.core.material import FULL
 from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
@@ -37,7 +41,7 @@ from morphz.shared.names import check_lookup, check_name
 from morphz.services.encoding.core.record import Omission, Region, SnapshotRecord
 from morphz.services.encoding.core.render import render
 from morphz.services.encoding.core.results import (
-    CheckReport, Encoding, ReadPage, ReplayReport, SearchResult)
+    CheckReport, Encoding, Evaluation, ReadPage, ReplayReport, SearchResult)
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.services.encoding.core.snapshot import freeze, text_hash, thaw
 
@@ -67,6 +71,8 @@ class EncodingCore:
         self._new_id = new_id or (lambda: "enc-" + uuid.uuid4().hex[:20])
         self._tracer = tracer or NO_TRACING
         self._maintenance = maintenance_permille
+        self._stamp_lock = threading.Lock()
+        self._last_stamp = 0
 
     # -- compile ---------------------------------------------------------------------------
     @cycles_not_collected  # thousands of containers, all alive until it returns
@@ -122,7 +128,8 @@ class EncodingCore:
                 with self._tracer.start_as_current_span("encoding.claim"):
                     act_id = self._tx.activate(context, session,
                                                caller=SERVICE_CALLER).id
-            def read(reader: Reader) -> tuple[R.Activation, Gathered]:
+            now = self._clock()
+            def read(reader: Reader) -> tuple[R.Activation, Gathered, int]:
                 m = MindView(reader)
                 m.prefetch_activation(act_id)  # one trip
                 act = m.activation(act_id)
@@ -137,11 +144,11 @@ class EncodingCore:
                                       f"session {act.session}", activation=act_id)
                 return act, gather(m, context=context, session=session, act=act,
                                    scope=frozen, budget=budget, env=env, must_read=wanted,
-                                   time=self._clock().isoformat(timespec="seconds"),
+                                   time=now.isoformat(timespec="seconds"),
                                    capabilities=CAPABILITIES if env.capabilities else {},
-                                   cache=self._row_cache)
+                                   cache=self._row_cache), m.meta().next_seq - 1
             with self._tracer.start_as_current_span("encoding.gather"):
-                act, g = read_at_one_version(self._store, context, read)
+                act, g, last_event = read_at_one_version(self._store, context, read)
             if g.missing:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
                                   f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",
@@ -156,7 +163,8 @@ class EncodingCore:
                             must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
                             maintenance_permille=self._maintenance)
             with self._tracer.start_as_current_span("encoding.freeze"):
-                self._write_snapshot(self._store, context, record, r.rows)
+                self._write_snapshot(self._store, context, record, r.rows,
+                                     listing_of(record.head, self._stamp(now), last_event))
             span.set_attribute("morphz.encoding.bytes", r.bytes)
             span.set_attribute("morphz.encoding.items", len(r.items))
             span.set_attribute("morphz.snapshot", snapshot_id)
@@ -166,6 +174,13 @@ class EncodingCore:
                         record.head.pressure, act.id, [R.ref(s) for s in act.claimed],
                         g.material.revision, g.material.tick,
                         msgspec.convert(g.omitted, list[Omission]), g.omitted_total)
+
+    def _stamp(self, now: datetime) -> int:
+        """When a snapshot was frozen, in the index's order: microseconds, and past the
+        last this core gave (compiles within one microsecond, a clock set back)."""
+        with self._stamp_lock:
+            self._last_stamp = max(stamp_of(now), self._last_stamp + 1)
+            return self._last_stamp
 
     def _fit(self, m, r, wanted: list[str]) -> None:
         """Fail loudly when the encoding is over budget; never shorten anything."""
@@ -240,6 +255,21 @@ class EncodingCore:
             record = _snapshot(m, context, snapshot, caller)
             with snapshot_store.reading(snapshot):
                 return depcheck.check(record, m)
+
+    def list_snapshots(self, context: str, query: SnapshotQuery, *,
+                       caller: Caller) -> SnapshotPage:
+        """A page of the context's snapshots, newest first (listing.py)."""
+        check_name(context, "context")
+        with self._store.reader(context) as reader:
+            return listing_page(MindView(reader), context, query, caller)
+
+    def evaluation(self, context: str, activation: str, *, caller: Caller) -> Evaluation:
+        """One evaluation by reference (evaluation.py), at one version of the context."""
+        check_name(context, "context")
+        check_name(activation, "activation")
+        with self._tracer.start_as_current_span("encoding.evaluation"):
+            return read_at_one_version(self._store, context, lambda reader: show_evaluation(
+                MindView(reader), context, activation, caller))
 
     # -- scoped reads -------------------------------------------------------------------------
     def read(self, context: str, snapshot: str, ref: str, offset: int = 0,

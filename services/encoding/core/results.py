@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from morphz.services.encoding.core.listing import Entry
 from morphz.services.encoding.core.record import Omission, PressureIn, Region
 
 ItemMap = Mapping[str, Any]  # render's item: record.Item's fields, parts as maps
@@ -95,3 +96,97 @@ class SearchResult:
     empty_reason: str  # "" with hits; empty_index: nothing in scope; no_match
     searched: int
     message: str
+
+
+# -- ShowEvaluation (evaluation.py): one evaluation, by reference -------------------------
+@dataclass(frozen=True)
+class EventRef:
+    """An event by reference, with a preview of what a reader without `reveal` sees."""
+    ref: str
+    kind: str
+    session: str
+    time: str
+    actor: str
+    preview: str
+    chars: int
+    secret: bool
+
+
+@dataclass(frozen=True)
+class RecallCall:
+    ref: str          # the recall observation that recorded it
+    op: str           # search | read | frame
+    query: str        # search: the query; read: the ref; frame: the frame id
+    hits: tuple[str, ...]
+    hit_count: int
+    time: str
+
+
+@dataclass(frozen=True)
+class Action:
+    ref: str
+    time: str
+    preview: str
+    result: str  # the tool result's @eN, "" while there is none
+
+
+@dataclass(frozen=True)
+class TxOutcome:
+    op: str
+    target: str
+    outcome: str  # "" when no receipt was kept
+    frame_revision: int
+
+
+@dataclass(frozen=True)
+class Transaction:
+    ref: str
+    session: str
+    time: str
+    revision: int  # the Mind revision it made (0: no receipt kept)
+    base_version: int
+    reason: str
+    rebased: bool
+    results: tuple[TxOutcome, ...]
+
+
+@dataclass(frozen=True)
+class MindChange:
+    kind: str     # frame | observation | relation | order | checkpoint | session
+    key: str      # frame id, @eN, "subject name object", checkpoint name, session id
+    change: str   # created | derived | revised | retiring | retired | restored | related ...
+    frame_revision: int
+    revision: int  # the Mind revision that made it (0: the clock's, at the claim)
+
+
+@dataclass(frozen=True)
+class MindDiff:
+    from_revision: int  # what its first snapshot saw
+    to_revision: int    # after its last transaction
+    changes: tuple[MindChange, ...]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    context: str
+    activation: str
+    session: str
+    tick: int
+    tick_advanced: bool
+    delivered: bool
+    root: str
+    time: str
+    activation_ref: str  # "" when not found within the bound
+    delivery_ref: str
+    inputs: tuple[EventRef, ...]
+    snapshots: tuple[Entry, ...]
+    recalls: tuple[RecallCall, ...]
+    actions: tuple[Action, ...]
+    results: tuple[EventRef, ...]
+    messages: tuple[EventRef, ...]
+    transactions: tuple[Transaction, ...]
+    mind: MindDiff
+    previous: str
+    next: str
+    complete: bool  # False: the history was read only up to `scanned_to`
+    scanned_to: int

@@ -12,7 +12,7 @@ import contextlib
 from typing import Iterator, Optional
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind.snapshots import SnapshotRepository, StoredSnapshot
+from morphz.shared.mind.snapshots import Listing, SnapshotRepository, StoredSnapshot
 from morphz.shared.mind.view import MindView, snapshot_corrupt
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import upcast
@@ -20,10 +20,11 @@ from morphz.services.encoding.core.record import SnapshotRecord
 from morphz.services.encoding.core.snapshot import Frozen, pack
 
 
-def put(store: Store, context: str, frozen: Frozen,
-        rows: Optional[list[tuple]] = None) -> None:
-    """`rows`: the record's items as pack() stores them, when the renderer made them."""
-    SnapshotRepository(store).put(context, frozen.id, *pack(frozen, rows))
+def put(store: Store, context: str, frozen: Frozen, rows: Optional[list[tuple]] = None,
+        listing: Optional[Listing] = None) -> None:
+    """`rows`: the record's items as pack() stores them, when the renderer made them;
+    `listing`: its index entries, written with it (listing.listing_of)."""
+    SnapshotRepository(store).put(context, frozen.id, *pack(frozen, rows), listing)
 
 
 def not_found(snapshot_id: str) -> MorphzError:

@@ -109,9 +109,13 @@ def _load_from(conn: psycopg.Connection, env: lmdb.Environment, txn: lmdb.Transa
     s = sql.Identifier(schema)
     with conn.cursor() as cur:
         for table in TABLES:
+            try:
+                db = env.open_db(table.encode(), txn=txn, create=False)
+            except lmdb.NotFoundError:
+                continue  # a copy made before the table existed holds no row of it
             with cur.copy(sql.SQL("COPY {} (k, v) FROM STDIN").format(
                     sql.Identifier(schema, table))) as copy:
-                for k, v in txn.cursor(db=env.open_db(table.encode(), txn=txn)):
+                for k, v in txn.cursor(db=db):
                     copy.write_row((k, v))
         fences = dict(txn.cursor(db=env.open_db(b"_fence", txn=txn)))
         with cur.copy(sql.SQL("COPY {}._context (ctx, commit_seq, fence) FROM STDIN"

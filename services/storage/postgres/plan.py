@@ -37,10 +37,12 @@ def plan_writes(writes: list[Write], prefix: bytes, *,
     insert into an append-only table, delete, aside) in one statement each. A key
     written more than once in the submission keeps its writes' order, one statement
     each, after the others (no other key's write depends on it). Raises Refused for
-    a delete from an append-only table. `side`: a side record (put_record), an insert."""
+    a delete from an append-only table. `side`: side records (put_records), inserts."""
     if side:
-        (w,) = writes
-        return [("insert", w.table, [(keys.encode_in(prefix, w.key), w.value)])]
+        tables: dict[str, list] = {}
+        for w in writes:
+            tables.setdefault(w.table, []).append((keys.encode_in(prefix, w.key), w.value))
+        return [("insert", table, rows) for table, rows in tables.items()]
     seen: dict[tuple[str, bytes], int] = {}
     encoded = []
     for w in writes:

@@ -48,8 +48,7 @@ from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       StaleCommit, Store, Ticket, Write, change_of,
+from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, StaleCommit, Store, Ticket, Write, change_of,
                                        check_write, fenced, quarantine_missing)
 
 DEFAULT_SCHEMA = "morphz"
@@ -234,10 +233,12 @@ class PostgresStore(Store):
             self._queue.append(sub)
         return sub
 
-    def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
-        keys.check_side_record(table, value)
-        keys.encode_in(keys.context_prefix(context), key)
-        sub = Submission(context, None, [Write(table, key, value)])
+    def put_records(self, context: str, records: list[Write]) -> None:
+        keys.check_side_records(records)
+        prefix = keys.context_prefix(context)
+        for w in records:
+            keys.encode_in(prefix, w.key)
+        sub = Submission(context, None, list(records))
         with self._queue_lock:
             self._queue.append(sub)
         self.wait(sub)

@@ -79,7 +79,8 @@ function go(view, params) {
 async function render() {
   parseHash();
   for (const a of document.querySelectorAll("#nav a")) {
-    a.classList.toggle("current", a.dataset.view === ui.view);
+    a.classList.toggle("current", a.dataset.view === ui.view
+      || (a.dataset.view === "evaluations" && ["evaluation", "encdiff"].includes(ui.view)));
   }
   showError(null);
   const main = $("view");
@@ -385,8 +386,10 @@ async function diffView(main) {
       `${t.ref}: revision ${t.revision}, ${t.ops} ops${t.reason ? `, reason "${t.reason}"` : ""}`))));
 }
 
+// evaluationsView, evaluationView and encodingDiffView are steps.js's (loaded first).
 const VIEWS = { contexts: contextsView, mind: mindView, timeline: timelineView,
-  encoding: encodingView, diff: diffView };
+  encoding: encodingView, diff: diffView, evaluations: evaluationsView,
+  evaluation: evaluationView, encdiff: encodingDiffView };
 
 // -- start -----------------------------------------------------------------------------------
 async function header() {

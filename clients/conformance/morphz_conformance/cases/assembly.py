@@ -1,5 +1,6 @@
-"""The Assembly extension (seed 004; ASM-01..05): scopes that only narrow, must-read
-items, frozen snapshots with hashes and ranges, replay and invalidation, scoped search."""
+"""The Assembly extension (seed 004; ASM-01..06): scopes that only narrow, must-read
+items, frozen snapshots with hashes and ranges, replay and invalidation, scoped search,
+and a session's snapshots listed newest first."""
 from __future__ import annotations
 
 import hashlib
@@ -102,3 +103,45 @@ def asm_05_blank_and_empty(t: CaseRun):
     miss = d.snapshot_search(ctx, e.snapshot, "kubernetes")
     t.eq((miss.empty_reason, miss.keys), ("no_match", ()), "nothing matches")
     t.check(d.snapshot_search(ctx, e.snapshot, "PASSED").keys, "a match is found")
+
+
+@case("ASM-06", "a session's snapshots are listed newest first, paged, each with its hash, "
+      "activation, budget use and pressure")
+def asm_06_snapshots_listed_newest_first(t: CaseRun):
+    """Five evaluations of s1 and two of s2, interleaved: s1's listing in pages of two
+    holds exactly s1's five, newest first, each as Compile answered it; an activation's
+    listing holds its own. (That a page costs the same however many snapshots the context
+    holds is not observable from outside without timing; the implementation's own tests
+    count what a page reads.)"""
+    d, ctx = t.driver, t.context()
+    compiled = {"s1": [], "s2": []}
+    for i in range(7):
+        session = "s2" if i in (2, 5) else "s1"
+        d.append(ctx, session, "user-message", f"step {i} of {session}")
+        compiled[session].append(d.encoding(ctx, session))
+    pages, cursor = [], ""
+    while True:
+        page = d.list_snapshots(ctx, session="s1", limit=2, cursor=cursor)
+        pages.append(page.entries)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+        t.check(len(pages) < 10, "the listing's cursor never ends")
+    t.eq([len(p) for p in pages], [2, 2, 1], "pages of two")
+    listed = [e for p in pages for e in p]
+    newest_first = compiled["s1"][::-1]
+    t.eq([e.snapshot for e in listed], [e.snapshot for e in newest_first],
+         "s1's snapshots, newest first")
+    for entry, enc in zip(listed, newest_first):
+        t.eq((entry.hash, entry.activation, entry.session),
+             (enc.hash, enc.activation, "s1"), f"{enc.snapshot}'s hash, activation, session")
+        t.eq((entry.bytes, entry.limit_bytes, entry.level),
+             (enc.bytes, enc.pressure.limit_bytes, enc.pressure.level),
+             f"{enc.snapshot}'s budget use and pressure")
+    times = [e.time for e in listed]
+    t.check(all(times), "every entry says when it was frozen")
+    one = compiled["s2"][1]
+    own = d.list_snapshots(ctx, activation=one.activation)
+    t.eq([e.snapshot for e in own.entries], [one.snapshot], "an activation's snapshots")
+    t.rejected("ENCODING_CURSOR_INVALID", d.list_snapshots, ctx, session="s2",
+               cursor="not-a-cursor")

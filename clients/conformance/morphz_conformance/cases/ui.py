@@ -4,12 +4,14 @@
 named as Morphz's inspector names them (an implementation claiming the extension serves
 them so): GET /api/contexts; /api/mind, /api/frame (id), /api/timeline, /api/diff (from,
 to), /api/encoding (snapshot) and /api/search (q, mode), each with `context` and, where
-a revision applies, `revision`."""
+a revision applies, `revision`; for UI-03, /api/evaluations (session: a session's
+evaluations, newest first, `rows`) and /api/evaluation (activation: one step)."""
 from __future__ import annotations
 
 import re
 from urllib.parse import urljoin, urlsplit
 
+from morphz_conformance.driver import Evaluation
 from morphz_conformance.registry import CaseFailed, CaseRun, case
 
 # XML namespace names are identifiers a script uses, never fetched.
@@ -152,3 +154,48 @@ def ui_02_views_at_a_chosen_revision(t: CaseRun):
     t.eq(shown["revision"], enc.revision, "the snapshot's revision")
     t.eq(sum(r["bytes"] for r in shown["regions"]) <= enc.bytes, True,
          "region bytes within the encoding's")
+
+
+@case("UI-03", "an evaluation can be stepped through: its claimed inputs, its encoding by "
+      "region, its recall calls, its transaction and the Mind's change, with the previous "
+      "and next step", needs=("inspector",))
+def ui_03_an_evaluation_step_by_step(t: CaseRun):
+    d, ctx = t.driver, t.context()
+    ui = d.inspector()
+    d.append(ctx, "s1", "user-message", "Ship v1 once the regression tests pass.")
+    e1 = d.encoding(ctx, "s1")
+    t.tx(ctx, "(create release (goal ship-v1) (stage waiting-tests))", session="s1",
+         activation=e1.activation)
+    d.deliver(ctx, e1.activation)
+    report = d.append(ctx, "s1", "tool-result", "regression suite: 120 passed, 0 failed")
+    e2 = d.encoding(ctx, "s1")
+    recall = d.search(ctx, "regression", evaluation=Evaluation("s1", e2.activation))
+    r2 = t.tx(ctx, f"(derive test-result (from {report.ref}) (tests passed)) "
+              "(revise release (goal ship-v1) (stage packaging)) "
+              "(relate test-result supports release)", reason="tests absorbed",
+              session="s1", activation=e2.activation, request_id=t.request_id("step-2"))
+    d.deliver(ctx, e2.activation)
+    d.append(ctx, "s1", "user-message", "and the changelog?")
+    e3 = d.encoding(ctx, "s1")
+    listing = _ok(t, ui.get("/api/evaluations", context=ctx, session="s1"), "evaluations")
+    t.eq([r.get("activation") for r in listing.get("rows", [])],
+         [e3.activation, e2.activation, e1.activation], "s1's evaluations, newest first")
+    step = _ok(t, ui.get("/api/evaluation", context=ctx, activation=e2.activation),
+               "the step view")
+    t.check(report.ref in [i.get("ref") for i in step.get("inputs", [])],
+            f"{report.ref} among the claimed inputs: {step.get('inputs')}")
+    enc = step.get("encoding") or {}
+    t.eq(enc.get("hash"), e2.hash, "the step's snapshot")
+    t.eq([r.get("name") for r in enc.get("regions", [])], list(e2.regions),
+         "its encoding by region, in physical order")
+    t.eq([c.get("ref") for c in step.get("recalls", [])], [recall.observation_ref],
+         "its recall calls")
+    t.eq([x.get("ref") for x in step.get("transactions", [])], [r2.event_ref],
+         "its transaction")
+    changes = {(c.get("key"), c.get("change")) for c in (step.get("mind") or {}).get(
+        "changes", [])}
+    t.check({("test-result", "derived"), ("release", "revised"),
+             ("test-result supports release", "related")} <= changes,
+            f"the Mind's change: {sorted(changes)}")
+    t.eq((step.get("previous"), step.get("next")), (e1.activation, e3.activation),
+         "the previous and next steps")
