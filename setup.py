@@ -10,13 +10,10 @@ come from the `morphz-client` distribution, which this one depends on: `morphz` 
 """
 from __future__ import annotations
 
-import functools
 import pathlib
 import sys
 
 from setuptools import find_packages, setup
-from setuptools.command.build_py import build_py
-from setuptools.command.egg_info import egg_info
 
 HERE = pathlib.Path(__file__).resolve().parent
 GEN = "build/gen"  # where the stubs are generated, relative to HERE (sdists leave out build/)
@@ -25,25 +22,6 @@ import build_stubs  # noqa: E402  (the client's build step; the sdist carries it
 
 PROTOS = HERE / "protos"
 SERVICES = build_stubs.services(PROTOS, only=build_stubs.INTERNAL)
-
-
-@functools.cache
-def generate_stubs() -> None:
-    build_stubs.generate(PROTOS, HERE / GEN, SERVICES)
-
-
-class EggInfo(egg_info):
-    """Metadata (pip's first step, and sdist's) lists the package's files: stubs first."""
-
-    def run(self) -> None:
-        generate_stubs()
-        super().run()
-
-
-class BuildPy(build_py):
-    def run(self) -> None:
-        generate_stubs()
-        super().run()
 
 
 def under(prefix: str, folder: str) -> list[str]:
@@ -57,5 +35,5 @@ setup(
                  "morphz.api": "build/gen/morphz/api"},  # GEN's
     # `morphz ui` serves its page and assets from the package (services/ui/static/).
     package_data={"morphz.services.ui.static": ["*"], "": ["*.pyi", "py.typed"]},
-    cmdclass={"egg_info": EggInfo, "build_py": BuildPy},
+    cmdclass=build_stubs.setup_commands(lambda: build_stubs.generate(PROTOS, HERE / GEN, SERVICES)),
 )

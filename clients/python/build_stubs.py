@@ -17,11 +17,13 @@ proto that is gone are removed.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 API = pathlib.PurePosixPath("morphz", "api")
 INTERNAL = ("storage",)  # the raw storage API: the server's alone
@@ -88,6 +90,46 @@ def _move_into(made: pathlib.Path, out: pathlib.Path, owned: list[pathlib.PurePa
             if stale.is_file() and "__pycache__" not in stale.parts \
                     and stale.relative_to(out) not in generated:
                 stale.unlink()
+
+
+def copy_from_checkout(here: pathlib.Path, folder: str, files: Iterable[str] = ()) -> None:
+    """Inside the repository (`here` is its `folder`), refresh the copies of its protos/,
+    LICENSE, VERSION and `files` (paths in the repository, copied by name) in `here`,
+    where git ignores them, so the package's sdist holds everything its wheel is built
+    from. In an unpacked sdist, with no repository around it, keep the copies it has."""
+    repo = here.parents[len(pathlib.PurePosixPath(folder).parts) - 1]
+    if (repo / folder / "setup.py").resolve() != here / "setup.py" or \
+            not (repo / "protos").is_dir():
+        return
+    for name in ("LICENSE", "VERSION", *files):
+        source, dest = repo / name, here / pathlib.PurePosixPath(name).name
+        if not dest.exists() or dest.read_bytes() != source.read_bytes():
+            shutil.copyfile(source, dest)
+    shutil.copytree(repo / "protos", here / "protos", dirs_exist_ok=True)
+    for stale in (here / "protos").rglob("*.proto"):
+        if not (repo / stale.relative_to(here)).exists():
+            stale.unlink()
+
+
+def setup_commands(generate: Callable[[], None]) -> dict:
+    """setuptools commands that generate the stubs (once) before their work: egg_info (the
+    metadata step, pip's first and sdist's, lists the package's files) and build_py."""
+    from setuptools.command.build_py import build_py
+    from setuptools.command.egg_info import egg_info
+
+    once = functools.cache(generate)
+
+    class EggInfo(egg_info):
+        def run(self) -> None:
+            once()
+            super().run()
+
+    class BuildPy(build_py):
+        def run(self) -> None:
+            once()
+            super().run()
+
+    return {"egg_info": EggInfo, "build_py": BuildPy}
 
 
 def main() -> int:

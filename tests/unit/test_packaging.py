@@ -47,7 +47,8 @@ def test_each_python_package_reads_version_and_names_the_licence(name):
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
     assert "grpcio-tools==1.85.1" in meta["build-system"]["requires"]  # stubs at build time
     if folder != ROOT:  # built on its own: setup.py copies the repository's files in
-        assert '("LICENSE", "VERSION")' in (folder / "setup.py").read_text()
+        where = folder.relative_to(ROOT).as_posix()
+        assert f'copy_from_checkout(HERE, "{where}"' in (folder / "setup.py").read_text()
         assert {"LICENSE", "VERSION"} <= set((folder / "MANIFEST.in").read_text().split())
 
 
