@@ -26,6 +26,7 @@ import pytest
 
 from tests.docs import README, ROOT, block, repository_files, section
 from tests.topology import ServerProcess
+from tests.unit.test_cli_icu import serve_without_icu
 
 pytestmark = pytest.mark.split_processes  # its own server, from the wheel: once per CI run
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -188,10 +189,18 @@ def test_the_server_wheel_serves_the_readme_walkthrough(built, venvs, wheel_serv
     work.mkdir()
     env = _clean_env(MORPHZ_SERVER=wheel_server.address,
                      PATH=f"{venvs.server / 'bin'}{os.pathsep}{_clean_env()['PATH']}")
+    assert _run("morphz --version", [venvs.server / "bin" / "morphz", "--version"],
+                work).strip() == VERSION
     walk = section(README, "Walk-through")
     out = _run("walk-through", ["bash", "-euo", "pipefail", "-c", block(walk, "sh")], work, env)
     assert block(walk, "text") in out
     assert "audit context-default: match (7 events replayed)" in out
+
+
+def test_the_server_wheels_morphz_says_what_the_system_needs_where_icu_is_missing(
+        venvs, tmp_path):
+    error = serve_without_icu(venvs.server / "bin" / "morphz", tmp_path)
+    assert error["reason"] == "ICU_UNAVAILABLE" and "libicu-dev" in error["message"]
 
 
 def test_the_client_wheel_alone_holds_no_server_dependency_and_runs_the_python_examples(
