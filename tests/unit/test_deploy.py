@@ -262,6 +262,8 @@ def test_dist_05_the_image_installs_the_wheels_not_the_source_tree():
     assert "libicu-dev" in builder and "libicu72" in image and "libicu-dev" not in image
     assert "pip install --no-cache-dir --no-index --find-links /wheels morphz" in image
     assert "COPY . ." not in image and "gen_protos" not in text
+    ignored = (ROOT / ".dockerignore").read_text().split()  # nothing a checkout set up
+    assert {".venv", "**/build", "**/node_modules", "deploy/secrets"} <= set(ignored)
     assert not re.search(r"pip install[^\n]* \.(\s|$)", text)
 
 
