@@ -118,6 +118,9 @@ REASONS: dict[str, Status] = {
     "BACKUP_INVALID": Status.INVALID_ARGUMENT,    # not a backup, or of another format
     "BACKUP_CORRUPT": Status.DATA_LOSS,           # a backup whose bytes are not what it says
     "RESTORE_TARGET_NOT_EMPTY": Status.FAILED_PRECONDITION,
+    # the machine lacks what the server needs: PyICU, or the system ICU library it was
+    # built against (services/cli/entry.py says what to install)
+    "ICU_UNAVAILABLE": Status.FAILED_PRECONDITION,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # context ownership (transaction instances run with --etcd)
