@@ -10,13 +10,13 @@ transaction) are embedded once, as they read. The mean of two unit vectors is ke
 is (not made unit again): a query's dot product with it is the mean of its cosines with
 the two, which ranked evidence better than one vector of both texts together.
 
-Measured on tests/quality/conversations (in tests/quality/conversation_eval.py's terms):
-the vector leg's recall@10 0.599 with the turn as said alone, 0.592 with the context text
-alone, 0.657 with both at equal weights (0.582 with the bare text); fused with the lexical
-leg, 0.709, 0.698, 0.719, and 0.723 at WEIGHTS, which leaves more of a turn's own meaning
-to a turn whose neighbour is unrelated (notes that merely follow each other in a session).
-Costs: about three times the tokens of the bare text (the context text is about two turns
-long).
+Measured on the 8 agent conversations of tests/quality/conversations (tests/quality/
+ablation.py): the vector leg's recall@10 0.582 over bare texts, 0.599 with the turn as said,
+0.592 with the context text, 0.629 with both at WEIGHTS; fused and smoothed (hybrid.py),
+0.654, 0.675, 0.674 and 0.727. Both at equal weights ranked a little better alone (0.657)
+but fused no better, and left less of a turn's own meaning to one whose neighbour is
+unrelated (notes that merely follow each other in a session). Costs: about three times the
+tokens of the bare text (the context text is about two turns long).
 
 Turns are the events agents and people append (records.APPEND_KINDS, recall observations
 aside): the chain of a session's turns is what the vector leg keeps for neighbour

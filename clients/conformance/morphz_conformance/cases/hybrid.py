@@ -6,6 +6,8 @@ the hot paths; a turn read with the one it answers; the vector leg's pace report
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from morphz_conformance.registry import CaseFailed, CaseRun, case
 
@@ -128,18 +130,24 @@ PARAPHRASES = (("why did we hold the launch", 0), ("回复尽量简洁", 4),
                ("too many open sessions to Postgres", 1), ("the user likes brief replies", 4))
 
 
+@contextmanager
+def _default_embedder(t: CaseRun) -> Iterator[None]:
+    """The target restarted with its default embedder; the run's own comes back after."""
+    t.driver.restart_with_default_embedder()
+    try:
+        yield
+    finally:
+        t.driver.restart()
+
+
 def _with_default_embedder(t: CaseRun, check) -> None:
     """Run `check(ctx, refs)` on the target restarted with its default embedder, over the
-    memories above; the run's own embedder comes back after."""
-    d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    memories above."""
+    with _default_embedder(t):
         ctx = t.context()
-        refs = [d.append(ctx, "s1", "user-message", text).ref for text in MEANINGS]
+        refs = [t.driver.append(ctx, "s1", "user-message", text).ref for text in MEANINGS]
         _both_legs_caught_up(t, ctx)
         check(ctx, refs)
-    finally:
-        d.restart()
 
 
 @case("HYB-04", "the default embedder is pretrained and multilingual: it recalls by meaning "
@@ -236,8 +244,7 @@ def _dialogues(t: CaseRun, ctx: str) -> dict[tuple[str, int], str]:
       needs=("default_embedder", "restart"))
 def hyb_07_evidence_read_with_its_context(t: CaseRun):
     d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    with _default_embedder(t):
         ctx = t.context()
         refs = _dialogues(t, ctx)
         _both_legs_caught_up(t, ctx)
@@ -254,8 +261,6 @@ def hyb_07_evidence_read_with_its_context(t: CaseRun):
                     f"{question!r}: hybrid ranks its evidence behind a leg ({ranks})")
             ahead += ranks["hybrid"] < min(ranks["lexical"], ranks["vector"])
         t.check(ahead >= 1, "no question found its evidence ahead of both legs")
-    finally:
-        d.restart()
 
 
 @case("HYB-08", "the vector leg reports its pace and the time to cover what it lacks; a "
@@ -263,8 +268,7 @@ def hyb_07_evidence_read_with_its_context(t: CaseRun):
       needs=("default_embedder", "restart"))
 def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
     d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    with _default_embedder(t):
         ctx = t.context()
         behind: list = []  # states seen while the vector leg lagged, with a pace
         workers = 0
@@ -281,8 +285,7 @@ def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
         t.check(all(st.eta_seconds > 0 for st in behind),
                 f"a lagging vector leg with a pace said nothing of the time to go: {behind}")
         _both_legs_caught_up(t, ctx)
-        done = d.index_status(ctx)
-        t.eq(done.eta_seconds, 0.0, "the time to go once the vector leg caught up")
+        t.eq(d.index_status(ctx).eta_seconds, 0.0, "the time to go once the leg caught up")
         written = d.append(ctx, "s9", "user-message",
                            "The airport shuttle leaves the hotel lobby at six in the morning.")
         page = d.search(ctx, "when does the ride to the airport go", mode="hybrid",
@@ -291,5 +294,3 @@ def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
         hit = next((h for h in page.hits if h.key == written.ref), None)
         t.check(hit is not None and hit.vector_rank >= 1 and page.keys.index(written.ref) < 3,
                 f"the new write was not found by meaning in hybrid's top three: {page.keys}")
-    finally:
-        d.restart()
