@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
-from morphz.shared.mind import receipts, records as R
+from morphz.shared.mind import envelope, receipts, records as R
 from morphz.shared.mind.view import MindView
 from morphz.shared.storage.overlay import Overlay, overlay_scan
 
@@ -90,7 +90,18 @@ class MindState(MindView):
         raw = R.dumps(ev)
         self._put("events", (ev.seq,), raw)
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
-        self.require_meta(ev.context).chain = R.event_hash(raw)
+        meta = self.require_meta(ev.context)
+        enveloped = self.note_link(meta, ev)
+        meta.chain = envelope.next_link(vars(ev), raw, enveloped)
+
+    @staticmethod
+    def note_link(meta: R.Meta, ev: R.Event) -> bool:
+        """Whether `ev` is linked by envelope; the first one is recorded in the meta."""
+        if envelope.LINK not in ev.data:
+            return False
+        if meta.links_from is None:
+            meta.links_from = ev.seq
+        return True
 
     def add_observation(self, seq: int) -> None:
         """A new input's observation: put_observation(seq, Observation()), its bytes

@@ -11,7 +11,7 @@ import json
 from typing import Iterable, Iterator, Optional, TypeVar, Union
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind import records as R
+from morphz.shared.mind import envelope, records as R
 from morphz.shared.storage.api import Key, Reader
 
 T = TypeVar("T")
@@ -206,6 +206,12 @@ class MindView:
     def event_rows(self) -> Iterator[tuple[Key, bytes]]:
         """The stored event rows, undecoded, in seq order."""
         return self._scan("events")
+
+    def envelope_link(self, seq: int) -> str:
+        """What an event after stored event `seq` links with: its envelope hash
+        (envelope.py), whichever way it was itself linked."""
+        raw = self.event_row(seq)
+        return envelope.next_link(R.decode_json(raw), raw, True)
 
     def observation(self, seq: int) -> Optional[R.Observation]:
         return R.loads(R.Observation, self._get("observations", (seq,)))

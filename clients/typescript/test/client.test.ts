@@ -154,7 +154,7 @@ async function eventBytes(context: string, ref: string): Promise<string> {
     assert.ok(res.found, `${context} ${ref} not stored`);
     let raw = Buffer.from(res.value).toString("utf8");
     const record = JSON.parse(raw);
-    for (const [key, value] of [["id", record.id], ["time", record.time], ["context", record.context], ["prev", record.data.prev]]) {
+    for (const [key, value] of [["id", record.id], ["time", record.time], ["context", record.context], ["link", record.data.link]]) {
       const token = `"${key}":${JSON.stringify(value)}`;
       assert.equal(raw.split(token).length, 2, `${key} once in ${raw}`);
       raw = raw.replace(token, `"${key}":"-"`);

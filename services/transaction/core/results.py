@@ -258,6 +258,7 @@ class ChainCheck(Result):
     checked: int
     first_broken: str
     problem: str
+    erased: int = 0  # events whose content an erasure removed, wholly or in part
 
 
 @_result
