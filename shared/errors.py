@@ -139,6 +139,10 @@ REASONS: dict[str, Status] = {
     "SCOPE_VIOLATION": Status.FAILED_PRECONDITION,
     "SNAPSHOT_INVALID": Status.FAILED_PRECONDITION,
     "SNAPSHOT_CORRUPT": Status.DATA_LOSS,  # a stored record that cannot be decoded or read
+    # privacy (docs/privacy.md): an erasure says why; it takes what runtimes append (a
+    # runtime event, of no one's content, is not erasable)
+    "ERASE_REASON_REQUIRED": Status.INVALID_ARGUMENT,
+    "ERASE_NOT_ERASABLE": Status.FAILED_PRECONDITION,
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,

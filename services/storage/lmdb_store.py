@@ -20,22 +20,24 @@ import logging
 import os
 import secrets
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import islice, takewhile
 from typing import Iterator, Optional
 
 import lmdb
-import msgspec
 
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
+from morphz.shared.lmdb_compact import rewrite_compacted
+from morphz.shared.reader_gate import ReaderGate
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, fenced, quarantine_key,
-                                       quarantine_missing)
+                                       check_write, erase_missing, fenced, pack_change,
+                                       quarantine_key, quarantine_missing, unpack_change)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -46,6 +48,9 @@ _log = logging.getLogger("morphz.storage")
 # A whole-prefix scan reads its first 16 rows one at a time, then runs of 64, 256 and
 # 1,024 keys (_scan_runs).
 _FIRST_RUN, _LONGEST_RUN = 16, 1024
+
+
+_ERASE = object()  # an encoded write's "append-only" place: an erasure's rewrite
 
 
 @dataclass(frozen=True)
@@ -87,75 +92,17 @@ def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-# A feed record: compact JSON, {"c": context, "s": commit_seq, "e": events, "f": frames},
-# keys in that order. msgspec writes the bytes json.dumps(ensure_ascii=False, compact)
-# wrote (ints and strings only), at a fraction of the cost: one per commit.
-_encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder().decode
-
-
-def _pack_change(c: Change) -> bytes:
-    return _encode_json({"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames})
-
-
-def _unpack_change(position: int, raw: bytes) -> Change:
-    d = _decode_json(raw)
-    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
-
-
-class _ReaderGate:
-    """Lets the map be resized only while no read transaction is open in this process
-    (LMDB's rule for mdb_env_set_mapsize)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._closed = False
-
-    def enter(self) -> None:
-        with self._cond:
-            while self._closed:
-                self._cond.wait()
-            self._readers += 1
-
-    def leave(self) -> None:
-        with self._cond:
-            self._readers -= 1
-            self._cond.notify_all()
-
-    def exclusive(self, action) -> None:
-        with self._cond:
-            self._closed = True
-            try:
-                while self._readers:
-                    self._cond.wait()
-                action()
-            finally:
-                self._closed = False
-                self._cond.notify_all()
-
-
 class LmdbStore(Store):
     def __init__(self, path: str, *, map_size: int = 1 << 30,
                  max_map_size: int = DEFAULT_MAX_MAP_SIZE, quota: int = 0,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
-        map_size = min(map_size, max_map_size)  # the first size, doubled up to the max
-        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
-                              max_readers=512, sync=sync, metasync=sync, subdir=True)
+        self._sync = sync
+        self._open_env(path, min(map_size, max_map_size))  # the first size, doubled up to the max
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
         stale = self._env.reader_check()
         if stale:
             _log.warning("cleared %d stale LMDB reader slot(s) left by dead processes", stale)
-        self._dbs = {name: self._env.open_db(name.encode()) for name in TABLES}
-        self._version = self._env.open_db(_VERSION_DB)
-        self._feed = self._env.open_db(_FEED_DB)
-        self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
-        self._fence = self._env.open_db(_FENCE_DB)
-        self._store = self._env.open_db(_STORE_DB)
-        self._all_dbs = [*self._dbs.values(), self._version, self._feed, self._feed_ctx,
-                         self._fence, self._store]
-        self._psize = self._env.stat()["psize"]
         with self._env.begin() as txn:
             last = txn.cursor(db=self._feed)
             self._head = int.from_bytes(last.key(), "big") if last.last() else 0
@@ -168,11 +115,25 @@ class LmdbStore(Store):
         with self._env.begin() as txn:
             self._live, self._unmeasured = self._live_bytes(txn), 0
         self._faults = faults
-        self._gate = _ReaderGate()
+        self._gate = ReaderGate()
         self._queue: list[_Submission] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()  # one group-commit leader at a time
         self.stats = {"write_transactions": 0, "commits": 0}  # group-commit effectiveness
+
+    def _open_env(self, path: str, map_size: int) -> None:
+        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
+                              max_readers=512, sync=self._sync, metasync=self._sync,
+                              subdir=True)
+        self._dbs = {name: self._env.open_db(name.encode()) for name in TABLES}
+        self._version = self._env.open_db(_VERSION_DB)
+        self._feed = self._env.open_db(_FEED_DB)
+        self._feed_ctx = self._env.open_db(_FEED_CTX_DB)
+        self._fence = self._env.open_db(_FENCE_DB)
+        self._store = self._env.open_db(_STORE_DB)
+        self._all_dbs = [*self._dbs.values(), self._version, self._feed, self._feed_ctx,
+                         self._fence, self._store]
+        self._psize = self._env.stat()["psize"]
 
     @property
     def path(self) -> str:
@@ -216,6 +177,30 @@ class LmdbStore(Store):
         return {"feed_head": head, "contexts": contexts, "store": self._id,
                 "taken_at": taken_at.isoformat(timespec="microseconds")}
 
+    def reclaim(self, context: str = "") -> dict:
+        """Store.reclaim (of the whole environment, whichever context): its compacting
+        copy replaces the data file (shared/lmdb_compact.py). Commits wait (the
+        group-commit leader lock is held) and so do reads (no read transaction may be open
+        in this process when the environment is closed): for the copy's time, about that
+        of a backup."""
+        started = time.monotonic()
+        path, done = self.path, []
+
+        def swap() -> None:
+            map_size, closed = self.map_size, []
+            try:
+                done.append(rewrite_compacted(self._env, lambda: closed.append(True)))
+            finally:  # once closed, opened again whatever happened: the old file or the copy
+                if closed:
+                    self._open_env(path, map_size)
+            with self._env.begin() as txn:
+                self._live, self._unmeasured = self._live_bytes(txn), 0
+        with self._leader:
+            self._gate.exclusive(swap)
+        (before, after), = done
+        return {"engine": "lmdb", "bytes_before": before, "bytes_after": after,
+                "duration_ms": int((time.monotonic() - started) * 1000)}
+
     def reader(self, context: str) -> "LmdbReader":
         return LmdbReader(self, context)
 
@@ -245,13 +230,13 @@ class LmdbStore(Store):
                         if not k.startswith(prefix) or len(out) >= limit:
                             break
                         position = int.from_bytes(pos, "big")
-                        out.append(_unpack_change(position, txn.get(pos, db=self._feed)))
+                        out.append(unpack_change(position, txn.get(pos, db=self._feed)))
                 return FeedPage(out, r.commit_seq, self._id)
             cur = txn.cursor(db=self._feed)
             head = int.from_bytes(cur.key(), "big") if cur.last() else 0
             if cur.set_range(first):
                 for k, raw in cur:
-                    out.append(_unpack_change(int.from_bytes(k, "big"), raw))
+                    out.append(unpack_change(int.from_bytes(k, "big"), raw))
                     if len(out) >= limit:
                         break
             return FeedPage(out, head, self._id)
@@ -278,6 +263,9 @@ class LmdbStore(Store):
             if w.quarantine:
                 encoded.append((db, True, w.table, keys.encode_in(prefix, w.key),
                                 _Quarantine(w, prefix)))
+                continue
+            if w.erase:  # an existing row rewritten, even of an append-only table
+                encoded.append((db, _ERASE, w.table, keys.encode_in(prefix, w.key), w.value))
                 continue
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
@@ -413,7 +401,11 @@ class LmdbStore(Store):
                         if isinstance(value, _Quarantine):
                             self._move_aside(child, db, key, value, current + 1)
                             continue
-                        if append_only:  # a new row only: a put that overwrites nothing
+                        if append_only is _ERASE:
+                            if child.get(key, db=db) is None:
+                                raise erase_missing(Write(table, (), None))
+                            child.put(key, value, db=db)
+                        elif append_only:  # a new row only: a put that overwrites nothing
                             if value is None or not child.put(key, value, db=db,
                                                               overwrite=False):
                                 raise MorphzError("STORAGE_APPEND_ONLY",
@@ -426,9 +418,8 @@ class LmdbStore(Store):
                     child.put(prefix, _u64(current + 1), db=self._version)
                     if sub.fence > highest:
                         child.put(prefix, _u64(sub.fence), db=self._fence)
-                    c = sub.change
-                    change = Change(head + 1, c.context, current + 1, c.events, c.frames)
-                    child.put(_u64(change.position), _pack_change(change), db=self._feed)
+                    change = replace(sub.change, position=head + 1, commit_seq=current + 1)
+                    child.put(_u64(change.position), pack_change(change), db=self._feed)
                     child.put(prefix + _u64(current + 1), _u64(change.position),
                               db=self._feed_ctx)
                 except MorphzError as e:

@@ -20,6 +20,7 @@ import grpc
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
+from morphz.services.transaction.core.erase_select import Selector
 from morphz.services.transaction.core.txlang import Tx
 from morphz.api.common.v1 import common_pb2 as common
 from morphz.shared.auth import Caller
@@ -138,6 +139,14 @@ class TransactionClient:
 
     def list_contexts(self) -> dict:
         return self._call("ListContexts", pb.ListContextsRequest)
+
+    def erase(self, context: str, selector: Selector, reason: str, *,
+              dry_run: bool = False) -> dict:
+        return self._call("Erase", pb.EraseRequest, context=context, refs=list(selector.refs),
+                          session=selector.session, actor=selector.actor,
+                          kinds=list(selector.kinds), phrase=selector.phrase,
+                          since=selector.since, until=selector.until, reason=reason,
+                          dry_run=dry_run)
 
     # -- server-side jobs: kind "audit" or "rebuild-projections" (shared/jobs.py) ------------
     def start_job(self, context: str, kind: str) -> dict:

@@ -6,6 +6,7 @@ from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import (
     append_item_from_proto, append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.erase_select import Selector
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
@@ -115,6 +116,15 @@ class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
     def GetPolicy(self, request, context):
         return result_to_proto(self._core.get_policy(_context(request), caller=caller_of(context)),
                           pb.Policy)
+
+    @rpc_boundary
+    def Erase(self, request, context):
+        selector = Selector(refs=tuple(request.refs), session=request.session,
+                            actor=request.actor, kinds=tuple(request.kinds),
+                            phrase=request.phrase, since=request.since, until=request.until)
+        return result_to_proto(self._core.erase(
+            _context(request), selector, request.reason, dry_run=request.dry_run,
+            caller=caller_of(context), deadline=deadline_of(context)), pb.Erasure)
 
     @rpc_boundary
     def ListContexts(self, request, context):

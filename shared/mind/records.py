@@ -133,6 +133,10 @@ class Frame:
     retire: Optional[RetireRequest] = None
     generation: int = 0  # retire requests made so far; a due entry names one
     changed_at: int = 0  # context revision of the last change
+    # The erasure (@eN) that took this version's body, derived only from erased events:
+    # the frame keeps its place, sources and relations; its body is "". Stored only when
+    # set, so a frame's row keeps the bytes it had before erasures existed.
+    erased: str = ""
 
     def size(self) -> int:
         """Bytes this frame occupies in an encoding (id + body)."""
@@ -235,12 +239,30 @@ def dumps(rec: Any) -> bytes:
     """A record's stored bytes: compact JSON, keys sorted, UTF-8. These bytes are hashed
     into the history's chain and compared by audit, so they never change: msgspec writes
     them (many times json's speed) when it writes what json would, else json does."""
-    if type(rec) is Meta and rec.links_from is None:  # the bytes a meta had before
+    kind = type(rec)
+    if kind is Meta and rec.links_from is None:  # the bytes a meta had before
         rec = {k: v for k, v in vars(rec).items() if k != "links_from"}
+    elif kind is Frame:
+        if _frame_exact(rec):  # `erased` unset: its key and value cut from the bytes (no
+            raw = _encode(rec)  # quote stands unescaped in a JSON string: only the key's)
+            return raw if rec.erased else raw.replace(b',"erased":""', b"", 1)
+        rec = frame_row(rec)
+    elif kind is Checkpoint:
+        rec = dict(vars(rec), frames=[frame_row(f) for f in rec.frames])
     if _exact(rec):
         return _encode(rec)
     return json.dumps(plain(rec), ensure_ascii=False, separators=(",", ":"),
                       sort_keys=True).encode()
+
+
+def frame_row(f: "Frame") -> Any:
+    """What a frame stores: its fields, `erased` only when set (dumps)."""
+    if f.erased:
+        return f
+    d = dict(vars(f))
+    if d.get("erased") == "":
+        del d["erased"]
+    return d
 
 
 def _frame_exact(f: "Frame") -> bool:
@@ -250,7 +272,8 @@ def _frame_exact(f: "Frame") -> bool:
     return (len(f.__dict__) == _FRAME_FIELDS and type(f.id) is str and type(f.body) is str
             and type(f.revision) is int and type(f.state) is str
             and type(f.protected) is bool and type(f.generation) is int
-            and type(f.changed_at) is int and type(f.sources) is list
+            and type(f.changed_at) is int and type(f.erased) is str
+            and type(f.sources) is list
             and (not f.sources or all(type(s) is str for s in f.sources))
             and (r is None or _exact(r)))
 

@@ -199,6 +199,12 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def event_record(self, seq: int) -> tuple[Optional[R.Event], Optional[bytes]]:
+        """A copy of the stored event of its own (a caller may change it: an erasure)
+        and its stored bytes; (None, None) when there is none."""
+        raw = self._get("events", (seq,))
+        return (R.loads(R.Event, raw), raw) if raw is not None else (None, None)
+
     def event_row(self, seq: int) -> Optional[bytes]:
         """One event's stored bytes, undecoded."""
         return self._get("events", (seq,))
@@ -296,6 +302,12 @@ class MindView:
             return R.loads(R.Frame, raw)
         return None
 
+    def frame_versions(self) -> Iterator[R.Frame]:
+        """Every stored version of every frame: by frame id, then context revision (an
+        erasure's plan reads them all)."""
+        for _, raw in self._scan("frame_versions"):
+            yield R.loads(R.Frame, raw)
+
     def last_version(self, frame_id: str) -> Optional[R.Frame]:
         rows = list(self._scan("frame_versions", (frame_id,)))
         return R.loads(R.Frame, rows[-1][1]) if rows else None
@@ -339,6 +351,10 @@ class MindView:
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
+
+    def checkpoints(self) -> Iterator[R.Checkpoint]:
+        for _, raw in self._scan("checkpoints"):
+            yield R.loads(R.Checkpoint, raw)
 
     def checkpoint_revisions(self) -> list[list]:
         """[name, revision] of every checkpoint, without decoding the Minds they hold."""
@@ -449,6 +465,11 @@ class MindView:
     @staticmethod
     def event_of_key(key: bytes) -> R.Event:
         return R.loads(R.Event, key)
+
+    def snapshot_rows(self) -> Iterator[tuple[str, bytes]]:
+        """Every encoding snapshot's id and stored bytes (shared/mind/snapshots.py)."""
+        for (snapshot_id,), raw in self._scan("snapshots"):
+            yield snapshot_id, raw
 
     def snapshot_row(self, snapshot_id: str) -> Optional[bytes]:
         """An encoding snapshot's stored bytes (shared/mind/snapshots.py reads them)."""

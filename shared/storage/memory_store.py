@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, StaleRead, Store, Write, change_of,
-                                       check_write, fenced, quarantine_key,
+                                       check_write, erase_missing, fenced, quarantine_key,
                                        quarantine_missing)
 from morphz.shared.errors import MorphzError
 
@@ -58,7 +58,10 @@ class MemoryStore(Store):
                                                        *quarantine_key(w, current + 1))))] = row
                     staged[(w.table, k)] = None
                     continue
-                if TABLES[w.table] and (w.value is None or row is not None):
+                if w.erase:  # an existing row rewritten, even of an append-only table
+                    if row is None:
+                        raise erase_missing(w)
+                elif TABLES[w.table] and (w.value is None or row is not None):
                     raise MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only",
                                       table=w.table)
                 staged[(w.table, k)] = w.value

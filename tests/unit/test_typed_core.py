@@ -39,7 +39,7 @@ def test_core_entry_point_takes_and_answers_records(name):
 
 
 def test_core_entry_points_are_all_walked():
-    assert len(ENTRY_POINTS) == 15, ENTRY_POINTS  # the 14 of issue 41 and list_contexts
+    assert len(ENTRY_POINTS) == 16, ENTRY_POINTS  # the 14 of issue 41, list_contexts, erase
 
 
 @pytest.fixture(scope="module")
