@@ -118,6 +118,10 @@ REASONS: dict[str, Status] = {
     "BACKUP_INVALID": Status.INVALID_ARGUMENT,    # not a backup, or of another format
     "BACKUP_CORRUPT": Status.DATA_LOSS,           # a backup whose bytes are not what it says
     "RESTORE_TARGET_NOT_EMPTY": Status.FAILED_PRECONDITION,
+    # a restore re-applies the erasures made since the backup (docs/privacy.md): it
+    # needs their log, or an explicit --without-erasures; a file that is no such log
+    "ERASURE_LOG_REQUIRED": Status.FAILED_PRECONDITION,
+    "ERASURE_LOG_INVALID": Status.INVALID_ARGUMENT,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # context ownership (transaction instances run with --etcd)

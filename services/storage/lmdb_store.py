@@ -16,6 +16,7 @@ from one read transaction, which commits do not wait for.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
@@ -28,6 +29,7 @@ from typing import Iterator, Optional
 
 import lmdb
 
+from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
 from morphz.shared.lmdb_compact import rewrite_compacted
 from morphz.shared.reader_gate import ReaderGate
@@ -66,6 +68,7 @@ class _Submission(Ticket):
         super().__init__()
         self.context, self.expect, self.encoded, self.fence = context, expect, encoded, fence
         self.change = change  # its keys; position and commit_seq are set when it applies
+        self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
         # Set by the leader that applied it, which holds the leader lock its waiter takes
         # next: a plain flag (an Event was only ever polled, for 7 us per commit).
         self.done = False
@@ -108,6 +111,7 @@ class LmdbStore(Store):
             self._head = int.from_bytes(last.key(), "big") if last.last() else 0
             store_id = txn.get(_STORE_ID, db=self._store)
         self._id = store_id.decode() if store_id else self.renew_identity()
+        self.erasure_log = ErasureLog(path)
         self._feed_moved = threading.Condition()
         self._max_map_size = max_map_size
         # The quota and the disk's free bytes bound the live pages (space.py).
@@ -265,7 +269,8 @@ class LmdbStore(Store):
                                 _Quarantine(w, prefix)))
                 continue
             if w.erase:  # an existing row rewritten, even of an append-only table
-                encoded.append((db, _ERASE, w.table, keys.encode_in(prefix, w.key), w.value))
+                encoded.append((db, _ERASE, w.table, keys.encode_in(prefix, w.key),
+                                (w.value, w.key)))
                 continue
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
@@ -309,6 +314,7 @@ class LmdbStore(Store):
                         raise
                     for sub in batch:  # the aborted attempt left nothing: try again
                         sub.result = sub.error = None
+                        sub.erased = []
         except lmdb.MapFullError:
             self._refuse_all(batch, self.space.refuse("map", 0, self._estimate()))
         except lmdb.Error as e:
@@ -402,9 +408,13 @@ class LmdbStore(Store):
                             self._move_aside(child, db, key, value, current + 1)
                             continue
                         if append_only is _ERASE:
-                            if child.get(key, db=db) is None:
+                            old = child.get(key, db=db)
+                            if old is None:
                                 raise erase_missing(Write(table, (), None))
-                            child.put(key, value, db=db)
+                            child.put(key, value[0], db=db)
+                            if table == "events":  # for the erasure log
+                                sub.erased.append((value[1][0],
+                                                   hashlib.sha256(old).hexdigest()))
                         elif append_only:  # a new row only: a put that overwrites nothing
                             if value is None or not child.put(key, value, db=db,
                                                               overwrite=False):
@@ -425,6 +435,7 @@ class LmdbStore(Store):
                 except MorphzError as e:
                     child.abort()
                     sub.error = e
+                    sub.erased = []
                     continue
                 except BaseException:
                     child.abort()
@@ -435,6 +446,10 @@ class LmdbStore(Store):
                 head += 1
             adds = any(_adds(sub) for sub in batch if sub.error is None)
             live, unmeasured = self._live_after(txn, before, batch, adds)  # or STORAGE_FULL
+            logged = [(sub.context, sub.result, sub.erased) for sub in batch
+                      if sub.erased and sub.result is not None]
+            if logged:  # before the commit: never an erasure the log lacks
+                self.erasure_log.append(self._id, logged)
             self._faults.hit("after-puts-before-commit")
         self._live, self._unmeasured = live, unmeasured
         self.space.committed(adds)

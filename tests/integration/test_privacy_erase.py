@@ -15,6 +15,7 @@ import tantivy
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.index.tantivy_index import SCHEMA
+from morphz.services.transaction.core.erase_select import Selector
 from tests.inspector import InspectorProcess
 from tests.integration.test_cli import run_cli
 from tests.polling import until
@@ -157,3 +158,52 @@ def _rows(srv, c, context: str) -> list:
     status = c.status(context)
     return [c.get_event(context, f"@e{i}", reveal_secrets=True)
             for i in range(status["event_count"])] + [c.list_frames(context)]
+
+
+def test_priv_03_a_backup_taken_before_an_erasure_restored_after_does_not_bring_it_back(
+        tmp_path):
+    """The erasure log kept beside the store names what each erasure took (by record
+    digest); `morphz restore` refuses without it (or an explicit --without-erasures), and
+    with it applies those erasures again to what the older backup holds."""
+    from tests.integration.test_backup import backup as backup_via_cli, restored
+    from tests.topology import ServerProcess
+    srv = ServerProcess(tmp_path / "data", {"MORPHZ_EMBEDDER": "hashing"},
+                        args=["--storage-listen", "127.0.0.1:0"]).start()
+    try:
+        c = srv.client()
+        with srv.channel() as ch:
+            planted = plant(c, EncodingClient(ch, timeout=60))
+        backup = tmp_path / "before.backup"
+        backup_via_cli(backup, srv.storage_address)
+        done = c.erase(CTX, Selector(session="s1"), "user asked")
+        c.close()
+    finally:
+        assert srv.stop() == 0
+    log = tmp_path / "data" / "store" / "erasures.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(line["context"], [s for s, _ in line["events"]]) for line in lines] == [
+        (CTX, [1, 2, 5])]  # the two events, and the transaction whose bodies it took
+    proc = run_cli("restore", "--from", str(backup), "--data", str(tmp_path / "refused"))
+    assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["reason"] == \
+        "ERASURE_LOG_REQUIRED"
+    as_taken = restored(backup, tmp_path / "as-taken")
+    assert files_holding(tmp_path / "as-taken") and as_taken["erasures_reapplied"] == []
+    again = restored(backup, tmp_path / "restored", "--erasures", str(log))
+    (reapplied,) = again["erasures_reapplied"]
+    assert reapplied["events"] == done["events"] and reapplied["logged_commit"] == \
+        lines[0]["commit_seq"]
+    assert not files_holding(tmp_path / "restored"), files_holding(tmp_path / "restored")
+    back = ServerProcess(tmp_path / "restored", {"MORPHZ_EMBEDDER": "hashing"}).start()
+    try:
+        c = back.client()
+        report = c.audit(CTX)
+        assert report["match"] and report["chain"]["erased"] == 3, report
+        ev = c.get_event(CTX, planted["a"]["ref"], reveal_secrets=True)
+        assert ev["text"] == f"[erased {reapplied['erasures'][0]}]"
+        assert "re-applied after a restore" in ev["erased"]["reason"]
+        assert c.get_frame(CTX, "order")["erased"]
+        c.close()
+    finally:
+        assert back.stop() == 0
+    kept = (tmp_path / "restored" / "store" / "erasures.jsonl").read_text().splitlines()
+    assert kept[0] == log.read_text().splitlines()[0] and len(kept) == 2

@@ -461,3 +461,31 @@ describe("encoding and snapshots", () => {
     assert.deepEqual((await mz.searchSnapshot(ctx, enc.snapshot, "ship")).hits.map((h) => h.key), ["@e1"]);
   });
 });
+
+describe("privacy", () => {
+  test("priv_01_ts_erase_dry_run_then_erasure_says_who_why_and_when", async () => {
+    const ctx = fresh("priv01");
+    await mz.createContext(ctx);
+    const gone = (await mz.appendEvent(ctx, { session: "alice", kind: "user-message", text: "alice lives at 12 Elm Row" })).ref;
+    const kept = (await mz.appendEvent(ctx, { session: "bob", kind: "user-message", text: "bob likes tea" })).ref;
+    await mz.commit(ctx, new Tx(0).derive("address", "(street elm)", { sources: [gone] }));
+    const dry = await mz.erase(ctx, { session: "alice", dryRun: true });
+    assert.ok(dry.dryRun);
+    assert.deepEqual([dry.events, dry.frames], [[gone], ["address"]]);
+    assert.equal((await mz.event(ctx, gone)).text, "alice lives at 12 Elm Row");
+    assert.equal((await rejection(mz.erase(ctx, { session: "alice" }))).reason, "ERASE_REASON_REQUIRED");
+    const done = await mz.erase(ctx, { session: "alice", reason: "right to erasure" });
+    assert.deepEqual(done.events, [gone]);
+    const erasure = done.erasures[0];
+    const ev = await mz.event(ctx, gone, { revealSecrets: true });
+    assert.equal(ev.text, `[erased ${erasure}]`);
+    assert.equal(ev.erased?.erasure, erasure);
+    assert.equal(ev.erased?.reason, "right to erasure");
+    assert.ok(ev.erased?.at);
+    assert.equal((await mz.frame(ctx, "address")).body, `[erased ${erasure}]`);
+    assert.equal((await mz.event(ctx, kept)).text, "bob likes tea");
+    const report = await mz.audit(ctx);
+    assert.ok(report.match);
+    assert.equal(Number(report.chain?.erased), 2);  // the event, and the transaction's body
+  });
+});

@@ -17,6 +17,7 @@ class Submission(Ticket):
         self.context, self.expect, self.writes, self.fence = context, expect, writes, fence
         self.change = change
         self.done = False
+        self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
 
 
 def expected_seq(sub: Submission) -> int:

@@ -79,7 +79,7 @@ class Statements:
             "FROM moved")
         # An erasure's rewrite: the rows deleted (the append-only trigger lets a DELETE
         # through under the quarantine's flag), then inserted with their new values.
-        self.erase_delete = each("DELETE FROM {t} WHERE k = ANY(%s)")
+        self.erase_delete = each("DELETE FROM {t} WHERE k = ANY(%s) RETURNING k, v")
         self.scans: dict[tuple, str] = {}
         self._schema = schema
         one = lambda template: _text(sql.SQL(template).format(s))  # noqa: E731

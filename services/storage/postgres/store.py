@@ -24,6 +24,7 @@ been applied), a full disk STORAGE_FULL.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import select
@@ -45,6 +46,7 @@ from morphz.services.storage.postgres.plan import (Refused, Submission, expected
 from morphz.services.storage.postgres.pool import ConnectionPool
 from morphz.services.storage.postgres.reader import PostgresReader
 from morphz.services.storage.postgres.schema import Statements, schema_statements
+from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
@@ -135,6 +137,9 @@ class PostgresStore(Store):
         self._pool = ConnectionPool(lambda: self._connect(autocommit=True), pool)
         self.snapshot_capacity = max(1, pool - READS_KEPT_FREE)
         self.space = Space(data_dir or os.getcwd())
+        # In the server's data folder (a store opened without one, a tool's or a test's,
+        # keeps none: its erasures cannot be applied again to a restored backup).
+        self.erasure_log = ErasureLog(data_dir) if data_dir else None
         self._queue: list[Submission] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
@@ -374,12 +379,14 @@ class PostgresStore(Store):
                         continue
                     try:
                         if careful:
-                            self._write_one(cur, plan, prefixes[sub.context], current + 1)
+                            self._write_one(cur, plan, prefixes[sub.context], current + 1,
+                                            sub.erased)
                         else:
                             self._append(cur, plan, existing, inserted, current + 1,
                                          prefixes[sub.context])
                     except Refused as refused:
                         sub.error = refused.error
+                        sub.erased = []
                         continue
                     seqs[sub.context] = sub.result = current + 1
                     fences[sub.context] = max(highest, sub.fence)
@@ -395,6 +402,10 @@ class PostgresStore(Store):
                                                  [fences[c] for c in ordered]))
                     cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
                     cur.execute(q.set_head, (head,))
+                logged = [(sub.context, sub.result, sub.erased) for sub in batch
+                          if sub.erased and sub.result is not None]
+                if logged and self.erasure_log is not None:  # before the commit: never an
+                    self.erasure_log.append(self._id, logged)  # erasure the log lacks
                 self._faults.hit("after-puts-before-commit")
                 if pipelined:
                     _send_all(conn)
@@ -440,7 +451,7 @@ class PostgresStore(Store):
             self._run_step(cur, step, prefix, commit_seq)
 
     def _write_one(self, cur: psycopg.Cursor, plan: list, prefix: bytes,
-                   commit_seq: int) -> None:
+                   commit_seq: int, erased: Optional[list] = None) -> None:
         """One submission's writes, statement by statement, in a savepoint where any of
         them may be refused by the database (a row an append-only table has, a row to
         quarantine missing)."""
@@ -452,7 +463,7 @@ class PostgresStore(Store):
         cur.execute("SAVEPOINT sub")
         try:
             for step in plan:
-                self._run_step(cur, step, prefix, commit_seq)
+                self._run_step(cur, step, prefix, commit_seq, erased)
         except Refused:
             cur.execute("ROLLBACK TO SAVEPOINT sub")
             raise
@@ -464,7 +475,7 @@ class PostgresStore(Store):
         cur.execute("RELEASE SAVEPOINT sub")
 
     def _run_step(self, cur: psycopg.Cursor, step: tuple, prefix: bytes,
-                  commit_seq: int) -> None:
+                  commit_seq: int, erased: Optional[list] = None) -> None:
         kind, table, rows = step
         q = self._q
         if kind == "upsert":
@@ -477,10 +488,13 @@ class PostgresStore(Store):
             ks = [k for k, _ in rows]
             cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
             cur.execute(q.erase_delete[table], (ks,))
-            gone = cur.rowcount
+            gone = cur.fetchall()
             cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
-            if gone != len(set(ks)):
+            if len(gone) != len(set(ks)):
                 raise Refused(erase_missing(Write(table, (), None)))
+            if table == "events" and erased is not None:  # for the erasure log
+                erased += [(keys.decode(bytes(k), len(prefix))[0],
+                            hashlib.sha256(bytes(v)).hexdigest()) for k, v in gone]
             cur.execute(q.insert[table], (ks, [v for _, v in rows]))
         else:  # aside: the quarantine's DELETE is let through the append-only trigger
             ks = [k for k, _ in rows]
