@@ -10,6 +10,7 @@ import json
 import urllib.request
 from pathlib import Path
 
+import pytest
 import tantivy
 
 from morphz.services.encoding.client import EncodingClient
@@ -18,11 +19,15 @@ from morphz.services.recall.index.tantivy_index import SCHEMA
 from morphz.services.transaction.core.erase_select import Selector
 from tests.inspector import InspectorProcess
 from tests.integration.test_cli import run_cli
+from tests.pg import new_database
+from tests.topology import ServerProcess
 from tests.polling import until
 
 PHRASE = "QUINCE-4471-ORCHARD"  # one token for the index, and easy to find as bytes
 NEEDLES = (PHRASE.encode(), PHRASE.lower().encode(), b"4471", b"orchard", b"ORCHARD")
 CTX, OTHER = "priv", "bystander"
+# Each test starts servers of its own: the same under either --topology (run once).
+pytestmark = pytest.mark.split_processes
 
 
 def plant(c, enc: EncodingClient) -> dict:
@@ -166,7 +171,6 @@ def test_priv_03_a_backup_taken_before_an_erasure_restored_after_does_not_bring_
     digest); `morphz restore` refuses without it (or an explicit --without-erasures), and
     with it applies those erasures again to what the older backup holds."""
     from tests.integration.test_backup import backup as backup_via_cli, restored
-    from tests.topology import ServerProcess
     srv = ServerProcess(tmp_path / "data", {"MORPHZ_EMBEDDER": "hashing"},
                         args=["--storage-listen", "127.0.0.1:0"]).start()
     try:
@@ -207,3 +211,35 @@ def test_priv_03_a_backup_taken_before_an_erasure_restored_after_does_not_bring_
         assert back.stop() == 0
     kept = (tmp_path / "restored" / "store" / "erasures.jsonl").read_text().splitlines()
     assert kept[0] == log.read_text().splitlines()[0] and len(kept) == 2
+
+
+def test_priv_03_on_postgresql_the_erased_rows_are_vacuumed_out_of_its_data_files(
+        postgres_server, tmp_path):
+    """A server on PostgreSQL: after the erasure no file of the database (its tables,
+    their TOAST and indexes, as of a checkpoint) holds the phrase; before it they did."""
+    database = new_database(postgres_server)
+    srv = ServerProcess(tmp_path / "data", {"MORPHZ_EMBEDDER": "hashing"},
+                        args=["--store", "postgres", "--dsn", postgres_server.dsn(database)])
+    srv.start()
+    try:
+        c = srv.client()
+        with srv.channel() as ch:
+            plant(c, EncodingClient(ch, timeout=60))
+        files = _database_files(postgres_server, database)
+        postgres_server.psql("CHECKPOINT")
+        assert files_holding(files, (PHRASE.encode(),)), "the probe finds it before"
+        done = c.erase(CTX, Selector(session="s1"), "user asked")
+        assert done["reclaimed"]["engine"] == "postgres"
+        assert c.audit(CTX)["match"]
+        c.close()
+    finally:
+        assert srv.stop() == 0
+    postgres_server.psql("CHECKPOINT")
+    assert not files_holding(_database_files(postgres_server, database), (PHRASE.encode(),))
+    assert (tmp_path / "data" / "erasures.jsonl").read_text().count(CTX) == 1
+
+
+def _database_files(server, database: str) -> Path:
+    """The folder of the database's relation files."""
+    oid = server.psql(f"SELECT oid FROM pg_database WHERE datname = '{database}'").strip()
+    return Path(server.data_dir) / "base" / oid
