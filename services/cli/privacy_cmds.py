@@ -1,5 +1,5 @@
-"""`morphz context erase` (docs/privacy.md): remove content from every copy the service
-holds, and show what it took; with --dry-run, what it would take."""
+"""`morphz context erase` and `morphz context delete` (docs/privacy.md): remove content,
+or a whole context, from every copy the service holds, and show what went."""
 from __future__ import annotations
 
 import argparse
@@ -90,7 +90,23 @@ def erase_exit(r: dict) -> int:
     return 0 if (r.get("recall") or {}).get("purged", True) else 1
 
 
-COMMANDS = MappingProxyType({"erase": (cmd_erase, render_erase, erase_exit)})
+def cmd_delete(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+    if not args.reason.strip():
+        raise input_error("a deletion needs --reason", field="reason")
+    return TransactionClient(channel, timeout=args.timeout).delete_context(
+        args.context_name, args.reason)
+
+
+def render_delete(r: dict, out: TextIO) -> None:
+    print(f"deleted {r['context']} ({r['event_count']} events): its name is free", file=out)
+    done = r.get("reclaimed")
+    if done:
+        print(f"store rewritten ({done['engine']}): {done['bytes_before']} -> "
+              f"{done['bytes_after']} bytes in {done['duration_ms']} ms", file=out)
+
+
+COMMANDS = MappingProxyType({"erase": (cmd_erase, render_erase, erase_exit),
+                             "delete": (cmd_delete, render_delete, lambda _: 0)})
 
 
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
@@ -114,4 +130,10 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                    "frames and versions derived only from them, snapshots that showed them")
     p.add_argument("--no-wait", action="store_true",
                    help="do not wait for the recall index to rewrite its files")
+
+    p = add("delete", "remove a context whole (events, Mind, snapshots, index, vectors, "
+            "jobs); its name is free again; administrators, with a reason")
+    p.add_argument("context_name", metavar="CONTEXT")
+    p.add_argument("--reason", default="", help="why (required; written to the server's "
+                   "admin log)")
     return list(COMMANDS)

@@ -74,6 +74,10 @@ class StorageClient(Store):
             context=context, table=table, key=key_to_proto(key), value=value),
             timeout=self._timeout)
 
+    def delete_context(self, context: str) -> int:
+        return call(self._stub.DeleteContext, pb.DeleteContextRequest(context=context),
+                    timeout=max(self._timeout, RECLAIM_TIMEOUT)).position
+
     def reclaim(self, context: str = "") -> dict:
         """Store.reclaim on the storage service: a compacting rewrite of the store takes
         about a backup's time, so its deadline is the longer of this client's and

@@ -38,8 +38,9 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, erase_missing, fenced, pack_change,
-                                       quarantine_key, quarantine_missing, unpack_change)
+                                       check_write, context_not_found, erase_missing,
+                                       fenced, pack_change, quarantine_key,
+                                       quarantine_missing, unpack_change)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -93,6 +94,16 @@ def _adds(sub: "_Submission") -> bool:
 
 def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
+
+
+def _delete_under(txn: lmdb.Transaction, db, prefix: bytes) -> None:
+    """Delete every row of `db` whose key starts with `prefix`."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    while cur.key().startswith(prefix):
+        if not cur.delete():  # (moves to the next row)
+            break
 
 
 class LmdbStore(Store):
@@ -216,6 +227,32 @@ class LmdbStore(Store):
     def _commit_seq(self, txn: lmdb.Transaction, context: str) -> int:
         raw = txn.get(keys.context_prefix(context), db=self._version)
         return int.from_bytes(raw, "big") if raw else 0
+
+    def delete_context(self, context: str) -> int:
+        """Store.delete_context, in one write transaction (commits wait for it)."""
+        prefix = keys.context_prefix(context)
+        with self._leader:
+            with self._env.begin(write=True) as txn:
+                if txn.get(prefix, db=self._version) is None:
+                    raise context_not_found(context)
+                for db in self._dbs.values():
+                    _delete_under(txn, db, prefix)
+                cur = txn.cursor(db=self._feed_ctx)
+                if cur.set_range(prefix):
+                    for k, pos in list(cur):
+                        if not k.startswith(prefix):
+                            break
+                        txn.delete(pos, db=self._feed)
+                        txn.delete(k, db=self._feed_ctx)
+                txn.delete(prefix, db=self._version)
+                head = self._head + 1
+                txn.put(_u64(head), pack_change(Change(head, context, 0, deleted=True)),
+                        db=self._feed)
+                self._live, self._unmeasured = self._live_bytes(txn), 0
+            with self._feed_moved:
+                self._head = head
+                self._feed_moved.notify_all()
+        return head
 
     # -- the change feed --------------------------------------------------------------
     def feed_head(self) -> int:

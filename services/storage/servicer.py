@@ -253,6 +253,11 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             self._watch_slots.release()
 
     @rpc_boundary
+    def DeleteContext(self, request, context):
+        check_name(request.context, "context")
+        return pb.DeleteContextResponse(position=self._store.delete_context(request.context))
+
+    @rpc_boundary
     def Reclaim(self, request, context):
         if request.context:
             check_name(request.context, "context")

@@ -140,6 +140,10 @@ class TransactionClient:
     def list_contexts(self) -> dict:
         return self._call("ListContexts", pb.ListContextsRequest)
 
+    def delete_context(self, context: str, reason: str) -> dict:
+        return self._call("DeleteContext", pb.DeleteContextRequest, context=context,
+                          reason=reason)
+
     def erase(self, context: str, selector: Selector, reason: str, *,
               dry_run: bool = False) -> dict:
         return self._call("Erase", pb.EraseRequest, context=context, refs=list(selector.refs),

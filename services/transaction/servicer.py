@@ -127,6 +127,13 @@ class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
             caller=caller_of(context), deadline=deadline_of(context)), pb.Erasure)
 
     @rpc_boundary
+    def DeleteContext(self, request, context):
+        done = self._core.delete_context(_context(request), request.reason,
+                                         caller=caller_of(context))
+        self._jobs.forget_context(done.context)
+        return result_to_proto(done, pb.ContextDeleted)
+
+    @rpc_boundary
     def ListContexts(self, request, context):
         return result_to_proto(self._core.list_contexts(caller=caller_of(context)),
                           pb.ContextList)

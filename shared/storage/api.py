@@ -102,6 +102,9 @@ class Change:
     frames: tuple[str, ...] = ()
     erased: tuple[int, ...] = ()
     erased_frames: tuple[str, ...] = ()
+    # The context was deleted (Store.delete_context): derived data drops all of it. Its
+    # commit_seq is 0; a context made again under the name starts at 1.
+    deleted: bool = False
 
 
 def check_write(w: Write) -> None:
@@ -176,13 +179,20 @@ def pack_change(c: Change) -> bytes:
     d = {"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames}
     if c.erased or c.erased_frames:
         d.update(x=c.erased, y=c.erased_frames)
+    if c.deleted:
+        d["d"] = 1
     return _encode_feed(d)
 
 
 def unpack_change(position: int, raw: bytes) -> Change:
     d = _decode_feed(raw)
     return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]),
-                  tuple(d.get("x", ())), tuple(d.get("y", ())))
+                  tuple(d.get("x", ())), tuple(d.get("y", ())), bool(d.get("d")))
+
+
+def context_not_found(context: str) -> MorphzError:
+    return MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} does not exist",
+                       context=context[:80])
 
 
 @dataclass(frozen=True)
@@ -345,6 +355,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...
+
+    def delete_context(self, context: str) -> int:
+        """Remove every row of the context (every table, its version and its entries in
+        the change feed) and add one feed entry saying it went (Change.deleted): what
+        `morphz context delete` does (docs/privacy.md, PRIV-05). The highest fencing token
+        it accepted stays, so a former owner cannot write into a context made again under
+        the name. CONTEXT_NOT_FOUND when there is none. The deletion's feed position."""
+        raise MorphzError("INTERNAL", f"{type(self).__name__} cannot delete a context")
 
     def reclaim(self, context: str = "") -> dict:
         """Rewrite the store so that the bytes of rows it deleted or rewrote (an

@@ -81,6 +81,9 @@ class ShardedStore(Store):
     def put_record(self, context: str, table: str, key: Key, value: bytes) -> None:
         self._for(context, place=True).put_record(context, table, key, value)
 
+    def delete_context(self, context: str) -> int:
+        return self._for(context).delete_context(context)
+
     def reclaim(self, context: str = "") -> dict:
         """The context's shard's (every shard's, for no context)."""
         if context:

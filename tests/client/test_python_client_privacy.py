@@ -49,3 +49,21 @@ def test_priv_01_async_client_erases_by_ref(endpoints, cx):
             assert list(done.events) == [gone]
             assert (await mz.event(cx, gone)).text == f"[erased {done.erasures[0]}]"
     asyncio.run(story())
+
+
+def test_priv_05_client_deletes_a_context_and_its_name_is_free(mz, cx):
+    mz.append_event(cx, session="s", kind="user-message", text="short-lived")
+    done = mz.delete_context(cx, reason="a test context")
+    assert (done.context, done.event_count) == (cx, 2) and done.reclaimed.engine
+    with pytest.raises(MorphzError) as info:
+        mz.status(cx)
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+    assert mz.create_context(cx).event_count == 1
+
+
+def test_priv_05_async_client_deletes_a_context(endpoints, cx):
+    async def story():
+        async with AsyncClient(endpoints.transaction, credentials=Credentials()) as mz:
+            assert (await mz.delete_context(cx, reason="gone")).context == cx
+            assert cx not in await mz.contexts()
+    asyncio.run(story())

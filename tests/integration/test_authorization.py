@@ -71,6 +71,8 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         TX + "SetPolicy": dict(c, op="grant", principal="dave", rights=["read"]),
         TX + "GetPolicy": c,
         TX + "Erase": dict(c, refs=["@e1"], dryRun=True),  # what it would take: nothing goes
+        # a context of alice's made for it (_setup): the others are refused one they lack
+        TX + "DeleteContext": {"context": f"sec-del-{who}", "reason": "matrix"},
         TX + "ListContexts": {},
         TX + "StartJob": dict(c, kind="audit"),
         TX + "GetJob": {"id": world["tx_job"]},
@@ -133,6 +135,7 @@ def _setup(address: str, auth_of) -> dict:
     snapshot = EncodingClient(auth_of("alice").channel(address), timeout=30).compile(
         CTX, "main")
     TransactionClient(auth_of("bob").channel(address), timeout=30).create_context(OTHER)
+    alice.create_context("sec-del-alice")  # what the matrix deletes as alice
     recall = RecallClient(auth_of("alice").channel(address), timeout=30)
     jobs = {"tx_job": alice.start_job(CTX, "audit")["id"],
             "recall_job": recall.start_job(CTX, "rebuild-index")["id"]}

@@ -31,6 +31,6 @@ def test_priv_01_03_an_erasure_reaches_storage_and_recall_in_any_topology(endpoi
     until(lambda: not recall.inspect(mind.context)["erasure_pending"]
           and recall.inspect(mind.context)["position"] >= done["commit_seq"], 120,
           "recall rewrote its index")
-    assert not recall.search(mind.context, "marzipan")["results"]
+    assert not recall.search(mind.context, "marzipan", mode="lexical")["results"]
     assert recall.search(mind.context, "weather mild")["results"]
     channel.close()

@@ -234,6 +234,11 @@ class AsyncClient:
                                         reason=reason, dry_run=dry_run,
                                         timeout=REBUILD_TIMEOUT))
 
+    async def delete_context(self, context: str, *, reason: str) -> txn.ContextDeleted:
+        """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
+        name is free again. Administrators, with a reason (docs/privacy.md)."""
+        return await self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+
     async def policy(self, context: str) -> txn.Policy:
         return await self._send(C.policy(context))
 

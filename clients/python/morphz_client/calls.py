@@ -184,6 +184,12 @@ def erase(context: str, *, refs: Iterable[str], session: str, actor: str, phrase
         dry_run=dry_run), Safety.READ if dry_run else Safety.NEVER, timeout)
 
 
+def delete_context(context: str, reason: str, timeout: float) -> Call:
+    # A deletion sent again finds no context (CONTEXT_NOT_FOUND): never resent.
+    return Call(TRANSACTION, "DeleteContext", _build(
+        txn.DeleteContextRequest, context=context, reason=reason), Safety.NEVER, timeout)
+
+
 def policy(context: str) -> Call:
     return Call(TRANSACTION, "GetPolicy", _build(txn.GetPolicyRequest, context=context),
                 Safety.READ)

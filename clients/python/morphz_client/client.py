@@ -251,6 +251,11 @@ class Client:
                                    phrase=phrase, kinds=kinds, since=since, until=until,
                                    reason=reason, dry_run=dry_run, timeout=REBUILD_TIMEOUT))
 
+    def delete_context(self, context: str, *, reason: str) -> txn.ContextDeleted:
+        """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
+        name is free again. Administrators, with a reason (docs/privacy.md)."""
+        return self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+
     def policy(self, context: str) -> txn.Policy:
         return self._send(C.policy(context))
 

@@ -418,6 +418,12 @@ export class Client {
   }
 
   // -- privacy (docs/privacy.md) -----------------------------------------------------------
+  /** Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its name is
+   * free again. Administrators, with a reason; never resent. */
+  deleteContext(context: string, options: { reason: string }): Promise<T.ContextDeleted> {
+    return this.send("transaction", { method: "DeleteContext", request: { context, reason: options.reason }, safety: "never", timeoutMs: REBUILD_TIMEOUT_MS });
+  }
+
   /** Remove the content of the events `options` name and of what was derived only from
    * them, from every copy the server holds; the erase right (administrators hold it) and a
    * reason are required. An erasure is never resent (a second finds nothing left to take);

@@ -488,4 +488,15 @@ describe("privacy", () => {
     assert.ok(report.match);
     assert.equal(Number(report.chain?.erased), 2);  // the event, and the transaction's body
   });
+
+  test("priv_05_ts_delete_context_frees_its_name", async () => {
+    const ctx = fresh("priv05");
+    await mz.createContext(ctx);
+    await mz.appendEvent(ctx, { session: "s", kind: "user-message", text: "short-lived" });
+    const done = await mz.deleteContext(ctx, { reason: "a test context" });
+    assert.equal(done.context, ctx);
+    assert.equal(Number(done.eventCount), 2);
+    assert.equal((await rejection(mz.status(ctx))).reason, "CONTEXT_NOT_FOUND");
+    assert.equal(Number((await mz.createContext(ctx)).eventCount), 1);
+  });
 });

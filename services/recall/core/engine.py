@@ -175,7 +175,7 @@ class RecallCore:
                 _authorize(m, context, caller, evaluation)
                 m.require_meta(context)
                 self._catch_up(context, True)
-                idx = self._indexer.index(context)
+                idx = self._indexer.index(context, head=reader.commit_seq)
                 snapshot, ranking = idx.snapshot(), None
                 if cursor:  # the next page: from what answered the first
                     pinned = self._pins.get(context, cursors.version_of(cursor))

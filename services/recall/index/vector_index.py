@@ -141,6 +141,10 @@ class VectorLeg:
     def count(self) -> int:
         return len(self._rows)
 
+    def live_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._rows)
+
     def searchable(self) -> int:
         """Live rows with anything embedded (an empty text's vector is all zeros)."""
         with self._lock:

@@ -139,9 +139,17 @@ class Indexer:
         """The vector leg's (taken after the context lock where both are held)."""
         return self._vectors.lock(context)
 
-    def index(self, context: str) -> ContextIndex:
+    def index(self, context: str, head: Optional[int] = None) -> ContextIndex:
+        """`head`: the context's version as the caller reads it; an index past it is of a
+        context deleted since whose name was made again before the follower took the
+        deletion (PRIV-05): dropped, and a new one begun. (One that has not reached the
+        old version yet is dropped when the follower takes the deletion, at once.)"""
         idx = self._indexes.get(context)
         meta = idx.snapshot()[1]
+        if head is not None and meta.get("position", 0) > head:
+            self._dropped(context)
+            idx = self._indexes.get(context)
+            meta = idx.snapshot()[1]
         if not texts_current(meta):
             self._rebuild_outdated(context)
         elif meta.get(ERASURE_PENDING) and context not in self._purging:
@@ -283,6 +291,12 @@ class Indexer:
         context runs, nothing: its swap catches up from the version it read (indexing
         into the index it replaces would be work thrown away, and slows it down).
         Returns how many were applied."""
+        gone = [i for i, c in enumerate(changes) if c.deleted]
+        if gone:  # the context was deleted: what came before it goes with it
+            self._dropped(context)
+            changes = changes[gone[-1] + 1:]
+            if not changes:
+                return 0
         with self._lock(context):
             if self._rebuilding(context):
                 return 0
@@ -399,6 +413,17 @@ class Indexer:
             _log.info("%s: an erasure took %d index keys; %d vector cache entries dropped",
                       context, len(keys), dropped)
         self._purge(context)
+
+    def _dropped(self, context: str) -> None:
+        """A deleted context (PRIV-05): what the vector cache holds of its texts goes, then
+        its index's folders (every generation, both legs)."""
+        with self._lock(context), self._vlock(context):
+            idx = self._indexes.get(context)
+            if not self.vectors_off and idx.vectors.exists:
+                self._vectors.erase(context, idx.vectors, set(idx.vectors.live_keys()))
+            self._indexes.reset([context])
+            self._progress.pop(context, None)
+        _log.info("%s: the context was deleted; its index and vectors are gone", context)
 
     def _purge(self, context: str) -> None:
         """Rebuild the context's index in the background, so that no file of it keeps

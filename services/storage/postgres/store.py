@@ -52,7 +52,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
-                                       FeedPage, Key,
+                                       Change, FeedPage, Key, context_not_found,
                                        StaleCommit, Store, Ticket, Write, change_of,
                                        check_write, erase_missing, fenced, pack_change,
                                        quarantine_missing, unpack_change)
@@ -505,6 +505,38 @@ class PostgresStore(Store):
             cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
             if moved != len(ks):
                 raise Refused(quarantine_missing(rows[0][1]))
+
+    def delete_context(self, context: str) -> int:
+        """Store.delete_context, in one SQL transaction under the store's head lock."""
+        prefix = keys.context_prefix(context)
+        q = self._q
+        with self._leader:
+            conn = self._writer_conn()
+            try:
+                with conn.cursor(binary=True) as cur:
+                    head, _ = cur.execute(q.lock_head).fetchone()  # writers take turns
+                    cur.execute(q.forget_context, (prefix,))
+                    if cur.rowcount != 1:
+                        raise context_not_found(context)
+                    cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
+                    for table in TABLES:  # the append-only trigger lets these through
+                        cur.execute(q.delete_under[table], (prefix, prefix + b"\xff"))
+                    cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
+                    cur.execute(q.delete_feed_of, (prefix,))
+                    cur.execute(q.put_feed, ([head + 1], [prefix], [0], [pack_change(
+                        Change(head + 1, context, 0, deleted=True))]))
+                    cur.execute(q.set_head, (head + 1,))
+                conn.commit()
+            except BaseException as e:
+                if not conn.closed:
+                    conn.rollback()
+                if isinstance(e, psycopg.Error):
+                    raise unavailable(e, "delete a context") from None
+                raise
+        with self._feed_moved:
+            self._head = head + 1
+            self._feed_moved.notify_all()
+        return head + 1
 
     def reclaim(self, context: str = "") -> dict:
         """Store.reclaim: the tables an erasure rewrites are rewritten by VACUUM FULL

@@ -43,8 +43,8 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (
     ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
-    ErasureResult, EventResult, FrameListResult, FrameResult, PolicyResult, RebuildResult,
-    Result, SessionStatus, StatusResult)
+    DeleteResult, ErasureResult, EventResult, FrameListResult, FrameResult, PolicyResult,
+    RebuildResult, Reclaimed, Result, SessionStatus, StatusResult)
 from morphz.shared.mind.receipts import AppendReceipt, TxReceipt
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
@@ -64,6 +64,8 @@ from morphz.shared.values import ContextName, EventRef
 from morphz.services.transaction.core.requests import AppendItem
 
 log = logging.getLogger(__name__)
+# Administrators' acts on whole contexts (a deletion): the server's admin log.
+admin_log = logging.getLogger("morphz.admin")
 # A context's name as an entry point takes it: checked at the edge (the servicer parses a
 # ContextName), or a string a caller holding the core gives, checked on entry.
 Context = Union[ContextName, str]
@@ -675,6 +677,30 @@ class TransactionCore:
             shown = showing_snapshots(MindView(reader), [p for p, _ in steps])
         return erasure_result(context, [p for p, _ in steps], [at for _, at in steps], shown,
                               commit_seq, reclaimed)
+
+    def delete_context(self, context: Context, reason: str, *,
+                       caller: Caller) -> DeleteResult:
+        """Remove the context whole (PRIV-05): every row, its snapshots and its change
+        feed (Store.delete_context); recall drops its index and vectors as it follows the
+        feed; the name answers CONTEXT_NOT_FOUND and may be created again. Administrators,
+        with a reason, written to the server's admin log; the store is then rewritten so
+        its file shrinks (Store.reclaim)."""
+        context = _context(context)
+        reason = erasure.check_reason(reason)
+        pipe = self._pipeline(context)
+        with pipe.lock:
+            self._settle_in_flight(pipe)  # none of its commits still in flight
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                policy.check(m, context, caller, policy.ADMIN)
+                events = m.require_meta(context).next_seq
+            self._store.delete_context(context)
+            if self._cache is not None:
+                self._cache.forget(context)
+        reclaimed = self._store.reclaim(context)
+        admin_log.info("context %s deleted by %s (%d events): %s", context[:80],
+                       echo(caller.principal or "runtime"), events, echo(reason, 200))
+        return DeleteResult(context, events, Reclaimed(**reclaimed) if reclaimed else None)
 
     # -- policy -----------------------------------------------------------------------------
     def set_policy(self, context: Context, op: str, principal: str, rights: list[str],

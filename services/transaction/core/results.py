@@ -325,3 +325,11 @@ class ErasureResult(Result):
     snapshots: tuple[str, ...]
     commit_seq: int = 0
     reclaimed: Optional[Reclaimed] = None
+
+
+@_result
+class DeleteResult(Result):
+    """A context deleted (PRIV-05): how many events it held, and the store's rewrite."""
+    context: str
+    event_count: int
+    reclaimed: Optional[Reclaimed] = None
