@@ -191,6 +191,28 @@ def test_priv_03_an_erasure_rewrites_an_existing_row_of_any_erasable_table(store
     assert store.reclaim("c").get("engine", "") in ("", "lmdb", "postgres")
 
 
+def test_priv_05_delete_context_leaves_no_row_and_the_name_starts_again(store):
+    store.commit("gone", 0, [Write("events", (0,), b"e0"), Write("frames", ("f",), b"F"),
+                             Write("sessions", ("s1",), b"S")], fence=7)
+    store.commit("kept", 0, [Write("events", (0,), b"k0")])
+    position = store.delete_context("gone")
+    assert store.changes(position - 1).changes[0].deleted
+    assert "gone" not in store.contexts() and "kept" in store.contexts()
+    for table in ("events", "frames", "sessions"):
+        assert rows(store, "gone", table) == []
+    assert rows(store, "kept", "events") == [((0,), b"k0")]
+    with store.reader("gone") as r:
+        assert r.commit_seq == 0
+    with pytest.raises(MorphzError) as info:
+        store.delete_context("gone")
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+    with pytest.raises(MorphzError) as info:  # the old owner's token still holds
+        store.commit("gone", 0, [Write("events", (0,), b"again")], fence=3)
+    assert info.value.reason == "FENCED"
+    assert store.commit("gone", 0, [Write("events", (0,), b"again")], fence=7) == 1
+    assert [c.commit_seq for c in store.changes(0, context="gone").changes] == [1]
+
+
 def test_priv_03_lmdb_reclaim_leaves_no_rewritten_bytes_in_the_data_file(tmp_path):
     """LMDB keeps the pages a commit freed, bytes and all, and never shrinks its file:
     reclaim() rewrites it compacted, and reads and commits go on after it."""
