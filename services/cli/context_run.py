@@ -5,6 +5,7 @@ as one call to its service, printed as text or JSON."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Callable, TextIO
 
 import grpc
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             channel.close()
     if getattr(args, "detach", False):  # a job's first look, whatever the command
         render, exit_status = job_cmds.render, always_ok
+    if args.action == "export":  # its stdout is the exported file: the summary goes aside
+        out = sys.stderr
     if args.format == "json":
         print_json(reply, out)
     else:

@@ -3,6 +3,8 @@ or a whole context, from every copy the service holds, and show what went."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from types import MappingProxyType
 from typing import Callable, TextIO
@@ -105,8 +107,44 @@ def render_delete(r: dict, out: TextIO) -> None:
               f"{done['bytes_after']} bytes in {done['duration_ms']} ms", file=out)
 
 
+EXPORT_TIMEOUT = 3600.0  # the whole stream's deadline, at least (a large context)
+
+
+def cmd_export(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+    """The lines on stdout as they come (import's format), a progress line on stderr; the
+    reply (a summary) goes to stderr too, so stdout is the file."""
+    client = TransactionClient(channel, timeout=max(args.timeout, EXPORT_TIMEOUT))
+    lines, skipped, out = 0, {}, sys.stdout
+    for page in client.export(args.context_name or args.context, since=args.since,
+                              until=args.until, reveal_secrets=args.reveal_secrets):
+        for e in page.get("events", []):
+            line = {"kind": e["kind"], "session": e.get("session", ""),
+                    "actor": e.get("actor", ""), "text": e.get("text", ""),
+                    "occurred_at": e.get("occurred_at", "")}
+            line.update({k: True for k in ("secret", "erased") if e.get(k)})
+            out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            lines += 1
+        skipped = page.get("skipped") or skipped
+        if not args.no_progress:
+            sys.stderr.write(f"\rexport {page.get('done', 0)}/{page.get('total', 0)} events, "
+                             f"{lines} lines")
+            sys.stderr.flush()
+    out.flush()
+    if not args.no_progress:
+        sys.stderr.write("\n")
+    return {"context": args.context_name or args.context, "lines": lines,
+            "skipped": {k: int(v) for k, v in skipped.items()}}
+
+
+def render_export(r: dict, out: TextIO) -> None:
+    skipped = ", ".join(f"{n} {k}" for k, n in sorted(r["skipped"].items()))
+    print(f"exported {r['lines']} lines of {r['context']}"
+          + (f" (no import line for: {skipped})" if skipped else ""), file=out)
+
+
 COMMANDS = MappingProxyType({"erase": (cmd_erase, render_erase, erase_exit),
-                             "delete": (cmd_delete, render_delete, lambda _: 0)})
+                             "delete": (cmd_delete, render_delete, lambda _: 0),
+                             "export": (cmd_export, render_export, lambda _: 0)})
 
 
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
@@ -130,6 +168,16 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                    "frames and versions derived only from them, snapshots that showed them")
     p.add_argument("--no-wait", action="store_true",
                    help="do not wait for the recall index to rewrite its files")
+
+    p = add("export", "write a context's events as the lines `morphz context import` "
+            "reads (JSONL on stdout; progress and a summary on stderr)")
+    p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
+    p.add_argument("--since", default="", metavar="TIME", help="occurred at or after")
+    p.add_argument("--until", default="", metavar="TIME", help="occurred before")
+    p.add_argument("--reveal-secrets", action="store_true",
+                   help="secret events' text as stored (the reveal right); else their "
+                   "[secret @eN] marker")
+    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
 
     p = add("delete", "remove a context whole (events, Mind, snapshots, index, vectors, "
             "jobs); its name is free again; administrators, with a reason")

@@ -10,7 +10,7 @@ from morphz.services.transaction.core.erase_select import Selector
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
-from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
 from morphz.shared.values import ContextName
@@ -125,6 +125,17 @@ class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
         return result_to_proto(self._core.erase(
             _context(request), selector, request.reason, dry_run=request.dry_run,
             caller=caller_of(context), deadline=deadline_of(context)), pb.Erasure)
+
+    @rpc_stream_boundary
+    def Export(self, request, context):
+        for page in self._core.export(_context(request), since=request.since,
+                                      until=request.until,
+                                      reveal_secrets=request.reveal_secrets,
+                                      caller=caller_of(context),
+                                      deadline=deadline_of(context)):
+            if not context.is_active():
+                return
+            yield result_to_proto(page, pb.ExportPage)
 
     @rpc_boundary
     def DeleteContext(self, request, context):

@@ -199,6 +199,10 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def prefetch_events(self, seqs: Iterable[int]) -> None:
+        """Read these events ahead, in one round trip where the store is remote."""
+        self.prefetch_tables({"events": [(seq,) for seq in seqs]})
+
     def event_record(self, seq: int) -> tuple[Optional[R.Event], Optional[bytes]]:
         """A copy of the stored event of its own (a caller may change it: an erasure)
         and its stored bytes; (None, None) when there is none."""

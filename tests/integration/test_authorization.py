@@ -73,6 +73,7 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         TX + "Erase": dict(c, refs=["@e1"], dryRun=True),  # what it would take: nothing goes
         # a context of alice's made for it (_setup): the others are refused one they lack
         TX + "DeleteContext": {"context": f"sec-del-{who}", "reason": "matrix"},
+        TX + "Export": c,
         TX + "ListContexts": {},
         TX + "StartJob": dict(c, kind="audit"),
         TX + "GetJob": {"id": world["tx_job"]},

@@ -49,7 +49,7 @@ def authenticated_everywhere(got: dict) -> dict:
 def test_sec_01_every_public_rpc_needs_a_valid_bearer_token(token_server, certs):
     calls = rpcs(*PUBLIC)
     # transaction (Erase: 16), recall, encoding, policy; the job RPCs of transaction and recall
-    assert len(calls) == 17 + 5 + 6 + 1 + 4 + 4
+    assert len(calls) == 18 + 5 + 6 + 1 + 4 + 4
     for auth in (certs.anonymous(),  # no credentials
                  certs.anonymous(token="not-a-token-of-this-server-0000")):  # a bad token
         assert refused_everywhere(answers(auth, token_server.address, calls),

@@ -19,7 +19,7 @@ import threading
 import uuid
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from opentelemetry import trace
 
@@ -27,7 +27,8 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.mind import records as R, secrets
 from morphz.services.transaction.core import (
-    chain, erasure, payloads as P, read_views, rules as rulebook)
+    chain, erasure, export, payloads as P, read_views, rules as rulebook)
+from morphz.services.transaction.core.export import ExportPage
 from morphz.services.transaction.core.erase_select import Plan, Selector, plan
 from morphz.services.transaction.core.erasure import erasure_result, showing_snapshots
 from morphz.services.transaction.core.builds import (
@@ -677,6 +678,27 @@ class TransactionCore:
             shown = showing_snapshots(MindView(reader), [p for p, _ in steps])
         return erasure_result(context, [p for p, _ in steps], [at for _, at in steps], shown,
                               commit_seq, reclaimed)
+
+    def export(self, context: Context, *, since: str = "", until: str = "",
+               reveal_secrets: bool = False, caller: Caller,
+               deadline: Deadline = NEVER) -> Iterator[ExportPage]:
+        """The context's events as import's lines, a page at a time (export.py), those
+        that occurred in [since, until). Readers of the whole context; secrets' text only
+        with reveal. Each page is read on its own; the deadline is looked at before each."""
+        context = _context(context)
+        window = export.Window(check_occurred_at(since), check_occurred_at(until))
+        with self._store.reader(context) as reader:
+            m = MindView(reader)
+            policy.check(m, context, caller, policy.READ)
+            if reveal_secrets:
+                policy.check(m, context, caller, policy.REVEAL)
+            total = m.require_meta(context).next_seq
+
+        def read_page(first: int, count: int) -> list[R.Event]:
+            deadline.check("the export")
+            with self._store.reader(context) as page_reader:
+                return export.events_of(MindView(page_reader), first, count)
+        return export.pages(read_page, total, window, reveal_secrets)
 
     def delete_context(self, context: Context, reason: str, *,
                        caller: Caller) -> DeleteResult:
