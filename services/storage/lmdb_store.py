@@ -111,6 +111,7 @@ class LmdbStore(Store):
                  max_map_size: int = DEFAULT_MAX_MAP_SIZE, quota: int = 0,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
+        self._path = os.path.abspath(path)
         self._sync = sync
         self._open_env(path, min(map_size, max_map_size))  # the first size, doubled up to the max
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
@@ -152,7 +153,7 @@ class LmdbStore(Store):
 
     @property
     def path(self) -> str:
-        return self._env.path()
+        return self._path  # (not the environment's: reclaim() closes it a moment)
 
     @property
     def map_size(self) -> int:
@@ -199,7 +200,7 @@ class LmdbStore(Store):
         in this process when the environment is closed): for the copy's time, about that
         of a backup."""
         started = time.monotonic()
-        path, done = self.path, []
+        path, done = self._path, []
 
         def swap() -> None:
             map_size, closed = self.map_size, []
@@ -440,7 +441,10 @@ class LmdbStore(Store):
                     continue
                 child = self._env.begin(write=True, parent=txn)
                 try:
-                    for db, append_only, table, key, value in sub.encoded:
+                    for _, append_only, table, key, value in sub.encoded:
+                        # (the handle of this environment: reclaim() may have opened
+                        # another since the write was encoded)
+                        db = self._dbs[table]
                         if isinstance(value, _Quarantine):
                             self._move_aside(child, db, key, value, current + 1)
                             continue
@@ -508,7 +512,8 @@ class LmdbStore(Store):
     def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
         """put_record's one write, in the group's write transaction: the context's
         commit_seq is read (it must exist) but never moved."""
-        (db, _, table, key, value), = sub.encoded
+        (_, _, table, key, value), = sub.encoded
+        db = self._dbs[table]  # this environment's (see _write_batch)
         if not self._commit_seq(txn, sub.context):
             sub.error = MorphzError("CONTEXT_NOT_FOUND", f"context {sub.context[:80]} has "
                                     "nothing committed", context=sub.context[:80])
