@@ -245,16 +245,22 @@ class Indexer:
         the leg's position, up to the lexical position (about `step` events and frames),
         embedded, appended and committed at the version of the last. Returns how many
         changes it took (0: caught up, or a stale leg, left as it is)."""
-        if self.vectors_off:
+        if self.vectors_off or self._gone(context):
             return 0
         return self._vectors.apply_vectors(context, step)
 
     def try_apply_vectors(self, context: str, step: int = VECTOR_STEP) -> Optional[int]:
         """apply_vectors, unless a step of the leg is under way (None): a caller bound
         by a deadline (a search reading its writes) never waits for one."""
-        if self.vectors_off:
+        if self.vectors_off or self._gone(context):
             return 0
         return self._vectors.try_apply_vectors(context, step)
+
+    def _gone(self, context: str) -> bool:
+        """Whether the store has no such context (deleted: a step would open an index
+        for it again)."""
+        with self._store.latest(context) as reader:
+            return MindState(reader).meta() is None
 
     def _lexical_docs(self, context: str, events: int,
                       changed_by: list[tuple[R.Frame, Optional[R.Event]]],
