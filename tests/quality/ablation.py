@@ -96,12 +96,12 @@ def evaluate(convs: list[Conversation]) -> dict[str, dict[str, list]]:
                 else None
             chain[f"e:{i}"] = tuple(None if x is None else f"e:{x}" for x in (before, after))
 
-        def neighbours(keys):
+        def neighbours(keys, chain=chain):
             return {k: chain[k] for k in keys if k in chain}
         questions = [q.question for q in conv.questions]
         lexical = _lexical([t.text for t in conv.turns], questions)
         asked = embed_texts(embedder, questions, role=QUERY)
-        for q, (lex, idf_total) in zip(conv.questions, lexical):
+        for q, (lex, _) in zip(conv.questions, lexical):
             out[group]["lexical"].append(_scores([h.key for h in lex],
                                                  {f"e:{order[e]}" for e in q.evidence}))
         for variant, groups in passages(conv).items():
@@ -115,8 +115,8 @@ def evaluate(convs: list[Conversation]) -> dict[str, dict[str, list]]:
                 ranked = {
                     "vector": [h.key for h in vec],
                     "plain RRF": _rrf([lex, vec]),
-                    "gated RRF (before)": _rrf([lex, vec], gate=lambda h: hybrid.lexical_confidence(
-                        h.score, idf_total) >= 0.5),
+                    "gated RRF (before)": _rrf([lex, vec], gate=lambda h, idf=idf_total:
+                                               hybrid.lexical_confidence(h.score, idf) >= 0.5),
                     "score fusion": [h.key for h in hybrid.fuse(lex, vec, idf_total, share=0)],
                     "score fusion + neighbours (default)": [
                         h.key for h in hybrid.fuse(lex, vec, idf_total, neighbours)]}

@@ -13,8 +13,18 @@ from morphz.shared.mind import records as R
 
 
 def json_dumps(rec) -> bytes:
-    """The encoding as it was written before msgspec (the stored format)."""
-    return json.dumps(R.plain(rec), ensure_ascii=False, separators=(",", ":"),
+    """The encoding as it was written before msgspec (the stored format; a meta's
+    `links_from` and a frame's `erased` are written once set, so rows of a store written
+    before keep their bytes)."""
+    plain = R.plain(rec)
+    if isinstance(rec, R.Meta) and rec.links_from is None:
+        del plain["links_from"]
+    # a frame's `erased` is written once set (an erasure's), so frame rows keep their bytes
+    for frame in [plain] if isinstance(rec, R.Frame) else \
+            plain["frames"] if isinstance(rec, R.Checkpoint) else []:
+        if frame.get("erased") == "":
+            del frame["erased"]
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"),
                       sort_keys=True).encode()
 
 
@@ -47,7 +57,11 @@ def test_dumps_writes_the_bytes_json_wrote(value):
 def test_dumps_of_records_writes_the_bytes_json_wrote(data, text, seq):
     records = [R.Event(seq, "id", "context-tx", "t", "c", text=text, data=data),
                R.Frame(text or "f", seq, text, [text], retire=R.RetireRequest(1, 2, 3, text, 4)),
-               R.Meta(text, revision=seq), R.Observation(reason=text), R.Session(text)]
+               R.Frame(text or "f", seq, "", [text], erased=text),
+               R.Checkpoint(text, seq, [R.Frame("f", 1, text), R.Frame("g", 2, "", erased=text)],
+                            [], []),
+               R.Meta(text, revision=seq), R.Meta(text, links_from=seq),
+               R.Observation(reason=text), R.Session(text)]
     for rec in records:
         assert _outcome(R.dumps, rec) == _outcome(json_dumps, rec)
 

@@ -222,6 +222,26 @@ class AsyncClient:
                session: str = "") -> txn.Policy:
         return await self._send(C.set_policy(context, "revoke", principal, rights, session))
 
+    async def erase(self, context: str, *, refs: Iterable[str] = (), session: str = "",
+                    actor: str = "", phrase: str = "", kinds: Iterable[str] = (),
+                    since: str = "", until: str = "", reason: str = "",
+                    dry_run: bool = False) -> txn.Erasure:
+        """Remove the content of the events these criteria name (all of them hold:
+        refs, a session, an actor, a phrase in the text, kinds, occurred time in
+        [since, until)) and of what was derived only from them, from every copy the
+        server holds (docs/privacy.md); `reason` is required, the caller needs the erase
+        right (administrators hold it). `dry_run`: what it would take, nothing changed.
+        The reply lists what was (or would be) taken and the store's rewrite."""
+        return await self._send(C.erase(context, refs=refs, session=session, actor=actor,
+                                        phrase=phrase, kinds=kinds, since=since, until=until,
+                                        reason=reason, dry_run=dry_run,
+                                        timeout=REBUILD_TIMEOUT))
+
+    async def delete_context(self, context: str, *, reason: str) -> txn.ContextDeleted:
+        """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
+        name is free again. Administrators, with a reason (docs/privacy.md)."""
+        return await self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+
     async def policy(self, context: str) -> txn.Policy:
         return await self._send(C.policy(context))
 

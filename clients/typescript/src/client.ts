@@ -66,8 +66,27 @@ export interface AppendEventOptions {
   occurredAt?: string;
 }
 
-/** Rights a policy grants: read, write, recall, encode, reveal, admin. */
-export type Right = "read" | "write" | "recall" | "encode" | "reveal" | "admin";
+/** Rights a policy grants: read, write, recall, encode, reveal, admin, erase (docs/privacy.md). */
+export type Right = "read" | "write" | "recall" | "encode" | "reveal" | "admin" | "erase";
+
+/** Which events an erasure takes: every criterion given holds (at least refs, a session,
+ * an actor or a phrase; kinds only with `until`). */
+export interface EraseOptions {
+  refs?: string[];
+  session?: string;
+  actor?: string;
+  /** Text the event holds (case and width folded); never recorded by the erasure. */
+  phrase?: string;
+  kinds?: string[];
+  /** Occurred time (recorded where none was given), ISO 8601 with an offset: since
+   * inclusive, until exclusive. */
+  since?: string;
+  until?: string;
+  /** Why: required, unless dryRun. */
+  reason?: string;
+  /** What it would take; nothing changed. */
+  dryRun?: boolean;
+}
 
 export interface SearchOptions {
   since?: string;
@@ -413,6 +432,26 @@ export class Client {
 
   policy(context: string): Promise<T.Policy> {
     return this.tx("GetPolicy", { context }, "read");
+  }
+
+  // -- privacy (docs/privacy.md) -----------------------------------------------------------
+  /** Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its name is
+   * free again. Administrators, with a reason; never resent. */
+  deleteContext(context: string, options: { reason: string }): Promise<T.ContextDeleted> {
+    return this.send("transaction", { method: "DeleteContext", request: { context, reason: options.reason }, safety: "never", timeoutMs: REBUILD_TIMEOUT_MS });
+  }
+
+  /** Remove the content of the events `options` name and of what was derived only from
+   * them, from every copy the server holds; the erase right (administrators hold it) and a
+   * reason are required. An erasure is never resent (a second finds nothing left to take);
+   * a dry run is a read. */
+  erase(context: string, options: EraseOptions): Promise<T.Erasure> {
+    const { dryRun, ...rest } = options;
+    const request = {
+      context, refs: [], session: "", actor: "", phrase: "", kinds: [], since: "", until: "", reason: "",
+      ...rest, dryRun: dryRun ?? false,
+    };
+    return this.send("transaction", { method: "Erase", request, safety: dryRun ? "read" : "never", timeoutMs: REBUILD_TIMEOUT_MS });
   }
 
   /** The contexts this principal may read. */

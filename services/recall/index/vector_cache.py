@@ -29,6 +29,10 @@ from typing import Optional
 import lmdb
 import numpy as np
 
+from morphz.services.recall.index.vector_index import quantized
+from morphz.shared.lmdb_compact import rewrite_compacted
+from morphz.shared.reader_gate import ReaderGate
+
 _log = logging.getLogger("morphz.recall.vector_cache")
 DIR = "vector-cache"
 MAX_BYTES = 4 << 30
@@ -62,6 +66,8 @@ class VectorCache:
             os.makedirs(self.path, exist_ok=True)
             self._env = self._open(max_bytes)
         self._lock = threading.Lock()
+        self._gate = ReaderGate()  # compact() replaces the environment: readers wait
+        self._max_bytes = max_bytes
         self.full = False
         self.hits = self.misses = 0
 
@@ -71,10 +77,14 @@ class VectorCache:
 
     def get_many(self, prefix: bytes, digests: list[bytes]) -> list[Optional[np.ndarray]]:
         out: list[Optional[np.ndarray]] = []
-        with self._env.begin(buffers=False) as txn:
-            for d in digests:
-                raw = txn.get(prefix + d)
-                out.append(None if raw is None else np.frombuffer(raw, dtype=np.float16))
+        self._gate.enter()
+        try:
+            with self._env.begin(buffers=False) as txn:
+                for d in digests:
+                    raw = txn.get(prefix + d)
+                    out.append(None if raw is None else np.frombuffer(raw, dtype=np.float16))
+        finally:
+            self._gate.leave()
         found = sum(v is not None for v in out)
         self.hits += found
         self.misses += len(out) - found
@@ -119,10 +129,70 @@ class VectorCache:
             self.full = False
         return dropped
 
+    # -- erasure (docs/privacy.md) ---------------------------------------------------
+    def erase(self, keep: bytes, rows: np.ndarray, scales: np.ndarray) -> int:
+        """Drop what the cache holds of erased texts, then rewrite its file compacted (no
+        freed page keeps their vectors): the entries of identity `keep` whose vector is
+        one of these vector-leg rows (the leg stores exactly the cached float16 vector,
+        quantized: vector_index.quantized; a text the cache keys by is gone with the
+        content), and every other identity's entries, which cannot be told apart (they
+        are embedded again when that embedder comes back). How many went."""
+        wanted = {q.tobytes() + s.tobytes() for q, s in zip(rows, scales)}
+        with self._lock:
+            dropped = self._drop_others(keep)
+            batch: list[bytes] = []
+            with self._env.begin() as txn:
+                cur = txn.cursor()
+                if wanted and cur.set_range(keep):
+                    run: list[tuple[bytes, bytes]] = []
+                    for key, raw in cur:
+                        if not key.startswith(keep):
+                            break
+                        run.append((key, raw))
+                        if len(run) == _ERASE_RUN:
+                            batch += _matching(run, wanted)
+                            run = []
+                    batch += _matching(run, wanted)
+            with self._env.begin(write=True) as txn:
+                for key in batch:
+                    txn.delete(key)
+            dropped += len(batch)
+            self._gate.exclusive(self._compact)
+        return dropped
+
+    def _compact(self) -> None:
+        closed: list[bool] = []
+        try:
+            rewrite_compacted(self._env, lambda: closed.append(True))
+        finally:
+            if closed:
+                self._env = self._open(self._max_bytes)
+
     def stats(self) -> dict:
-        return {"entries": self._env.stat()["entries"], "hits": self.hits,
-                "misses": self.misses, "full": self.full,
-                "bytes": os.path.getsize(os.path.join(self.path, "data.mdb"))}
+        self._gate.enter()  # not while compact() has the environment closed
+        try:
+            entries = self._env.stat()["entries"]
+        finally:
+            self._gate.leave()
+        return {"entries": entries, "hits": self.hits, "misses": self.misses,
+                "full": self.full, "bytes": os.path.getsize(os.path.join(self.path, "data.mdb"))}
 
     def close(self) -> None:
         self._env.close()
+
+
+_ERASE_RUN = 4096  # cache entries quantized at once by erase()
+
+
+def _matching(run: list[tuple[bytes, bytes]], wanted: set[bytes]) -> list[bytes]:
+    """The keys of `run` (key, float16 vector) whose quantized vector is `wanted`."""
+    out: list[bytes] = []
+    by_size: dict[int, list[tuple[bytes, bytes]]] = {}
+    for key, raw in run:  # one identity's vectors share a dimension; a stray one apart
+        by_size.setdefault(len(raw), []).append((key, raw))
+    for size, rows in by_size.items():
+        v = np.frombuffer(b"".join(raw for _, raw in rows), dtype=np.float16)
+        q, s = quantized(v.reshape(len(rows), size // 2).astype(np.float32))
+        out += [bytes(key) for (key, _), qi, si in zip(rows, q, s)
+                if qi.tobytes() + si.tobytes() in wanted]
+    return out

@@ -145,6 +145,10 @@ class VectorLeg:
     def count(self) -> int:
         return len(self._rows)
 
+    def live_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._rows)
+
     def searchable(self) -> int:
         """Live rows with anything embedded (an empty text's vector is all zeros)."""
         with self._lock:
@@ -163,8 +167,7 @@ class VectorLeg:
         """Begin a new log (a rebuild, a refit, a first use): nothing is live until the
         tantivy commit names it. Older logs of this generation are removed then."""
         os.makedirs(self.dir, exist_ok=True)
-        n = 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
-                     if x.split(".")[-1].isdigit()], default=0)
+        n = self._next_number()
         log, state_file = f"log.{n}", (f"state.{n}" if state else "")
         if state:
             write_synced(os.path.join(self.dir, state_file), state)
@@ -408,13 +411,22 @@ class VectorLeg:
     def _load(self) -> None:
         """Replay the committed part of the log; cut off a tail no commit names."""
         self._reset()
+        for docs, deletes, q, scale in self._records(truncate=True):
+            with self._lock:
+                self._apply(docs, q, scale, deletes)
+        self.repartition()
+
+    def _records(self, truncate: bool = False):
+        """The committed log's records: (docs, deletes, int8 rows, scales) each.
+        `truncate`: cut off a tail no commit names."""
         path = os.path.join(self.dir, self.meta["log"])
         end = self.meta["bytes"]
-        with open(path, "r+b") as f:
+        with open(path, "r+b" if truncate else "rb") as f:
             data = f.read(end)
             if len(data) < end:
                 raise ValueError(f"vector log {path} is shorter than its commit")
-            f.truncate(end)
+            if truncate:
+                f.truncate(end)
         dim = self.dimension
         at = 0
         while at < end:
@@ -434,8 +446,58 @@ class VectorLeg:
                 q, scale = quantized(np.frombuffer(data, dtype=np.float32, count=ups * dim,
                                                    offset=at).reshape(ups, dim))
                 at += ups * dim * 4
-            docs = [VecDoc(*f) for f in fields[:ups]]  # a record before turns: no prev
-            with self._lock:
-                self._apply(docs, q, scale, fields[ups] if dels else [])
-        self.repartition()
+            yield ([VecDoc(*f) for f in fields[:ups]], fields[ups] if dels else [],  # no prev: before turns
+                   q, scale)
+
+    # -- erasure (docs/privacy.md) ---------------------------------------------------
+    def erase(self, keys: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Drop `keys` from the leg and from its files: every vector the log holds for
+        them, superseded ones too, is returned (int8 rows, scales: what the vector cache
+        drops), then the log is written again holding only the other keys' live rows (a
+        new log HEAD names, at the same position; the old one is removed). The caller
+        holds the leg's writer (the vector follower's lock)."""
+        keys = set(keys)
+        dim = self.dimension
+        if not self.committed or not keys:
+            return np.zeros((0, dim), np.int8), np.zeros(0, np.float32)
+        taken_q, taken_s = [], []
+        for docs, _, q, scale in self._records():
+            rows = [i for i, d in enumerate(docs) if d.key in keys]
+            if rows:
+                taken_q.append(q[rows])
+                taken_s.append(scale[rows])
+        with self._lock:
+            for key in keys:
+                row = self._rows.pop(key, None)
+                if row is not None:
+                    self._live[row] = False
+            live = [r for r in self._rows.values()]
+            names = {code: name for name, code in self._sessions.items()}
+            none = np.iinfo(np.int64).min
+            docs = [VecDoc(self._keys[r], names[int(self._session[r])],
+                           None if self._time[r] == none else int(self._time[r])) for r in live]
+            q = self._matrix[self._pos[live]] if live else np.zeros((0, dim), np.int8)
+            scale = self._scale[self._pos[live]] if live else np.zeros(0, np.float32)
+        self._rewrite(docs, q, scale)
+        return (np.concatenate(taken_q) if taken_q else np.zeros((0, dim), np.int8),
+                np.concatenate(taken_s) if taken_s else np.zeros(0, np.float32))
+
+    def _rewrite(self, docs: list[VecDoc], q: np.ndarray, scale: np.ndarray) -> None:
+        """A new log of one record (these rows, as stored), committed at the leg's
+        position in place of the old one."""
+        fields = json.dumps([[d.key, d.session, d.time_us, d.prev] for d in docs] + [[]],
+                            ensure_ascii=False, separators=(",", ":")).encode()
+        record = (_HEAD.pack(_MAGIC, len(docs), 0, len(fields)) + fields +
+                  np.ascontiguousarray(q, np.int8).tobytes() +
+                  np.ascontiguousarray(scale, np.float32).tobytes())
+        log = f"log.{self._next_number()}"
+        write_synced(os.path.join(self.dir, log), record)
+        state = hashlib.sha256(self.state()).hexdigest()
+        self.meta = dict(self.meta, log=log, bytes=len(record), digest=hashlib.sha256(
+            bytes.fromhex(state) + record).hexdigest())
+        self.commit(self.position)
+
+    def _next_number(self) -> int:
+        return 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
+                        if x.split(".")[-1].isdigit()], default=0)
 

@@ -95,6 +95,16 @@ class VectorUpkeep:
         """The processes the leg embeds in (0: this one)."""
         return self._embed_workers.count if self._embed_workers is not None else 0
 
+    def erase(self, context: str, leg: VectorLeg, keys: set[str]) -> int:
+        """An erasure's part of the vector leg (docs/privacy.md): the keys' vectors out
+        of the leg and its files (VectorLeg.erase), then what the vector cache holds of
+        them (VectorCache.erase). The leg's lock is held by the caller. How many cache
+        entries went."""
+        prefix = self._leg_vectors(context, leg).cache_prefix if self.leg_current(leg) \
+            else b""  # a leg of another embedder: keep none of the cache's other vectors
+        rows, scales = leg.erase(keys)
+        return self._cache.erase(prefix, rows, scales) if self._cache is not None else 0
+
     def leg_current(self, leg: VectorLeg) -> bool:
         """Whether the leg was built by this server's embedder over today's texts."""
         return (leg.exists and leg.meta.get("embedder") == self.embedder.identity.label()
