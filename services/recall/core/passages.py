@@ -48,6 +48,10 @@ def weights(texts: int) -> tuple[float, ...]:
 
 
 def said(text: str, actor: str) -> str:
+    """The turn as said ("" for a turn with nothing to say: an erased one's text is gone,
+    and it gives the turn after it no context)."""
+    if not text.strip():
+        return ""
     return f"{actor}: {text}" if actor else text
 
 
@@ -63,24 +67,26 @@ class Passages:
         self._said: OrderedDict[str, str] = OrderedDict()
 
     def event(self, key: str, kind: str, session: str, actor: str, text: str,
-              call: str = "") -> tuple[Optional[str], tuple[str, ...]]:
+              call: str = "") -> tuple[Optional[str], Optional[str], tuple[str, ...]]:
         """(the key of the turn before it in its session: '' for a session's first, None
-        for an event that is no turn; its texts to embed). `call`: the key of the action a
-        tool result answers."""
+        for an event that is no turn; the key whose text its context passage reads, None
+        without one; its texts to embed). `call`: the key of the action a tool result
+        answers."""
         if not is_turn(kind):
-            return None, (text,)
+            return None, None, (text,)
         own = said(text, actor)
         before = self._last.get(session)
         if before is None:
             before = self._last_turn(session) or ""
-        context = self._text_of(call or before)
+        source = call or before
+        context = self._text_of(source)
         self._last[session] = key
         self._said[key] = own
         if len(self._said) > REMEMBERED:
             self._said.popitem(last=False)
         if not context:
-            return before, (own,)
-        return before, (own, f"{context[:CONTEXT_CHARS]}\n{own}")
+            return before, None, (own,)
+        return before, source, (own, f"{context[:CONTEXT_CHARS]}\n{own}")
 
     def _text_of(self, key: str) -> Optional[str]:
         if not key:

@@ -29,7 +29,6 @@ from typing import Optional
 import lmdb
 import numpy as np
 
-from morphz.services.recall.index.vector_index import quantized
 from morphz.shared.lmdb_compact import rewrite_compacted
 from morphz.shared.reader_gate import ReaderGate
 
@@ -130,33 +129,17 @@ class VectorCache:
         return dropped
 
     # -- erasure (docs/privacy.md) ---------------------------------------------------
-    def erase(self, keep: bytes, rows: np.ndarray, scales: np.ndarray) -> int:
+    def erase(self, keep: bytes, digests: list[bytes]) -> int:
         """Drop what the cache holds of erased texts, then rewrite its file compacted (no
-        freed page keeps their vectors): the entries of identity `keep` whose vector is
-        one of these vector-leg rows (the leg stores exactly the cached float16 vector,
-        quantized: vector_index.quantized; a text the cache keys by is gone with the
-        content), and every other identity's entries, which cannot be told apart (they
-        are embedded again when that embedder comes back). How many went."""
-        wanted = {q.tobytes() + s.tobytes() for q, s in zip(rows, scales)}
+        freed page keeps their vectors): the entries of identity `keep` under these text
+        digests (the vector leg keeps, for each row, the digests of the texts its vector
+        was made from: index/passage_marks.py; the texts themselves are gone with the
+        content), and every other identity's entries, which cannot be told apart (they are
+        embedded again when that embedder comes back). How many went."""
         with self._lock:
             dropped = self._drop_others(keep)
-            batch: list[bytes] = []
-            with self._env.begin() as txn:
-                cur = txn.cursor()
-                if wanted and cur.set_range(keep):
-                    run: list[tuple[bytes, bytes]] = []
-                    for key, raw in cur:
-                        if not key.startswith(keep):
-                            break
-                        run.append((key, raw))
-                        if len(run) == _ERASE_RUN:
-                            batch += _matching(run, wanted)
-                            run = []
-                    batch += _matching(run, wanted)
             with self._env.begin(write=True) as txn:
-                for key in batch:
-                    txn.delete(key)
-            dropped += len(batch)
+                dropped += sum(bool(txn.delete(keep + d)) for d in set(digests))
             self._gate.exclusive(self._compact)
         return dropped
 
@@ -179,20 +162,3 @@ class VectorCache:
 
     def close(self) -> None:
         self._env.close()
-
-
-_ERASE_RUN = 4096  # cache entries quantized at once by erase()
-
-
-def _matching(run: list[tuple[bytes, bytes]], wanted: set[bytes]) -> list[bytes]:
-    """The keys of `run` (key, float16 vector) whose quantized vector is `wanted`."""
-    out: list[bytes] = []
-    by_size: dict[int, list[tuple[bytes, bytes]]] = {}
-    for key, raw in run:  # one identity's vectors share a dimension; a stray one apart
-        by_size.setdefault(len(raw), []).append((key, raw))
-    for size, rows in by_size.items():
-        v = np.frombuffer(b"".join(raw for _, raw in rows), dtype=np.float16)
-        q, s = quantized(v.reshape(len(rows), size // 2).astype(np.float32))
-        out += [bytes(key) for (key, _), qi, si in zip(rows, q, s)
-                if qi.tobytes() + si.tobytes() in wanted]
-    return out

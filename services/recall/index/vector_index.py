@@ -35,21 +35,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import numpy as np
 
+from morphz.services.recall.index import vector_log
 from morphz.services.recall.index.coarse import Partition
+from morphz.services.recall.index.passage_marks import PassageMarks
 from morphz.services.recall.index.turn_chain import TurnChain
+from morphz.services.recall.index.vector_log import FORMAT, VecDoc, quantized  # noqa: F401
 from morphz.shared.durable_files import sync_dir, write_synced
 from morphz.shared.values import HitKey
 
-FORMAT = 2
-_MAGIC_F32, _MAGIC = b"MZV1", b"MZV2"  # float32 vectors (format 1), int8 + scale
-_HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON part
 DIR = "vectors"
 IVF_MIN = 50000
 HEAD = "HEAD"
@@ -57,15 +56,6 @@ HEAD = "HEAD"
 # the CPU cache between the conversion and the product. 20k rows of 384 dimensions
 # scored in 2.8 ms so, against 21 ms converted whole and 5.4 ms as float32 rows.
 SCORE_SLICE = 1024
-
-
-def quantized(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 rows, float32 scale per row): row ~ q * scale; an all-zero row stays zero."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), np.float32)
-    scale = (peak / 127.0).astype(np.float32)
-    safe = np.where(scale > 0, scale, 1.0)[:, None]
-    return np.rint(vectors / safe).astype(np.int8), scale
 
 
 class _Dequantized:
@@ -76,16 +66,6 @@ class _Dequantized:
 
     def __getitem__(self, rows) -> np.ndarray:
         return self._q[rows].astype(np.float32) * self._scale[rows][:, None]
-
-
-@dataclass
-class VecDoc:
-    key: str
-    session: str
-    time_us: Optional[int]
-    # A turn's (core/passages.py): the key of the turn before it in its session, "" for a
-    # session's first; None for a frame or a runtime event.
-    prev: Optional[str] = None
 
 
 @dataclass
@@ -192,10 +172,7 @@ class VectorLeg:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(docs),
                                                                          self.dimension)
         q, scale = quantized(vectors)
-        fields = json.dumps([[d.key, d.session, d.time_us, d.prev] for d in docs] + [deletes],
-                            ensure_ascii=False, separators=(",", ":")).encode()
-        record = (_HEAD.pack(_MAGIC, len(docs), len(deletes), len(fields)) + fields +
-                  q.tobytes() + scale.tobytes())
+        record = vector_log.encode(docs, q, scale, deletes)
         path = os.path.join(self.dir, self.meta["log"])
         with open(path, "r+b") as f:
             f.seek(self.meta["bytes"])  # past a torn tail a crash may have left
@@ -364,6 +341,7 @@ class VectorLeg:
             self._time = np.zeros(0, dtype=np.int64)
             self._session = np.zeros(0, dtype=np.int32)
             self._turns = TurnChain()
+            self._marks = PassageMarks()
 
     def _grow(self, need: int) -> None:
         cap = len(self._live)
@@ -381,6 +359,7 @@ class VectorLeg:
         self._pos, self._row_at = grown(self._pos), grown(self._row_at)
         self._time, self._session = grown(self._time), grown(self._session)
         self._turns.grow(cap)
+        self._marks.grow(cap)
 
     def _apply(self, docs: list[VecDoc], vectors: np.ndarray, scale: np.ndarray,
                deletes: list[str]) -> None:
@@ -407,6 +386,7 @@ class VectorLeg:
             self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
             if d.prev is not None:
                 self._turns.add(row, int(self._session[row]), self._rows.get(d.prev))
+            self._marks.mark(row, d.digests, self._rows.get(d.source) if d.source else None)
 
     def _load(self) -> None:
         """Replay the committed part of the log; cut off a tail no commit names."""
@@ -417,8 +397,8 @@ class VectorLeg:
         self.repartition()
 
     def _records(self, truncate: bool = False):
-        """The committed log's records: (docs, deletes, int8 rows, scales) each.
-        `truncate`: cut off a tail no commit names."""
+        """The committed log's records (vector_log.records); `truncate`: cut off a tail
+        no commit names."""
         path = os.path.join(self.dir, self.meta["log"])
         end = self.meta["bytes"]
         with open(path, "r+b" if truncate else "rb") as f:
@@ -427,69 +407,45 @@ class VectorLeg:
                 raise ValueError(f"vector log {path} is shorter than its commit")
             if truncate:
                 f.truncate(end)
-        dim = self.dimension
-        at = 0
-        while at < end:
-            magic, ups, dels, flen = _HEAD.unpack_from(data, at)
-            if magic not in (_MAGIC, _MAGIC_F32):
-                raise ValueError(f"vector log {path} is damaged at {at}")
-            at += _HEAD.size
-            fields = json.loads(data[at:at + flen])
-            at += flen
-            if magic == _MAGIC:
-                q = np.frombuffer(data, dtype=np.int8, count=ups * dim,
-                                  offset=at).reshape(ups, dim)
-                at += ups * dim
-                scale = np.frombuffer(data, dtype=np.float32, count=ups, offset=at)
-                at += ups * 4
-            else:  # a log of format 1: float32, quantized as it is read
-                q, scale = quantized(np.frombuffer(data, dtype=np.float32, count=ups * dim,
-                                                   offset=at).reshape(ups, dim))
-                at += ups * dim * 4
-            yield ([VecDoc(*f) for f in fields[:ups]], fields[ups] if dels else [],  # no prev: before turns
-                   q, scale)
+        yield from vector_log.records(data, self.dimension, path)
 
     # -- erasure (docs/privacy.md) ---------------------------------------------------
-    def erase(self, keys: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Drop `keys` from the leg and from its files: every vector the log holds for
-        them, superseded ones too, is returned (int8 rows, scales: what the vector cache
-        drops), then the log is written again holding only the other keys' live rows (a
-        new log HEAD names, at the same position; the old one is removed). The caller
-        holds the leg's writer (the vector follower's lock)."""
+    def erase(self, keys: Iterable[str]) -> list[bytes]:
+        """Drop `keys` from the leg and from its files, and return the vector cache's keys
+        of every text their content was embedded in (PassageMarks.taken). The log is
+        written again holding only the other keys' live rows (a new log HEAD names, at
+        the same position; the old one, which held the erased rows, is removed). The
+        caller holds the leg's writer (the vector follower's lock)."""
         keys = set(keys)
-        dim = self.dimension
         if not self.committed or not keys:
-            return np.zeros((0, dim), np.int8), np.zeros(0, np.float32)
-        taken_q, taken_s = [], []
-        for docs, _, q, scale in self._records():
-            rows = [i for i, d in enumerate(docs) if d.key in keys]
-            if rows:
-                taken_q.append(q[rows])
-                taken_s.append(scale[rows])
+            return []
         with self._lock:
+            erased = [self._rows[k] for k in keys if k in self._rows]
+            taken = self._marks.taken(erased, len(self._keys))
             for key in keys:
                 row = self._rows.pop(key, None)
                 if row is not None:
                     self._live[row] = False
-            live = [r for r in self._rows.values()]
+            live = sorted(self._rows.values())  # as they came: a turn after the one before
             names = {code: name for name, code in self._sessions.items()}
             none = np.iinfo(np.int64).min
-            docs = [VecDoc(self._keys[r], names[int(self._session[r])],
-                           None if self._time[r] == none else int(self._time[r])) for r in live]
-            q = self._matrix[self._pos[live]] if live else np.zeros((0, dim), np.int8)
+            docs = []
+            for r in live:
+                source = self._marks.source(r)
+                docs.append(VecDoc(self._keys[r], names[int(self._session[r])],
+                                   None if self._time[r] == none else int(self._time[r]),
+                                   self._turns.before_key(r, self._is_live, self._keys),
+                                   self._keys[source] if source is not None else None,
+                                   self._marks.digests(r)))
+            q = self._matrix[self._pos[live]] if live else np.zeros((0, self.dimension), np.int8)
             scale = self._scale[self._pos[live]] if live else np.zeros(0, np.float32)
         self._rewrite(docs, q, scale)
-        return (np.concatenate(taken_q) if taken_q else np.zeros((0, dim), np.int8),
-                np.concatenate(taken_s) if taken_s else np.zeros(0, np.float32))
+        return taken
 
     def _rewrite(self, docs: list[VecDoc], q: np.ndarray, scale: np.ndarray) -> None:
         """A new log of one record (these rows, as stored), committed at the leg's
         position in place of the old one."""
-        fields = json.dumps([[d.key, d.session, d.time_us, d.prev] for d in docs] + [[]],
-                            ensure_ascii=False, separators=(",", ":")).encode()
-        record = (_HEAD.pack(_MAGIC, len(docs), 0, len(fields)) + fields +
-                  np.ascontiguousarray(q, np.int8).tobytes() +
-                  np.ascontiguousarray(scale, np.float32).tobytes())
+        record = vector_log.encode(docs, q, scale, [])
         log = f"log.{self._next_number()}"
         write_synced(os.path.join(self.dir, log), record)
         state = hashlib.sha256(self.state()).hexdigest()
@@ -500,4 +456,3 @@ class VectorLeg:
     def _next_number(self) -> int:
         return 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
                         if x.split(".")[-1].isdigit()], default=0)
-
