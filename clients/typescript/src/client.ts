@@ -260,9 +260,11 @@ export class Client {
 
   private noteWrite(request: object, reply: unknown): void {
     const context = (request as { context?: string }).context;
-    // A batch's replies (AppendEvents) each carry the commitSeq of the one commit.
-    const r = reply as { commitSeq?: number; events?: { commitSeq?: number }[] } | null;
-    const seq = Number(r?.commitSeq ?? r?.events?.[r.events.length - 1]?.commitSeq ?? 0);
+    // A batch's replies (AppendEvents) each carry the commitSeq of the one commit; a
+    // reply whose `events` is a count (RebuildIndex's) names no write.
+    const r = reply as { commitSeq?: number; events?: unknown } | null;
+    const batch = Array.isArray(r?.events) ? (r?.events as { commitSeq?: number }[]) : [];
+    const seq = Number(r?.commitSeq ?? batch[batch.length - 1]?.commitSeq ?? 0);
     if (context && seq > (this.positions.get(context) ?? 0)) this.positions.set(context, seq);
   }
 
