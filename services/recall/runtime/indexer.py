@@ -455,9 +455,13 @@ class Indexer:
         def run() -> None:
             try:
                 self.rebuild(context)
-            except Exception:  # noqa: BLE001 - the next use of the index purges again
-                _log.warning("%s: rewriting the index after an erasure failed", context,
-                             exc_info=True)
+            except Exception as e:  # noqa: BLE001 - the next use of the index purges again
+                if getattr(e, "reason", "") == "CONTEXT_NOT_FOUND":
+                    # Deleted since: its index goes whole when the feed brings the deletion.
+                    _log.info("%s: deleted before its index was rewritten", context)
+                else:
+                    _log.warning("%s: rewriting the index after an erasure failed", context,
+                                 exc_info=True)
             finally:
                 with self._locks_guard:
                     self._purging.discard(context)
