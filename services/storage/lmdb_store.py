@@ -36,7 +36,7 @@ from morphz.shared.reader_gate import ReaderGate
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+from morphz.shared.storage.api import (FEED_PAGE, FILLER, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
                                        check_write, context_not_found, erase_missing,
                                        fenced, pack_change, quarantine_key,
@@ -239,11 +239,12 @@ class LmdbStore(Store):
                 for db in self._dbs.values():
                     _delete_under(txn, db, prefix)
                 cur = txn.cursor(db=self._feed_ctx)
+                filler = pack_change(FILLER)
                 if cur.set_range(prefix):
                     for k, pos in list(cur):
                         if not k.startswith(prefix):
                             break
-                        txn.delete(pos, db=self._feed)
+                        txn.put(pos, filler, db=self._feed)  # positions stay consecutive
                         txn.delete(k, db=self._feed_ctx)
                 txn.delete(prefix, db=self._version)
                 head = self._head + 1

@@ -179,6 +179,12 @@ _encode_feed = msgspec.json.Encoder().encode
 _decode_feed = msgspec.json.Decoder().decode
 
 
+# What a deleted context's commits become in the feed (Store.delete_context): a change of
+# no context, so feed positions stay consecutive (followers read a hole as a stale
+# stream) and nothing of the context is left. Followers skip it.
+FILLER = Change(0, "", 0)
+
+
 def pack_change(c: Change) -> bytes:
     d = {"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames}
     if c.erased or c.erased_frames:
@@ -366,8 +372,9 @@ class Store(abc.ABC):
     def contexts(self) -> list[str]: ...
 
     def delete_context(self, context: str) -> int:
-        """Remove every row of the context (every table, its version and its entries in
-        the change feed) and add one feed entry saying it went (Change.deleted): what
+        """Remove every row of the context (every table and its version; its entries in
+        the change feed become FILLER, naming nothing, so feed positions stay
+        consecutive) and add one feed entry saying it went (Change.deleted): what
         `morphz context delete` does (docs/privacy.md, PRIV-05). The highest fencing token
         it accepted stays, so a former owner cannot write into a context made again under
         the name. CONTEXT_NOT_FOUND when there is none. The deletion's feed position."""

@@ -6,10 +6,11 @@ the same storage conformance suite as the LMDB store.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Iterator, Optional
 
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
+from morphz.shared.storage.api import (FEED_PAGE, FILLER, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, StaleRead, Store, Write, change_of,
                                        check_write, context_not_found, erase_missing,
                                        fenced, quarantine_key,
@@ -80,8 +81,8 @@ class MemoryStore(Store):
             return current + 1
 
     def delete_context(self, context: str) -> int:
-        """Store.delete_context; the feed keeps the context's earlier entries (a list:
-        positions are indexes), but its own feed starts after the deletion."""
+        """Store.delete_context: the context's feed entries become FILLER (a list:
+        positions are indexes)."""
         with self._lock:
             if context not in self._versions:
                 raise context_not_found(context)
@@ -89,6 +90,8 @@ class MemoryStore(Store):
             for rows in self._tables.values():
                 for k in [k for k in rows if k.startswith(prefix)]:
                     del rows[k]
+            self._feed[:] = [replace(FILLER, position=c.position) if c.context == context
+                             else c for c in self._feed]
             del self._versions[context]
             self._feed.append(Change(len(self._feed) + 1, context, 0, deleted=True))
             self._deleted_at[context] = len(self._feed)

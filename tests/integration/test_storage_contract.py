@@ -195,8 +195,14 @@ def test_priv_05_delete_context_leaves_no_row_and_the_name_starts_again(store):
     store.commit("gone", 0, [Write("events", (0,), b"e0"), Write("frames", ("f",), b"F"),
                              Write("sessions", ("s1",), b"S")], fence=7)
     store.commit("kept", 0, [Write("events", (0,), b"k0")])
+    store.commit("gone", 1, [Write("events", (1,), b"e1")], fence=7)
     position = store.delete_context("gone")
     assert store.changes(position - 1).changes[0].deleted
+    # Its commits stay in the feed as fillers naming nothing: positions stay consecutive
+    # (a follower reads a hole as a stale stream and reads again, for ever).
+    feed = store.changes(0).changes
+    assert [c.position for c in feed] == list(range(1, position + 1))
+    assert [(c.context, c.events) for c in feed if c.context != "kept"][:-1] == [("", ())] * 2
     assert "gone" not in store.contexts() and "kept" in store.contexts()
     for table in ("events", "frames", "sessions"):
         assert rows(store, "gone", table) == []

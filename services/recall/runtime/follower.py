@@ -322,7 +322,8 @@ class FeedFollower:
         everything before is applied up to."""
         by_context: dict[str, list[Change]] = {}
         for c in changes:
-            by_context.setdefault(c.context, []).append(c)
+            if c.context:  # not a deleted context's filler (storage/api.py FILLER)
+                by_context.setdefault(c.context, []).append(c)
         for context, mine in by_context.items():
             if self._stop.is_set():
                 return  # the position stays before what was not applied

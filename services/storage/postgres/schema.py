@@ -99,7 +99,10 @@ class Statements:
                                 "ORDER BY ctx")
         self.forget_context = one("UPDATE {}._context SET commit_seq = 0 WHERE ctx = %s "
                                   "AND commit_seq > 0")
-        self.delete_feed_of = one("DELETE FROM {}._feed WHERE ctx = %s")
+        # A deleted context's commits stay in the feed as fillers (Store.delete_context:
+        # positions stay consecutive), naming no context (unique by -position).
+        self.fill_feed_of = one("UPDATE {}._feed SET ctx = '', commit_seq = -position, "
+                                "change = %s WHERE ctx = %s")
         self.count_contexts = one("SELECT count(*) FROM {}._context")
         self.put_contexts = one(
             "INSERT INTO {}._context (ctx, commit_seq, fence) SELECT * FROM "

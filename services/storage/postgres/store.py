@@ -52,7 +52,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
-                                       Change, FeedPage, context_not_found,
+                                       FILLER, Change, FeedPage, context_not_found,
                                        StaleCommit, Store, Ticket, Write, change_of,
                                        check_write, erase_missing, fenced, pack_change,
                                        quarantine_missing, unpack_change)
@@ -524,7 +524,7 @@ class PostgresStore(Store):
                     for table in TABLES:  # the append-only trigger lets these through
                         cur.execute(q.delete_under[table], (prefix, prefix + b"\xff"))
                     cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
-                    cur.execute(q.delete_feed_of, (prefix,))
+                    cur.execute(q.fill_feed_of, (pack_change(FILLER), prefix))
                     cur.execute(q.put_feed, ([head + 1], [prefix], [0], [pack_change(
                         Change(head + 1, context, 0, deleted=True))]))
                     cur.execute(q.set_head, (head + 1,))
