@@ -5,7 +5,7 @@ of its score and join the list)."""
 from __future__ import annotations
 
 from morphz.services.recall.core.hybrid import (LEXICAL_GATE, LEXICAL_WEIGHT, NEIGHBOUR_SHARE,
-                                                RankedHit, fuse, lexical_part)
+                                                RankedHit, filtered, fuse, lexical_part)
 
 IDF_TOTAL = 10.0  # the query terms' idf summed: a hit scoring 10 holds the whole query
 
@@ -68,3 +68,14 @@ def test_hyb_07_a_turns_session_neighbours_gain_a_share_of_its_score_and_join_th
     assert abs(fused["e:31"].score - NEIGHBOUR_SHARE * half * 0.5) < 1e-9
     assert abs(fused["e:30"].score - half * 0.5) < 1e-9  # its neighbour e:31 scored nothing
     assert keys(fuse([], dense, IDF_TOTAL, neighbours))[:2] == ["e:10", "e:30"]
+
+
+def test_hyb_07_a_neighbour_outside_the_searchs_filters_does_not_join():
+    """A time range, kinds or sessions bound every hit, a neighbour brought in by
+    smoothing too (recall-11: a search of one hour listed the turn after it)."""
+    dense = [RankedHit("e:10", 0.9), RankedHit("e:20", 0.1)]
+    chain = {"e:10": ("e:9", "e:11")}
+    inside = filtered(lambda ks: {k: chain[k] for k in ks if k in chain},
+                      lambda ks: ks & {"e:11"})  # e:9 is outside the search's window
+    fused = keys(fuse([], dense, IDF_TOTAL, inside))
+    assert "e:11" in fused and "e:9" not in fused

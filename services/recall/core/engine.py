@@ -267,7 +267,7 @@ class RecallCore:
         if req.mode == "vector":
             return hybrid.vector_ranking(vector), vector.empty_reason
         ranking = hybrid.fused_ranking(lexical, vector, lexical.idf_total(), self._both,
-                                       vectors.neighbours)
+                                       hybrid.filtered(vectors.neighbours, lexical.passing))
         # empty_index: nothing embedded to compare with and the lexical leg empty too
         return ranking, lambda: "no_match" if "no_match" in (
             vector.empty_reason(), lexical.empty_reason()) else "empty_index"

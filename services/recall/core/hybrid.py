@@ -44,7 +44,7 @@ prints every set and leg).
 
 Each hit says its rank in each leg (0: not among that leg's candidates; a neighbour that
 only smoothing brought in has 0 in both). Both legs apply the same kind/session/time
-filters; every fused or vector hit then goes through the same resolution as a lexical one
+filters, and a neighbour joins only if it passes them too (filtered); every fused or vector hit then goes through the same resolution as a lexical one
 (search.run_search: state, the evaluation's visibility, the store's record), so a vector
 hit never bypasses those checks. Lexical hits that score nothing stay listed, after every
 hit that does, in the lexical leg's order.
@@ -144,6 +144,17 @@ Neighbours = Callable[[list[str]], dict[str, tuple[Optional[str], Optional[str]]
 
 def no_neighbours(keys: list[str]) -> dict:
     return {}
+
+
+def filtered(neighbours: Neighbours, passing: Callable[[set[str]], set[str]]) -> Neighbours:
+    """`neighbours` keeping only the turns that pass the search's filters (`passing`: a
+    set of keys -> those that pass): a neighbour joins a search's hits only as a hit of
+    it would (its kind, session, time)."""
+    def within(keys: list[str]) -> dict[str, tuple[Optional[str], Optional[str]]]:
+        pairs = neighbours(keys)
+        ok = passing({k for pair in pairs.values() for k in pair if k is not None})
+        return {k: tuple(x if x in ok else None for x in pair) for k, pair in pairs.items()}
+    return within
 
 
 def fuse(lexical: list, vector: list, idf_total: float = 0.0,

@@ -24,6 +24,15 @@ class LexicalLeg:
     def empty_reason(self) -> str:
         return "empty_index" if self.is_empty else "no_match"
 
+    def passing(self, keys: set[str]) -> set[str]:
+        """Those of `keys` that pass this search's kind/session/time filters (all of
+        them where it has none)."""
+        q = self.query
+        if not keys or not (q.kinds or q.sessions or q.since_us is not None
+                            or q.until_us is not None or q.keys):
+            return keys
+        return {h.key for h in self.narrowed(terms=[], keys=sorted(keys)).hits(0, len(keys))}
+
     def narrowed(self, **changes) -> "LexicalLeg":
         """The same leg over the same searcher, its query changed (e.g. one key)."""
         return LexicalLeg(self._idx, self._searcher, dataclasses.replace(self.query, **changes))
