@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -70,8 +70,10 @@ class LegEmbedder:
         """The vector cache's key prefix of this fitted embedder's vectors."""
         return self._prefix
 
-    def vectors(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 rows, one per text (float16 precision)."""
+    def vectors(self, texts: Sequence[str],
+                progress: Optional[Callable[[int], None]] = None) -> np.ndarray:
+        """float32 rows, one per text (float16 precision); `progress(n)` after each batch
+        of n texts embedded (a long step shows its pace before it ends: HYB-08)."""
         dim = self._fitted.identity.dimension
         unique: dict[str, int] = {}
         for t in texts:
@@ -92,6 +94,8 @@ class LegEmbedder:
             self.embedded += len(part)
             if self._cache is not None:
                 self._cache.put_many(self._prefix, [digests[i] for i in part], made)
+            if progress is not None:
+                progress(len(part))
         order = np.fromiter((unique[t] for t in texts), dtype=np.int64, count=len(texts))
         return rows[order].astype(np.float32)
 

@@ -16,12 +16,13 @@ class Pace:
         self._steps: deque[tuple[float, int, float]] = deque()  # (ended, documents, seconds)
         self._lock = threading.Lock()
 
-    def note(self, documents: int, seconds: float) -> None:
-        """A step that covered `documents` in `seconds`."""
-        if documents <= 0:
+    def note(self, documents: float, seconds: float) -> None:
+        """A step (or part of one) that covered `documents` in `seconds` (none: time it
+        spent all the same)."""
+        if documents <= 0 and seconds <= 0:
             return
         with self._lock:
-            self._steps.append((self._clock(), documents, max(seconds, 1e-6)))
+            self._steps.append((self._clock(), max(documents, 0.0), max(seconds, 1e-6)))
             self._trim()
 
     def per_second(self) -> float:

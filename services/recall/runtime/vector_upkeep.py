@@ -252,7 +252,7 @@ class VectorUpkeep:
         if not changes:
             return 0
         chunk = next(iter(change_chunks(changes, step)))
-        started = time.monotonic()
+        pace = _StepPace(self.pace)
         with self._tracer.start_as_current_span("recall.vector_apply") as span:
             part, chunk = self._gather_vectors(context, leg, chunk)
             if self.learned() and leg.count + len(part.docs) >= max(
@@ -263,9 +263,9 @@ class VectorUpkeep:
                 # Partitioned (when due) only at the step that reaches the lexical
                 # leg: a leg far behind (after a rebuild) is partitioned once.
                 leg.append(list(part.docs.values()),
-                           mean_vectors(vectors, list(part.texts.values())), part.deletes,
-                           partition=chunk[-1].commit_seq >= target)
-                self.pace.note(len(part.docs), time.monotonic() - started)  # before it shows
+                           mean_vectors(vectors, list(part.texts.values()), pace.covered),
+                           part.deletes, partition=chunk[-1].commit_seq >= target)
+                pace.covered(len(part.docs) - pace.documents)  # before it shows
                 leg.commit(chunk[-1].commit_seq)
             span.set_attribute("morphz.changes", len(chunk))
         return len(chunk)
@@ -363,10 +363,28 @@ def _said_in(m: MindState, key: str) -> Optional[str]:
     return said(event_text(ev), ev.actor) if ev is not None else None
 
 
-def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]]) -> np.ndarray:
+class _StepPace:
+    """A step's part of the leg's pace, noted as it goes (each batch embedded), so a
+    step of thousands of documents shows a pace while it lags (HYB-08)."""
+
+    def __init__(self, pace: Pace) -> None:
+        self._pace, self._since, self.documents = pace, time.monotonic(), 0.0
+
+    def covered(self, documents: float) -> None:
+        now = time.monotonic()
+        self._pace.note(documents, now - self._since)
+        self._since, self.documents = now, self.documents + documents
+
+
+def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
+                 progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
     """One row per group of texts: the weighted mean of their vectors (passages.weights;
-    not made unit again: a query's dot product with it is the mean of its cosines)."""
-    made = vectors.vectors([t for g in groups for t in g])
+    not made unit again: a query's dot product with it is the mean of its cosines).
+    `progress(documents)`: the groups' share of each batch of texts embedded."""
+    flat = [t for g in groups for t in g]
+    share = (lambda texts: progress(texts * len(groups) / len(flat))) \
+        if progress is not None and flat else None
+    made = vectors.vectors(flat, share)
     if not len(groups):
         return made
     w = np.fromiter((x for g in groups for x in weights(len(g))), dtype=np.float32,
