@@ -59,6 +59,24 @@ def engine_pace(texts: list[str], workers: int) -> dict:
     return out
 
 
+def _tree_cpu_seconds(pid: int = 0) -> float:
+    """CPU seconds (user + system) used so far by a process and its live descendants
+    (from /proc; 0 where there is none): the server and its embedding workers."""
+    pid = pid or os.getpid()
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        own = (int(fields[11]) + int(fields[12])) / tick
+        children: list[int] = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return own + sum(_tree_cpu_seconds(c) for c in children)
+
+
 def _caught_up(recall, context: str, bound: float) -> float:
     """Seconds until both legs hold the head."""
     started = time.perf_counter()
@@ -89,6 +107,7 @@ def default_leg(data: str, generate: Callable[[str, int, int], list], events: in
         with Client(f"127.0.0.1:{app.port}", credentials=Credentials(), timeout=600) as mz:
             mz.rebuild_index(context)  # the lexical leg; the vector leg then fills alone
             started, last = time.perf_counter(), 0.0
+            cpu_before = _tree_cpu_seconds()
             while True:
                 st = mz.inspect_index(context)
                 if st.lag == 0 and st.vectors.lag == 0:
@@ -102,8 +121,14 @@ def default_leg(data: str, generate: Callable[[str, int, int], list], events: in
                 time.sleep(POLL)
             cold = time.perf_counter() - started
             docs = st.vectors.count
+            # CPU per document, the server's and its workers' (the bench's own polling is
+            # in it too): what the fill costs whatever else the machine runs, so the hours
+            # a million take on this machine's cores had they nothing else to do.
+            cpu_per_doc = (_tree_cpu_seconds() - cpu_before) / max(docs, 1)
             out.update(cold_fill_s=cold, documents=docs, documents_per_s=docs / cold,
                        hours_1m=1_000_000 / (docs / cold) / 3600,
+                       cpu_ms_per_document=cpu_per_doc * 1000,
+                       hours_1m_cpu=1_000_000 * cpu_per_doc / (os.cpu_count() or 1) / 3600,
                        embed_workers=st.vectors.embed_workers,
                        reported_per_s=st.vectors.documents_per_second)
             mz.rebuild_index(context)
