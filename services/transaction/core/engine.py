@@ -237,7 +237,8 @@ class TransactionCore:
             # Validated: the last moment a caller that gave up stops it, all of it unsent.
             deadline.check("the commit")
             self._faults.hit("after-token-before-submit")
-            ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence)
+            ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence,
+                                         timeout=deadline.remaining())
             pipe.push(reader.commit_seq + 1, writes, ticket)
             return ev, reply, writes, ticket, reader.commit_seq + 1
 
