@@ -82,6 +82,10 @@ class Meta:
     # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
     order_head: int = 1 << 62
     order_tail: int = 1 << 62
+    # Whether its sessions keep counts of their waiting inputs (Session.pending/waiting):
+    # contexts created since; older ones count their rows. Stored only when true, so a
+    # meta written before keeps its bytes.
+    counts: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,12 @@ class Session:
     id: str
     state: str = ACTIVE
     level: str = "full"
+    # In a context that keeps counts (Meta.counts): its inputs not claimed yet, and the
+    # messages from other sessions among them, kept by the reducer so a status or an
+    # encoding reads one row per session, not every waiting input. None: not kept
+    # (stored only when kept).
+    pending: Optional[int] = None
+    waiting: Optional[int] = None
 
 
 @dataclass
@@ -234,6 +244,9 @@ def dumps(rec: Any) -> bytes:
     """A record's stored bytes: compact JSON, keys sorted, UTF-8. These bytes are hashed
     into the history's chain and compared by audit, so they never change: msgspec writes
     them (many times json's speed) when it writes what json would, else json does."""
+    kind = type(rec)
+    if kind is Meta and not rec.counts or kind is Session and rec.pending is None:
+        rec = {k: v for k, v in vars(rec).items() if k not in _UNKEPT}  # bytes as before
     if _exact(rec):
         return _encode(rec)
     return json.dumps(plain(rec), ensure_ascii=False, separators=(",", ":"),
@@ -281,6 +294,7 @@ def _exact(obj: Any) -> bool:
 
 
 _FRAME_FIELDS = len(Frame.__dataclass_fields__)
+_UNKEPT = ("counts", "pending", "waiting")  # fields stored only where they are kept
 NEW_OBSERVATION = dumps(Observation())  # every input's first observation row: made once
 _decode = msgspec.json.Decoder().decode
 

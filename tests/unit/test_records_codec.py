@@ -13,8 +13,15 @@ from morphz.shared.mind import records as R
 
 
 def json_dumps(rec) -> bytes:
-    """The encoding as it was written before msgspec (the stored format)."""
-    return json.dumps(R.plain(rec), ensure_ascii=False, separators=(",", ":"),
+    """The encoding as it was written before msgspec (the stored format). A meta or a
+    session of a context that keeps no waiting counts is stored without their fields,
+    as before they existed."""
+    plain = R.plain(rec)
+    if isinstance(rec, R.Meta) and not rec.counts:
+        del plain["counts"]
+    if isinstance(rec, R.Session) and rec.pending is None:
+        del plain["pending"], plain["waiting"]
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"),
                       sort_keys=True).encode()
 
 
@@ -47,7 +54,8 @@ def test_dumps_writes_the_bytes_json_wrote(value):
 def test_dumps_of_records_writes_the_bytes_json_wrote(data, text, seq):
     records = [R.Event(seq, "id", "context-tx", "t", "c", text=text, data=data),
                R.Frame(text or "f", seq, text, [text], retire=R.RetireRequest(1, 2, 3, text, 4)),
-               R.Meta(text, revision=seq), R.Observation(reason=text), R.Session(text)]
+               R.Meta(text, revision=seq), R.Observation(reason=text), R.Session(text),
+               R.Meta(text, revision=seq, counts=True), R.Session(text, pending=seq, waiting=1)]
     for rec in records:
         assert _outcome(R.dumps, rec) == _outcome(json_dumps, rec)
 

@@ -292,7 +292,8 @@ class TransactionCore:
             # An authenticated creator (not a service) administers it.
             admin = caller.principal if caller.authenticated and not caller.service else ""
             return self._event(m, context, R.CONTEXT_CREATED,
-                               P.Created(window or R.DEFAULT_WINDOW, admin), actor="runtime")
+                               P.Created(window or R.DEFAULT_WINDOW, admin, counts=True),
+                               actor="runtime")
         self._write(context, build)
         return self.status(context, caller=caller)
 
@@ -306,8 +307,8 @@ class TransactionCore:
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for state in m.frame_states():
                 by_state[state] += 1
-            sessions = tuple(SessionStatus(s.id, s.state, s.level, len(m.pending(s.id)),
-                                           len(m.waiting(s.id)), len(m.open_calls(s.id)))
+            sessions = tuple(SessionStatus(s.id, s.state, s.level, m.pending_count(s),
+                                           m.waiting_count(s), len(m.open_calls(s.id)))
                              for s in m.sessions() if readable is None or s.id in readable)
             return StatusResult(context, meta.revision, meta.tick, meta.window, by_state,
                                 sessions, meta.next_seq, reader.commit_seq,
