@@ -35,6 +35,9 @@ LATER = {"OWNERSHIP_LOST", "NOT_OWNER", "STORAGE_FULL", "BYTES_IN_FLIGHT_LIMIT",
 WRITE_GIVE_UP = 300.0  # seconds a write is retried before it is left to the end's settling
 TIMEOUT = 10.0  # each call's deadline
 SHARED_FRAMES = 3  # frames every agent of a context revises: conflicts and rebases
+# An agent keeps its newest frames and inputs and retires older ones (a few per commit):
+# its encodings stay within their budget however long the soak.
+KEPT_FRAMES, KEPT_REFS, RETIRE_AT_ONCE = 8, 30, 6
 WORDS = ("deploy", "rollback", "latency", "budget", "invoice", "schema", "migration",
          "incident", "release", "canary", "quota", "replica", "lease", "backup")
 
@@ -122,6 +125,10 @@ class Agent:
         self.c, self.ledger, self.rng, self.stop = Clients(topo, "agent"), ledger, rng, stop
         self.count = 0
         self.last_write_seq = 0
+        # What this agent wrote that it later retires, as an agent keeps its context
+        # bounded: its frames, and its inputs (observations), oldest first.
+        self.frames: list[str] = []
+        self.refs: list[str] = []
 
     def run(self) -> None:
         choices = [(self.append, 28), (self.transact, 24), (self.encode, 10),
@@ -139,8 +146,8 @@ class Agent:
                         self.c.next_instance()
                     self.stop.wait(0.2)
                 self.stop.wait(self.rng.uniform(0.1, 0.4))
-        finally:
-            self.c.close()
+        except ValueError:  # its channels closed under it: the soak is over
+            pass
 
     def rid(self) -> str:
         self.count += 1
@@ -177,6 +184,8 @@ class Agent:
     def _acked(self, rid: str, text: str = "") -> Callable[[dict], None]:
         def record(receipt: dict) -> None:
             self.last_write_seq = max(self.last_write_seq, receipt.get("commit_seq", 0))
+            if "ref" in receipt and not receipt.get("replayed"):
+                self.refs.append(receipt["ref"])
             with self.ledger.lock:
                 self.ledger.acked[self.context].append(
                     {"request_id": rid, "receipt": receipt, **({"text": text} if text else {})})
@@ -233,15 +242,25 @@ class Agent:
             ops.append(f"(revise {shared} (by {self.n}) (step {self.count}))")
         if self.rng.random() < 0.3:
             ops.append(f"(relate f-{rid} supports {shared})")
-        text = f"(context-tx (base-version {base}) {' '.join(ops)})"
-        self.write("commit", lambda: self.c.tx.commit(self.context, text, request_id=rid),
-                   self._acked(rid, text), self._refused(rid, text, "tx"))
+        retired = self.frames[:-KEPT_FRAMES] + self.refs[:-KEPT_REFS][:RETIRE_AT_ONCE]
+        ops += [f"(retire {x})" for x in retired]
+        reason = ' (reason "handled")' if retired else ""
+        text = f"(context-tx (base-version {base}){reason} {' '.join(ops)})"
+        done = self.write("commit", lambda: self.c.tx.commit(self.context, text,
+                                                              request_id=rid),
+                          self._acked(rid, text), self._refused(rid, text, "tx"))
+        gone = set(retired)  # retired, or refused: either way not asked again
+        self.frames = [f for f in self.frames if f not in gone]
+        self.refs = [r for r in self.refs if r not in gone]
+        if done is not None:
+            self.frames.append(f"f-{rid}")
 
     def encode(self) -> None:
         sent = time.monotonic()
-        compiled = self.c.encoding.compile(self.context, self.session, budget_bytes=64 << 10)
+        compiled = self.limited(lambda: self.c.encoding.compile(
+            self.context, self.session, budget_bytes=256 << 10))
         self.ledger.op("encode", sent)
-        if compiled.get("activation") and self.rng.random() < 0.5:
+        if compiled.get("activation"):  # delivered: its root request may retire later
             self.c.tx.deliver(self.context, compiled["activation"])
 
     # -- reads ------------------------------------------------------------------------
@@ -274,10 +293,23 @@ class Agent:
             page = self.c.recall.search(self.context, query, mode=mode, limit=5,
                                         cursor=page["next_cursor"])
 
+    def limited(self, call: Callable[[], dict]) -> dict:
+        """An expensive call, tried again a few times while the principal's budget is
+        spent (the agents share one principal, as one runtime's workers do)."""
+        for attempt in range(4):
+            try:
+                return call()
+            except MorphzError as e:
+                if not e.reason.endswith("_RPC_LIMIT") or attempt == 3:
+                    raise
+                self.ledger.error(e, f"agent {self.n} (budget)")
+                time.sleep(0.3)
+
     def list_pages(self) -> None:
         cursor, sent = "", time.monotonic()
         for _ in range(3):
-            page = self.c.tx.list_frames(self.context, max_bytes=4096, cursor=cursor)
+            page = self.limited(lambda c=cursor: self.c.tx.list_frames(
+                self.context, max_bytes=4096, cursor=c))
             cursor = page.get("next_cursor", "")
             if not cursor:
                 break

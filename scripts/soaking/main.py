@@ -19,6 +19,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,7 @@ TOPOLOGIES = ("lmdb", "split-pg")
 PROGRESS_SECONDS = 30.0
 QUIET_SECONDS = 30.0  # a quiet window: the abuser rests and no fault is injected
 QUIET_EVERY = 300.0   # one such window at least this often: the baseline follows the data
+# (a shorter soak: four of them, a minute apart at least)
 SAMPLE_SECONDS = 10.0
 RECOVERY_BOUND = 120.0  # seconds a fault's recovery is waited for
 SETTLE_BOUND = 180.0    # seconds the end waits for the unsettled writes and an audit
@@ -127,7 +129,8 @@ class Run:
                     cycle = self.rng.sample(kinds, len(kinds))  # every kind, in seeded order
                 self.fault(injector, cycle.pop())
                 next_fault += self.args.fault_every
-                if self.elapsed() - self.quiet[-1][1] >= QUIET_EVERY:
+                if self.elapsed() - self.quiet[-1][1] >= min(QUIET_EVERY,
+                                                             max(60.0, duration / 4)):
                     self.rest(min(QUIET_SECONDS, next_fault - self.elapsed() - 5,
                                   duration - self.elapsed()))
             self.wait_until(min(duration, next_fault))
@@ -136,7 +139,11 @@ class Run:
         for t in [*threads, abuse]:
             t.join(60)
         say(f"{self.topo.name}: load stopped at {self.elapsed():.0f} s; settling and checking")
-        return self.finish(duration, quiet, abuser)
+        try:
+            return self.finish(duration, quiet, abuser)
+        finally:
+            for a in agents:  # after the settling, which sends through their clients
+                a.c.close()
 
     def rest(self, seconds: float) -> None:
         """A quiet window: the normal load alone (its p50 is the baseline of the load
@@ -314,8 +321,13 @@ def in_namespace(argv: list[str]) -> int | None:
     try:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
                        check=True, capture_output=True)
-        return subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__, *argv],
-                              env=dict(os.environ, **{NETNS_ENV: ns})).returncode
+        child = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, __file__, *argv],
+                                 env=dict(os.environ, **{NETNS_ENV: ns}))
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # stopped: the soak in the namespace stops its processes
+            child.send_signal(signal.SIGINT)
+            return child.wait()
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
@@ -363,5 +375,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(not r["failed"] for r in reports) else 1
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: every process the soak started is stopped
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    signal.signal(signal.SIGTERM, _interrupt)
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # not waiting for gRPC's threads: the report is out, the processes gone
