@@ -13,6 +13,8 @@ FLAT = 0.10      # growth allowed after warm-up
 FD_SLACK = 4     # open files: connections come and go; a few either way is no leak
 P50_RATIO = 3.0  # the normal principal's p50 outside fault windows, over the quiet one
 TIMED = ("append", "commit", "search", "encode", "status")
+# What a write of a former owner meets: refused (storage's fencing token, the lease).
+FENCING = ("FENCED", "NOT_OWNER", "OWNERSHIP_LOST")
 
 
 def p50(values: list[float]) -> Optional[float]:
@@ -134,7 +136,9 @@ def table(report: dict) -> str:
              f"  acknowledged writes {report['history']['acknowledged']}, lost "
              f"{report['history']['lost']}, duplicated {report['history']['duplicated']}, "
              f"refused {report['history']['refused']}, resent {report['resends']}; "
-             f"history problems {len(report['history']['problems'])}",
+             f"history problems {len(report['history']['problems'])} (stale writes "
+             f"{len(report['history']['problems'])}; fenced or ownership refusals "
+             f"{sum(report['errors'].get(r, 0) for r in FENCING)})",
              f"  audits match {sum(report['audits'].values())}/{len(report['audits'])}; "
              f"INTERNAL {report['internal']['count']}; read-your-writes found "
              f"{report['read_your_writes'].get('found', 0)}, missed "
