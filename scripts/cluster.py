@@ -366,11 +366,21 @@ def restore(layout: Layout, folder: Path) -> int:
         if role not in ("storage", "recall"):
             continue
         data = layout.data(name)
+        # A restore applies again the erasures made since the backup (docs/privacy.md):
+        # the shard's erasure log is kept aside before its data goes (a store older than
+        # erasures has none: restored as taken).
+        log = folder / f"{name}.erasures.jsonl"
+        kept = role == "storage" and (data / "store" / "erasures.jsonl").is_file()
+        if kept:
+            shutil.copyfile(data / "store" / "erasures.jsonl", log)
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
         if role == "storage":
             done = subprocess.run([*CLI, "restore", "--from", str(folder / f"{name}.backup"),
-                                   "--data", str(data)], capture_output=True, text=True)
+                                   "--data", str(data),
+                                   *(["--erasures", str(log)] if kept
+                                     else ["--without-erasures"])],
+                                  capture_output=True, text=True)
             if done.returncode:
                 say(f"restore of {name} failed: {done.stdout}{done.stderr}")
                 return 1

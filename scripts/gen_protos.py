@@ -1,42 +1,42 @@
-"""Generate Python gRPC stubs from protos/ into build/gen (never committed).
-
-Stubs are generated into a scratch folder and moved into place file by file
-(os.replace is atomic), so a process importing them meanwhile never sees a
-half-written module. Every generated package gets an __init__.py so
-`morphz.api.<service>.v1` imports as a regular package.
+"""Generate the Python gRPC stubs from protos/ for a development checkout (never committed),
+where the two editable installs find them: the public API's (`morphz.api.common`,
+`.transaction`, `.recall`, `.encoding`) in clients/python/build/gen for `morphz-client`,
+the internal storage API's in build/gen for the server. The builds of the two
+distributions generate the same files the same way (clients/python/build_stubs.py, run
+by each setup.py); scripts/bootstrap runs this on every set-up, since protos/ may have
+changed while the editable installs did not need to be redone.
 """
-import os
 import pathlib
+import shutil
 import sys
-import tempfile
-
-from grpc_tools import protoc
-import grpc_tools
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+import build_stubs  # noqa: E402
+
 PROTOS = ROOT / "protos"
-OUT = ROOT / "build" / "gen"
+SERVER_GEN = ROOT / "build" / "gen"
+CLIENT_GEN = ROOT / "clients" / "python" / "build" / "gen"
+
+
+def drop_old_layout() -> None:
+    """Before the split, build/gen held every service's stubs under regular packages
+    `morphz` and `morphz.api`: the server's editable install no longer maps them, but a
+    stray __init__.py would make a namespace package regular."""
+    api = SERVER_GEN / "morphz" / "api"
+    for init in (SERVER_GEN / "morphz" / "__init__.py", api / "__init__.py"):
+        init.unlink(missing_ok=True)
+    for folder in api.glob("*"):
+        if folder.is_dir() and folder.name not in build_stubs.INTERNAL:
+            shutil.rmtree(folder)
 
 
 def main() -> int:
-    files = sorted(str(p.relative_to(PROTOS)) for p in PROTOS.rglob("*.proto"))
-    well_known = pathlib.Path(grpc_tools.__file__).parent / "_proto"
-    OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=OUT.parent) as scratch:
-        args = ["protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={scratch}",
-                f"--pyi_out={scratch}", f"--grpc_python_out={scratch}", *files]
-        if protoc.main(args) != 0:
-            print("gen_protos: protoc failed", file=sys.stderr)
-            return 1
-        api = pathlib.Path(scratch) / "morphz" / "api"
-        for d in [api, *[p for p in api.rglob("*") if p.is_dir()]]:
-            (d / "__init__.py").touch()
-        for src in pathlib.Path(scratch).rglob("*"):
-            dest = OUT / src.relative_to(scratch)
-            if src.is_dir():
-                dest.mkdir(parents=True, exist_ok=True)
-            elif not dest.exists() or dest.read_bytes() != src.read_bytes():
-                os.replace(src, dest)
+    drop_old_layout()
+    build_stubs.generate(PROTOS, CLIENT_GEN,
+                         build_stubs.services(PROTOS, excluded=build_stubs.INTERNAL))
+    build_stubs.generate(PROTOS, SERVER_GEN,
+                         build_stubs.services(PROTOS, only=build_stubs.INTERNAL))
     return 0
 
 

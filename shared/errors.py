@@ -118,6 +118,13 @@ REASONS: dict[str, Status] = {
     "BACKUP_INVALID": Status.INVALID_ARGUMENT,    # not a backup, or of another format
     "BACKUP_CORRUPT": Status.DATA_LOSS,           # a backup whose bytes are not what it says
     "RESTORE_TARGET_NOT_EMPTY": Status.FAILED_PRECONDITION,
+    # the machine lacks what the server needs: PyICU, or the system ICU library it was
+    # built against (services/cli/entry.py says what to install)
+    "ICU_UNAVAILABLE": Status.FAILED_PRECONDITION,
+    # a restore re-applies the erasures made since the backup (docs/privacy.md): it
+    # needs their log, or an explicit --without-erasures; a file that is no such log
+    "ERASURE_LOG_REQUIRED": Status.FAILED_PRECONDITION,
+    "ERASURE_LOG_INVALID": Status.INVALID_ARGUMENT,
     "PROJECTION_MISMATCH": Status.INTERNAL,
     "INTERNAL": Status.INTERNAL,
     # context ownership (transaction instances run with --etcd)
@@ -142,6 +149,10 @@ REASONS: dict[str, Status] = {
     # a snapshot listing's pages (ListSnapshots): as RECALL_CURSOR_*
     "ENCODING_CURSOR_INVALID": Status.INVALID_ARGUMENT,
     "ENCODING_CURSOR_STALE": Status.FAILED_PRECONDITION,
+    # privacy (docs/privacy.md): an erasure says why; it takes what runtimes append (a
+    # runtime event, of no one's content, is not erasable)
+    "ERASE_REASON_REQUIRED": Status.INVALID_ARGUMENT,
+    "ERASE_NOT_ERASABLE": Status.FAILED_PRECONDITION,
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,

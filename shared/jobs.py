@@ -169,6 +169,15 @@ class JobRunner:
                 job.cancel.set()
             return job.view()
 
+    def forget_context(self, context: str) -> None:
+        """A deleted context's jobs: those running are asked to stop, every one is
+        forgotten (its id then answers JOB_NOT_FOUND)."""
+        with self._lock:
+            gone = [j for j in self._jobs.values() if j.context == context]
+            for j in gone:
+                j.cancel.set()
+                del self._jobs[j.id]
+
     def close(self, timeout: float = 10.0) -> None:
         """Cancel every job and wait (bounded) for their threads: at a server's stop."""
         with self._lock:

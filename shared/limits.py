@@ -1,7 +1,7 @@
 """Every limit a Morphz server enforces, by name (SEC-06).
 
 An error for a limit carries the limit's name in its details (`limit`) with its value
-(`max`), whatever its reason; README.md's "Limits" table lists them all (a test keeps
+(`max`), whatever its reason; docs/limits.md's table lists them all (a test keeps
 the two in step). The values here are the defaults; the server-wide ones (RPCs, bytes
 in flight, storage snapshots and watches) are ServerConfig fields and `morphz serve`
 flags. Nothing here imports gRPC.

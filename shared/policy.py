@@ -10,7 +10,9 @@ A grant is (principal, right, session). Rights:
   evaluation's scope, and every use of a snapshot whose scope revealed them), for the
   sessions it is granted on (an event: a session that sees it; frames, the shared Mind:
   any); without it such a request is FORBIDDEN, never silently redacted;
-- admin: all of the above, plus Audit, RebuildProjections, RebuildIndex, Set/GetPolicy.
+- admin: all of the above, plus Audit, RebuildProjections, RebuildIndex, Set/GetPolicy;
+- erase: Erase (docs/privacy.md); administrators hold it, and it may be granted alone
+  (on the whole context only).
 The session is '' for the whole context, or one session id: what an evaluation of that
 session may do. Committed Mind state (frames) is shared by every session, so any read
 grant reads frames; a session's evidence (events) reads only through that session's
@@ -37,7 +39,10 @@ from morphz.shared.mind.view import MindView
 
 READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN = ("read", "write", "recall", "encode", "reveal",
                                               "admin")
-RIGHTS = (READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN)
+# Erase content (docs/privacy.md):
+# administrators hold it; granted alone, it is a right on the whole context.
+ERASE = "erase"
+RIGHTS = (READ, WRITE, RECALL, ENCODE, REVEAL, ADMIN, ERASE)
 EVERYONE = "*"
 WHOLE = ""  # a grant's session: the whole context
 

@@ -18,6 +18,7 @@ from morphz.shared.grpc_errors import abort
 EXPENSIVE_METHODS = frozenset({
     "/morphz.api.transaction.v1.TransactionService/Audit",
     "/morphz.api.transaction.v1.TransactionService/RebuildProjections",
+    "/morphz.api.transaction.v1.TransactionService/Erase",
     "/morphz.api.transaction.v1.TransactionService/ListFrames",
     "/morphz.api.recall.v1.RecallService/Traverse",
     "/morphz.api.recall.v1.RecallService/RebuildIndex",

@@ -14,7 +14,7 @@ def event_bytes(storage, context: str, event_ref: str) -> bytes:
         raw = r.get("events", (seq,))
     record = json.loads(raw)
     fields = [(key, record[key]) for key in ("id", "time", "context")]
-    fields.append(("prev", record["data"]["prev"]))
+    fields.append(("link", record["data"]["link"]))
     for key, value in fields:
         token = f'"{key}":{json.dumps(value, ensure_ascii=False)}'.encode()
         assert raw.count(token) == 1, (key, raw)

@@ -70,12 +70,16 @@ class ServerProcess:
     (ARGS: a role and its flags, e.g. ["recall", "--storage", ADDR]; none: all-in-one).
     It listens on `listen`; set that to `address` to restart it on the same port.
     `auth`: the credentials this test's clients and health checks present to it;
-    `storage_address`: its storage listener's (all-in-one with --storage-listen)."""
+    `storage_address`: its storage listener's (all-in-one with --storage-listen).
+    `command`: the `morphz` to run (default: this venv's CLI module), in folder `cwd`."""
 
     def __init__(self, data_dir, env: dict | None = None, args: list[str] | None = None,
-                 listen: str = "127.0.0.1:0", auth: ClientAuth = PLAINTEXT) -> None:
+                 listen: str = "127.0.0.1:0", auth: ClientAuth = PLAINTEXT,
+                 command: list[str] | None = None, cwd: str | None = None) -> None:
         self.data_dir, self.env = str(data_dir), env or {}
         self.args, self.listen, self.auth = list(args or []), listen, auth
+        self.command = command or [sys.executable, "-m", "morphz.services.cli.main"]
+        self.cwd = cwd
         self.log_path = self.data_dir + ".stderr.log"  # every start appends its stderr
         self.proc = None
         self.address = self.storage_address = ""
@@ -84,9 +88,9 @@ class ServerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env, **extra_env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "morphz.services.cli.main", "serve", *self.args,
-                 "--listen", self.listen, "--data", self.data_dir],
-                stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+                [*self.command, "serve", *self.args, "--listen", self.listen,
+                 "--data", self.data_dir],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=self.cwd)
         line = self.proc.stdout.readline()
         assert line.startswith("morphz: serving on"), \
             f"server did not start: {line!r}\n{self.stderr()}"

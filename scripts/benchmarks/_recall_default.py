@@ -20,7 +20,7 @@ from typing import Callable
 
 from common import log, percentile
 
-POLL = 0.05
+POLL = 1.0
 
 
 def _p50(xs: list[float]) -> float:

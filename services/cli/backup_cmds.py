@@ -40,6 +40,15 @@ def add_commands(top, common: argparse.ArgumentParser,
                    "PostgreSQL store at --dsn, DIR left empty for the server's derived data")
     p.add_argument("--dsn", metavar="DSN", default="",
                    help="with --store postgres: the database's libpq connection string")
+    log = p.add_mutually_exclusive_group()
+    log.add_argument("--erasures", metavar="LOG", default="",
+                     help="the erasure log of the store the backup was taken from "
+                     "(DATA/store/erasures.jsonl; PostgreSQL: DATA/erasures.jsonl): each "
+                     "erasure it names is applied again to what the backup holds "
+                     "(docs/privacy.md); a restore needs it or --without-erasures")
+    log.add_argument("--without-erasures", action="store_true",
+                     help="restore the backup as it was taken, though erasures made since "
+                     "would come back (a store that never erased)")
     return ["backup", "restore"]
 
 
@@ -53,11 +62,41 @@ def run_backup(channel: grpc.Channel, args: argparse.Namespace) -> dict:
 
 
 def run_restore(args: argparse.Namespace) -> dict:
+    from morphz.services.storage import erasure_log
     from morphz.services.storage.backup import restore
     if (args.store == "postgres") != bool(args.dsn):
         raise MorphzError("CONTEXT_INPUT_INVALID", "--dsn goes with --store postgres, and "
                           "--store postgres needs --dsn", field="dsn")
-    return restore(args.source, args.data, args.dsn)
+    if not args.erasures and not args.without_erasures:
+        raise MorphzError("ERASURE_LOG_REQUIRED", "a backup holds what was erased after it "
+                          "was taken: give --erasures LOG, the erasure log of the store it "
+                          "was taken from (DATA/store/erasures.jsonl), so those erasures are "
+                          "applied again; or --without-erasures to restore it as taken",
+                          field="erasures")
+    lines = erasure_log.read(args.erasures) if args.erasures else []  # checked first
+    reply = restore(args.source, args.data, args.dsn)
+    if args.without_erasures:
+        return dict(reply, erasure_log="", erasures_reapplied=[])
+    return dict(reply, erasure_log=args.erasures,
+                erasures_reapplied=_reapply(reply, args, args.erasures, lines))
+
+
+def _reapply(restored: dict, args: argparse.Namespace, log: str, lines: list) -> list[dict]:
+    """The erasures of `lines` applied again to the restored store, whose own erasure log
+    starts as a copy of `log` (a later restore of an older backup of it needs those)."""
+    import shutil
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.transaction.core.reapply import reapply
+    if args.dsn:
+        from morphz.services.storage.postgres import PostgresStore  # only here: psycopg
+        store = PostgresStore(args.dsn, data_dir=restored["data"])
+    else:
+        store = LmdbStore(restored["store_dir"])
+    try:
+        shutil.copyfile(log, store.erasure_log.path)
+        return [r.plain() for r in reapply(store, lines)]
+    finally:
+        store.close()
 
 
 def render_backup(r: dict, out: TextIO) -> None:
@@ -69,6 +108,12 @@ def render_backup(r: dict, out: TextIO) -> None:
 def render_restore(r: dict, out: TextIO) -> None:
     print(f"restored {r['store_dir']}: feed head {r['feed_head']}, {r['contexts']} contexts, "
           f"backup taken at {r['taken_at']}", file=out)
+    if not r.get("erasure_log"):
+        print("restored as taken (--without-erasures): erasures made since, if any, are "
+              "not applied", file=out)
+    for e in r.get("erasures_reapplied", []):
+        print(f"re-applied in {e['context']} the erasure of {e['logged_at']}: "
+              f"{len(e['events'])} events ({' '.join(e['erasures'])})", file=out)
     store = " --store postgres --dsn DSN" if r["store_dir"] == "postgres" else ""
     print(f"serve it: morphz serve --data {r['data']}{store}", file=out)
 

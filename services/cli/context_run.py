@@ -1,15 +1,17 @@
 """`morphz context ACTION`: the commands of every service on one context (context_cmds.py
-for the transaction service's, recall_cmds.py, encoding_cmds.py, import_cmds.py), each run
+for the transaction service's, recall_cmds.py, encoding_cmds.py, import_cmds.py,
+privacy_cmds.py), each run
 as one call to its service, printed as text or JSON."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Callable, TextIO
 
 import grpc
 
 from morphz.services.cli import (context_cmds, encoding_cmds, import_cmds, job_cmds,
-                                 recall_cmds, space)
+                                 privacy_cmds, recall_cmds, space)
 from morphz.services.cli.common import always_ok, print_json
 from morphz.services.cli.connect import channel as connect_to, client_auth, server_for
 from morphz.services.cli.tracing import command_trace
@@ -19,7 +21,7 @@ from morphz.services.transaction.client import TransactionClient
 # its commands call), add_commands(add) -> names it added (add(name, help) returns a
 # subparser) and COMMANDS: name -> (call, text renderer, exit status of a reply); the
 # transaction service's calls take its client, the others' the channel.
-AREAS = (context_cmds, recall_cmds, encoding_cmds, import_cmds)
+AREAS = (context_cmds, recall_cmds, encoding_cmds, import_cmds, privacy_cmds)
 
 
 def add_command(top, common: argparse.ArgumentParser,
@@ -66,6 +68,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             channel.close()
     if getattr(args, "detach", False):  # a job's first look, whatever the command
         render, exit_status = job_cmds.render, always_ok
+    if args.action == "export":  # its stdout is the exported file: the summary goes aside
+        out = sys.stderr
     if args.format == "json":
         print_json(reply, out)
     else:

@@ -141,7 +141,9 @@ def render_audit(r: dict, out: TextIO) -> None:
         print(f"REPLAY FAILED: {r['replay_error']}", file=out)
     links = r.get("chain") or {}
     if links.get("match", True):
-        print(f"ok event chain ({links.get('checked', 0)} links)", file=out)
+        erased = links.get("erased", 0)
+        print(f"ok event chain ({links.get('checked', 0)} links"
+              + (f", {erased} erased events" if erased else "") + ")", file=out)
     else:
         print(f"BROKEN event chain at {links['first_broken']}: {links['problem']}", file=out)
 

@@ -16,8 +16,10 @@ from morphz.shared.limits import EVENT_TEXT_BYTES
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
 
-# What a line may hold (an input event); kind, session and text are required.
-FIELDS = ("kind", "session", "actor", "text", "occurred_at", "secret")
+# What a line may hold (an input event); kind, session and text are required. `erased`:
+# an export's placeholder for an event an erasure took (its text is the erased marker;
+# imported as it reads).
+FIELDS = ("kind", "session", "actor", "text", "occurred_at", "secret", "erased")
 KINDS = ("user-message", "tool-result", "approval", "external", "continuation")
 MAX_REPORTED = 20  # bad lines named in the error (the count says how many in all)
 
@@ -75,8 +77,9 @@ def _event(text: bytes) -> dict:
     for name in ("actor", "occurred_at"):
         if not isinstance(obj.get(name, ""), str):
             raise _bad(f"{name} must be a string", name)
-    if not isinstance(obj.get("secret", False), bool):
-        raise _bad("secret must be true or false", "secret")
+    for name in ("secret", "erased"):
+        if not isinstance(obj.get(name, False), bool):
+            raise _bad(f"{name} must be true or false", name)
     if obj["kind"] not in KINDS:
         raise _bad(f"kind must be one of {', '.join(KINDS)}", "kind")
     check_name(obj["session"], "session")

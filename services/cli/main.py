@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 from typing import Optional
 
 from morphz.services.cli import (backup_cmds, context_run, job_cmds, mcp_cmds, serve_cmd,
@@ -29,9 +30,18 @@ from morphz.services.transaction.client import DEFAULT_TIMEOUT
 from morphz.shared.errors import MorphzError
 
 
+def _version() -> str:
+    """The installed distribution's version (VERSION, when it was built)."""
+    try:
+        return metadata.version("morphz")
+    except metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="morphz", description="Morphz: a context store for AI agents.")
+    parser.add_argument("--version", action="version", version=_version())
     global_options(parser, {"format": "text",
                              "server": None,  # resolved by default_server()
                              "timeout": None,  # resolved by main(): a backup's is longer

@@ -54,7 +54,7 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--store", choices=("lmdb", "postgres"), default="lmdb",
                        help="all, storage: where the store keeps its data: lmdb (in the data "
                        "directory, the default) or postgres (a PostgreSQL 15 database at "
-                       "--dsn; README: The PostgreSQL store)")
+                       "--dsn; docs/storage.md)")
     serve.add_argument("--dsn", metavar="DSN", default="",
                        help="with --store postgres: the libpq connection string or URI "
                        "(a password is better kept in PGPASSWORD or ~/.pgpass than here)")
@@ -102,17 +102,17 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,
                        help="RPCs this process holds at once; more are refused "
-                       f"CONCURRENT_RPC_LIMIT (default: {CONCURRENT_RPCS.max}; README: Limits)")
+                       f"CONCURRENT_RPC_LIMIT (default: {CONCURRENT_RPCS.max}; docs/limits.md)")
     serve.add_argument("--max-bytes-in-flight", metavar="BYTES", type=_positive,
                        default=BYTES_IN_FLIGHT.max,
                        help="request bytes this process processes at once; a request that "
                        f"does not fit is refused BYTES_IN_FLIGHT_LIMIT (default: "
-                       f"{BYTES_IN_FLIGHT.max}; README: Limits)")
+                       f"{BYTES_IN_FLIGHT.max}; docs/limits.md)")
     serve.add_argument("--max-reply-bytes", metavar="BYTES", type=_positive,
                        default=REPLY_BYTES.max,
                        help="bytes of one reply message; a larger one is refused "
                        f"{REPLY_BYTES.reason}: ask for it in pages (default: "
-                       f"{REPLY_BYTES.max}; README: Limits)")
+                       f"{REPLY_BYTES.max}; docs/limits.md)")
     serve.add_argument("--reply-stall-seconds", metavar="S", type=float,
                        default=REPLY_STALL_SECONDS,
                        help="a reply its client has not read this long after it was ready is "
@@ -123,7 +123,7 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        default=EXPENSIVE_RPCS.max,
                        help="expensive calls this process runs at once (the other workers "
                        f"are kept for cheap calls); more are refused {EXPENSIVE_RPCS.reason} "
-                       f"(default: {EXPENSIVE_RPCS.max}; README: Limits)")
+                       f"(default: {EXPENSIVE_RPCS.max}; docs/limits.md)")
     serve.add_argument("--max-principal-rpcs", metavar="N", type=_positive,
                        default=PRINCIPAL_RPCS.max,
                        help="expensive calls one authenticated principal runs at once; more "

@@ -21,6 +21,7 @@ from morphz.shared.grpc_client import DEFAULT_TIMEOUT
 from morphz.shared.grpc_errors import call, from_rpc_error
 from morphz.shared.limits import SCAN_MANY_SCANS
 
+RECLAIM_TIMEOUT = 3600.0  # reclaim(): a whole store copied compacted
 PAGE_ROWS = 1000  # rows per Scan RPC (the server caps a page at MAX_SCAN_ROWS)
 GET_MANY_KEYS = 500  # keys per GetMany RPC (the server takes up to MAX_GET_MANY_KEYS)
 # A following Watch is reopened from where it stood this often, so no stream lives
@@ -60,7 +61,7 @@ class StorageClient(Store):
         deadline, carried by the call (at most this client's own)."""
         req = pb.CommitRequest(context=context, expect_commit_seq=expect_commit_seq, writes=[
             pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value,
-                     quarantine=w.quarantine) for w in writes],
+                     quarantine=w.quarantine, erase=w.erase) for w in writes],
             fence=fence)
         if timeout is not None:
             timeout = max(0.001, min(timeout, self._timeout)) if self._timeout else timeout
@@ -81,6 +82,18 @@ class StorageClient(Store):
         call(self._stub.PutRecords, pb.PutRecordsRequest(context=context, records=[
             pb.SideRecord(table=w.table, key=key_to_proto(w.key), value=w.value)
             for w in records]), timeout=self._timeout)
+    def delete_context(self, context: str) -> int:
+        return call(self._stub.DeleteContext, pb.DeleteContextRequest(context=context),
+                    timeout=max(self._timeout, RECLAIM_TIMEOUT)).position
+
+    def reclaim(self, context: str = "") -> dict:
+        """Store.reclaim on the storage service: a compacting rewrite of the store takes
+        about a backup's time, so its deadline is the longer of this client's and
+        RECLAIM_TIMEOUT."""
+        r = call(self._stub.Reclaim, pb.ReclaimRequest(context=context),
+                 timeout=max(self._timeout, RECLAIM_TIMEOUT))
+        return {"engine": r.engine, "bytes_before": r.bytes_before,
+                "bytes_after": r.bytes_after, "duration_ms": r.duration_ms} if r.engine else {}
 
     # -- admin -----------------------------------------------------------------------------
     def backup(self, chunk_bytes: int = 0) -> tuple[Manifest, Iterator[bytes]]:

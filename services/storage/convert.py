@@ -28,7 +28,8 @@ def key_to_proto(key: Key) -> list[common_pb2.KeyPart]:
 
 def change_to_proto(c: Change) -> pb.Change:
     return pb.Change(position=c.position, context=c.context, commit_seq=c.commit_seq,
-                     events=c.events, frames=c.frames)
+                     events=c.events, frames=c.frames, erased=c.erased,
+                     erased_frames=c.erased_frames, deleted=c.deleted)
 
 
 def page_to_proto(page: FeedPage) -> pb.WatchResponse:
@@ -38,7 +39,9 @@ def page_to_proto(page: FeedPage) -> pb.WatchResponse:
 
 def page_from_proto(r: pb.WatchResponse) -> FeedPage:
     return FeedPage([Change(c.position, c.context, c.commit_seq, tuple(c.events),
-                            tuple(c.frames)) for c in r.changes], r.head, r.store)
+                            tuple(c.frames), tuple(c.erased), tuple(c.erased_frames),
+                            c.deleted)
+                     for c in r.changes], r.head, r.store)
 
 
 def manifest_to_proto(m: Manifest) -> pb.BackupManifest:

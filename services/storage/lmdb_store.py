@@ -16,26 +16,31 @@ from one read transaction, which commits do not wait for.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from itertools import islice, takewhile
 from typing import Iterator, Optional
 
 import lmdb
-import msgspec
 
+from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
+from morphz.shared.lmdb_compact import rewrite_compacted
+from morphz.shared.reader_gate import ReaderGate
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, fenced, quarantine_key,
-                                       quarantine_missing)
+                                       check_write, context_not_found, erase_missing,
+                                       fenced, pack_change, quarantine_key,
+                                       quarantine_missing, unpack_change)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -46,6 +51,9 @@ _log = logging.getLogger("morphz.storage")
 # A whole-prefix scan reads its first 16 rows one at a time, then runs of 64, 256 and
 # 1,024 keys (_scan_runs).
 _FIRST_RUN, _LONGEST_RUN = 16, 1024
+
+
+_ERASE = object()  # an encoded write's "append-only" place: an erasure's rewrite
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class _Submission(Ticket):
         super().__init__()
         self.context, self.expect, self.encoded, self.fence = context, expect, encoded, fence
         self.change = change  # its keys; position and commit_seq are set when it applies
+        self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
         # Set by the leader that applied it, which holds the leader lock its waiter takes
         # next: a plain flag (an Event was only ever polled, for 7 us per commit).
         self.done = False
@@ -87,52 +96,14 @@ def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
-# A feed record: compact JSON, {"c": context, "s": commit_seq, "e": events, "f": frames},
-# keys in that order. msgspec writes the bytes json.dumps(ensure_ascii=False, compact)
-# wrote (ints and strings only), at a fraction of the cost: one per commit.
-_encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder().decode
-
-
-def _pack_change(c: Change) -> bytes:
-    return _encode_json({"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames})
-
-
-def _unpack_change(position: int, raw: bytes) -> Change:
-    d = _decode_json(raw)
-    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
-
-
-class _ReaderGate:
-    """Lets the map be resized only while no read transaction is open in this process
-    (LMDB's rule for mdb_env_set_mapsize)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._closed = False
-
-    def enter(self) -> None:
-        with self._cond:
-            while self._closed:
-                self._cond.wait()
-            self._readers += 1
-
-    def leave(self) -> None:
-        with self._cond:
-            self._readers -= 1
-            self._cond.notify_all()
-
-    def exclusive(self, action) -> None:
-        with self._cond:
-            self._closed = True
-            try:
-                while self._readers:
-                    self._cond.wait()
-                action()
-            finally:
-                self._closed = False
-                self._cond.notify_all()
+def _delete_under(txn: lmdb.Transaction, db, prefix: bytes) -> None:
+    """Delete every row of `db` whose key starts with `prefix`."""
+    cur = txn.cursor(db=db)
+    if not cur.set_range(prefix):
+        return
+    while cur.key().startswith(prefix):
+        if not cur.delete():  # (moves to the next row)
+            break
 
 
 class LmdbStore(Store):
@@ -140,13 +111,36 @@ class LmdbStore(Store):
                  max_map_size: int = DEFAULT_MAX_MAP_SIZE, quota: int = 0,
                  sync: bool = True, faults: Faults = NO_FAULTS) -> None:
         os.makedirs(path, exist_ok=True)
-        map_size = min(map_size, max_map_size)  # the first size, doubled up to the max
-        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
-                              max_readers=512, sync=sync, metasync=sync, subdir=True)
+        self._path = os.path.abspath(path)
+        self._sync = sync
+        self._open_env(path, min(map_size, max_map_size))  # the first size, doubled up to the max
         # Reader slots of processes that died (SIGKILL) would pin old pages forever.
         stale = self._env.reader_check()
         if stale:
             _log.warning("cleared %d stale LMDB reader slot(s) left by dead processes", stale)
+        with self._env.begin() as txn:
+            last = txn.cursor(db=self._feed)
+            self._head = int.from_bytes(last.key(), "big") if last.last() else 0
+            store_id = txn.get(_STORE_ID, db=self._store)
+        self._id = store_id.decode() if store_id else self.renew_identity()
+        self.erasure_log = ErasureLog(path)
+        self._feed_moved = threading.Condition()
+        self._max_map_size = max_map_size
+        # The quota and the disk's free bytes bound the live pages (space.py).
+        self.space = Space(path, quota=quota)
+        with self._env.begin() as txn:
+            self._live, self._unmeasured = self._live_bytes(txn), 0
+        self._faults = faults
+        self._gate = ReaderGate()
+        self._queue: list[_Submission] = []
+        self._queue_lock = threading.Lock()
+        self._leader = threading.Lock()  # one group-commit leader at a time
+        self.stats = {"write_transactions": 0, "commits": 0}  # group-commit effectiveness
+
+    def _open_env(self, path: str, map_size: int) -> None:
+        self._env = lmdb.open(path, map_size=map_size, max_dbs=len(TABLES) + 8,
+                              max_readers=512, sync=self._sync, metasync=self._sync,
+                              subdir=True)
         self._dbs = {name: self._env.open_db(name.encode()) for name in TABLES}
         self._version = self._env.open_db(_VERSION_DB)
         self._feed = self._env.open_db(_FEED_DB)
@@ -156,27 +150,10 @@ class LmdbStore(Store):
         self._all_dbs = [*self._dbs.values(), self._version, self._feed, self._feed_ctx,
                          self._fence, self._store]
         self._psize = self._env.stat()["psize"]
-        with self._env.begin() as txn:
-            last = txn.cursor(db=self._feed)
-            self._head = int.from_bytes(last.key(), "big") if last.last() else 0
-            store_id = txn.get(_STORE_ID, db=self._store)
-        self._id = store_id.decode() if store_id else self.renew_identity()
-        self._feed_moved = threading.Condition()
-        self._max_map_size = max_map_size
-        # The quota and the disk's free bytes bound the live pages (space.py).
-        self.space = Space(path, quota=quota)
-        with self._env.begin() as txn:
-            self._live, self._unmeasured = self._live_bytes(txn), 0
-        self._faults = faults
-        self._gate = _ReaderGate()
-        self._queue: list[_Submission] = []
-        self._queue_lock = threading.Lock()
-        self._leader = threading.Lock()  # one group-commit leader at a time
-        self.stats = {"write_transactions": 0, "commits": 0}  # group-commit effectiveness
 
     @property
     def path(self) -> str:
-        return self._env.path()
+        return self._path  # (not the environment's: reclaim() closes it a moment)
 
     @property
     def map_size(self) -> int:
@@ -216,6 +193,30 @@ class LmdbStore(Store):
         return {"feed_head": head, "contexts": contexts, "store": self._id,
                 "taken_at": taken_at.isoformat(timespec="microseconds")}
 
+    def reclaim(self, context: str = "") -> dict:
+        """Store.reclaim (of the whole environment, whichever context): its compacting
+        copy replaces the data file (shared/lmdb_compact.py). Commits wait (the
+        group-commit leader lock is held) and so do reads (no read transaction may be open
+        in this process when the environment is closed): for the copy's time, about that
+        of a backup."""
+        started = time.monotonic()
+        path, done = self._path, []
+
+        def swap() -> None:
+            map_size, closed = self.map_size, []
+            try:
+                done.append(rewrite_compacted(self._env, lambda: closed.append(True)))
+            finally:  # once closed, opened again whatever happened: the old file or the copy
+                if closed:
+                    self._open_env(path, map_size)
+            with self._env.begin() as txn:
+                self._live, self._unmeasured = self._live_bytes(txn), 0
+        with self._leader:
+            self._gate.exclusive(swap)
+        (before, after), = done
+        return {"engine": "lmdb", "bytes_before": before, "bytes_after": after,
+                "duration_ms": int((time.monotonic() - started) * 1000)}
+
     def reader(self, context: str) -> "LmdbReader":
         return LmdbReader(self, context)
 
@@ -227,6 +228,32 @@ class LmdbStore(Store):
     def _commit_seq(self, txn: lmdb.Transaction, context: str) -> int:
         raw = txn.get(keys.context_prefix(context), db=self._version)
         return int.from_bytes(raw, "big") if raw else 0
+
+    def delete_context(self, context: str) -> int:
+        """Store.delete_context, in one write transaction (commits wait for it)."""
+        prefix = keys.context_prefix(context)
+        with self._leader:
+            with self._env.begin(write=True) as txn:
+                if txn.get(prefix, db=self._version) is None:
+                    raise context_not_found(context)
+                for db in self._dbs.values():
+                    _delete_under(txn, db, prefix)
+                cur = txn.cursor(db=self._feed_ctx)
+                if cur.set_range(prefix):
+                    for k, pos in list(cur):
+                        if not k.startswith(prefix):
+                            break
+                        txn.delete(pos, db=self._feed)
+                        txn.delete(k, db=self._feed_ctx)
+                txn.delete(prefix, db=self._version)
+                head = self._head + 1
+                txn.put(_u64(head), pack_change(Change(head, context, 0, deleted=True)),
+                        db=self._feed)
+                self._live, self._unmeasured = self._live_bytes(txn), 0
+            with self._feed_moved:
+                self._head = head
+                self._feed_moved.notify_all()
+        return head
 
     # -- the change feed --------------------------------------------------------------
     def feed_head(self) -> int:
@@ -245,13 +272,13 @@ class LmdbStore(Store):
                         if not k.startswith(prefix) or len(out) >= limit:
                             break
                         position = int.from_bytes(pos, "big")
-                        out.append(_unpack_change(position, txn.get(pos, db=self._feed)))
+                        out.append(unpack_change(position, txn.get(pos, db=self._feed)))
                 return FeedPage(out, r.commit_seq, self._id)
             cur = txn.cursor(db=self._feed)
             head = int.from_bytes(cur.key(), "big") if cur.last() else 0
             if cur.set_range(first):
                 for k, raw in cur:
-                    out.append(_unpack_change(int.from_bytes(k, "big"), raw))
+                    out.append(unpack_change(int.from_bytes(k, "big"), raw))
                     if len(out) >= limit:
                         break
             return FeedPage(out, head, self._id)
@@ -278,6 +305,10 @@ class LmdbStore(Store):
             if w.quarantine:
                 encoded.append((db, True, w.table, keys.encode_in(prefix, w.key),
                                 _Quarantine(w, prefix)))
+                continue
+            if w.erase:  # an existing row rewritten, even of an append-only table
+                encoded.append((db, _ERASE, w.table, keys.encode_in(prefix, w.key),
+                                (w.value, w.key)))
                 continue
             encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
                             w.value))
@@ -322,6 +353,7 @@ class LmdbStore(Store):
                         raise
                     for sub in batch:  # the aborted attempt left nothing: try again
                         sub.result = sub.error = None
+                        sub.erased = []
         except lmdb.MapFullError:
             self._refuse_all(batch, self.space.refuse("map", 0, self._estimate()))
         except lmdb.Error as e:
@@ -410,11 +442,22 @@ class LmdbStore(Store):
                     continue
                 child = self._env.begin(write=True, parent=txn)
                 try:
-                    for db, append_only, table, key, value in sub.encoded:
+                    for _, append_only, table, key, value in sub.encoded:
+                        # (the handle of this environment: reclaim() may have opened
+                        # another since the write was encoded)
+                        db = self._dbs[table]
                         if isinstance(value, _Quarantine):
                             self._move_aside(child, db, key, value, current + 1)
                             continue
-                        if append_only:  # a new row only: a put that overwrites nothing
+                        if append_only is _ERASE:
+                            old = child.get(key, db=db)
+                            if old is None:
+                                raise erase_missing(Write(table, (), None))
+                            child.put(key, value[0], db=db)
+                            if table == "events":  # for the erasure log
+                                sub.erased.append((value[1][0],
+                                                   hashlib.sha256(old).hexdigest()))
+                        elif append_only:  # a new row only: a put that overwrites nothing
                             if value is None or not child.put(key, value, db=db,
                                                               overwrite=False):
                                 raise MorphzError("STORAGE_APPEND_ONLY",
@@ -427,14 +470,14 @@ class LmdbStore(Store):
                     child.put(prefix, _u64(current + 1), db=self._version)
                     if sub.fence > highest:
                         child.put(prefix, _u64(sub.fence), db=self._fence)
-                    c = sub.change
-                    change = Change(head + 1, c.context, current + 1, c.events, c.frames)
-                    child.put(_u64(change.position), _pack_change(change), db=self._feed)
+                    change = replace(sub.change, position=head + 1, commit_seq=current + 1)
+                    child.put(_u64(change.position), pack_change(change), db=self._feed)
                     child.put(prefix + _u64(current + 1), _u64(change.position),
                               db=self._feed_ctx)
                 except MorphzError as e:
                     child.abort()
                     sub.error = e
+                    sub.erased = []
                     continue
                 except BaseException:
                     child.abort()
@@ -445,6 +488,10 @@ class LmdbStore(Store):
                 head += 1
             adds = any(_adds(sub) for sub in batch if sub.error is None)
             live, unmeasured = self._live_after(txn, before, batch, adds)  # or STORAGE_FULL
+            logged = [(sub.context, sub.result, sub.erased) for sub in batch
+                      if sub.erased and sub.result is not None]
+            if logged:  # before the commit: never an erasure the log lacks
+                self.erasure_log.append(self._id, logged)
             self._faults.hit("after-puts-before-commit")
         self._live, self._unmeasured = live, unmeasured
         self.space.committed(adds)
@@ -472,8 +519,8 @@ class LmdbStore(Store):
             return
         child = self._env.begin(write=True, parent=txn)
         try:
-            for db, _, table, key, value in sub.encoded:
-                if not child.put(key, value, db=db, overwrite=False):
+            for _, _, table, key, value in sub.encoded:  # this environment's handles
+                if not child.put(key, value, db=self._dbs[table], overwrite=False):
                     child.abort()
                     sub.error = MorphzError("STORAGE_APPEND_ONLY",
                                             f"table {table} is append-only", table=table)

@@ -165,7 +165,7 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
     def Commit(self, request, context):
         check_name(request.context, "context")
         writes = [Write(w.table, key_from_proto(w.key), w.value if w.HasField("value") else None,
-                        w.quarantine)
+                        w.quarantine, w.erase)
                   for w in request.writes]
         # A remote writer pipelines a context's commits (each built on the one before and
         # sent without waiting for it), so one may arrive before its predecessor: a batch
@@ -261,6 +261,18 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             with self._guard:
                 self._watchers.discard(stop)
             self._watch_slots.release()
+
+    @rpc_boundary
+    def DeleteContext(self, request, context):
+        check_name(request.context, "context")
+        return pb.DeleteContextResponse(position=self._store.delete_context(request.context))
+
+    @rpc_boundary
+    def Reclaim(self, request, context):
+        if request.context:
+            check_name(request.context, "context")
+        done = self._store.reclaim(request.context)
+        return pb.ReclaimResponse(**done)
 
     @rpc_stream_boundary
     def Backup(self, request, context):

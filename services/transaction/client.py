@@ -13,20 +13,21 @@ principal, the services' own, says the same. No service acts for a user at anoth
 no acting-for principal travels in metadata."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Iterator, Optional, Union
 
 import grpc
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import tx_to_proto
+from morphz.services.transaction.core.erase_select import Selector
 from morphz.services.transaction.core.txlang import Tx
 from morphz.api.common.v1 import common_pb2 as common
 from morphz.shared.auth import Caller
 from morphz.shared.job_messages import job_reply
 from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import call
+from morphz.shared.grpc_errors import call, from_rpc_error
 from morphz.shared.protojson import to_plain
 
 
@@ -138,6 +139,30 @@ class TransactionClient:
 
     def list_contexts(self) -> dict:
         return self._call("ListContexts", pb.ListContextsRequest)
+
+    def export(self, context: str, *, since: str = "", until: str = "",
+               reveal_secrets: bool = False) -> Iterator[dict]:
+        """The export's pages (TransactionCore.export), as they come: the whole stream
+        has this client's deadline."""
+        request = build_request(pb.ExportRequest, context=context, since=since, until=until,
+                                reveal_secrets=reveal_secrets)
+        try:
+            for page in self._stub.Export(request, timeout=self._timeout):
+                yield to_plain(page)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def delete_context(self, context: str, reason: str) -> dict:
+        return self._call("DeleteContext", pb.DeleteContextRequest, context=context,
+                          reason=reason)
+
+    def erase(self, context: str, selector: Selector, reason: str, *,
+              dry_run: bool = False) -> dict:
+        return self._call("Erase", pb.EraseRequest, context=context, refs=list(selector.refs),
+                          session=selector.session, actor=selector.actor,
+                          kinds=list(selector.kinds), phrase=selector.phrase,
+                          since=selector.since, until=selector.until, reason=reason,
+                          dry_run=dry_run)
 
     # -- server-side jobs: kind "audit" or "rebuild-projections" (shared/jobs.py) ------------
     def start_job(self, context: str, kind: str) -> dict:

@@ -6,10 +6,11 @@ from morphz.api.transaction.v1 import transaction_pb2_grpc as pb_grpc
 from morphz.services.transaction.convert import (
     append_item_from_proto, append_to_proto, commit_to_proto, result_to_proto, tx_from_proto)
 from morphz.services.transaction.core.engine import TransactionCore
+from morphz.services.transaction.core.erase_select import Selector
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc_auth import caller_of
 from morphz.shared.grpc_deadline import deadline_of
-from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
 from morphz.shared.values import ContextName
@@ -115,6 +116,33 @@ class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
     def GetPolicy(self, request, context):
         return result_to_proto(self._core.get_policy(_context(request), caller=caller_of(context)),
                           pb.Policy)
+
+    @rpc_boundary
+    def Erase(self, request, context):
+        selector = Selector(refs=tuple(request.refs), session=request.session,
+                            actor=request.actor, kinds=tuple(request.kinds),
+                            phrase=request.phrase, since=request.since, until=request.until)
+        return result_to_proto(self._core.erase(
+            _context(request), selector, request.reason, dry_run=request.dry_run,
+            caller=caller_of(context), deadline=deadline_of(context)), pb.Erasure)
+
+    @rpc_stream_boundary
+    def Export(self, request, context):
+        for page in self._core.export(_context(request), since=request.since,
+                                      until=request.until,
+                                      reveal_secrets=request.reveal_secrets,
+                                      caller=caller_of(context),
+                                      deadline=deadline_of(context)):
+            if not context.is_active():
+                return
+            yield result_to_proto(page, pb.ExportPage)
+
+    @rpc_boundary
+    def DeleteContext(self, request, context):
+        done = self._core.delete_context(_context(request), request.reason,
+                                         caller=caller_of(context))
+        self._jobs.forget_context(done.context)
+        return result_to_proto(done, pb.ContextDeleted)
 
     @rpc_boundary
     def ListContexts(self, request, context):

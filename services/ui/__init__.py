@@ -1,2 +1,2 @@
-"""`morphz ui`: a read-only web inspector over the Python client (see README, "Inspect a
-context in the browser")."""
+"""`morphz ui`: a read-only web inspector over the Python client (see
+docs/inspector.md)."""

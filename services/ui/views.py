@@ -127,7 +127,10 @@ class Reader:
         return {"ref": e.ref, "seq": e.seq, "event_kind": e.kind, "session": e.session,
                 "actor": e.actor, "state": e.state, "time": e.time,
                 "occurred_at": e.occurred_at, "secret": e.secret,
-                "protected": e.protected, **preview(e.text)}
+                "protected": e.protected,
+                # the erasure that took its content (its text is the erased marker)
+                "erased": e.erased.erasure if e.HasField("erased") else "",
+                **preview(e.text)}
 
     # -- views ------------------------------------------------------------------------------
     def contexts(self) -> dict:

@@ -4,7 +4,6 @@ Storage treats them as opaque bytes; this module is their only schema.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,6 +31,9 @@ CONTEXT_CREATED, ACTIVATION, DELIVERY, CONTEXT_TX = (
     "context-created", "activation", "delivery", "context-tx")
 # A change of the context's policy (who may do what), made by an administrator.
 POLICY = "policy"
+# An erasure of content (administrators, with a reason): what it took, by digest
+# (shared/mind/envelope.py; PRIV-01, PRIV-02).
+ERASURE = "erasure"
 # Where an event's `data` keeps when it happened at its source (an append's occurred_at);
 # absent: it happened when it was recorded (`time`).
 OCCURRED_AT = "occurred_at"
@@ -75,8 +77,9 @@ class Meta:
     revision: int = 0
     tick: int = 0
     next_seq: int = 0
-    # SHA-256 (hex) of the last event's stored bytes; the next event records it as
-    # data["prev"], chaining the history (audit verifies every link).
+    # What the next event links with (shared/mind/envelope.py): the last event's envelope
+    # hash once `links_from` is set, else the SHA-256 of its stored bytes (the link of a
+    # store written before envelopes). Audit verifies every link.
     chain: str = ""
     activations: int = 0
     # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
@@ -86,6 +89,9 @@ class Meta:
     # contexts created since; older ones count their rows. Stored only when true, so a
     # meta written before keeps its bytes.
     counts: bool = False
+    # The seq of the first event linked by envelope; None: none is (a store written before
+    # envelopes), and then the row holds no such field, as it was written.
+    links_from: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,10 @@ class Frame:
     retire: Optional[RetireRequest] = None
     generation: int = 0  # retire requests made so far; a due entry names one
     changed_at: int = 0  # context revision of the last change
+    # The erasure (@eN) that took this version's body, derived only from erased events:
+    # the frame keeps its place, sources and relations; its body is "". Stored only when
+    # set, so a frame's row keeps the bytes it had before erasures existed.
+    erased: str = ""
 
     def size(self) -> int:
         """Bytes this frame occupies in an encoding (id + body)."""
@@ -231,11 +241,6 @@ def plain(obj: Any) -> Any:
     return {k: v if type(v) in _SCALARS else plain(v) for k, v in items}
 
 
-def event_hash(raw: bytes) -> str:
-    """The link to an event in the history's chain: SHA-256 of its stored bytes."""
-    return hashlib.sha256(raw).hexdigest()
-
-
 _encode = msgspec.json.Encoder(order="sorted").encode
 _EXACT = frozenset((str, int, bool, type(None)))
 
@@ -245,12 +250,38 @@ def dumps(rec: Any) -> bytes:
     into the history's chain and compared by audit, so they never change: msgspec writes
     them (many times json's speed) when it writes what json would, else json does."""
     kind = type(rec)
-    if kind is Meta and not rec.counts or kind is Session and rec.pending is None:
+    if kind is Meta:
+        unkept = _meta_unkept(rec)
+        if unkept:  # the bytes a meta had before these fields
+            rec = {k: v for k, v in vars(rec).items() if k not in unkept}
+    elif kind is Session and rec.pending is None:
         rec = {k: v for k, v in vars(rec).items() if k not in _UNKEPT}  # bytes as before
+    elif kind is Frame:
+        if _frame_exact(rec):  # `erased` unset: its key and value cut from the bytes (no
+            raw = _encode(rec)  # quote stands unescaped in a JSON string: only the key's)
+            return raw if rec.erased else raw.replace(b',"erased":""', b"", 1)
+        rec = frame_row(rec)
+    elif kind is Checkpoint:
+        rec = dict(vars(rec), frames=[frame_row(f) for f in rec.frames])
     if _exact(rec):
         return _encode(rec)
     return json.dumps(plain(rec), ensure_ascii=False, separators=(",", ":"),
                       sort_keys=True).encode()
+
+
+def _meta_unkept(m: "Meta") -> tuple[str, ...]:
+    """A meta's fields stored only once set: `counts` while false, `links_from` while None."""
+    return ("counts",) * (not m.counts) + ("links_from",) * (m.links_from is None)
+
+
+def frame_row(f: "Frame") -> Any:
+    """What a frame stores: its fields, `erased` only when set (dumps)."""
+    if f.erased:
+        return f
+    d = dict(vars(f))
+    if d.get("erased") == "":
+        del d["erased"]
+    return d
 
 
 def _frame_exact(f: "Frame") -> bool:
@@ -260,7 +291,8 @@ def _frame_exact(f: "Frame") -> bool:
     return (len(f.__dict__) == _FRAME_FIELDS and type(f.id) is str and type(f.body) is str
             and type(f.revision) is int and type(f.state) is str
             and type(f.protected) is bool and type(f.generation) is int
-            and type(f.changed_at) is int and type(f.sources) is list
+            and type(f.changed_at) is int and type(f.erased) is str
+            and type(f.sources) is list
             and (not f.sources or all(type(s) is str for s in f.sources))
             and (r is None or _exact(r)))
 
@@ -294,7 +326,7 @@ def _exact(obj: Any) -> bool:
 
 
 _FRAME_FIELDS = len(Frame.__dataclass_fields__)
-_UNKEPT = ("counts", "pending", "waiting")  # fields stored only where they are kept
+_UNKEPT = ("pending", "waiting")  # a session's fields stored only where they are kept
 NEW_OBSERVATION = dumps(Observation())  # every input's first observation row: made once
 _decode = msgspec.json.Decoder().decode
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Optional
 import msgspec
 
 from morphz.shared.deadline import NEVER, Deadline
-from morphz.shared.mind import receipts, records as R
+from morphz.shared.mind import envelope, receipts, records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key, Write
 from morphz.shared.storage.overlay import Overlay, OverlayReader
@@ -58,6 +58,7 @@ class ReplayedMind(MindState):
         if self.raw is None:  # a stored event is read from the history (_HistoryReader)
             self._put("events", (ev.seq,), R.dumps(ev))
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
+        self.note_link(self.require_meta(ev.context), ev)
 
 
 class _HistoryReader(OverlayReader):
@@ -125,7 +126,8 @@ class ReplayRows:
     def result(self, meta: Optional[R.Meta], last: Optional[R.Event]) -> Rows:
         """Every audited table's rows, the meta (chained to the last event) written once."""
         if meta is not None:
-            meta.chain = R.event_hash(R.dumps(last))
+            meta.chain = envelope.next_link(vars(last), R.dumps(last),
+                                            envelope.LINK in last.data)
             self._rows.put("meta", (), R.dumps(meta))
         return {t: self._rows.present(t) for t in AUDITED}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from morphz.shared import sexpr
-from morphz.shared.mind import records as R
+from morphz.shared.mind import envelope, records as R
 
 SECRET = sexpr.Symbol("secret")
 # Canonical text renders a secret part as `(secret` + space or `)`: a cheap test before
@@ -23,6 +23,19 @@ _OPENING = "(secret"
 _BODY_OPS = ("create", "derive", "revise")
 # Stored text passed the writer's limits; these only bound the reader's own work.
 _STORED = sexpr.Limits(max_bytes=1 << 30, max_depth=256, max_nodes=1 << 30)
+
+
+def erased_marker(erasure: str) -> str:
+    """What every reader shows of content an erasure took (PRIV-01): never the text,
+    only that it was erased and by which erasure (@eN: who, why, when)."""
+    return f"[erased {erasure}]"
+
+
+def erasure_of(data: Mapping[str, Any]) -> str:
+    """The erasure (@eN) that last took an event's content; '' for one never erased."""
+    m = data.get(envelope.ERASED)
+    by = m.get("by") if isinstance(m, dict) else None
+    return by[-1] if isinstance(by, list) and by else ""
 
 
 def marker(ref: str = "") -> str:
@@ -57,6 +70,11 @@ def has_secret(text: str) -> bool:
     return redact_nodes(nodes, "x") != nodes
 
 
+def shown_body(f: R.Frame, reveal: bool = False) -> str:
+    """frame_body of a frame record: the erased marker where an erasure took its body."""
+    return erased_marker(f.erased) if f.erased else frame_body(f.id, f.body, reveal)
+
+
 def frame_body(frame_id: str, body: str, reveal: bool = False) -> str:
     """A frame's canonical body with each secret part replaced by `"[secret ID]"`."""
     if reveal or _OPENING not in body:
@@ -86,8 +104,11 @@ def _tx_text(seq: int, text: str) -> str:
 
 def event_text(seq: int, kind: str, text: str, data: Mapping[str, Any],
                reveal: bool = False) -> str:
-    """An event's text as readers show it: `[secret @eN]` for a secret event, secret
-    parts redacted in a transaction's text, anything else as stored."""
+    """An event's text as readers show it: `[erased @eN]` for an event an erasure took
+    (revealing shows nothing more: nothing is left), `[secret @eN]` for a secret event,
+    secret parts redacted in a transaction's text, anything else as stored."""
+    if kind != R.CONTEXT_TX and envelope.ERASED in data:
+        return erased_marker(erasure_of(data))
     if reveal:
         return text
     if is_secret_event(data):

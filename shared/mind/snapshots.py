@@ -15,6 +15,8 @@ by when the snapshot was frozen (microseconds since the epoch, UTC) and its id. 
 holds the encoding service's summary of the record (bytes it decodes itself)."""
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Optional, Type, TypeVar, Union
 
@@ -141,6 +143,24 @@ class SnapshotRepository:
             except UnicodeDecodeError:
                 raise snapshot_corrupt(snapshot_id, "not JSON: the body is not UTF-8") from None
         return StoredSnapshot(snapshot_id, head, body if newline else None)
+
+
+_REF = re.compile(rb'"@e([0-9]{1,18})"')
+_FRAME_INPUT = re.compile(rb'\{"id":("(?:[^"\\]|\\.)*"),"revision":([0-9]{1,18})[,}]')
+
+
+def showing(view: MindView, seqs: set[int], frames: set[tuple[str, int]]) -> list[str]:
+    """The snapshots that showed an event of `seqs` or a frame at a frame revision of
+    `frames` ((id, frame revision)): what an erasure lists of the encodings that showed
+    what it takes. Read as text (every ref a record holds, every frame input's id and
+    revision), not decoded: a record is the encoding service's to decode."""
+    out = []
+    for snapshot_id, raw in view.snapshot_rows():
+        raw = bytes(raw)
+        if any(int(s) in seqs for s in _REF.findall(raw)) or any(
+                (json.loads(i), int(r)) in frames for i, r in _FRAME_INPUT.findall(raw)):
+            out.append(snapshot_id)
+    return out
 
 
 def decode(text: Union[bytes, str], type_: Type[T], snapshot_id: str) -> T:

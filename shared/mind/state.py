@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, NamedTuple, Optional
 
 from morphz.shared.storage.api import Key, Reader, Write
-from morphz.shared.mind import receipts, records as R
+from morphz.shared.mind import envelope, receipts, records as R
 from morphz.shared.mind.view import MindView
 from morphz.shared.storage.overlay import Overlay, overlay_scan
 
@@ -25,6 +25,7 @@ class MindState(MindView):
         super().__init__(reader)
         self._overlay = Overlay()
         self._quarantined: list[tuple[str, Key]] = []
+        self._erasing: set[tuple[str, Key]] = set()  # rows an erasure rewrites
 
     # -- raw access -------------------------------------------------------------
     def _get(self, table: str, key: Key) -> Optional[bytes]:
@@ -74,6 +75,9 @@ class MindState(MindView):
     def writes(self) -> list[Write]:
         if self._meta is not None:
             self._put("meta", (), R.dumps(self._meta))
+        if self._erasing:
+            return [w._replace(erase=True) if (w.table, w.key) in self._erasing else w
+                    for w in self._overlay.writes()]
         if not self._quarantined:  # every commit but a rebuild's: the list as made
             return self._overlay.writes()
         moved = set(self._quarantined)  # first: a later write may reuse the key
@@ -85,12 +89,49 @@ class MindState(MindView):
     def init_meta(self, meta: R.Meta) -> None:
         self._meta = meta
 
+    # -- what an erasure rewrites (services/transaction/core/erasure.py) ------------------
+    # Each row keeps its key; the write is flagged as an erasure's (Write.erase), which
+    # may rewrite an event and which the change feed names for derived data to drop.
+    def _erase_put(self, table: str, key: Key, raw: bytes) -> None:
+        self._put(table, key, raw)
+        self._erasing.add((table, key))
+
+    def erase_event(self, ev: R.Event) -> bytes:
+        """A stored event whose content an erasure took, rewritten (seq, id, envelope
+        kept); its new bytes."""
+        raw = R.dumps(ev)
+        self._erase_put("events", (ev.seq,), raw)
+        return raw
+
+    def erase_frame_version(self, f: R.Frame, current: bool) -> None:
+        """A frame version whose body an erasure took; `current`: it is the frame's
+        present version too (put_frame wrote both rows alike)."""
+        raw = R.dumps(f)
+        self._erase_put("frame_versions", (f.id, f.changed_at), raw)
+        if current:
+            self._erase_put("frames", (f.id,), raw)
+            self._frames[f.id] = f
+
+    def erase_checkpoint(self, cp: R.Checkpoint) -> None:
+        self._erase_put("checkpoints", (cp.name,), R.dumps(cp))
+
     # -- events and observations -------------------------------------------------
     def add_event(self, ev: R.Event) -> None:
         raw = R.dumps(ev)
         self._put("events", (ev.seq,), raw)
         self._put("event_ids", (ev.id,), str(ev.seq).encode())
-        self.require_meta(ev.context).chain = R.event_hash(raw)
+        meta = self.require_meta(ev.context)
+        enveloped = self.note_link(meta, ev)
+        meta.chain = envelope.next_link(vars(ev), raw, enveloped)
+
+    @staticmethod
+    def note_link(meta: R.Meta, ev: R.Event) -> bool:
+        """Whether `ev` is linked by envelope; the first one is recorded in the meta."""
+        if envelope.LINK not in ev.data:
+            return False
+        if meta.links_from is None:
+            meta.links_from = ev.seq
+        return True
 
     def add_observation(self, seq: int) -> None:
         """A new input's observation: put_observation(seq, Observation()), its bytes

@@ -11,7 +11,7 @@ import json
 from typing import Iterable, Iterator, Optional, TypeVar, Union
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind import receipts, records as R
+from morphz.shared.mind import envelope, receipts, records as R
 from morphz.shared.storage.api import Key, Reader
 
 T = TypeVar("T")
@@ -199,6 +199,16 @@ class MindView:
         for _, raw in self._scan("events"):
             yield R.loads(R.Event, raw)
 
+    def prefetch_events(self, seqs: Iterable[int]) -> None:
+        """Read these events ahead, in one round trip where the store is remote."""
+        self.prefetch_tables({"events": [(seq,) for seq in seqs]})
+
+    def event_record(self, seq: int) -> tuple[Optional[R.Event], Optional[bytes]]:
+        """A copy of the stored event of its own (a caller may change it: an erasure)
+        and its stored bytes; (None, None) when there is none."""
+        raw = self._get("events", (seq,))
+        return (R.loads(R.Event, raw), raw) if raw is not None else (None, None)
+
     def event_row(self, seq: int) -> Optional[bytes]:
         """One event's stored bytes, undecoded."""
         return self._get("events", (seq,))
@@ -206,6 +216,12 @@ class MindView:
     def event_rows(self) -> Iterator[tuple[Key, bytes]]:
         """The stored event rows, undecoded, in seq order."""
         return self._scan("events")
+
+    def envelope_link(self, seq: int) -> str:
+        """What an event after stored event `seq` links with: its envelope hash
+        (envelope.py), whichever way it was itself linked."""
+        raw = self.event_row(seq)
+        return envelope.next_link(R.decode_json(raw), raw, True)
 
     def observation(self, seq: int) -> Optional[R.Observation]:
         return R.loads(R.Observation, self._get("observations", (seq,)))
@@ -290,6 +306,12 @@ class MindView:
             return R.loads(R.Frame, raw)
         return None
 
+    def frame_versions(self) -> Iterator[R.Frame]:
+        """Every stored version of every frame: by frame id, then context revision (an
+        erasure's plan reads them all)."""
+        for _, raw in self._scan("frame_versions"):
+            yield R.loads(R.Frame, raw)
+
     def last_version(self, frame_id: str) -> Optional[R.Frame]:
         rows = list(self._scan("frame_versions", (frame_id,)))
         return R.loads(R.Frame, rows[-1][1]) if rows else None
@@ -333,6 +355,10 @@ class MindView:
 
     def checkpoint(self, name: str) -> Optional[R.Checkpoint]:
         return R.loads(R.Checkpoint, self._get("checkpoints", (name,)))
+
+    def checkpoints(self) -> Iterator[R.Checkpoint]:
+        for _, raw in self._scan("checkpoints"):
+            yield R.loads(R.Checkpoint, raw)
 
     def checkpoint_revisions(self) -> list[list]:
         """[name, revision] of every checkpoint, without decoding the Minds they hold."""
@@ -461,6 +487,11 @@ class MindView:
 
     def prefetch_idempotency(self, request_ids: Iterable[str]) -> None:
         self.prefetch("idempotency", [(r,) for r in request_ids])
+
+    def snapshot_rows(self) -> Iterator[tuple[str, bytes]]:
+        """Every encoding snapshot's id and stored bytes (shared/mind/snapshots.py)."""
+        for (snapshot_id,), raw in self._scan("snapshots"):
+            yield snapshot_id, raw
 
     def snapshot_row(self, snapshot_id: str) -> Optional[bytes]:
         """An encoding snapshot's stored bytes (shared/mind/snapshots.py reads them)."""

@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, Optional, TypeVar, Union
 
+import msgspec
+
 from morphz.shared.errors import MorphzError
 
 Key = tuple[Union[str, int], ...]
@@ -74,6 +76,15 @@ class Write(NamedTuple):
     # this commit makes + table + key): how a repair takes out a stray row, even from an
     # append-only table, without losing it.
     quarantine: bool = False
+    # An erasure's rewrite of a row whose content it took (docs/privacy.md): the row must
+    # exist, and may be one of an append-only table (an event); the change feed names it
+    # as erased, so derived data drops what it held of the row.
+    erase: bool = False
+
+
+# The tables an erasure rewrites rows of: events, and frames with their versions and
+# the checkpoints that copied them.
+ERASABLE_TABLES = frozenset({"events", "frames", "frame_versions", "checkpoints"})
 
 
 # The tables whose keys a change names: what recall indexes.
@@ -85,23 +96,39 @@ FEED_PAGE = 500  # changes per page of the change feed
 class Change:
     """One committed batch in the change feed. `position` orders all commits of the
     store (1, 2, ...); `commit_seq` is the context's version the batch made. `events` and
-    `frames` are the keys it wrote (put or deleted) in those tables."""
+    `frames` are the keys it wrote (put or deleted) in those tables; `erased` and
+    `erased_frames` those an erasure rewrote (of a frame: any of its versions), whose
+    earlier content derived data must drop wherever it kept it."""
     position: int
     context: str
     commit_seq: int
     events: tuple[int, ...] = ()
     frames: tuple[str, ...] = ()
+    erased: tuple[int, ...] = ()
+    erased_frames: tuple[str, ...] = ()
+    # The context was deleted (Store.delete_context): derived data drops all of it. Its
+    # commit_seq is 0; a context made again under the name starts at 1.
+    deleted: bool = False
 
 
 def check_write(w: Write) -> None:
     """A commit's write beyond its table: the keys the change feed names (an event's
     seq, a frame's id) have their one shape; a quarantine write names another table's row
-    and carries no value."""
+    and carries no value; an erasure's rewrite, a row of a table it may rewrite, and a
+    value."""
     kind = _FEED_KEY.get(w.table)
     if kind is not None and not (len(w.key) == 1 and type(w.key[0]) is kind):
         raise MorphzError("STORAGE_KEY_INVALID", f"a {w.table} key is one "
                           f"{kind.__name__}", table=w.table)
     check_quarantine(w)
+    if w.erase and (w.table not in ERASABLE_TABLES or w.value is None or w.quarantine):
+        raise MorphzError("STORAGE_TABLE_INVALID", "an erasure rewrites a row of "
+                          f"{', '.join(sorted(ERASABLE_TABLES))} with a value",
+                          table=w.table[:80])
+
+
+def erase_missing(w: Write) -> MorphzError:
+    return MorphzError("STORAGE_KEY_MISSING", f"no row to erase in {w.table}", table=w.table)
 
 
 _FEED_KEY = {"events": int, "frames": str}
@@ -127,13 +154,49 @@ def quarantine_missing(w: Write) -> MorphzError:
 def change_of(position: int, context: str, commit_seq: int, writes: list[Write]) -> Change:
     """The feed entry of one batch of writes (every store derives it the same way)."""
     events, frames = set(), set()
+    erased: set[int] = set()
+    erased_frames: set[str] = set()
     for w in writes:  # one pass: a large transaction's writes are many
         table = w.table
         if table == "events":
             events.add(w.key[0])
         elif table == "frames":
             frames.add(w.key[0])
-    return Change(position, context, commit_seq, tuple(sorted(events)), tuple(sorted(frames)))
+        if w.erase:
+            if table == "events":
+                erased.add(w.key[0])
+            elif table in ("frames", "frame_versions"):
+                erased_frames.add(w.key[0])
+    return Change(position, context, commit_seq, tuple(sorted(events)), tuple(sorted(frames)),
+                  tuple(sorted(erased)), tuple(sorted(erased_frames)))
+
+
+# A feed record as stores keep it: compact JSON, {"c": context, "s": commit_seq, "e":
+# events, "f": frames}, keys in that order, and "x"/"y" (erased events / frames) only when
+# the commit erased some. msgspec writes the bytes json.dumps(ensure_ascii=False,
+# compact) wrote (ints and strings only), at a fraction of the cost: one per commit.
+_encode_feed = msgspec.json.Encoder().encode
+_decode_feed = msgspec.json.Decoder().decode
+
+
+def pack_change(c: Change) -> bytes:
+    d = {"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames}
+    if c.erased or c.erased_frames:
+        d.update(x=c.erased, y=c.erased_frames)
+    if c.deleted:
+        d["d"] = 1
+    return _encode_feed(d)
+
+
+def unpack_change(position: int, raw: bytes) -> Change:
+    d = _decode_feed(raw)
+    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]),
+                  tuple(d.get("x", ())), tuple(d.get("y", ())), bool(d.get("d")))
+
+
+def context_not_found(context: str) -> MorphzError:
+    return MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} does not exist",
+                       context=context[:80])
 
 
 @dataclass(frozen=True)
@@ -305,6 +368,23 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def contexts(self) -> list[str]: ...
+
+    def delete_context(self, context: str) -> int:
+        """Remove every row of the context (every table, its version and its entries in
+        the change feed) and add one feed entry saying it went (Change.deleted): what
+        `morphz context delete` does (docs/privacy.md, PRIV-05). The highest fencing token
+        it accepted stays, so a former owner cannot write into a context made again under
+        the name. CONTEXT_NOT_FOUND when there is none. The deletion's feed position."""
+        raise MorphzError("INTERNAL", f"{type(self).__name__} cannot delete a context")
+
+    def reclaim(self, context: str = "") -> dict:
+        """Rewrite the store so that the bytes of rows it deleted or rewrote (an
+        erasure's, in `context`) are in none of its files, as an erasure does before it
+        reports done (PRIV-03); commits and reads wait meanwhile where the engine needs
+        them to (LMDB: its compacting copy replaces the data file). What it did
+        ({"engine", "bytes_before", "bytes_after", "duration_ms"}); an in-memory store
+        has no files."""
+        return {}
 
     # -- the change feed -------------------------------------------------------------------
     @abc.abstractmethod

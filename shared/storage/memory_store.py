@@ -11,7 +11,8 @@ from typing import Iterator, Optional
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, StaleRead, Store, Write, change_of,
-                                       check_write, fenced, quarantine_key,
+                                       check_write, context_not_found, erase_missing,
+                                       fenced, quarantine_key,
                                        quarantine_missing)
 from morphz.shared.errors import MorphzError
 
@@ -28,6 +29,7 @@ class MemoryStore(Store):
         # taken, as an LMDB read transaction would (they do not move a version).
         self._side_puts = 0
         self._born: dict[tuple[str, bytes], int] = {}
+        self._deleted_at: dict[str, int] = {}  # context -> its last deletion's position
 
     def reader(self, context: str) -> "MemoryReader":
         return MemoryReader(self, context)
@@ -58,7 +60,10 @@ class MemoryStore(Store):
                                                        *quarantine_key(w, current + 1))))] = row
                     staged[(w.table, k)] = None
                     continue
-                if TABLES[w.table] and (w.value is None or row is not None):
+                if w.erase:  # an existing row rewritten, even of an append-only table
+                    if row is None:
+                        raise erase_missing(w)
+                elif TABLES[w.table] and (w.value is None or row is not None):
                     raise MorphzError("STORAGE_APPEND_ONLY", f"table {w.table} is append-only",
                                       table=w.table)
                 staged[(w.table, k)] = w.value
@@ -74,6 +79,22 @@ class MemoryStore(Store):
             self._feed_moved.notify_all()
             return current + 1
 
+    def delete_context(self, context: str) -> int:
+        """Store.delete_context; the feed keeps the context's earlier entries (a list:
+        positions are indexes), but its own feed starts after the deletion."""
+        with self._lock:
+            if context not in self._versions:
+                raise context_not_found(context)
+            prefix = keys.encode((context,))
+            for rows in self._tables.values():
+                for k in [k for k in rows if k.startswith(prefix)]:
+                    del rows[k]
+            del self._versions[context]
+            self._feed.append(Change(len(self._feed) + 1, context, 0, deleted=True))
+            self._deleted_at[context] = len(self._feed)
+            self._feed_moved.notify_all()
+            return len(self._feed)
+
     def feed_head(self) -> int:
         return len(self._feed)
 
@@ -82,7 +103,9 @@ class MemoryStore(Store):
         with self._lock:
             if not context:
                 return FeedPage(self._feed[after:after + limit], len(self._feed))
-            mine = [c for c in self._feed if c.context == context and c.commit_seq > after]
+            since = self._deleted_at.get(context, 0)
+            mine = [c for c in self._feed[since:] if c.context == context and
+                    c.commit_seq > after]
             return FeedPage(mine[:limit], self._versions.get(context, 0))
 
     def wait_changes(self, after: int, timeout: float) -> int:

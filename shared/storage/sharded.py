@@ -81,6 +81,16 @@ class ShardedStore(Store):
     def put_records(self, context: str, records: list[Write]) -> None:
         self._for(context, place=True).put_records(context, records)
 
+    def delete_context(self, context: str) -> int:
+        return self._for(context).delete_context(context)
+
+    def reclaim(self, context: str = "") -> dict:
+        """The context's shard's (every shard's, for no context)."""
+        if context:
+            return self._for(context).reclaim(context)
+        done = [s.reclaim() for s in self.shard_stores().values()]
+        return done[0] if len(done) == 1 else {}
+
     def contexts(self) -> list[str]:
         return sorted({c for s in self.shard_stores().values() for c in s.contexts()})
 

@@ -70,6 +70,10 @@ def requests(world: dict, who: str) -> dict[str, dict]:
         TX + "RebuildProjections": c,
         TX + "SetPolicy": dict(c, op="grant", principal="dave", rights=["read"]),
         TX + "GetPolicy": c,
+        TX + "Erase": dict(c, refs=["@e1"], dryRun=True),  # what it would take: nothing goes
+        # a context of alice's made for it (_setup): the others are refused one they lack
+        TX + "DeleteContext": {"context": f"sec-del-{who}", "reason": "matrix"},
+        TX + "Export": c,
         TX + "ListContexts": {},
         TX + "StartJob": dict(c, kind="audit"),
         TX + "GetJob": {"id": world["tx_job"]},
@@ -134,6 +138,7 @@ def _setup(address: str, auth_of) -> dict:
     snapshot = EncodingClient(auth_of("alice").channel(address), timeout=30).compile(
         CTX, "main")
     TransactionClient(auth_of("bob").channel(address), timeout=30).create_context(OTHER)
+    alice.create_context("sec-del-alice")  # what the matrix deletes as alice
     recall = RecallClient(auth_of("alice").channel(address), timeout=30)
     jobs = {"tx_job": alice.start_job(CTX, "audit")["id"],
             "recall_job": recall.start_job(CTX, "rebuild-index")["id"]}
@@ -237,6 +242,38 @@ def test_sec_01_session_bound_principal_acts_only_as_its_session(worlds):
         assert info.value.reason == "FORBIDDEN"
     audit = TransactionClient(auth_of("alice").channel(address), timeout=30).audit(CTX)
     assert audit["match"]  # policy events replay like every other
+
+
+@in_process_too
+def test_priv_01_erase_is_an_administrators_right_that_may_be_granted_alone(worlds):
+    """Erasing needs the `erase` right: administrators hold it, a principal may be granted
+    it alone (on the whole context, never one session); one with every other right but it
+    is refused, even the dry run, and an erasure without a reason is refused too."""
+    from morphz.services.transaction.core.erase_select import Selector
+    address, auth_of, _ = worlds["tokens"]
+    alice = TransactionClient(auth_of("alice").channel(address), timeout=30)
+    context = "sec-erase"
+    alice.create_context(context)
+    ref = alice.append_event(context, "main", "user-message", "carol's note")["ref"]
+    alice.set_policy(context, "grant", "carol", ["read", "write", "recall", "encode",
+                                                 "reveal"])
+    with pytest.raises(MorphzError) as info:
+        alice.set_policy(context, "grant", "erin", ["erase"], "main")
+    assert info.value.reason == "CONTEXT_INPUT_INVALID"
+    with auth_of("carol").channel(address) as ch:
+        carol = TransactionClient(ch, timeout=30)
+        for dry in (True, False):
+            with pytest.raises(MorphzError) as info:
+                carol.erase(context, Selector(refs=(ref,)), "mine", dry_run=dry)
+            assert (info.value.reason, info.value.details["right"]) == ("FORBIDDEN", "erase")
+        alice.set_policy(context, "grant", "carol", ["erase"])
+        with pytest.raises(MorphzError) as info:
+            carol.erase(context, Selector(refs=(ref,)), "  ")
+        assert info.value.reason == "ERASE_REASON_REQUIRED"
+        done = carol.erase(context, Selector(refs=(ref,)), "mine")
+        assert done["events"] == [ref]
+        assert carol.get_event(context, ref)["erased"]["by"] == "carol"
+    assert alice.audit(context)["match"]
 
 
 # -- SEC-02: scoped references ----------------------------------------------------------------

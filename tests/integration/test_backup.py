@@ -44,6 +44,9 @@ def backup(path, address: str | None = None, env: dict | None = None) -> dict:
 
 
 def restored(path, data, *flags: str) -> dict:
+    """`morphz restore` of a backup (as taken unless `flags` give an erasure log)."""
+    if not any(f.startswith("--erasures") for f in flags):
+        flags = ("--without-erasures", *flags)
     proc = run_cli("restore", "--from", str(path), "--data", str(data), "--format=json",
                    *flags)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
@@ -181,7 +184,8 @@ def test_dur_06_restore_refuses_a_non_empty_target_and_a_file_not_a_backup(
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
-    err = assert_error(run_cli("restore", "--from", str(good), "--data", str(occupied)),
+    err = assert_error(run_cli("restore", "--from", str(good), "--data", str(occupied),
+                               "--without-erasures"),
                        "FAILED_PRECONDITION", "RESTORE_TARGET_NOT_EMPTY")
     assert err["details"]["entries"] == ["notes.txt"]
     assert [p.name for p in occupied.iterdir()] == ["notes.txt"]
@@ -216,7 +220,8 @@ def test_dur_06_restore_refuses_a_non_empty_target_and_a_file_not_a_backup(
     ]
     for path, reason in cases:
         target = tmp_path / f"target-{secrets.token_hex(4)}"
-        proc = run_cli("restore", "--from", str(path), "--data", str(target))
+        proc = run_cli("restore", "--from", str(path), "--data", str(target),
+                       "--without-erasures")
         err = assert_error(proc, "INVALID_ARGUMENT" if reason == "BACKUP_INVALID"
                            else "DATA_LOSS", reason)
         assert not target.exists(), (path, err)  # nothing is left behind
@@ -288,7 +293,8 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     assert (store.feed_head() > saved) == (feed == "past")
     core = follow(store, tx, tmp_path / "recall", then=lambda: tx.append_event(
         "c", "s1", "user-message", "after note last", caller=IN_PROCESS_CALLER))
-    words = {w: [h.ref for h in core.search("c", w, limit=50,
+    # Lexical: which words the index holds (a hybrid search adds vector hits and neighbours).
+    words = {w: [h.ref for h in core.search("c", w, limit=50, mode="lexical",
                                             caller=IN_PROCESS_CALLER).results]
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)

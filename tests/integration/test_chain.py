@@ -1,6 +1,8 @@
 """Integrity of the history (issue 11 item 7): each event records the hash of its
-predecessor's stored bytes, and audit reports the first link an edit outside the
-transaction path broke — an event rewritten in place, removed, or slipped in."""
+predecessor's envelope (issue 55: seq, kind, session, actor, times, request id, causal
+refs, its own link and the SHA-256 of its stored bytes), and audit reports the first
+link an edit outside the transaction path broke — an event rewritten in place, removed,
+or slipped in."""
 from __future__ import annotations
 
 import hashlib
@@ -27,17 +29,30 @@ def test_every_event_links_to_its_predecessor_and_audit_checks_the_links(server_
     story(c)
     report = c.audit(CTX)
     assert report["match"] and report["chain"] == {
-        "match": True, "checked": 5, "first_broken": "", "problem": ""}
+        "match": True, "checked": 6, "erased": 0, "first_broken": "", "problem": ""}
     srv.stop()
     store = LmdbStore(f"{srv.data_dir}/store")
     try:
         with store.reader(CTX) as r:
             rows = list(r.scan("events"))
+        assert json.loads(rows[0][1])["data"]["link"] == ""
         for (seq,), raw in rows[1:]:
-            prev = rows[seq - 1][1]
-            assert json.loads(raw)["data"]["prev"] == hashlib.sha256(prev).hexdigest()
+            assert json.loads(raw)["data"]["link"] == envelope_of(rows[seq - 1][1])
     finally:
         store.close()
+
+
+def envelope_of(raw: bytes) -> str:
+    """The envelope hash of a stored event, computed here from its fields as docs/privacy.md
+    states it: SHA-256 of the compact JSON, keys sorted, of the envelope's fields with the
+    SHA-256 of the event's stored bytes as its content."""
+    ev = json.loads(raw)
+    fields = {k: ev[k] for k in ("seq", "id", "kind", "context", "session", "actor", "time",
+                                 "request_id", "causal_refs")}
+    fields.update(occurred_at=ev["data"].get("occurred_at", ""), link=ev["data"]["link"],
+                  content=hashlib.sha256(raw).hexdigest())
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @pytest.mark.parametrize("damage", ["edit", "remove-last-but-one", "append-unlinked",

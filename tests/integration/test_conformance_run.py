@@ -86,8 +86,12 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
     data = shlex.quote(str(tmp / "data"))
     backup = shlex.join(["sh", "-c", f"rm -f {shard} && {cli} backup --to {shard} "
                                      f"--server {storage}"])
-    restore = shlex.join(["sh", "-c", f"rm -rf {data} && {cli} restore --from {shard} "
-                                      f"--data {data}"])
+    # The erasure log is kept aside before the data folder goes, as an operator would
+    # (a restore applies again the erasures made since the backup: docs/privacy.md).
+    log = shlex.quote(str(tmp / "erasures.jsonl"))
+    restore = shlex.join(["sh", "-c", f"cp {data}/store/erasures.jsonl {log} && rm -rf {data} "
+                                      f"&& {cli} restore --from {shard} --data {data} "
+                                      f"--erasures {log}"])
     proxy = Proxy(server, fault).start() if fault is not None else None
     report = tmp / "report.json"
     token_file = tmp / "token"

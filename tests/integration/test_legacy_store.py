@@ -78,3 +78,40 @@ def test_audit_01_a_store_written_before_accepts_new_commits(client):
     assert receipt["revision"] == status["revision"] + 1
     assert client.get_frame(context, "upgraded")["sources"] == [ev["ref"]]
     _audit_matches(client, context)
+
+
+def test_priv_02_envelope_links_begin_where_the_meta_records_after_a_store_written_before(
+        tmp_path):
+    """The store's events link by their predecessor's stored bytes (`prev`); the first
+    event written since links to its predecessor's envelope (`link`), the meta records
+    that seq, and audit verifies both kinds in one chain."""
+    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.shared.mind import envelope, records as R
+
+    shutil.copytree(FIXTURE / "datadir", tmp_path / "data")
+    server = ServerProcess(tmp_path / "data").start()
+    context = RECORDED["contexts"][2]
+    try:
+        c = server.client()
+        before = c.status(context)["event_count"]
+        c.append_event(context, "s1", "user-message", "after the upgrade")
+        c.append_event(context, "s1", "user-message", "and once more")
+        report = c.audit(context)
+        assert report["match"] and report["chain"]["checked"] == before + 1, report
+        c.close()
+    finally:
+        assert server.stop() == 0, server.stderr()
+    store = LmdbStore(str(tmp_path / "data" / "store"))
+    try:
+        with store.reader(context) as r:
+            rows = [raw for _, raw in r.scan("events")]
+            meta = R.loads(R.Meta, r.get("meta", ()))
+    finally:
+        store.close()
+    data = [json.loads(raw)["data"] for raw in rows]
+    assert all("prev" in d and "link" not in d for d in data[1:before])
+    assert meta.links_from == before and data[before]["link"] == envelope.next_link(
+        json.loads(rows[before - 1]), rows[before - 1], True)
+    assert data[before + 1]["link"] == envelope.next_link(json.loads(rows[before]),
+                                                          rows[before], True)
+    assert meta.chain == envelope.next_link(json.loads(rows[-1]), rows[-1], True)

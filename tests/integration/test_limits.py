@@ -1,6 +1,6 @@
 """Every limit is explicit and named in its error (SEC-06); malformed, oversized or hostile
 requests get a structured error and the server keeps serving, its memory where it was
-(SEC-03). Limits: shared/limits.py and README.md's "Limits" table.
+(SEC-03). Limits: shared/limits.py and docs/limits.md's table.
 
 Per-request limits are checked on the session's servers (either topology), each one
 unit over and at the limit, then a normal request. The server-wide ones, and memory,
@@ -36,8 +36,8 @@ from tests.ports import free_address
 from tests.topology import ServerProcess
 
 KiB, MiB = 1 << 10, 1 << 20
-README = Path(__file__).resolve().parents[2] / "README.md"
-# What README.md's Limits section promises for 8 concurrent near-limit appends (see there).
+LIMITS_DOC = Path(__file__).resolve().parents[2] / "docs" / "limits.md"
+# What docs/limits.md promises for 8 concurrent near-limit appends (see there).
 PEAK_CEILING = 768 * MiB
 KEPT_CEILING = 64 * MiB
 MALFORMED = 100_000  # undecodable requests in the RSS test
@@ -361,11 +361,11 @@ def test_sec_03_inspect_index_shows_no_server_path(endpoints, mind):
     assert not status["path"].startswith("/") and status["path"].startswith("recall/")
 
 
-def test_sec_06_readme_lists_every_limit():
-    section = README.read_text().split("## Limits", 1)[1].split("\n## ", 1)[0]
+def test_sec_06_the_limits_page_lists_every_limit():
+    section = LIMITS_DOC.read_text().split("\n## ", 1)[0]  # the page up to its first section
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*$", section, re.M)}
     for limit in L.ALL:
-        assert limit.name in rows, f"{limit.name} is not in README's Limits table"
+        assert limit.name in rows, f"{limit.name} is not in docs/limits.md's table"
         assert f"`{limit.reason}`" in rows[limit.name], rows[limit.name]
     assert set(rows) == set(L.BY_NAME)
 
@@ -526,7 +526,7 @@ def test_sec_03_100000_malformed_requests_leave_rss_flat(serve):
 def test_sec_06_eight_concurrent_near_limit_appends_stay_under_the_ceiling(serve):
     """8 appends of a text just under event_text_bytes at once: the bytes in flight budget
     lets two at a time through (the others are refused BYTES_IN_FLIGHT_LIMIT and retry),
-    so the server's peak RSS stays within README's ceiling over its idle RSS (LMDB's
+    so the server's peak RSS stays within docs/limits.md's ceiling over its idle RSS (LMDB's
     pages of what was written included), and its anonymous memory comes back to within
     64 MiB of idle (before: +0.9 GB kept)."""
     server = serve()

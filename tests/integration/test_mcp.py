@@ -405,3 +405,34 @@ def test_mcp_02_output_over_byte_limit_is_paged_with_cursor_never_cut(mcp_open, 
             replay = alice.replay_snapshot(context, snapshot)
             assert text == replay.text
     run(scenario)
+
+
+def test_priv_01_mcp_tools_show_an_erased_item_as_erased_never_its_text(
+        mcp_open, context, alice):
+    """After an erasure (made through the client: MCP offers none), every tool and
+    resource that shows the erased event or the frame derived from it shows the erased
+    marker, never the text."""
+    planted = "parcel locker 8812 at the station"
+    ref = alice.append_event(context, session="main", kind="user-message", text=planted).ref
+    alice.commit(context, f"(context-tx (base-version 0) (derive parcel (from {ref}) "
+                          f'(where "{planted}")))')
+    erasure = alice.erase(context, refs=[ref], reason="asked to forget").erasures[0]
+    marker = f"[erased {erasure}]"
+
+    async def scenario():
+        async with mcp_open("alice", context) as mcp:
+            seen = [await mcp.ok("morphz_recall_read", ref=ref),
+                    await mcp.ok("morphz_frame", id="parcel"),
+                    await mcp.ok("morphz_recall_search", query="parcel locker station"),
+                    await mcp.ok("morphz_recall_traverse", frame="parcel",
+                                 include_events=True),
+                    await mcp.ok("morphz_encoding"),
+                    (await mcp.session.read_resource(
+                        f"morphz://{context}/events/{ref}")).contents[0].text,
+                    (await mcp.session.read_resource(
+                        f"morphz://{context}/mind")).contents[0].text]
+            text = json.dumps(seen)
+            assert "8812" not in text and "locker" not in text
+            assert seen[0]["text"] == marker and seen[1]["body"] == marker
+            assert marker in seen[4]["text"]
+    run(scenario)

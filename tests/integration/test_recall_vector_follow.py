@@ -277,3 +277,45 @@ def test_hyb_08_the_vector_leg_reports_its_pace_and_the_time_to_go_and_a_write_i
         hit = next(h for h in reply.results if h.ref == written.ref)
         assert hit.vector_rank >= 1
         assert core.inspect("c", caller=ME).vectors.eta_seconds == 0
+
+
+def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_path):
+    """A turn's text is embedded in three passages (core/passages.py): its own two (as
+    said, and read after the turn before it) and the next turn's context passage. Erasing
+    it takes all three from the vector cache (the leg keeps each row's passage digests:
+    index/passage_marks.py) and keeps every passage that never held it; the rebuild after
+    the erasure embeds the next turn again, with the erased turn's marker for context."""
+    from morphz.services.recall.core.passages import said
+    from morphz.services.recall.index.vector_cache import identity_key, text_key
+    from morphz.services.transaction.core.erase_select import Selector
+    gate = str(tmp_path / "gate")
+    os.makedirs(gate)
+    open(os.path.join(gate, "open"), "w").close()
+    embedder = GatedEmbedder(gate)
+    with recall_stack(tmp_path, embedder) as (tx, indexer, core):
+        tx.create_context("c", caller=ME)
+        texts = ["the crates left the dock", "my card number is 4111-PLANTED", "the van waits"]
+        refs = [tx.append_event("c", "s1", "user-message", t, actor="mara", caller=ME).ref
+                for t in texts]
+        until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
+        own = [said(t, "mara") for t in texts]
+        held = [own[1], f"{own[0]}\n{own[1]}", f"{own[1]}\n{own[2]}"]  # the planted text's
+        kept = [own[0], own[2]]
+        prefix = identity_key(embedder.identity.label())
+        cache = indexer._vectors._cache
+
+        def cached(text: str) -> bool:
+            return cache.get_many(prefix, [text_key(text)])[0] is not None
+        assert all(cached(t) for t in held + kept)
+        before = embedded(gate)
+        tx.erase("c", Selector(refs=(refs[1],)), "the user asked", caller=ME)
+        until(lambda: core.inspect("c", caller=ME).erasure_pending == 0
+              and core.inspect("c", caller=ME).vectors.lag == 0)
+        assert not any(cached(t) for t in held), [t for t in held if cached(t)]
+        assert all(cached(t) for t in kept)
+        # The third turn was embedded again as said alone: the erased turn before it has
+        # no text left to give it context.
+        assert "PLANTED" not in core.read("c", refs[1], caller=ME).text
+        # One text more was embedded: the erasure event's own; the third turn's as said was
+        # in the cache, and the erased turn's empty text embeds nothing.
+        assert embedded(gate) == before + 1

@@ -48,8 +48,9 @@ def authenticated_everywhere(got: dict) -> dict:
 @in_process_too
 def test_sec_01_every_public_rpc_needs_a_valid_bearer_token(token_server, certs):
     calls = rpcs(*PUBLIC)
-    # transaction, recall, encoding, policy; the job RPCs of transaction and recall
-    assert len(calls) == 15 + 5 + 8 + 1 + 4 + 4
+    # transaction (Erase, DeleteContext, Export), recall, encoding (ListSnapshots,
+    # ShowEvaluation), policy; the job RPCs of transaction and recall
+    assert len(calls) == 18 + 5 + 8 + 1 + 4 + 4
     for auth in (certs.anonymous(),  # no credentials
                  certs.anonymous(token="not-a-token-of-this-server-0000")):  # a bad token
         assert refused_everywhere(answers(auth, token_server.address, calls),

@@ -167,6 +167,70 @@ def test_quarantine_only_moves_an_existing_row_and_never_its_own(store):
     assert read(store, "c", "frames", ("g",)) is None and rows(store, "c", "quarantine") == []
 
 
+def test_priv_03_an_erasure_rewrites_an_existing_row_of_any_erasable_table(store):
+    """Write.erase rewrites a row that exists, even an event's (append-only); the feed
+    names the events and frames it rewrote as erased; a missing row, a table an erasure
+    does not rewrite or no value is refused with the whole batch."""
+    store.commit("c", 0, [Write("events", (1,), b"secret text"), Write("frames", ("f",), b"F"),
+                          Write("frame_versions", ("f", 1), b"F1")])
+    store.commit("c", 1, [Write("events", (1,), b"erased", erase=True),
+                          Write("frame_versions", ("f", 1), b"erased F1", erase=True),
+                          Write("events", (2,), b"the erasure event")])
+    assert rows(store, "c", "events") == [((1,), b"erased"), ((2,), b"the erasure event")]
+    assert read(store, "c", "frame_versions", ("f", 1)) == b"erased F1"
+    change = store.changes(0, context="c").changes[-1]
+    assert (change.events, change.erased, change.erased_frames) == ((1, 2), (1,), ("f",))
+    assert store.changes(0, context="c").changes[0].erased == ()
+    for bad, reason in ((Write("events", (9,), b"x", erase=True), "STORAGE_KEY_MISSING"),
+                        (Write("event_ids", ("x",), b"1", erase=True), "STORAGE_TABLE_INVALID"),
+                        (Write("events", (1,), None, erase=True), "STORAGE_TABLE_INVALID")):
+        with pytest.raises(MorphzError) as info:
+            store.commit("c", 2, [Write("frames", ("g",), b"G"), bad])
+        assert info.value.reason == reason
+    assert read(store, "c", "frames", ("g",)) is None
+    assert store.reclaim("c").get("engine", "") in ("", "lmdb", "postgres")
+
+
+def test_priv_05_delete_context_leaves_no_row_and_the_name_starts_again(store):
+    store.commit("gone", 0, [Write("events", (0,), b"e0"), Write("frames", ("f",), b"F"),
+                             Write("sessions", ("s1",), b"S")], fence=7)
+    store.commit("kept", 0, [Write("events", (0,), b"k0")])
+    position = store.delete_context("gone")
+    assert store.changes(position - 1).changes[0].deleted
+    assert "gone" not in store.contexts() and "kept" in store.contexts()
+    for table in ("events", "frames", "sessions"):
+        assert rows(store, "gone", table) == []
+    assert rows(store, "kept", "events") == [((0,), b"k0")]
+    with store.reader("gone") as r:
+        assert r.commit_seq == 0
+    with pytest.raises(MorphzError) as info:
+        store.delete_context("gone")
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+    with pytest.raises(MorphzError) as info:  # the old owner's token still holds
+        store.commit("gone", 0, [Write("events", (0,), b"again")], fence=3)
+    assert info.value.reason == "FENCED"
+    assert store.commit("gone", 0, [Write("events", (0,), b"again")], fence=7) == 1
+    assert [c.commit_seq for c in store.changes(0, context="gone").changes] == [1]
+
+
+def test_priv_03_lmdb_reclaim_leaves_no_rewritten_bytes_in_the_data_file(tmp_path):
+    """LMDB keeps the pages a commit freed, bytes and all, and never shrinks its file:
+    reclaim() rewrites it compacted, and reads and commits go on after it."""
+    s = LmdbStore(str(tmp_path / "lmdb"))
+    try:
+        s.commit("c", 0, [Write("events", (i,), b"PLANTED-%04d " % i + b"x" * 500)
+                          for i in range(200)])
+        s.commit("c", 1, [Write("events", (i,), b"gone", erase=True) for i in range(200)])
+        data = (tmp_path / "lmdb" / "data.mdb")
+        assert b"PLANTED-" in data.read_bytes()  # freed pages keep what they held
+        done = s.reclaim()
+        assert b"PLANTED-" not in data.read_bytes() and done["bytes_after"] < done["bytes_before"]
+        s.commit("c", 2, [Write("events", (200,), b"after")])
+        assert read(s, "c", "events", (200,)) == b"after" and read(s, "c", "events", (7,)) == b"gone"
+    finally:
+        s.close()
+
+
 def test_feed_tables_take_only_the_key_shape_the_feed_names(store):
     for bad in (Write("events", (), b"e"), Write("events", ("zz",), b"e"),
                 Write("events", (1, 2), b"e"), Write("frames", (7,), b"F")):

@@ -18,7 +18,6 @@ pyproject.toml maps into it (nothing is imported): the layers point one way.
 from __future__ import annotations
 
 import ast
-import tomllib
 from pathlib import Path
 from typing import Iterator
 
@@ -34,13 +33,21 @@ RECALL_CORE = "morphz.services.recall.core"
 RECALL_RUNTIME = "morphz.services.recall.runtime"
 
 
+SETUPS = ("setup.py", "clients/python/setup.py")  # the server's and morphz-client's builds
+
+
 def package_dirs(root: Path) -> dict[str, Path]:
-    """The packages pyproject.toml maps onto folders of the repository (the generated
-    stubs, absent from a fresh checkout, are left out: they are not hand-written)."""
-    with open(root / "pyproject.toml", "rb") as f:
-        mapping = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
-    return {name: root / folder for name, folder in mapping.items()
-            if not folder.startswith("build/")}
+    """The packages the distributions' setup.py map onto folders of the repository (the
+    generated stubs, absent from a fresh checkout, are left out: they are not
+    hand-written)."""
+    out = {}
+    for setup in (root / s for s in SETUPS if (root / s).exists()):
+        call = next(n for n in ast.walk(ast.parse(setup.read_text(encoding="utf-8")))
+                    if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+        mapping = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "package_dir"))
+        out.update({name: setup.parent / folder for name, folder in mapping.items()
+                    if not folder.startswith("build/")})
+    return out
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -178,9 +185,9 @@ def test_recall_core_imports_nothing_of_recall_runtime(edges):
 
 def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
     """The same checks over a small tree that breaks each rule once: they must fail."""
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.setuptools.package-dir]\n"morphz.services" = "services"\n'
-        '"morphz.shared" = "shared"\n"morphz.api" = "build/gen/morphz/api"\n')
+    (tmp_path / "setup.py").write_text(
+        'setup(package_dir={"morphz.services": "services", "morphz.shared": "shared",\n'
+        '                   "morphz.api": "build/gen/morphz/api"})\n')
     files = {
         "services/__init__.py": "",
         "services/server/__init__.py": "",

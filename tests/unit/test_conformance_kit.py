@@ -1,7 +1,7 @@
-"""The conformance kit (clients/conformance) on its own: its requirement map against
-design/CONFORMANCE.md (KIT-01), its independence from the server's code (KIT-01), and
-its signed reports (KIT-02). The kit against a real server: tests/integration/
-test_conformance_run.py."""
+"""The conformance kit (clients/conformance) on its own: its requirement map against the
+CONFORMANCE.md it ships (KIT-01), that copy against the project's design/CONFORMANCE.md,
+its independence from the server's code (KIT-01), and its signed reports (KIT-02). The
+kit against a real server: tests/integration/test_conformance_run.py."""
 from __future__ import annotations
 
 import ast
@@ -14,12 +14,14 @@ import sys
 import pytest
 
 from morphz_conformance.driver import Driver, Implementation, Rejected
-from morphz_conformance.mapping import EXTENSIONS, PROFILES, REQUIREMENTS, included
+from morphz_conformance.mapping import (EXTENSIONS, PROFILES, REQUIREMENTS, document, included,
+                                       statements)
 from morphz_conformance.registry import CaseRun, all_cases, case, collect
 from morphz_conformance.report import (REDACTED, VerifyError, canonical, keygen, load_private,
                                        load_public, sign, verify)
 from morphz_conformance.runner import FAIL, build_report, now, run
-from tests.conformance_paths import CASE_MISSING, KIT, conformance_ids
+from tests.conformance_paths import (CASE_MISSING, KIT, conformance_ids, conformance_md,
+                                     design_conformance_md)
 
 # CONFORMANCE.md: "SC-Core holds CORE-*, RECALL-* and AUDIT-*; SC-Durable adds DUR-*;
 # SC-Concurrent adds CONC-*; SC-Distributed adds DIST-*. SEC-*, HYB-*, ASM-*, MCP-*,
@@ -39,6 +41,23 @@ def test_kit_01_the_kits_requirement_list_is_exactly_the_documents():
     assert sorted(REQUIREMENTS) == sorted(doc), (
         f"only in the document: {sorted(set(doc) - set(REQUIREMENTS))}; "
         f"only in the kit: {sorted(set(REQUIREMENTS) - set(doc))}")
+
+
+def test_kit_01_the_kit_ships_the_document_its_map_is_checked_against():
+    """What the installed kit reads (mapping.document(), package data) is the copy the
+    tests read, and every id it states is one the kit maps."""
+    assert document() == conformance_md().read_text(encoding="utf-8")
+    assert list(statements()) == conformance_ids()
+    assert all(statements().values())
+
+
+def test_kit_01_the_shipped_document_is_the_projects_design_conformance_md():
+    design = design_conformance_md()
+    if design is None:
+        pytest.skip("no design/CONFORMANCE.md beside this checkout (../shared) to compare "
+                    "the kit's copy with")
+    assert conformance_md().read_bytes() == design.read_bytes(), \
+        f"the kit's copy is not the project's document: cp {design} {conformance_md()}"
 
 
 def test_kit_01_every_line_maps_to_the_profile_the_document_gives_it():

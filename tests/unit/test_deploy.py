@@ -26,7 +26,7 @@ from morphz.services.server.roles import check_addresses
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-IMAGE = "morphz:0.1.0"
+IMAGE = f"morphz:{(ROOT / 'VERSION').read_text().strip()}"  # deploy/Dockerfile's, tagged
 ROLES = ("storage", "transaction", "recall", "encoding")
 # What kubelet puts in $(VAR) references (env from the pod's fields), for the checks.
 POD_FIELDS = {"POD_NAME": "morphz-storage-0", "POD_IP": "10.0.0.7"}
@@ -240,6 +240,31 @@ def test_dist_05_the_image_does_not_serve_beyond_loopback_by_default():
     assert entrypoint() == ["morphz"]
     cmd = yaml.safe_load(next(ln for ln in text.splitlines() if ln.startswith("CMD"))[3:])
     assert flag(cmd, "--listen").startswith("127.0.0.1:")
+
+
+def test_dist_05_the_image_installs_the_wheels_not_the_source_tree():
+    """The image installs what users install: a first stage builds the client's and the
+    server's wheels (their builds generate the stubs) and wheels of every dependency; the
+    image itself installs the server from those wheels alone, with only ICU's runtime
+    library from the system (PyICU was compiled against the builder's ICU of the same
+    Debian release)."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    stages = re.split(r"^FROM ", text, flags=re.M)[1:]
+    assert len(stages) == 2
+    builder, image = stages
+    base = builder.split()[0]
+    assert image.split()[0] == base and base.endswith("-bookworm")
+    for built in ("python -m build --wheel --outdir /wheels clients/python",
+                  "python -m build --wheel --outdir /wheels .",
+                  "python -m pip wheel --no-cache-dir --wheel-dir /wheels --find-links /wheels "
+                  "/wheels/morphz-*.whl"):
+        assert built in builder, built
+    assert "libicu-dev" in builder and "libicu72" in image and "libicu-dev" not in image
+    assert "pip install --no-cache-dir --no-index --find-links /wheels morphz" in image
+    assert "COPY . ." not in image and "gen_protos" not in text
+    ignored = (ROOT / ".dockerignore").read_text().split()  # nothing a checkout set up
+    assert {".venv", "**/build", "**/node_modules", "deploy/secrets"} <= set(ignored)
+    assert not re.search(r"pip install[^\n]* \.(\s|$)", text)
 
 
 @pytest.mark.parametrize("role", ROLES)

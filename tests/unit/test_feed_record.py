@@ -1,13 +1,14 @@
-"""The LMDB store's change-feed record: the bytes it writes are the ones json.dumps wrote
-before msgspec did (stores written then are read the same), and they read back."""
+"""The stores' change-feed record (shared/storage/api.py): the bytes they write are the
+ones json.dumps wrote before msgspec did (stores written then are read the same), and
+they read back; an erasure's adds the keys it rewrote (issue 55)."""
 from __future__ import annotations
 
 import json
 
 from hypothesis import given, settings, strategies as st
 
-from morphz.services.storage.lmdb_store import _pack_change, _unpack_change
-from morphz.shared.storage.api import Change
+from morphz.shared.storage.api import Change, pack_change as _pack_change, \
+    unpack_change as _unpack_change
 
 _TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # no lone surrogates
 
@@ -32,3 +33,10 @@ def test_a_feed_record_is_the_json_it_always_was_and_reads_back(context, commit_
 def test_a_record_written_with_spaces_still_reads():
     raw = b'{"c": "ctx", "s": 3, "e": [7, 8], "f": ["a\\u00e9", "\\"q\\""]}'
     assert _unpack_change(9, raw) == Change(9, "ctx", 3, (7, 8), ("a\u00e9", '"q"'))
+
+
+def test_priv_03_an_erasures_feed_record_names_what_it_rewrote_and_reads_back():
+    c = Change(7, "ctx", 3, (1, 4), ("f",), erased=(1,), erased_frames=("f",))
+    raw = _pack_change(c)
+    assert raw == b'{"c":"ctx","s":3,"e":[1,4],"f":["f"],"x":[1],"y":["f"]}'
+    assert _unpack_change(7, raw) == c

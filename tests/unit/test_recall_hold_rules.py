@@ -93,3 +93,14 @@ def test_recall_10_a_failed_read_puts_nothing_back_once_the_holds_were_cleared()
     h.clear()
     h.release(token, "a", claimed)
     assert h.held() == 0 and h.floor(1) == 1
+
+
+def test_priv_03_a_change_carrying_an_erasure_is_never_held():
+    """What an erasure took must leave the index now: its change goes to be applied at
+    once, with what the context held before it."""
+    clock = Clock()
+    h = Holds(30.0, clock)
+    assert h.take("a", changes("a", 1)) == []
+    erasure = Change(position=2, context="a", commit_seq=2, events=(0, 2), erased=(0,))
+    assert h.take("a", [erasure]) == changes("a", 1) + [erasure]
+    assert h.held() == 0

@@ -4,7 +4,7 @@
         [--start-cmd CMD] [--stop-cmd CMD] [--kill-cmd CMD] --report FILE [--sign KEY]
     morphz-conformance verify FILE --key PUB
     morphz-conformance keygen --private KEY --public PUB
-    morphz-conformance list [--profile P]
+    morphz-conformance list [--profile P] [--text]
 
 `run` exits 0 when every case it ran passed, 1 when one failed or could not run. Usage
 errors and failures of the kit itself print {"error": {...}} as JSON and exit 2.
@@ -19,7 +19,8 @@ import time
 from typing import Optional
 
 from morphz_conformance import __version__
-from morphz_conformance.mapping import CONDITIONS, EXTENSIONS, PROFILES, REQUIREMENTS, included
+from morphz_conformance.mapping import (CONDITIONS, EXTENSIONS, PROFILES, REQUIREMENTS, included,
+                                       statements)
 
 
 def _error(reason: str, message: str, code: int = 2) -> int:
@@ -127,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
 
     listing = sub.add_parser("list", help="the requirements and the kit's cases for them")
     listing.add_argument("--profile", choices=PROFILES + EXTENSIONS, default="")
+    listing.add_argument("--text", action="store_true",
+                         help="each requirement's text too (from the CONFORMANCE.md inside the kit)")
     return top
 
 
@@ -251,9 +254,12 @@ def _list(args) -> int:
     for c in all_cases():
         by_id.setdefault(c.id, []).append(c.name)
     scope = included(args.profile) if args.profile else PROFILES + EXTENSIONS
+    text = statements() if args.text else {}
     for rid, profile in REQUIREMENTS.items():
         if profile in scope:
             print(f"{rid:<10} {profile:<15} {', '.join(by_id.get(rid, [])) or '(case missing)'}")
+            if rid in text:
+                print(f"{'':<10} {text[rid]}")
     return 0
 
 

@@ -1,7 +1,8 @@
-"""Every requirement id of the CONFORMANCE document (design/CONFORMANCE.md beside this
-repository) and the profile or extension it belongs to: the kit's own copy, so an
-outside implementer needs nothing else. The repository's tests check that this copy
-holds exactly the document's ids.
+"""Every requirement id of the CONFORMANCE document and the profile or extension it
+belongs to. The document itself ships inside the kit (CONFORMANCE.md beside this file, a
+copy of the project's design/CONFORMANCE.md), so an outside implementer needs nothing
+else: the repository's tests check that this map holds exactly the document's ids, and
+that the copy is the project's document wherever that is at hand.
 
 Profiles (seed 003 section 11) each include the ones before them: SC-Core holds CORE-*,
 RECALL-* and AUDIT-*; SC-Durable adds DUR-*; SC-Concurrent adds CONC-*; SC-Distributed
@@ -9,6 +10,8 @@ adds DIST-*. The extensions are named separately in a report.
 """
 from __future__ import annotations
 
+import re
+from importlib import resources
 from types import MappingProxyType
 
 PROFILES = ("SC-Core", "SC-Durable", "SC-Concurrent", "SC-Distributed")
@@ -138,3 +141,13 @@ def included(profile: str) -> tuple[str, ...]:
 
 def ids_of(profiles: tuple[str, ...]) -> list[str]:
     return [rid for rid, p in REQUIREMENTS.items() if p in profiles]
+
+
+def document() -> str:
+    """CONFORMANCE.md, as shipped inside the kit."""
+    return resources.files(__package__).joinpath("CONFORMANCE.md").read_text(encoding="utf-8")
+
+
+def statements() -> dict[str, str]:
+    """Each requirement id the document lists, in its order, with its line's text."""
+    return dict(re.findall(r"^- ([A-Z]+-\d+) (.*)$", document(), re.MULTILINE))

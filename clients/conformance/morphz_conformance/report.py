@@ -93,10 +93,11 @@ def keygen(private_path: str, public_path: str) -> str:
 
 
 def kit_hash() -> str:
-    """SHA-256 over the kit's own files (its cases, driver and generated stubs): which
-    kit, byte for byte, made a report."""
+    """SHA-256 over the kit's own files (its cases, driver, generated stubs and the
+    requirements' text): which kit, byte for byte, made a report."""
     h = hashlib.sha256()
-    for path in sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts):
+    files = [*PACKAGE.rglob("*.py"), PACKAGE / "CONFORMANCE.md"]
+    for path in sorted(p for p in files if "__pycache__" not in p.parts):
         h.update(str(path.relative_to(PACKAGE)).encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()

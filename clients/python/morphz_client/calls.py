@@ -188,6 +188,29 @@ def set_policy(context: str, op: str, principal: str, rights: Iterable[str],
         rights=list(rights), session=session), Safety.NEVER)
 
 
+def erase(context: str, *, refs: Iterable[str], session: str, actor: str, phrase: str,
+          kinds: Iterable[str], since: str, until: str, reason: str, dry_run: bool,
+          timeout: float) -> Call:
+    # An erasure sent again finds nothing left to take: never resent (a dry run is a read).
+    return Call(TRANSACTION, "Erase", _build(
+        txn.EraseRequest, context=context, refs=list(refs), session=session, actor=actor,
+        phrase=phrase, kinds=list(kinds), since=since, until=until, reason=reason,
+        dry_run=dry_run), Safety.READ if dry_run else Safety.NEVER, timeout)
+
+
+def delete_context(context: str, reason: str, timeout: float) -> Call:
+    # A deletion sent again finds no context (CONTEXT_NOT_FOUND): never resent.
+    return Call(TRANSACTION, "DeleteContext", _build(
+        txn.DeleteContextRequest, context=context, reason=reason), Safety.NEVER, timeout)
+
+
+def export(context: str, since: str, until: str, reveal_secrets: bool, timeout: float) -> Call:
+    # A server stream: read page by page, never resent part way (a retry would repeat pages).
+    return Call(TRANSACTION, "Export", _build(
+        txn.ExportRequest, context=context, since=since, until=until,
+        reveal_secrets=reveal_secrets), Safety.READ, timeout)
+
+
 def policy(context: str) -> Call:
     return Call(TRANSACTION, "GetPolicy", _build(txn.GetPolicyRequest, context=context),
                 Safety.READ)

@@ -13,13 +13,15 @@
 //    test report.
 //
 // Every model call sees a Context Encoding compiled by the server (printed), and every
-// commit prints its receipt. Run it against a server (scripts/serve starts one):
+// commit prints its receipt. It imports the package by its name, as a user's program does
+// (in this folder the name resolves to the package itself). Run it against a server
+// (scripts/serve starts one):
 //
 //   node dist/examples/release_agent.js [--server HOST:PORT] [--context NAME]
 import { randomUUID } from "node:crypto";
 
-import { Client, ConflictError, Tx, quote } from "../src";
-import type { TraverseEdge as Edge, TraverseNode as Node } from "../src";
+import { Client, ConflictError, Tx, quote } from "@morphz/client";
+import type { TraverseEdge as Edge, TraverseNode as Node } from "@morphz/client";
 
 type TxLike = string | Tx;
 

@@ -1,6 +1,7 @@
 // Build step: copy the repository's protos into this package (proto/, read at run time by
-// @grpc/proto-loader) and generate their TypeScript types (src/generated/). Neither is
-// committed: both come from <repo>/protos on every build.
+// @grpc/proto-loader) and generate their TypeScript types (src/generated/), and copy the
+// repository's LICENSE, which the npm package carries. None of these is committed: they
+// come from the repository on every build (`npm pack` builds first: its prepack script).
 "use strict";
 const fs = require("node:fs");
 const path = require("node:path");
@@ -14,6 +15,7 @@ const outDir = path.join(here, "src", "generated");
 fs.rmSync(protoDir, { recursive: true, force: true });
 fs.rmSync(outDir, { recursive: true, force: true });
 fs.cpSync(source, protoDir, { recursive: true });
+fs.copyFileSync(path.resolve(here, "../../LICENSE"), path.join(here, "LICENSE"));
 
 const files = [];
 (function walk(dir) {

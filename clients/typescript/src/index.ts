@@ -1,5 +1,5 @@
 export { Client, FRAME_PAGE_BYTES } from "./client";
-export type { ClientOptions, JobKind, Evaluation, TxInput, AppendEventOptions, SearchOptions, FramesOptions, TraverseOptions, CompileOptions, ListSnapshotsOptions, Right } from "./client";
+export type { ClientOptions, JobKind, Evaluation, TxInput, AppendEventOptions, SearchOptions, FramesOptions, TraverseOptions, CompileOptions, ListSnapshotsOptions, Right, EraseOptions } from "./client";
 export {
   MorphzError, InvalidInputError, NotFoundError, AlreadyExistsError, PreconditionError, AbortedError, ConflictError,
   LimitError, UnavailableError, AuthError, DataLossError, InternalError, fromServiceError,

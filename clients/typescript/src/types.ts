@@ -15,6 +15,9 @@ export type { Receipt__Output as Receipt } from "./generated/morphz/api/transact
 export type { Policy__Output as Policy } from "./generated/morphz/api/transaction/v1/Policy";
 export type { Grant__Output as Grant } from "./generated/morphz/api/transaction/v1/Grant";
 export type { ContextList__Output as ContextList } from "./generated/morphz/api/transaction/v1/ContextList";
+export type { Erasure__Output as Erasure } from "./generated/morphz/api/transaction/v1/Erasure";
+export type { ExportPage__Output as ExportPage } from "./generated/morphz/api/transaction/v1/ExportPage";
+export type { ContextDeleted__Output as ContextDeleted } from "./generated/morphz/api/transaction/v1/ContextDeleted";
 export type { Frame__Output as Frame } from "./generated/morphz/api/transaction/v1/Frame";
 export type { FrameList__Output as FrameList } from "./generated/morphz/api/transaction/v1/FrameList";
 export type { Evaluation } from "./generated/morphz/api/recall/v1/Evaluation";

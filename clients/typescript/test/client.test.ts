@@ -154,7 +154,7 @@ async function eventBytes(context: string, ref: string): Promise<string> {
     assert.ok(res.found, `${context} ${ref} not stored`);
     let raw = Buffer.from(res.value).toString("utf8");
     const record = JSON.parse(raw);
-    for (const [key, value] of [["id", record.id], ["time", record.time], ["context", record.context], ["prev", record.data.prev]]) {
+    for (const [key, value] of [["id", record.id], ["time", record.time], ["context", record.context], ["link", record.data.link]]) {
       const token = `"${key}":${JSON.stringify(value)}`;
       assert.equal(raw.split(token).length, 2, `${key} once in ${raw}`);
       raw = raw.replace(token, `"${key}":"-"`);
@@ -483,5 +483,63 @@ describe("encoding and snapshots", () => {
     assert.deepEqual([step.session, step.next, step.previous], ["main", compiled[1].activation, ""]);
     assert.deepEqual(step.transactions.map((t) => [t.ref, t.revision]), [[receipt.eventRef, receipt.revision]]);
     assert.deepEqual(step.mind?.changes.map((c) => [c.key, c.change]), [["release", "created"]]);
+  });
+});
+
+describe("privacy", () => {
+  test("priv_01_ts_erase_dry_run_then_erasure_says_who_why_and_when", async () => {
+    const ctx = fresh("priv01");
+    await mz.createContext(ctx);
+    const gone = (await mz.appendEvent(ctx, { session: "alice", kind: "user-message", text: "alice lives at 12 Elm Row" })).ref;
+    const kept = (await mz.appendEvent(ctx, { session: "bob", kind: "user-message", text: "bob likes tea" })).ref;
+    await mz.commit(ctx, new Tx(0).derive("address", "(street elm)", { sources: [gone] }));
+    const dry = await mz.erase(ctx, { session: "alice", dryRun: true });
+    assert.ok(dry.dryRun);
+    assert.deepEqual([dry.events, dry.frames], [[gone], ["address"]]);
+    assert.equal((await mz.event(ctx, gone)).text, "alice lives at 12 Elm Row");
+    assert.equal((await rejection(mz.erase(ctx, { session: "alice" }))).reason, "ERASE_REASON_REQUIRED");
+    const done = await mz.erase(ctx, { session: "alice", reason: "right to erasure" });
+    assert.deepEqual(done.events, [gone]);
+    const erasure = done.erasures[0];
+    const ev = await mz.event(ctx, gone, { revealSecrets: true });
+    assert.equal(ev.text, `[erased ${erasure}]`);
+    assert.equal(ev.erased?.erasure, erasure);
+    assert.equal(ev.erased?.reason, "right to erasure");
+    assert.ok(ev.erased?.at);
+    assert.equal((await mz.frame(ctx, "address")).body, `[erased ${erasure}]`);
+    assert.equal((await mz.event(ctx, kept)).text, "bob likes tea");
+    const report = await mz.audit(ctx);
+    assert.ok(report.match);
+    assert.equal(Number(report.chain?.erased), 2);  // the event, and the transaction's body
+  });
+
+  test("priv_05_ts_export_streams_the_events_with_erased_ones_as_placeholders", async () => {
+    const ctx = fresh("priv05x");
+    await mz.createContext(ctx);
+    const gone = (await mz.appendEvent(ctx, { session: "a", kind: "user-message", text: "my number is 555-0101" })).ref;
+    await mz.appendEvent(ctx, { session: "a", kind: "tool-result", text: "weather: rain" });
+    await mz.erase(ctx, { refs: [gone], reason: "asked to forget" });
+    const pages = [];
+    for await (const page of mz.export(ctx)) pages.push(page);
+    const events = pages.flatMap((p) => p.events);
+    const last = pages[pages.length - 1];
+    assert.equal(Number(last.done), Number(last.total));
+    const byRef = new Map(events.map((e) => [e.ref, e]));
+    assert.ok(byRef.get(gone)?.erased);
+    assert.ok(!events.some((e) => e.text.includes("555-0101")));
+    assert.ok(events.some((e) => e.kind === "tool-result" && e.text === "weather: rain"));
+    assert.equal((await rejection((async () => { for await (const p of mz.export("no-such-ctx")) void p; })())).reason,
+      "CONTEXT_NOT_FOUND");
+  });
+
+  test("priv_05_ts_delete_context_frees_its_name", async () => {
+    const ctx = fresh("priv05");
+    await mz.createContext(ctx);
+    await mz.appendEvent(ctx, { session: "s", kind: "user-message", text: "short-lived" });
+    const done = await mz.deleteContext(ctx, { reason: "a test context" });
+    assert.equal(done.context, ctx);
+    assert.equal(Number(done.eventCount), 2);
+    assert.equal((await rejection(mz.status(ctx))).reason, "CONTEXT_NOT_FOUND");
+    assert.equal(Number((await mz.createContext(ctx)).eventCount), 1);
   });
 });

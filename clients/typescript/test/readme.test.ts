@@ -23,7 +23,7 @@ after(async () => {
 });
 
 test("readme_typescript_example_runs_as_printed", async () => {
-  const section = fs.readFileSync(README, "utf8").split("\n### TypeScript\n")[1].split("\n## ")[0];
+  const section = fs.readFileSync(README, "utf8").split("\n## TypeScript\n")[1].split("\n## ")[0];
   const block = /```ts\n([\s\S]*?)```/.exec(section)![1];
   const file = path.join(PACKAGE, "dist", "test", "readme-example.mjs");  // inside the package: its name resolves
   fs.writeFileSync(file, block);

@@ -4,7 +4,7 @@ Any change makes the snapshot invalid for new use (ASM-04); replay still reprodu
 what the evaluation saw."""
 from __future__ import annotations
 
-from morphz.shared.mind import records as R
+from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.services.encoding.core.record import SnapshotRecord
 from morphz.services.encoding.core.results import CheckReport, Dependency
@@ -19,11 +19,17 @@ def check(record: SnapshotRecord, m: MindView) -> CheckReport:
 
     for o in inputs.observations:
         obs = m.observation(o.seq)
-        if obs is None or obs.retired:
+        ev = m.event(o.seq) if m.has_event(o.seq) else None
+        if ev is not None and secrets.erasure_of(ev.data):  # PRIV-01: its content is gone
+            note(o.ref, "event", "source_erased")
+        elif obs is None or obs.retired:
             note(o.ref, "event", "source_retired")
     for f in inputs.frames:
         cur = m.frame(f.id)
-        if cur is None:
+        shown = m.frame_at(f.id, record.head.revision) if record.head.revision else None
+        if shown is not None and shown.erased:
+            note(f.id, "frame", "frame_erased", f.revision, cur.revision if cur else 0)
+        elif cur is None:
             note(f.id, "frame", "frame_removed", f.revision)
         elif cur.state == R.RETIRED:
             note(f.id, "frame", "frame_retired", f.revision, cur.revision)

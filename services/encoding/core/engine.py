@@ -310,7 +310,7 @@ class EncodingCore:
                     raise MorphzError("FRAME_NOT_FOUND", f"frame {ref[:80]} does not exist",
                                       ref=ref[:80])
                 text, kind, key, revision, state = (
-                    secrets.frame_body(f.id, f.body, scope.reveal_secrets), "frame", f.id,
+                    secrets.shown_body(f, scope.reveal_secrets), "frame", f.id,
                     f.revision, f.state)
         limit = limit or DEFAULT_READ_CHARS
         end = min(len(text), offset + limit)

@@ -38,7 +38,7 @@ class Gathered:
 
 def frame_in(f: R.Frame, tick: int, reveal: bool = False) -> FrameIn:
     retiring = f.state == R.RETIRING and f.retire is not None
-    return FrameIn(f.id, f.revision, secrets.frame_body(f.id, f.body, reveal),
+    return FrameIn(f.id, f.revision, secrets.shown_body(f, reveal),
                    list(f.sources), f.state, f.protected,
                    f.retire.reason if retiring else "", f.retire.due_tick if retiring else 0,
                    max(0, f.retire.due_tick - tick) if retiring else 0)

@@ -1,4 +1,4 @@
-"""Material -> the evaluable S-expression text, in the physical region order (README: "What the model sees").
+"""Material -> the evaluable S-expression text, in the physical region order (docs/encoding.md).
 
 Layout: one top-level form per region, one item per line inside it. Every item is
 `(HEAD [KEY] (runtime ...) [(agent ...)])`: the `runtime` form holds runtime facts

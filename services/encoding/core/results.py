@@ -40,7 +40,7 @@ class Dependency:
     key: str
     kind: str    # event | frame | relation | session
     status: str  # changed
-    reason: str  # frame_revised | frame_retired | frame_removed | source_retired | ...
+    reason: str  # frame_revised | frame_retired | frame_removed | frame_erased | source_retired | source_erased | ...
     recorded_revision: int = 0
     current_revision: int = 0
 

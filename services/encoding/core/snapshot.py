@@ -139,6 +139,8 @@ def thaw(record: SnapshotRecord, m: MindView) -> tuple[Material, list[str]]:
             text = secrets.shown_text(ev, reveal)
             if (ev.kind, ev.session, ev.time) != (o.kind, o.session, o.time):
                 problems.append(f"{o.ref}: event identity differs from the record")
+            if secrets.erasure_of(ev.data):  # shown as erased: the text differs (PRIV-01)
+                problems.append(f"{o.ref}: erased by {secrets.erasure_of(ev.data)}")
         observations.append(Obs(seq, o.kind, o.session, o.actor, o.time, text, o.residency,
                                 o.protected, o.freshness, o.root, o.target,
                                 occurred=o.occurred))
@@ -148,8 +150,10 @@ def thaw(record: SnapshotRecord, m: MindView) -> tuple[Material, list[str]]:
         if old is None or old.revision != f.revision:
             problems.append(f"frame {f.id}: revision {f.revision} not found as of "
                             f"context revision {revision}")
-        text, sources = ((secrets.frame_body(old.id, old.body, reveal), list(old.sources))
+        text, sources = ((secrets.shown_body(old, reveal), list(old.sources))
                          if old is not None else ("", []))
+        if old is not None and old.erased:
+            problems.append(f"frame {f.id}: body erased by {old.erased}")
         frames.append(FrameIn(f.id, f.revision, text, sources, f.state, f.protected,
                               f.retire_reason, f.due_tick, f.remaining_ticks))
     b, env = h.budget, h.env

@@ -29,16 +29,23 @@ def frame_key(frame_id: str) -> str:
 
 
 def event_text(ev: R.Event) -> str:
+    """An erased event's is '' (content an erasure took has no words, nor its marker)."""
+    if secrets.erasure_of(ev.data) and ev.kind != R.CONTEXT_TX:
+        return ""
     return secrets.shown_text(ev)[:MAX_INDEXED_CHARS]
 
 
 def raw_event_text(ev: dict) -> str:
     """event_text of an event decoded by event_dict."""
+    if secrets.erasure_of(ev.get("data") or {}) and ev["kind"] != R.CONTEXT_TX:
+        return ""
     return secrets.shown_dict_text(ev)[:MAX_INDEXED_CHARS]
 
 
 def frame_text(f: R.Frame) -> str:
-    return f"{f.id}\n{secrets.frame_body(f.id, f.body)}"[:MAX_INDEXED_CHARS]
+    """Its id, and its body unless an erasure took it."""
+    body = "" if f.erased else secrets.frame_body(f.id, f.body)
+    return f"{f.id}\n{body}"[:MAX_INDEXED_CHARS]
 
 
 def indexed(kind: str) -> bool:

@@ -175,7 +175,7 @@ class RecallCore:
                 _authorize(m, context, caller, evaluation)
                 m.require_meta(context)
                 self._catch_up(context, True)
-                idx = self._indexer.index(context)
+                idx = self._indexer.index(context, head=reader.commit_seq)
                 snapshot, ranking = idx.snapshot(), None
                 if cursor:  # the next page: from what answered the first
                     pinned = self._pins.get(context, cursors.version_of(cursor))
@@ -302,7 +302,7 @@ class RecallCore:
                                       f"no event or frame {ref[:80]}", ref=ref[:80])
                 head = dict(kind="frame", ref="", id=f.id, state=f.state, time="",
                             session="", event_kind="", revision=f.revision, occurred_at=None)
-                text = secrets.frame_body(f.id, f.body)
+                text = secrets.shown_body(f)
         if offset > len(text):
             raise MorphzError("RECALL_LIMIT_INVALID", f"offset {offset} is past the end "
                               f"({len(text)} characters)", field="offset", total=len(text))
@@ -402,7 +402,8 @@ class RecallCore:
             index_bytes=idx.size_bytes(), path=self._indexer.shown_path(context),
             vectors=self._vector_status(context, idx, head,
                                         counts["events"] + counts["frames"]),
-            embedder=embedder, embedder_note=embedder_note)
+            embedder=embedder, embedder_note=embedder_note,
+            erasure_pending=int(imeta.get("erasure_pending", 0)))
 
     def _embedder_status(self) -> tuple[str, str]:
         """(the embedder's label, a note on it)."""

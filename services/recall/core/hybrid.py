@@ -24,8 +24,9 @@ LEXICAL_WEIGHT) x its vector part:
 Rank fusion (RRF) threw both scores away: a question in a conversation shares some of its
 words with its evidence, and a rank says nothing of how many. The coverage-gated RRF this
 replaced (a lexical hit below half the query abstained) made those partial matches abstain:
-on tests/quality/conversations it was no better than the vector leg alone (0.582 recall@10
-against 0.582), score fusion 0.687.
+on the agent conversations of tests/quality/conversations it was no better than the vector
+leg alone (recall@10 0.582 against 0.582, bare texts), score fusion 0.593 (0.640 over the
+passages of core/passages.py; tests/quality/ablation.py).
 
 Neighbour smoothing. Relevance clusters in a conversation: the answer is next to the
 question, the tool's output next to the call, a confirmation next to what it confirms.

@@ -10,13 +10,13 @@ transaction) are embedded once, as they read. The mean of two unit vectors is ke
 is (not made unit again): a query's dot product with it is the mean of its cosines with
 the two, which ranked evidence better than one vector of both texts together.
 
-Measured on tests/quality/conversations (in tests/quality/conversation_eval.py's terms):
-the vector leg's recall@10 0.599 with the turn as said alone, 0.592 with the context text
-alone, 0.657 with both at equal weights (0.582 with the bare text); fused with the lexical
-leg, 0.709, 0.698, 0.719, and 0.723 at WEIGHTS, which leaves more of a turn's own meaning
-to a turn whose neighbour is unrelated (notes that merely follow each other in a session).
-Costs: about three times the tokens of the bare text (the context text is about two turns
-long).
+Measured on the 8 agent conversations of tests/quality/conversations (tests/quality/
+ablation.py): the vector leg's recall@10 0.582 over bare texts, 0.599 with the turn as said,
+0.592 with the context text, 0.629 with both at WEIGHTS; fused and smoothed (hybrid.py),
+0.654, 0.675, 0.674 and 0.727. Both at equal weights ranked a little better alone (0.657)
+but fused no better, and left less of a turn's own meaning to one whose neighbour is
+unrelated (notes that merely follow each other in a session). Costs: about three times the
+tokens of the bare text (the context text is about two turns long).
 
 Turns are the events agents and people append (records.APPEND_KINDS, recall observations
 aside): the chain of a session's turns is what the vector leg keeps for neighbour
@@ -48,6 +48,10 @@ def weights(texts: int) -> tuple[float, ...]:
 
 
 def said(text: str, actor: str) -> str:
+    """The turn as said ("" for a turn with nothing to say: an erased one's text is gone,
+    and it gives the turn after it no context)."""
+    if not text.strip():
+        return ""
     return f"{actor}: {text}" if actor else text
 
 
@@ -63,24 +67,26 @@ class Passages:
         self._said: OrderedDict[str, str] = OrderedDict()
 
     def event(self, key: str, kind: str, session: str, actor: str, text: str,
-              call: str = "") -> tuple[Optional[str], tuple[str, ...]]:
+              call: str = "") -> tuple[Optional[str], Optional[str], tuple[str, ...]]:
         """(the key of the turn before it in its session: '' for a session's first, None
-        for an event that is no turn; its texts to embed). `call`: the key of the action a
-        tool result answers."""
+        for an event that is no turn; the key whose text its context passage reads, None
+        without one; its texts to embed). `call`: the key of the action a tool result
+        answers."""
         if not is_turn(kind):
-            return None, (text,)
+            return None, None, (text,)
         own = said(text, actor)
         before = self._last.get(session)
         if before is None:
             before = self._last_turn(session) or ""
-        context = self._text_of(call or before)
+        source = call or before
+        context = self._text_of(source)
         self._last[session] = key
         self._said[key] = own
         if len(self._said) > REMEMBERED:
             self._said.popitem(last=False)
         if not context:
-            return before, (own,)
-        return before, (own, f"{context[:CONTEXT_CHARS]}\n{own}")
+            return before, None, (own,)
+        return before, source, (own, f"{context[:CONTEXT_CHARS]}\n{own}")
 
     def _text_of(self, key: str) -> Optional[str]:
         if not key:

@@ -211,3 +211,6 @@ class IndexStatus(Plain):
     vectors: VectorLegStatus
     embedder: str
     embedder_note: str
+    # The commit_seq of an erasure whose earlier content the index's files may still
+    # hold (a rebuild rewriting them runs); 0: none (docs/privacy.md).
+    erasure_pending: int = 0

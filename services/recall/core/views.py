@@ -37,7 +37,7 @@ def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter,
               ranks: Ranks = NO_RANKS) -> Hit:
     return Hit(kind="frame", ref="", id=f.id, state=f.state, score=score, time=time,
                session="", event_kind="",
-               preview=marker.preview(secrets.frame_body(f.id, f.body)),
+               preview=marker.preview(secrets.shown_body(f)),
                revision=f.revision, occurred_at="", time_basis="recorded",
                lexical_rank=ranks[0], vector_rank=ranks[1])
 
@@ -45,7 +45,7 @@ def frame_hit(f: R.Frame, score: float, time: str, marker: Highlighter,
 def frame_node(f: Optional[R.Frame], fid: str, depth: int, include_body: bool) -> Node:
     if f is None:  # a source id whose frame no longer exists (e.g. rolled back)
         return Node(kind="frame", id=fid, depth=depth, missing=True)
-    body = secrets.frame_body(f.id, f.body)
+    body = secrets.shown_body(f)
     shown = {"body": body} if include_body else \
         {"preview": preview(body, set(), width=LEAF_PREVIEW_CHARS)}
     return Node(kind="frame", id=f.id, depth=depth, state=f.state, revision=f.revision,

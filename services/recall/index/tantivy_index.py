@@ -234,8 +234,13 @@ class ContextIndex:
         return len(searcher.terms_with_prefix("terms", ""))
 
     def size_bytes(self) -> int:
+        """0 once a rebuild's swap removed this generation (a reader still held it)."""
         total = 0
-        for e in os.scandir(self.path):
+        try:
+            entries = list(os.scandir(self.path))
+        except FileNotFoundError:
+            return 0
+        for e in entries:
             try:
                 total += e.stat().st_size if e.is_file() else 0
             except FileNotFoundError:  # tantivy's temporary files come and go

@@ -17,12 +17,13 @@ class TurnChain:
     def __init__(self) -> None:
         self._before = np.zeros(0, dtype=np.int64)  # row -> row + 1 of the turn before (0: none)
         self._after = np.zeros(0, dtype=np.int64)
+        self._turn = np.zeros(0, dtype=bool)  # whether a row is a turn at all
         self._last: dict[int, int] = {}  # session code -> its last turn's row
 
     def grow(self, cap: int) -> None:
-        for name in ("_before", "_after"):
+        for name in ("_before", "_after", "_turn"):
             old = getattr(self, name)
-            new = np.zeros(cap, dtype=np.int64)
+            new = np.zeros(cap, dtype=old.dtype)
             new[:len(old)] = old
             setattr(self, name, new)
 
@@ -31,11 +32,21 @@ class TurnChain:
         if before is not None:
             self._before[row] = before + 1
             self._after[before] = row + 1
+        self._turn[row] = True
         self._last[session] = row
 
     def last(self, session: int, live: Callable[[int], bool]) -> Optional[int]:
         row = self._last.get(session)
         return self._live_from(row, self._before, live) if row is not None else None
+
+    def before_key(self, row: int, live: Callable[[int], bool],
+                   keys: list[str]) -> Optional[str]:
+        """What a VecDoc says of the row (its `prev`): the key of the live turn before it,
+        "" for a session's first turn, None for a row that is no turn."""
+        if not self._turn[row]:
+            return None
+        before = self._live_from(self._step(self._before, row), self._before, live)
+        return keys[before] if before is not None else ""
 
     def neighbours(self, row: int, live: Callable[[int], bool]) -> tuple[Optional[int], Optional[int]]:
         """(the live turn before `row` in its session, the live one after), None where none."""

@@ -29,6 +29,9 @@ from typing import Optional
 import lmdb
 import numpy as np
 
+from morphz.shared.lmdb_compact import rewrite_compacted
+from morphz.shared.reader_gate import ReaderGate
+
 _log = logging.getLogger("morphz.recall.vector_cache")
 DIR = "vector-cache"
 MAX_BYTES = 4 << 30
@@ -62,6 +65,8 @@ class VectorCache:
             os.makedirs(self.path, exist_ok=True)
             self._env = self._open(max_bytes)
         self._lock = threading.Lock()
+        self._gate = ReaderGate()  # compact() replaces the environment: readers wait
+        self._max_bytes = max_bytes
         self.full = False
         self.hits = self.misses = 0
 
@@ -71,10 +76,14 @@ class VectorCache:
 
     def get_many(self, prefix: bytes, digests: list[bytes]) -> list[Optional[np.ndarray]]:
         out: list[Optional[np.ndarray]] = []
-        with self._env.begin(buffers=False) as txn:
-            for d in digests:
-                raw = txn.get(prefix + d)
-                out.append(None if raw is None else np.frombuffer(raw, dtype=np.float16))
+        self._gate.enter()
+        try:
+            with self._env.begin(buffers=False) as txn:
+                for d in digests:
+                    raw = txn.get(prefix + d)
+                    out.append(None if raw is None else np.frombuffer(raw, dtype=np.float16))
+        finally:
+            self._gate.leave()
         found = sum(v is not None for v in out)
         self.hits += found
         self.misses += len(out) - found
@@ -119,10 +128,37 @@ class VectorCache:
             self.full = False
         return dropped
 
+    # -- erasure (docs/privacy.md) ---------------------------------------------------
+    def erase(self, keep: bytes, digests: list[bytes]) -> int:
+        """Drop what the cache holds of erased texts, then rewrite its file compacted (no
+        freed page keeps their vectors): the entries of identity `keep` under these text
+        digests (the vector leg keeps, for each row, the digests of the texts its vector
+        was made from: index/passage_marks.py; the texts themselves are gone with the
+        content), and every other identity's entries, which cannot be told apart (they are
+        embedded again when that embedder comes back). How many went."""
+        with self._lock:
+            dropped = self._drop_others(keep)
+            with self._env.begin(write=True) as txn:
+                dropped += sum(bool(txn.delete(keep + d)) for d in set(digests))
+            self._gate.exclusive(self._compact)
+        return dropped
+
+    def _compact(self) -> None:
+        closed: list[bool] = []
+        try:
+            rewrite_compacted(self._env, lambda: closed.append(True))
+        finally:
+            if closed:
+                self._env = self._open(self._max_bytes)
+
     def stats(self) -> dict:
-        return {"entries": self._env.stat()["entries"], "hits": self.hits,
-                "misses": self.misses, "full": self.full,
-                "bytes": os.path.getsize(os.path.join(self.path, "data.mdb"))}
+        self._gate.enter()  # not while compact() has the environment closed
+        try:
+            entries = self._env.stat()["entries"]
+        finally:
+            self._gate.leave()
+        return {"entries": entries, "hits": self.hits, "misses": self.misses,
+                "full": self.full, "bytes": os.path.getsize(os.path.join(self.path, "data.mdb"))}
 
     def close(self) -> None:
         self._env.close()

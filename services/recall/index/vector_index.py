@@ -3,8 +3,9 @@ search in numpy.
 
 Where it lives: `<generation dir>/vectors/`, beside the tantivy files of the same
 index generation, so a rebuild's swap replaces both legs at once. The vectors are an
-append-only log (`log.<n>`: one record per write: upserts with their filter fields,
-deletes); the fitted embedder's state sits beside it (`state.<n>`). The leg follows the
+append-only log (`log.<n>`, vector_log.py); the fitted embedder's state sits beside it
+(`state.<n>`). Each session's turns are chained (turn_chain.py) and each row says what
+its vector was made from (passage_marks.py), both rebuilt as the log is read. The leg follows the
 lexical leg on its own (core/vectorfollow.py) and keeps its own position: `commit`
 writes `HEAD` (atomically: written, fsynced, renamed) naming the log, its committed
 length, its digest and the context version the leg covers, after the records it names
@@ -14,9 +15,8 @@ from HEAD's position (an index written before HEAD existed names its leg in the 
 and the embedder state: with the embedder identity and the text version it is the
 leg's fingerprint.
 
-Compact: each vector is kept as int8 with a float32 scale per vector (v ~ q * scale,
-scale = max|v| / 127): 388 bytes a 384-dimension vector instead of 1,536. Scoring
-dequantizes the rows it looks at, a slice at a time.
+Compact: each vector is kept as int8 with a float32 scale (388 bytes a 384-dimension
+vector instead of 1,536); scoring dequantizes the rows it looks at, a slice at a time.
 
 Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows and a
 partial sort. At 200k rows of 256 dimensions that product alone took about 50 ms on
@@ -25,31 +25,30 @@ the shared two-core machines, so larger legs are searched through a coarse parti
 was built (scored exactly). The partition is rebuilt when the leg is loaded, after a
 (re)fill, and when the rows outside it pass a quarter of those in it (IVF_MIN / 2 at
 least; the vector follower partitions only once it has caught up: scoring them is the
-cost it bounds, and building it is off the hot paths). Both are deterministic for
-the same vectors, so a rebuild gives the same results. Building it also lays the matrix
-out list after list (a row's place in the matrix, its position, is no longer its row
-number): gathering a probe's scattered rows cost more than scoring them.
+cost it bounds, and building it is off the hot paths); deterministic for the same vectors.
+Building it lays the matrix out list after list (a row's place in the matrix, its
+position, is no longer its row number): gathering scattered rows cost more than scoring.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import struct
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import numpy as np
 
+from morphz.services.recall.index import vector_log
 from morphz.services.recall.index.coarse import Partition
+from morphz.services.recall.index.passage_marks import PassageMarks
 from morphz.services.recall.index.turn_chain import TurnChain
+from morphz.services.recall.index.vector_log import (FORMAT, Dequantized, VecDoc,  # noqa: F401
+                                                    quantized)
 from morphz.shared.durable_files import sync_dir, write_synced
 from morphz.shared.values import HitKey
 
-FORMAT = 2
-_MAGIC_F32, _MAGIC = b"MZV1", b"MZV2"  # float32 vectors (format 1), int8 + scale
-_HEAD = struct.Struct("<4sIII")  # magic, upserts, deletes, length of the JSON part
 DIR = "vectors"
 IVF_MIN = 50000
 HEAD = "HEAD"
@@ -57,35 +56,6 @@ HEAD = "HEAD"
 # the CPU cache between the conversion and the product. 20k rows of 384 dimensions
 # scored in 2.8 ms so, against 21 ms converted whole and 5.4 ms as float32 rows.
 SCORE_SLICE = 1024
-
-
-def quantized(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 rows, float32 scale per row): row ~ q * scale; an all-zero row stays zero."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), np.float32)
-    scale = (peak / 127.0).astype(np.float32)
-    safe = np.where(scale > 0, scale, 1.0)[:, None]
-    return np.rint(vectors / safe).astype(np.int8), scale
-
-
-class _Dequantized:
-    """Rows of an int8 matrix as float32, for code that indexes a float matrix."""
-
-    def __init__(self, q: np.ndarray, scale: np.ndarray) -> None:
-        self._q, self._scale = q, scale
-
-    def __getitem__(self, rows) -> np.ndarray:
-        return self._q[rows].astype(np.float32) * self._scale[rows][:, None]
-
-
-@dataclass
-class VecDoc:
-    key: str
-    session: str
-    time_us: Optional[int]
-    # A turn's (core/passages.py): the key of the turn before it in its session, "" for a
-    # session's first; None for a frame or a runtime event.
-    prev: Optional[str] = None
 
 
 @dataclass
@@ -145,6 +115,10 @@ class VectorLeg:
     def count(self) -> int:
         return len(self._rows)
 
+    def live_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._rows)
+
     def searchable(self) -> int:
         """Live rows with anything embedded (an empty text's vector is all zeros)."""
         with self._lock:
@@ -163,18 +137,16 @@ class VectorLeg:
         """Begin a new log (a rebuild, a refit, a first use): nothing is live until the
         tantivy commit names it. Older logs of this generation are removed then."""
         os.makedirs(self.dir, exist_ok=True)
-        n = 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
-                     if x.split(".")[-1].isdigit()], default=0)
+        n = self._next_number()
         log, state_file = f"log.{n}", (f"state.{n}" if state else "")
         if state:
             write_synced(os.path.join(self.dir, state_file), state)
         write_synced(os.path.join(self.dir, log), b"")
         self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
                      "text_version": text_version, "passage_version": passage_version,
-                     "log": log, "bytes": 0,
-                     "state_file": state_file, "fit_count": fit_count,
-                     "fitted_at": fit_count,
-                     "digest": hashlib.sha256(state).hexdigest()}  # no position: uncommitted
+                     "log": log, "bytes": 0, "state_file": state_file, "fit_count": fit_count,
+                     "fitted_at": fit_count, "digest": hashlib.sha256(state).hexdigest()}
+        # (no position: uncommitted)
         self.dimension = dimension
         self._reset()
 
@@ -189,10 +161,7 @@ class VectorLeg:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(docs),
                                                                          self.dimension)
         q, scale = quantized(vectors)
-        fields = json.dumps([[d.key, d.session, d.time_us, d.prev] for d in docs] + [deletes],
-                            ensure_ascii=False, separators=(",", ":")).encode()
-        record = (_HEAD.pack(_MAGIC, len(docs), len(deletes), len(fields)) + fields +
-                  q.tobytes() + scale.tobytes())
+        record = vector_log.encode(docs, q, scale, deletes)
         path = os.path.join(self.dir, self.meta["log"])
         with open(path, "r+b") as f:
             f.seek(self.meta["bytes"])  # past a torn tail a crash may have left
@@ -240,7 +209,7 @@ class VectorLeg:
             matrix, scale, pos, row_at = self._matrix, self._scale, self._pos, self._row_at
         # Outside the lock, so searches go on; appends come from the same thread as
         # this (the vector leg's, one per context), so no row below n changes meanwhile.
-        built, listed = Partition.build(_Dequantized(matrix, scale), pos[live])
+        built, listed = Partition.build(Dequantized(matrix, scale), pos[live])
         rest = np.ones(n, dtype=bool)
         rest[listed] = False
         order = np.concatenate([listed, np.flatnonzero(rest)])  # new position -> old
@@ -361,6 +330,7 @@ class VectorLeg:
             self._time = np.zeros(0, dtype=np.int64)
             self._session = np.zeros(0, dtype=np.int32)
             self._turns = TurnChain()
+            self._marks = PassageMarks()
 
     def _grow(self, need: int) -> None:
         cap = len(self._live)
@@ -378,6 +348,7 @@ class VectorLeg:
         self._pos, self._row_at = grown(self._pos), grown(self._row_at)
         self._time, self._session = grown(self._time), grown(self._session)
         self._turns.grow(cap)
+        self._marks.grow(cap)
 
     def _apply(self, docs: list[VecDoc], vectors: np.ndarray, scale: np.ndarray,
                deletes: list[str]) -> None:
@@ -404,38 +375,70 @@ class VectorLeg:
             self._session[row] = self._sessions.setdefault(d.session, len(self._sessions))
             if d.prev is not None:
                 self._turns.add(row, int(self._session[row]), self._rows.get(d.prev))
+            self._marks.mark(row, d.digests, self._rows.get(d.source) if d.source else None)
 
     def _load(self) -> None:
         """Replay the committed part of the log; cut off a tail no commit names."""
         self._reset()
+        for docs, deletes, q, scale in self._records(truncate=True):
+            with self._lock:
+                self._apply(docs, q, scale, deletes)
+        self.repartition()
+
+    def _records(self, truncate: bool = False):
+        """The committed log's records (vector_log.records); `truncate`: cut off a tail
+        no commit names."""
         path = os.path.join(self.dir, self.meta["log"])
         end = self.meta["bytes"]
-        with open(path, "r+b") as f:
+        with open(path, "r+b" if truncate else "rb") as f:
             data = f.read(end)
             if len(data) < end:
                 raise ValueError(f"vector log {path} is shorter than its commit")
-            f.truncate(end)
-        dim = self.dimension
-        at = 0
-        while at < end:
-            magic, ups, dels, flen = _HEAD.unpack_from(data, at)
-            if magic not in (_MAGIC, _MAGIC_F32):
-                raise ValueError(f"vector log {path} is damaged at {at}")
-            at += _HEAD.size
-            fields = json.loads(data[at:at + flen])
-            at += flen
-            if magic == _MAGIC:
-                q = np.frombuffer(data, dtype=np.int8, count=ups * dim,
-                                  offset=at).reshape(ups, dim)
-                at += ups * dim
-                scale = np.frombuffer(data, dtype=np.float32, count=ups, offset=at)
-                at += ups * 4
-            else:  # a log of format 1: float32, quantized as it is read
-                q, scale = quantized(np.frombuffer(data, dtype=np.float32, count=ups * dim,
-                                                   offset=at).reshape(ups, dim))
-                at += ups * dim * 4
-            docs = [VecDoc(*f) for f in fields[:ups]]  # a record before turns: no prev
-            with self._lock:
-                self._apply(docs, q, scale, fields[ups] if dels else [])
-        self.repartition()
+            if truncate:
+                f.truncate(end)
+        yield from vector_log.records(data, self.dimension, path)
 
+    # -- erasure (docs/privacy.md) ---------------------------------------------------
+    def erase(self, keys: Iterable[str]) -> list[bytes]:
+        """Drop `keys` from the leg and from its files, and return the vector cache's keys
+        of every text their content was embedded in (PassageMarks.taken). The log is
+        written again holding only the other keys' live rows (a new log HEAD names, at
+        the same position; the old one, which held the erased rows, is removed). The
+        caller holds the leg's writer (the vector follower's lock)."""
+        keys = set(keys)
+        if not self.committed or not keys:
+            return []
+        with self._lock:
+            erased = [self._rows[k] for k in keys if k in self._rows]
+            taken = self._marks.taken(erased, len(self._keys))
+            for key in keys:
+                row = self._rows.pop(key, None)
+                if row is not None:
+                    self._live[row] = False
+            live = sorted(self._rows.values())  # as they came: a turn after the one before
+            names = {code: name for name, code in self._sessions.items()}
+            none = np.iinfo(np.int64).min
+            docs = [VecDoc(self._keys[r], names[int(self._session[r])],
+                           None if self._time[r] == none else int(self._time[r]),
+                           self._turns.before_key(r, self._is_live, self._keys),
+                           self._marks.source_key(r, self._keys), self._marks.digests(r))
+                    for r in live]
+            q = self._matrix[self._pos[live]] if live else np.zeros((0, self.dimension), np.int8)
+            scale = self._scale[self._pos[live]] if live else np.zeros(0, np.float32)
+        self._rewrite(docs, q, scale)
+        return taken
+
+    def _rewrite(self, docs: list[VecDoc], q: np.ndarray, scale: np.ndarray) -> None:
+        """A new log of one record (these rows, as stored), committed at the leg's
+        position in place of the old one."""
+        record = vector_log.encode(docs, q, scale, [])
+        log = f"log.{self._next_number()}"
+        write_synced(os.path.join(self.dir, log), record)
+        state = hashlib.sha256(self.state()).hexdigest()
+        self.meta = dict(self.meta, log=log, bytes=len(record), digest=hashlib.sha256(
+            bytes.fromhex(state) + record).hexdigest())
+        self.commit(self.position)
+
+    def _next_number(self) -> int:
+        return 1 + max([int(x.split(".")[1]) for x in os.listdir(self.dir)
+                        if x.split(".")[-1].isdigit()], default=0)

@@ -65,6 +65,11 @@ class LegEmbedder:
         self._blob = portable(base, fitted)
         self.embedded = 0  # texts this embedded (not found in the cache)
 
+    @property
+    def cache_prefix(self) -> bytes:
+        """The vector cache's key prefix of this fitted embedder's vectors."""
+        return self._prefix
+
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """float32 rows, one per text (float16 precision)."""
         dim = self._fitted.identity.dimension

@@ -9,7 +9,9 @@ together:
     it looks (it sees every change the replica has taken from the feed, fresher than a
     background application);
   - when the first of them has been held `idle` seconds;
-  - when the context holds MAX_CHANGES, or every context together MAX_TOTAL.
+  - when the context holds MAX_CHANGES, or every context together MAX_TOTAL;
+  - at once when a change carries an erasure or a deletion (what it took must leave the
+    index now).
 A context searched within the last `idle` seconds is applied at every application, as
 before. An inspection does not count as a search: a monitor polling every context would
 otherwise keep them all indexed eagerly. (Elasticsearch skips the refresh of search-idle
@@ -54,7 +56,9 @@ class Holds:
         with self._lock:
             since, held = self._held.get(context, (now, []))
             searched = context in self._searched_at and now - self._searched_at[context] < self.idle
-            if (self.idle > 0 and not searched and now - since < self.idle and len(held) + len(changes) < MAX_CHANGES
+            erasing = any(c.erased or c.erased_frames or c.deleted for c in changes)  # at once
+            if (self.idle > 0 and not searched and not erasing and now - since < self.idle
+                    and len(held) + len(changes) < MAX_CHANGES
                     and self._total + len(changes) <= MAX_TOTAL):
                 self._held[context] = (since, held)
                 held.extend(changes)  # in place: a context's changes come a few at a time

@@ -57,7 +57,15 @@ from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
 from morphz.shared.storage.api import Change, Store
 
+
+def erased_keys(change: Change) -> set[str]:
+    """The index keys a change's erasure rewrote (of a frame: any of its versions)."""
+    return {event_key(s) for s in change.erased} | {frame_key(f) for f in change.erased_frames}
+
 _log = logging.getLogger("morphz.recall.indexer")
+# In an index's meta: the commit_seq of an erasure whose earlier content its files may
+# still hold, until the rebuild that rewrites them swaps in (Indexer._purge).
+ERASURE_PENDING = "erasure_pending"
 REBUILD_HEAP = 256 << 20
 # Read your writes: between pulls while nothing can be indexed (a rebuild runs), and the
 # changes a search embeds at a time while it waits for the vector leg (a step's embedding
@@ -78,6 +86,7 @@ class _Part:
     deletes: list[str] = field(default_factory=list)
     text_bytes: int = 0
     changes: int = 0  # changes gathered
+    erased: set[str] = field(default_factory=set)  # keys an erasure in them rewrote
 
     def add(self, key: str, doc: Doc, text: str) -> None:
         self.docs[key] = doc
@@ -119,8 +128,10 @@ class Indexer:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._progress: dict[str, dict] = {}
+        self._deleted: set[str] = set()  # contexts whose deletion the feed brought last
         self._rebuild_read_chunk = rebuild_read_chunk
         self._outdated: set[str] = set()  # contexts whose older-text rebuild was begun
+        self._purging: set[str] = set()  # contexts whose post-erasure rebuild runs
 
     def _lock(self, context: str) -> threading.Lock:
         with self._locks_guard:
@@ -130,10 +141,21 @@ class Indexer:
         """The vector leg's (taken after the context lock where both are held)."""
         return self._vectors.lock(context)
 
-    def index(self, context: str) -> ContextIndex:
+    def index(self, context: str, head: Optional[int] = None) -> ContextIndex:
+        """`head`: the context's version as the caller reads it; an index past it is of a
+        context deleted since whose name was made again before the follower took the
+        deletion (PRIV-05): dropped, and a new one begun. (One that has not reached the
+        old version yet is dropped when the follower takes the deletion, at once.)"""
         idx = self._indexes.get(context)
-        if not texts_current(idx.snapshot()[1]):
+        meta = idx.snapshot()[1]
+        if head is not None and meta.get("position", 0) > head:
+            self._dropped(context)
+            idx = self._indexes.get(context)
+            meta = idx.snapshot()[1]
+        if not texts_current(meta):
             self._rebuild_outdated(context)
+        elif meta.get(ERASURE_PENDING) and context not in self._purging:
+            self._purge(context)  # left pending by a process that stopped before its swap
         return idx
 
     def is_open(self, context: str) -> bool:
@@ -231,16 +253,21 @@ class Indexer:
         the leg's position, up to the lexical position (about `step` events and frames),
         embedded, appended and committed at the version of the last. Returns how many
         changes it took (0: caught up, or a stale leg, left as it is)."""
-        if self.vectors_off:
+        if self.vectors_off or self._gone(context):
             return 0
         return self._vectors.apply_vectors(context, step)
 
     def try_apply_vectors(self, context: str, step: int = VECTOR_STEP) -> Optional[int]:
         """apply_vectors, unless a step of the leg is under way (None): a caller bound
         by a deadline (a search reading its writes) never waits for one."""
-        if self.vectors_off:
+        if self.vectors_off or self._gone(context):
             return 0
         return self._vectors.try_apply_vectors(context, step)
+
+    def _gone(self, context: str) -> bool:
+        """Whether the context was deleted since its changes were last indexed (a vector
+        step would open an index for it again): known from the feed, no store read."""
+        return context in self._deleted
 
     def _lexical_docs(self, context: str, events: int,
                       changed_by: list[tuple[R.Frame, Optional[R.Event]]],
@@ -277,6 +304,13 @@ class Indexer:
         context runs, nothing: its swap catches up from the version it read (indexing
         into the index it replaces would be work thrown away, and slows it down).
         Returns how many were applied."""
+        gone = [i for i, c in enumerate(changes) if c.deleted]
+        if gone:  # the context was deleted: what came before it goes with it
+            self._dropped(context)
+            changes = changes[gone[-1] + 1:]
+            if not changes:
+                return 0
+        self._deleted.discard(context)  # (made again under its name, if it was)
         with self._lock(context):
             if self._rebuilding(context):
                 return 0
@@ -327,6 +361,7 @@ class Indexer:
                     for seq in change.events:
                         self._gather_event(context, m, seq, part)
                     part.changes += 1
+                    part.erased.update(erased_keys(change))
                     if part.text_bytes >= APPLY_BYTES or change is fresh[-1]:
                         self._gather_frames(context, m, frame_changers(chunk[start:i + 1]),
                                             part)
@@ -371,9 +406,66 @@ class Indexer:
         meta = dict(old_meta or {"text_version": TEXT_VERSION}, context=context,
                     position=last.commit_seq)
         meta.pop("vectors", None)  # (an older index's: the leg's HEAD names it now)
+        if part.erased:  # until a rebuild's files replace these (self._purge)
+            meta[ERASURE_PENDING] = last.commit_seq
         idx.apply(part.docs.values(), meta, deletes=part.deletes)
+        if part.erased:
+            self._erase(context, idx, part.erased)
         self._vectors_follow(context)
         return True
+
+    # -- erasure (docs/privacy.md) ----------------------------------------------------------
+    def _erase(self, context: str, idx: ContextIndex, keys: set[str]) -> None:
+        """What an erasure leaves to this index, once the lexical write of its change
+        committed (that write replaced the erased documents with what is left): their
+        vectors out of the vector leg and its files, what the vector cache holds of them,
+        then a rebuild of the whole index (_purge), since tantivy keeps a replaced
+        document's terms in its segment files until they merge, and no call merges them."""
+        if not self.vectors_off and idx.vectors.exists:
+            with self._vlock(context):
+                dropped = self._vectors.erase(context, idx.vectors, keys)
+            _log.info("%s: an erasure took %d index keys; %d vector cache entries dropped",
+                      context, len(keys), dropped)
+        self._purge(context)
+
+    def _dropped(self, context: str) -> None:
+        """A deleted context (PRIV-05): what the vector cache holds of its texts goes, then
+        its index's folders (every generation, both legs)."""
+        self._deleted.add(context)
+        with self._lock(context), self._vlock(context):
+            idx = self._indexes.get(context)
+            if not self.vectors_off and idx.vectors.exists:
+                self._vectors.erase(context, idx.vectors, set(idx.vectors.live_keys()))
+            self._indexes.reset([context])
+            self._progress.pop(context, None)
+        _log.info("%s: the context was deleted; its index and vectors are gone", context)
+
+    def _purge(self, context: str) -> None:
+        """Rebuild the context's index in the background, so that no file of it keeps
+        what an erasure took: the new generation is built from the store as it is now,
+        and the old one's files are removed at the swap. Its meta says ERASURE_PENDING
+        until then (`recall-index inspect`: erasure_pending). One at a time: a rebuild
+        under way whose read came before the erasure catches the change up after its
+        swap, which purges again."""
+        with self._locks_guard:
+            if context in self._purging or self._progress.get(context, {}).get("running"):
+                return
+            self._purging.add(context)
+
+        def run() -> None:
+            try:
+                self.rebuild(context)
+            except Exception as e:  # noqa: BLE001 - the next use of the index purges again
+                if getattr(e, "reason", "") == "CONTEXT_NOT_FOUND":
+                    # Deleted since: its index goes whole when the feed brings the deletion.
+                    _log.info("%s: deleted before its index was rewritten", context)
+                else:
+                    _log.warning("%s: rewriting the index after an erasure failed", context,
+                                 exc_info=True)
+            finally:
+                with self._locks_guard:
+                    self._purging.discard(context)
+        threading.Thread(target=run, daemon=True, name="recall-erasure-purge").start()
 
     def _vectors_follow(self, context: str) -> None:
         """After a lexical write: the vector follower's turn, or the leg's steps now."""

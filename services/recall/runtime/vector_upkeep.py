@@ -22,7 +22,7 @@ from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, said
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
-from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.recall.index.vector_cache import VectorCache, text_key
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.services.recall.runtime.embedcache import LegEmbedder
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
@@ -94,6 +94,16 @@ class VectorUpkeep:
     def embed_workers(self) -> int:
         """The processes the leg embeds in (0: this one)."""
         return self._embed_workers.count if self._embed_workers is not None else 0
+
+    def erase(self, context: str, leg: VectorLeg, keys: set[str]) -> int:
+        """An erasure's part of the vector leg (docs/privacy.md): the keys' vectors out
+        of the leg and its files (VectorLeg.erase), then what the vector cache holds of
+        every text their content was embedded in (VectorCache.erase). The leg's lock is
+        held by the caller. How many cache entries went."""
+        prefix = self._leg_vectors(context, leg).cache_prefix if self.leg_current(leg) \
+            else b""  # a leg of another embedder: keep none of the cache's other vectors
+        taken = leg.erase(keys)
+        return self._cache.erase(prefix, taken) if self._cache is not None else 0
 
     def leg_current(self, leg: VectorLeg) -> bool:
         """Whether the leg was built by this server's embedder over today's texts."""
@@ -192,8 +202,8 @@ class VectorUpkeep:
                        partition=False)
         for start in range(0, len(changed_by), EMBED_BATCH):
             part = changed_by[start:start + EMBED_BATCH]
-            leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None)
-                        for f, ev in part],
+            leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None,
+                               digests=(text_key(frame_text(f)),)) for f, ev in part],
                        vectors.vectors([frame_text(f) for f, _ in part]), partition=False)
         return self._filled(leg)
 
@@ -244,7 +254,7 @@ class VectorUpkeep:
         chunk = next(iter(change_chunks(changes, step)))
         started = time.monotonic()
         with self._tracer.start_as_current_span("recall.vector_apply") as span:
-            part, chunk = self._gather_vectors(context, chunk)
+            part, chunk = self._gather_vectors(context, leg, chunk)
             if self.learned() and leg.count + len(part.docs) >= max(
                     REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
                 self._refit(context, idx)
@@ -269,7 +279,7 @@ class VectorUpkeep:
         self.start_leg(context, leg, self.fit_sample(context, events, frames))
         leg.commit(0)
 
-    def _gather_vectors(self, context: str,
+    def _gather_vectors(self, context: str, leg: VectorLeg,
                         chunk: list[Change]) -> tuple[_VecPart, list[Change]]:
         """The vector documents and texts of a run of changes, rows as they are now (a
         frame read past them is what the leg should hold anyway); the run is cut after
@@ -277,7 +287,6 @@ class VectorUpkeep:
         held at once). Returns the part and the changes it covers."""
         part = _VecPart()
         size = 0
-        leg = self._index(context).vectors
         with self._store.latest(context) as reader:
             m = MindState(reader)
             passages = Passages(leg.last_turn, lambda key: _said_in(m, key))
@@ -311,6 +320,7 @@ class VectorUpkeep:
                         part.docs[key] = VecDoc(key, "", event_time_us(ev.time) if ev
                                                 else None)
                         part.texts[key] = (frame_text(f),)
+                        part.docs[key].digests = (text_key(part.texts[key][0]),)
         return part, chunk
 
     def _said_of(self, context: str, key: str) -> Optional[str]:
@@ -340,9 +350,10 @@ def _composed(passages: Passages, seq: int, kind: str, session: str, actor: str,
     """An event's vector document and the texts its vector is the mean of."""
     call = R.parse_ref((data or {}).get("call", ""))
     key = event_key(seq)
-    prev, texts = passages.event(key, kind, session, actor, text,
-                                 event_key(call) if call is not None else "")
-    return VecDoc(key, session, event_time_us(time, data), prev), texts
+    prev, source, texts = passages.event(key, kind, session, actor, text,
+                                         event_key(call) if call is not None else "")
+    return VecDoc(key, session, event_time_us(time, data), prev, source,
+                  tuple(text_key(t) for t in texts)), texts
 
 
 def _said_in(m: MindState, key: str) -> Optional[str]:

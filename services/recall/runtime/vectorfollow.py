@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from morphz.shared.errors import MorphzError
+
 _log = logging.getLogger("morphz.recall.vectors")
 RETRY_SECONDS = 5.0
 REST_RATIO, MAX_REST_SECONDS = 3.0, 2.0
@@ -90,18 +92,25 @@ class VectorFollower:
                 self._cond.wait(wait)
             return None
 
+    def _failed(self, context: str) -> None:
+        if self._stopping:
+            return
+        _log.warning("%s: the vector leg's step failed; trying again in %.0f s", context,
+                     self._retry, exc_info=True)
+        with self._cond:
+            self._due[context] = time.monotonic() + self._retry
+
     def _run(self) -> None:
         while (context := self._next()) is not None:
             cpu = time.thread_time()
             try:
                 more = self._step(context)
+            except MorphzError as e:
+                if e.reason != "CONTEXT_NOT_FOUND":  # (deleted meanwhile: nothing to follow)
+                    self._failed(context)
+                continue
             except Exception:  # noqa: BLE001 - derived data: tried again; the lag shows it
-                if self._stopping:
-                    return
-                _log.warning("%s: the vector leg's step failed; trying again in %.0f s",
-                             context, self._retry, exc_info=True)
-                with self._cond:
-                    self._due[context] = time.monotonic() + self._retry
+                self._failed(context)
                 continue
             if more:
                 rest = min(MAX_REST_SECONDS, REST_RATIO * (time.thread_time() - cpu))

@@ -21,6 +21,7 @@ class Submission(Ticket):
         # When its caller stops waiting (time.monotonic()); `bounded`: that is the call's
         # deadline (else the store's own bound for a commit).
         self.until, self.bounded = until, bounded
+        self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
 
 
 def expected_seq(sub: Submission) -> int:
@@ -38,7 +39,7 @@ class Refused(Exception):
 def plan_writes(writes: list[Write], prefix: bytes, *,
                 side: bool = False) -> list[tuple[str, str, list]]:
     """A submission's writes as statements: the rows of one table and kind (upsert,
-    insert into an append-only table, delete, aside) in one statement each. A key
+    insert into an append-only table, delete, aside, erase) in one statement each. A key
     written more than once in the submission keeps its writes' order, one statement
     each, after the others (no other key's write depends on it). Raises Refused for
     a delete from an append-only table. `side`: side records (put_records), inserts."""
@@ -58,6 +59,8 @@ def plan_writes(writes: list[Write], prefix: bytes, *,
     for w, k in encoded:
         if w.quarantine:
             kind, row = "aside", (k, w)
+        elif w.erase:  # an existing row rewritten (store.py: deleted, then inserted)
+            kind, row = "erase", (k, w.value)
         elif TABLES[w.table]:
             if w.value is None:
                 raise Refused(MorphzError("STORAGE_APPEND_ONLY",

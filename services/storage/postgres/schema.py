@@ -77,6 +77,11 @@ class Statements:
             "WITH moved AS (DELETE FROM {t} WHERE k = ANY(%s) RETURNING k, v) "
             "INSERT INTO {s}.quarantine (k, v) SELECT %s || substring(k from %s), v "
             "FROM moved")
+        # An erasure's rewrite: the rows deleted (the append-only trigger lets a DELETE
+        # through under the quarantine's flag), then inserted with their new values.
+        self.erase_delete = each("DELETE FROM {t} WHERE k = ANY(%s) RETURNING k, v")
+        # A context's rows, deleted (Store.delete_context): keys in [prefix, prefix 0xff).
+        self.delete_under = each("DELETE FROM {t} WHERE k >= %s AND k < %s")
         self.scans: dict[tuple, str] = {}
         self._schema = schema
         one = lambda template: _text(sql.SQL(template).format(s))  # noqa: E731
@@ -91,7 +96,12 @@ class Statements:
         self.contexts_of = one("SELECT ctx, commit_seq, fence FROM {}._context "
                                "WHERE ctx = ANY(%s)")
         self.commit_seq = one("SELECT commit_seq FROM {}._context WHERE ctx = %s")
-        self.all_contexts = one("SELECT ctx FROM {}._context ORDER BY ctx")
+        # A deleted context keeps its row (its highest fencing token) at commit_seq 0.
+        self.all_contexts = one("SELECT ctx FROM {}._context WHERE commit_seq > 0 "
+                                "ORDER BY ctx")
+        self.forget_context = one("UPDATE {}._context SET commit_seq = 0 WHERE ctx = %s "
+                                  "AND commit_seq > 0")
+        self.delete_feed_of = one("DELETE FROM {}._feed WHERE ctx = %s")
         self.count_contexts = one("SELECT count(*) FROM {}._context")
         self.put_contexts = one(
             "INSERT INTO {}._context (ctx, commit_seq, fence) SELECT * FROM "

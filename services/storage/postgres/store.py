@@ -37,6 +37,7 @@ through LISTEN/NOTIFY (notify.py): wait_changes wakes at their commits too.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import select
@@ -44,12 +45,12 @@ import socket
 import threading
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Iterable, Optional
 
-import msgspec
 import psycopg
-from psycopg import errors as pg_errors
+from psycopg import errors as pg_errors, sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from morphz.services.storage.postgres.errors import no_context, unavailable
@@ -60,12 +61,16 @@ from morphz.services.storage.postgres.plan import (Refused, Submission, expected
 from morphz.services.storage.postgres.pool import ConnectionPool
 from morphz.services.storage.postgres.reader import PostgresReader
 from morphz.services.storage.postgres.schema import Statements, schema_statements
+from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, SIDE_TABLES, TABLES, Change, FeedPage, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, fenced, quarantine_missing)
+from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
+                                       Change, FeedPage, context_not_found,
+                                       StaleCommit, Store, Ticket, Write, change_of,
+                                       check_write, erase_missing, fenced, pack_change,
+                                       quarantine_missing, unpack_change)
 
 DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
@@ -92,19 +97,6 @@ COMMIT_BOUND_SECONDS = 30.0
 SEVER_GRACE_SECONDS = 2.0
 WATCH_SECONDS = 0.25
 CLOSE_WAIT_SECONDS = 5.0  # what close() waits for a writer before severing it
-
-_encode_json = msgspec.json.Encoder().encode
-_decode_json = msgspec.json.Decoder().decode
-
-
-def _pack_change(c: Change) -> bytes:  # lmdb_store's feed record, byte for byte
-    return _encode_json({"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames})
-
-
-def _unpack_change(position: int, raw: bytes) -> Change:
-    d = _decode_json(raw)
-    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]))
-
 
 def _send_all(conn: psycopg.Connection) -> None:
     """Hand all of libpq's output to the kernel, waiting while the socket is full: done
@@ -170,6 +162,9 @@ class PostgresStore(Store):
         self._pool = ConnectionPool(lambda: self._connect(autocommit=True), pool)
         self.snapshot_capacity = max(1, pool - READS_KEPT_FREE)
         self.space = Space(data_dir or os.getcwd())
+        # In the server's data folder (a store opened without one, a tool's or a test's,
+        # keeps none: its erasures cannot be applied again to a restored backup).
+        self.erasure_log = ErasureLog(data_dir) if data_dir else None
         self._queue: list[Submission] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
@@ -237,11 +232,11 @@ class PostgresStore(Store):
             if context:
                 rows = r.execute(self._q.feed_of, (keys.context_prefix(context), after,
                                                 limit)).fetchall()
-                return FeedPage([_unpack_change(p, bytes(c)) for p, c in rows],
+                return FeedPage([unpack_change(p, bytes(c)) for p, c in rows],
                                 r.commit_seq, self._id)
             head, _ = r.execute(self._q.read_head, ()).fetchone()
             rows = r.execute(self._q.feed_after, (after, limit)).fetchall()
-            return FeedPage([_unpack_change(p, bytes(c)) for p, c in rows], head, self._id)
+            return FeedPage([unpack_change(p, bytes(c)) for p, c in rows], head, self._id)
 
     def wait_changes(self, after: int, timeout: float) -> int:
         self._listen()
@@ -476,7 +471,8 @@ class PostgresStore(Store):
             for kind, table, rows in plan:
                 if kind == "insert":
                     appends.setdefault(table, set()).update(k for k, _ in rows)
-        careful = any(kind == "aside" for plan in plans.values() for kind, _, _ in plan)
+        careful = any(kind in ("aside", "erase") for plan in plans.values()
+                      for kind, _, _ in plan)
         pipelined = not careful and _sent_bytes(plans.values()) <= PIPELINE_MAX_BYTES
         conn, head, state, existing = self._begin(list(prefixes.values()), appends,
                                                   max(sub.until for sub in batch))
@@ -511,21 +507,22 @@ class PostgresStore(Store):
                         continue
                     try:
                         if careful:
-                            self._write_one(cur, plan, prefixes[sub.context], current + 1)
+                            self._write_one(cur, plan, prefixes[sub.context], current + 1,
+                                            sub.erased)
                         else:
                             self._append(cur, plan, existing, inserted, current + 1,
                                          prefixes[sub.context])
                     except Refused as refused:
                         sub.error = refused.error
+                        sub.erased = []
                         continue
                     seqs[sub.context] = sub.result = current + 1
                     fences[sub.context] = max(highest, sub.fence)
                     changed.add(sub.context)
                     head += 1
-                    c = sub.change
-                    change = Change(head, c.context, current + 1, c.events, c.frames)
+                    change = replace(sub.change, position=head, commit_seq=current + 1)
                     feed.append((head, prefixes[sub.context], current + 1,
-                                 _pack_change(change)))
+                                 pack_change(change)))
                 if changed:
                     ordered = sorted(changed)
                     cur.execute(q.put_contexts, ([prefixes[c] for c in ordered],
@@ -535,6 +532,10 @@ class PostgresStore(Store):
                     cur.execute(q.set_head, (head,))
                     # Delivered at COMMIT only: other processes' followers wake (notify.py).
                     cur.execute(q.notify, (self._channel, str(head)))
+                logged = [(sub.context, sub.result, sub.erased) for sub in batch
+                          if sub.erased and sub.result is not None]
+                if logged and self.erasure_log is not None:  # before the commit: never an
+                    self.erasure_log.append(self._id, logged)  # erasure the log lacks
                 self._faults.hit("after-puts-before-commit")
                 # COMMIT may wait for the synchronous standby: that wait is not cancelled
                 # by the timeout (a cancelled one commits here alone, visible at once).
@@ -581,11 +582,11 @@ class PostgresStore(Store):
             self._run_step(cur, step, prefix, commit_seq)
 
     def _write_one(self, cur: psycopg.Cursor, plan: list, prefix: bytes,
-                   commit_seq: int) -> None:
+                   commit_seq: int, erased: Optional[list] = None) -> None:
         """One submission's writes, statement by statement, in a savepoint where any of
         them may be refused by the database (a row an append-only table has, a row to
         quarantine missing)."""
-        risky = any(kind in ("insert", "aside") for kind, _, _ in plan)
+        risky = any(kind in ("insert", "aside", "erase") for kind, _, _ in plan)
         if not risky:
             for step in plan:
                 self._run_step(cur, step, prefix, commit_seq)
@@ -593,7 +594,7 @@ class PostgresStore(Store):
         cur.execute("SAVEPOINT sub")
         try:
             for step in plan:
-                self._run_step(cur, step, prefix, commit_seq)
+                self._run_step(cur, step, prefix, commit_seq, erased)
         except Refused:
             cur.execute("ROLLBACK TO SAVEPOINT sub")
             raise
@@ -605,7 +606,7 @@ class PostgresStore(Store):
         cur.execute("RELEASE SAVEPOINT sub")
 
     def _run_step(self, cur: psycopg.Cursor, step: tuple, prefix: bytes,
-                  commit_seq: int) -> None:
+                  commit_seq: int, erased: Optional[list] = None) -> None:
         kind, table, rows = step
         q = self._q
         if kind == "upsert":
@@ -614,6 +615,18 @@ class PostgresStore(Store):
             cur.execute(q.insert[table], ([k for k, _ in rows], [v for _, v in rows]))
         elif kind == "delete":
             cur.execute(q.delete[table], ([k for k, _ in rows],))
+        elif kind == "erase":  # the DELETE let through the append-only trigger, as aside's
+            ks = [k for k, _ in rows]
+            cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
+            cur.execute(q.erase_delete[table], (ks,))
+            gone = cur.fetchall()
+            cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
+            if len(gone) != len(set(ks)):
+                raise Refused(erase_missing(Write(table, (), None)))
+            if table == "events" and erased is not None:  # for the erasure log
+                erased += [(keys.decode(bytes(k), len(prefix))[0],
+                            hashlib.sha256(bytes(v)).hexdigest()) for k, v in gone]
+            cur.execute(q.insert[table], (ks, [v for _, v in rows]))
         else:  # aside: the quarantine's DELETE is let through the append-only trigger
             ks = [k for k, _ in rows]
             cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
@@ -623,6 +636,62 @@ class PostgresStore(Store):
             cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
             if moved != len(ks):
                 raise Refused(quarantine_missing(rows[0][1]))
+
+    def delete_context(self, context: str) -> int:
+        """Store.delete_context, in one SQL transaction under the store's head lock."""
+        prefix = keys.context_prefix(context)
+        q = self._q
+        with self._leader:
+            conn = self._writer_conn()
+            try:
+                with conn.cursor(binary=True) as cur:
+                    head, _ = cur.execute(q.lock_head).fetchone()  # writers take turns
+                    cur.execute(q.forget_context, (prefix,))
+                    if cur.rowcount != 1:
+                        raise context_not_found(context)
+                    cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
+                    for table in TABLES:  # the append-only trigger lets these through
+                        cur.execute(q.delete_under[table], (prefix, prefix + b"\xff"))
+                    cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
+                    cur.execute(q.delete_feed_of, (prefix,))
+                    cur.execute(q.put_feed, ([head + 1], [prefix], [0], [pack_change(
+                        Change(head + 1, context, 0, deleted=True))]))
+                    cur.execute(q.set_head, (head + 1,))
+                conn.commit()
+            except BaseException as e:
+                if not conn.closed:
+                    conn.rollback()
+                if isinstance(e, psycopg.Error):
+                    raise unavailable(e, "delete a context") from None
+                raise
+        with self._feed_moved:
+            self._head = head + 1
+            self._feed_moved.notify_all()
+        return head + 1
+
+    def reclaim(self, context: str = "") -> dict:
+        """Store.reclaim: the tables an erasure rewrites are rewritten by VACUUM FULL
+        (new files, TOAST included; the old ones are unlinked), which locks each table
+        for its time (reads and writes of every context wait). Then a CHECKPOINT where
+        the store's role may (so WAL written before can be recycled: docs/privacy.md)."""
+        started = time.monotonic()
+        tables = [sql.Identifier(self._schema, t) for t in sorted(ERASABLE_TABLES)]
+        size = sql.SQL("SELECT {}").format(sql.SQL(" + ").join(
+            sql.SQL("pg_total_relation_size({})").format(sql.Literal(f'"{self._schema}".{t}'))
+            for t in sorted(ERASABLE_TABLES)))
+        try:
+            with self._connect(autocommit=True) as conn:
+                before = conn.execute(size).fetchone()[0]
+                conn.execute(sql.SQL("VACUUM (FULL) {}").format(sql.SQL(", ").join(tables)))
+                after = conn.execute(size).fetchone()[0]
+                try:
+                    conn.execute("CHECKPOINT")
+                except pg_errors.InsufficientPrivilege:
+                    pass  # a role without pg_checkpoint: the server's own checkpoints come
+        except psycopg.Error as e:
+            raise unavailable(e, "rewrite the store after an erasure") from None
+        return {"engine": "postgres", "bytes_before": int(before), "bytes_after": int(after),
+                "duration_ms": int((time.monotonic() - started) * 1000)}
 
     def close(self) -> None:
         """Stop; a writer waiting on a database that does not answer is not waited for

@@ -19,14 +19,18 @@ import threading
 import uuid
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 from opentelemetry import trace
 
 from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.owner_cache import OwnerCache
-from morphz.shared.mind import records as R
-from morphz.services.transaction.core import chain, payloads as P, read_views, rules as rulebook
+from morphz.shared.mind import records as R, secrets
+from morphz.services.transaction.core import (
+    chain, erasure, export, payloads as P, read_views, rules as rulebook)
+from morphz.services.transaction.core.export import ExportPage
+from morphz.services.transaction.core.erase_select import Plan, Selector, plan
+from morphz.services.transaction.core.erasure import erasure_result, showing_snapshots
 from morphz.services.transaction.core.builds import (
     Batch, Build, Proposed, RawWrite, apply_batch, payload_hash)
 from morphz.services.transaction.core.boundaries import check_base
@@ -40,8 +44,8 @@ from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (
     ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
-    EventResult, FrameListResult, FrameResult, PolicyResult, RebuildResult, Result,
-    SessionStatus, StatusResult)
+    DeleteResult, ErasureResult, EventResult, FrameListResult, FrameResult, PolicyResult,
+    RebuildResult, Reclaimed, Result, SessionStatus, StatusResult)
 from morphz.shared.mind.receipts import AppendReceipt, TxReceipt
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
@@ -52,7 +56,7 @@ from morphz.shared.auth import Caller
 from morphz.services.transaction.core import frame_pages, policy_change
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
-from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, utf8_len
+from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, echo, utf8_len
 from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
@@ -61,6 +65,8 @@ from morphz.shared.values import ContextName, EventRef
 from morphz.services.transaction.core.requests import AppendItem
 
 log = logging.getLogger(__name__)
+# Administrators' acts on whole contexts (a deletion): the server's admin log.
+admin_log = logging.getLogger("morphz.admin")
 # A context's name as an entry point takes it: checked at the edge (the servicer parses a
 # ContextName), or a string a caller holding the core gives, checked on entry.
 Context = Union[ContextName, str]
@@ -585,7 +591,8 @@ class TransactionCore:
                 revealing = policy.sessions(m, caller, policy.REVEAL)
                 if revealing is not None and not any(Viewer(m, s).sees(ev) for s in revealing):
                     raise policy.forbidden(context, caller, policy.REVEAL, ev.session)
-            return read_views.event_view(ev, m.observation(seq), reveal_secrets)
+            return read_views.event_view(ev, m.observation(seq), reveal_secrets,
+                                         read_views.erased_note(m, secrets.erasure_of(ev.data)))
 
     # -- audit ----------------------------------------------------------------------------------
     def audit(self, context: Context, *, caller: Caller,
@@ -616,6 +623,108 @@ class TransactionCore:
             deadline.check("the rebuild")
             return RawWrite(reply, writes)
         return self._write(context, build)[0]
+
+    # -- erasure (docs/privacy.md) ------------------------------------------------------------
+    def erase(self, context: Context, selector: Selector, reason: str, *,
+              dry_run: bool = False, caller: Caller,
+              deadline: Deadline = NEVER) -> ErasureResult:
+        """Remove the content of the events `selector` names and of what was derived
+        only from them (erase_select.py, erasure.py), recorded as an `erasure` event;
+        then the store is rewritten so no file keeps the bytes (Store.reclaim). The
+        `erase` right (administrators hold it) and a reason are required. `dry_run`:
+        what it would take, nothing changed. A selection past ERASE_BATCH events is
+        erased in steps, each its own commit and erasure event."""
+        context = _context(context)
+        sel = selector.check()
+        if dry_run:
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                policy.check(m, context, caller, policy.ERASE)
+                m.require_meta(context)
+                found = plan(m, sel, limit=1 << 62, deadline=deadline)
+                return erasure_result(context, [found], [], showing_snapshots(m, [found]))
+        reason = erasure.check_reason(reason)
+        steps: list[tuple[Plan, str]] = []
+        made: list[tuple[Plan, str]] = []  # what the last build took, and its erasure
+        commit_seq = 0
+        while True:
+            made.clear()
+
+            def build(m: MindState) -> Union[Proposed, ErasureResult]:
+                policy.check(m, context, caller, policy.ERASE)
+                m.require_meta(context)
+                step = plan(m, sel, limit=erasure.ERASE_BATCH, deadline=deadline)
+                if step.empty:
+                    return erasure_result(context, [], [], ())
+                at = R.ref(m.meta().next_seq)
+                what, taken = erasure.rewrite(m, step, at)
+                made[:] = [(step, at)]
+                return self._event(m, context, R.ERASURE, P.Erasure(
+                    reason, tuple(what), tuple(taken), sel.recorded(), len(step.events)),
+                    actor=caller.principal or "runtime")
+            commit_seq = self._write(context, build, with_seq=True, deadline=deadline)[1] \
+                or commit_seq
+            if not made:
+                break
+            steps.append(made[0])
+            if not made[0][0].more:
+                break
+        if not steps:
+            return erasure_result(context, [], [], ())
+        reclaimed = self._store.reclaim(context)
+        log.info("erasure of %s by %s: %s (%d events, %d frame versions); store rewritten "
+                 "in %s ms", context[:80], echo(caller.principal or "runtime"),
+                 " ".join(at for _, at in steps), sum(len(p.events) for p, _ in steps),
+                 sum(len(p.versions) for p, _ in steps), reclaimed.get("duration_ms", 0))
+        with self._store.reader(context) as reader:
+            shown = showing_snapshots(MindView(reader), [p for p, _ in steps])
+        return erasure_result(context, [p for p, _ in steps], [at for _, at in steps], shown,
+                              commit_seq, reclaimed)
+
+    def export(self, context: Context, *, since: str = "", until: str = "",
+               reveal_secrets: bool = False, caller: Caller,
+               deadline: Deadline = NEVER) -> Iterator[ExportPage]:
+        """The context's events as import's lines, a page at a time (export.py), those
+        that occurred in [since, until). Readers of the whole context; secrets' text only
+        with reveal. Each page is read on its own; the deadline is looked at before each."""
+        context = _context(context)
+        window = export.Window(check_occurred_at(since), check_occurred_at(until))
+        with self._store.reader(context) as reader:
+            m = MindView(reader)
+            policy.check(m, context, caller, policy.READ)
+            if reveal_secrets:
+                policy.check(m, context, caller, policy.REVEAL)
+            total = m.require_meta(context).next_seq
+
+        def read_page(first: int, count: int) -> list[R.Event]:
+            deadline.check("the export")
+            with self._store.reader(context) as page_reader:
+                return export.events_of(MindView(page_reader), first, count)
+        return export.pages(read_page, total, window, reveal_secrets)
+
+    def delete_context(self, context: Context, reason: str, *,
+                       caller: Caller) -> DeleteResult:
+        """Remove the context whole (PRIV-05): every row, its snapshots and its change
+        feed (Store.delete_context); recall drops its index and vectors as it follows the
+        feed; the name answers CONTEXT_NOT_FOUND and may be created again. Administrators,
+        with a reason, written to the server's admin log; the store is then rewritten so
+        its file shrinks (Store.reclaim)."""
+        context = _context(context)
+        reason = erasure.check_reason(reason)
+        pipe = self._pipeline(context)
+        with pipe.lock:
+            self._settle_in_flight(pipe)  # none of its commits still in flight
+            with self._store.reader(context) as reader:
+                m = MindState(reader)
+                policy.check(m, context, caller, policy.ADMIN)
+                events = m.require_meta(context).next_seq
+            self._store.delete_context(context)
+            if self._cache is not None:
+                self._cache.forget(context)
+        reclaimed = self._store.reclaim(context)
+        admin_log.info("context %s deleted by %s (%d events): %s", context[:80],
+                       echo(caller.principal or "runtime"), events, echo(reason, 200))
+        return DeleteResult(context, events, Reclaimed(**reclaimed) if reclaimed else None)
 
     # -- policy -----------------------------------------------------------------------------
     def set_policy(self, context: Context, op: str, principal: str, rights: list[str],

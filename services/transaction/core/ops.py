@@ -96,7 +96,7 @@ def apply_create(m: MindState, run: TxRun, op: FrameOp) -> None:
             return
         raise run.fail("FRAME_EXISTS", f"frame {op.frame_id} already exists with other content",
                        op.frame_id)
-    f = R.Frame(op.frame_id, 1, op.body, sources)
+    f = R.Frame(op.frame_id, 1, op.body, sources, erased=op.erased)
     m.put_frame(f)
     m.append_order(op.frame_id)
     run.touched.add(f.id)
@@ -117,7 +117,7 @@ def apply_revise(m: MindState, run: TxRun, op: FrameOp) -> None:
     if op.sources is not None:
         _check_sources(m, run, op.sources)
         f.sources = op.sources
-    f.body = op.body
+    f.body, f.erased = op.body, op.erased  # (an op replayed after an erasure took its body)
     f.revision += 1
     m.put_frame(f)
     run.touched.add(f.id)

@@ -135,9 +135,35 @@ class Input:
                      d.get(R.OCCURRED_AT, ""))
 
 
-Payload = Union[Created, Activation, Delivery, Commit, Policy, Input]
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    """What an erasure took (docs/privacy.md): each event whose content it removed, as
+    (seq, digest of its first record, digest of the record it left), the frame versions
+    whose bodies it took (frame id, context revision), how it selected them (never the
+    phrase it matched: that is what was erased) and why. Who and when are the event's
+    actor and time."""
+    reason: str
+    what: tuple[tuple[int, str, str], ...]
+    frames: tuple[tuple[str, int], ...] = ()
+    selector: Optional[dict] = None
+    events: int = 0  # of `what`, the events erased whole (the rest: transactions' bodies)
+
+    def to_data(self) -> dict:
+        return {"reason": self.reason, "what": [list(w) for w in self.what],
+                "versions": [list(f) for f in self.frames], "selector": self.selector or {},
+                "events": self.events}
+
+    @staticmethod
+    def from_data(d: dict) -> "Erasure":
+        return Erasure(d["reason"], tuple(tuple(w) for w in d["what"]),
+                       tuple(tuple(f) for f in d.get("versions", ())),
+                       d.get("selector") or {},
+                       d.get("events", 0))
+
+
+Payload = Union[Created, Activation, Delivery, Commit, Policy, Input, Erasure]
 _BY_KIND = {R.CONTEXT_CREATED: Created, R.ACTIVATION: Activation, R.DELIVERY: Delivery,
-            R.CONTEXT_TX: Commit, R.POLICY: Policy}
+            R.CONTEXT_TX: Commit, R.POLICY: Policy, R.ERASURE: Erasure}
 
 
 def decode(ev: R.Event) -> Payload:

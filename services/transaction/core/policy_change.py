@@ -30,9 +30,10 @@ def check_change(op: str, principal: str, rights: list[str], session: str) -> Po
                           f"{', '.join(policy.RIGHTS)}", field="rights")
     if session:
         check_name(session, "session")
-        if policy.ADMIN in wanted:
-            raise MorphzError("CONTEXT_INPUT_INVALID", "admin is a right on the whole "
-                              "context, not on one session", field="rights")
+        for right in (policy.ADMIN, policy.ERASE):
+            if right in wanted:
+                raise MorphzError("CONTEXT_INPUT_INVALID", f"{right} is a right on the "
+                                  "whole context, not on one session", field="rights")
     return Policy(op, principal, tuple(wanted), session)
 
 

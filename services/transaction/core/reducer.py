@@ -121,6 +121,12 @@ def _mature(m: MindState, tick: int) -> list[str]:
     return done
 
 
+def _apply_erasure(m: MindState, ev: R.Event, data: P.Erasure) -> None:
+    """Nothing: what an erasure took is gone from the events before it (their stored
+    records), and a replay of those gives the erased Mind; the commit that made it wrote
+    the same rows (erasure.py)."""
+
+
 def _apply_delivery(m: MindState, ev: R.Event, data: P.Delivery) -> R.Activation:
     act = m.activation(data.activation_id)
     if act is None:
@@ -174,4 +180,5 @@ _HANDLERS = {
     R.MESSAGE: scope_reducer.apply_message,
     R.TOOL_RESULT: _apply_tool_result,
     R.POLICY: policy_change.apply_change,
+    R.ERASURE: _apply_erasure,
 }

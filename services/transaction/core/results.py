@@ -187,6 +187,16 @@ class RetireView(Result):
 
 
 @_result
+class ErasedNote(Result):
+    """What an erased item says of its erasure (PRIV-01): the erasure event, who made
+    it, why and when."""
+    erasure: str
+    by: str
+    reason: str
+    at: str
+
+
+@_result
 class FrameResult(Result):
     id: str
     revision: int
@@ -200,6 +210,7 @@ class FrameResult(Result):
     secret: bool
     as_of_revision: int
     relations: tuple[Relation, ...]
+    erased: Optional[ErasedNote] = None  # the body was taken by an erasure
 
 
 @_result
@@ -229,6 +240,8 @@ class EventResult(Result):
     activation: Optional[str] = None  # where the event belongs (EventResult docs: proto)
     call: Optional[str] = None
     target_session: Optional[str] = None
+    erased: Optional[ErasedNote] = None  # its content (a transaction's: some frame bodies)
+    # was taken by an erasure; the text says so
 
 
 @_result
@@ -258,6 +271,7 @@ class ChainCheck(Result):
     checked: int
     first_broken: str
     problem: str
+    erased: int = 0  # events whose content an erasure removed, wholly or in part
 
 
 @_result
@@ -282,3 +296,40 @@ class RebuildResult(Result):
 @_result
 class ContextList(Result):
     contexts: tuple[str, ...]
+
+
+@_result
+class Reclaimed(Result):
+    """What rewriting the store took (Store.reclaim)."""
+    engine: str
+    bytes_before: int
+    bytes_after: int
+    duration_ms: int
+
+
+@_result
+class ErasureResult(Result):
+    """What an erasure took (or, a dry run, would take): the erasure events it committed
+    (a large selection is erased in steps, each its own), the events erased whole, the
+    transactions whose frame bodies it took, the frames whose present body and the frame
+    versions (`ID@REVISION`) whose bodies it took, the checkpoints and encoding snapshots
+    that held or showed them, and the store's rewrite."""
+    context: str
+    dry_run: bool
+    erasures: tuple[str, ...]
+    events: tuple[str, ...]
+    transactions: tuple[str, ...]
+    frames: tuple[str, ...]
+    frame_versions: tuple[str, ...]
+    checkpoints: tuple[str, ...]
+    snapshots: tuple[str, ...]
+    commit_seq: int = 0
+    reclaimed: Optional[Reclaimed] = None
+
+
+@_result
+class DeleteResult(Result):
+    """A context deleted (PRIV-05): how many events it held, and the store's rewrite."""
+    context: str
+    event_count: int
+    reclaimed: Optional[Reclaimed] = None

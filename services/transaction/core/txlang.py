@@ -46,6 +46,9 @@ class FrameOp:
     frame_id: str
     body: str  # canonical text of the body items
     sources: Optional[list[str]] = None  # None: not given (revise keeps the old ones)
+    # In a stored transaction only: the erasure (@eN) that took this op's body (derived
+    # only from erased events; docs/privacy.md); the body is then "". Stored when set.
+    erased: str = ""
 
 
 @dataclass
@@ -92,7 +95,7 @@ class Tx:
 
     def to_dict(self) -> dict:
         d = {"base_version": self.base_version, "reason": self.reason,
-             "ops": [dict(vars(o)) for o in self.ops]}
+             "ops": [_op_dict(o) for o in self.ops]}
         if self.base_tick is not None:  # absent otherwise: older events stay as they were
             d["base_tick"] = self.base_tick
         return d
@@ -112,6 +115,15 @@ class Tx:
         for o in self.ops:
             parts.append(_render_op(o))
         return "(context-tx " + " ".join(parts) + ")"
+
+
+def _op_dict(o: Op) -> dict:
+    """An op as a stored transaction holds it (a frame op's `erased` only when set: the
+    stored form, and a request's payload hash, stay what they were)."""
+    d = dict(vars(o))
+    if d.get("erased") == "":
+        del d["erased"]
+    return d
 
 
 def _bad(message: str, index: Optional[int] = None, **details: object) -> MorphzError:

@@ -6,6 +6,8 @@ the hot paths; a turn read with the one it answers; the vector leg's pace report
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from morphz_conformance.registry import CaseFailed, CaseRun, case
 
@@ -128,18 +130,24 @@ PARAPHRASES = (("why did we hold the launch", 0), ("回复尽量简洁", 4),
                ("too many open sessions to Postgres", 1), ("the user likes brief replies", 4))
 
 
+@contextmanager
+def _default_embedder(t: CaseRun) -> Iterator[None]:
+    """The target restarted with its default embedder; the run's own comes back after."""
+    t.driver.restart_with_default_embedder()
+    try:
+        yield
+    finally:
+        t.driver.restart()
+
+
 def _with_default_embedder(t: CaseRun, check) -> None:
     """Run `check(ctx, refs)` on the target restarted with its default embedder, over the
-    memories above; the run's own embedder comes back after."""
-    d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    memories above."""
+    with _default_embedder(t):
         ctx = t.context()
-        refs = [d.append(ctx, "s1", "user-message", text).ref for text in MEANINGS]
+        refs = [t.driver.append(ctx, "s1", "user-message", text).ref for text in MEANINGS]
         _both_legs_caught_up(t, ctx)
         check(ctx, refs)
-    finally:
-        d.restart()
 
 
 @case("HYB-04", "the default embedder is pretrained and multilingual: it recalls by meaning "
@@ -236,8 +244,7 @@ def _dialogues(t: CaseRun, ctx: str) -> dict[tuple[str, int], str]:
       needs=("default_embedder", "restart"))
 def hyb_07_evidence_read_with_its_context(t: CaseRun):
     d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    with _default_embedder(t):
         ctx = t.context()
         refs = _dialogues(t, ctx)
         _both_legs_caught_up(t, ctx)
@@ -254,8 +261,6 @@ def hyb_07_evidence_read_with_its_context(t: CaseRun):
                     f"{question!r}: hybrid ranks its evidence behind a leg ({ranks})")
             ahead += ranks["hybrid"] < min(ranks["lexical"], ranks["vector"])
         t.check(ahead >= 1, "no question found its evidence ahead of both legs")
-    finally:
-        d.restart()
 
 
 @case("HYB-08", "the vector leg reports its pace and the time to cover what it lacks; a "
@@ -263,26 +268,30 @@ def hyb_07_evidence_read_with_its_context(t: CaseRun):
       needs=("default_embedder", "restart"))
 def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
     d = t.driver
-    d.restart_with_default_embedder()
-    try:
+    with _default_embedder(t):
         ctx = t.context()
         behind: list = []  # states seen while the vector leg lagged, with a pace
         workers = 0
         for i in range(300):
             d.append(ctx, f"s{i % 3}", "user-message",
                      f"note {i}: shipment {i * 7} left dock {i % 11} for warehouse {i % 5}")
-            if i % 20 == 19:
-                st = d.index_status(ctx)
-                workers = max(workers, st.embed_workers)
-                if st.vector_lag and st.documents_per_second > 0:
-                    behind.append(st)
+        # 300 turns (600 passages) take the leg seconds: watch it cover them (bounded).
+        t.search(ctx, "warm")  # the lexical leg reaches the current version
+        deadline = time.monotonic() + VECTOR_BOUND
+        while True:
+            st = d.index_status(ctx)
+            workers = max(workers, st.embed_workers)
+            if st.vector_lag and st.documents_per_second > 0:
+                behind.append(st)
+            if st.lag == 0 and st.vector_lag == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         t.check(workers >= 1, "the target names no process its vector leg embeds in")
         t.check(behind, "the vector leg never said its pace while it lagged")
         t.check(all(st.eta_seconds > 0 for st in behind),
                 f"a lagging vector leg with a pace said nothing of the time to go: {behind}")
         _both_legs_caught_up(t, ctx)
-        done = d.index_status(ctx)
-        t.eq(done.eta_seconds, 0.0, "the time to go once the vector leg caught up")
+        t.eq(d.index_status(ctx).eta_seconds, 0.0, "the time to go once the leg caught up")
         written = d.append(ctx, "s9", "user-message",
                            "The airport shuttle leaves the hotel lobby at six in the morning.")
         page = d.search(ctx, "when does the ride to the airport go", mode="hybrid",
@@ -291,5 +300,3 @@ def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
         hit = next((h for h in page.hits if h.key == written.ref), None)
         t.check(hit is not None and hit.vector_rank >= 1 and page.keys.index(written.ref) < 3,
                 f"the new write was not found by meaning in hybrid's top three: {page.keys}")
-    finally:
-        d.restart()
