@@ -256,7 +256,8 @@ class Run:
             "faults": [{"kind": f.kind, "at_s": round(f.started - self.t0, 1),
                         "recovery_s": None if f.recovery() is None else round(f.recovery(), 2),
                         "error": f.error} for f in self.faults],
-            "latency": R.latencies(self.ledger.ops, self.quiet, windows, self.t0),
+            "latency": R.latencies(self.ledger.ops, self.quiet, windows, self.t0,
+                                   judged=duration >= R.SHORT),
             "resources": R.flatness(dict(self.series), duration),
             "not_injected": dict(self.machine.missing),
         }

@@ -5,8 +5,9 @@ an abusive principal, and a fault every FAULT_EVERY seconds chosen by the seed (
 and SIGSTOP of each process kind, PostgreSQL failover and pause, a full disk, a slowed
 network). Its report must show every acknowledged write present exactly once (the
 history checker), every audit `match`, no INTERNAL, every read-your-writes search
-finding its write, a write acknowledged after every fault, and the normal principal's
-p50 within 3x of its quiet baseline outside fault windows.
+finding its write, and a write acknowledged after every fault. The normal principal's
+p50 against its quiet baseline (within 3x) and flat memory are judged in runs of 20
+minutes or more (scripts/soak); a short run shows them.
 
 .ci/run exports MORPHZ_SOAK_SEED (printed) and MORPHZ_SOAK_MINUTES=3; a failure replays
 with that seed (the topology follows it: odd seeds the split cluster on PostgreSQL, even
