@@ -18,6 +18,7 @@ from grpc_status import rpc_status
 
 from morphz.shared.errors import REASONS, MorphzError, Status
 from morphz.shared.limits import echo
+from morphz.shared.storage.api import StaleRead
 
 DOMAIN = "morphz"
 # What a status may carry of an error (SEC-03): an error's message and details are cut
@@ -74,10 +75,21 @@ def rpc_boundary(method: Callable) -> Callable:
             _log.debug("%s answered %s: %s", method.__qualname__, err.reason,
                        echo(err.message, 200))
             abort(context, err)
+        except StaleRead as e:
+            abort(context, snapshot_expired(e))
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)
             abort(context, MorphzError("INTERNAL", "internal error; see the server log"))
     return wrapper
+
+
+def snapshot_expired(e: StaleRead) -> MorphzError:
+    """A read that outlived the store's snapshot under it (a remote store restarted or
+    failed over, or the snapshot's lease ran out while a long read such as an audit went
+    on): nothing was changed, the whole call may be made again."""
+    return MorphzError("STORAGE_SNAPSHOT_EXPIRED", f"the store's read snapshot of context "
+                       f"{echo(str(e), 80)} ended before the call did (the store restarted "
+                       "or the snapshot expired); make the call again")
 
 
 def rpc_stream_boundary(method: Callable) -> Callable:
@@ -89,6 +101,8 @@ def rpc_stream_boundary(method: Callable) -> Callable:
             yield from method(self, request, context)
         except MorphzError as err:
             abort(context, err)
+        except StaleRead as e:
+            abort(context, snapshot_expired(e))
         except Exception:  # noqa: BLE001 - the boundary: log it, answer sanitized
             _log.exception("unhandled error in %s", method.__qualname__)
             abort(context, MorphzError("INTERNAL", "internal error; see the server log"))

@@ -16,6 +16,15 @@ interceptor (services/server/serving.py puts it first) that
   REPLY_TOO_LARGE (ask for it in pages), and one its client does not read within
   reply_stall_seconds is cancelled (shared/stalled_replies.py).
 
+Each service's calls to another (metadata FROM_HEADER naming the calling service, which
+dependency channels send) have a bytes_in_flight budget of their own, one per calling
+service, beside the callers' (everything else): in a split deployment a storage process
+holding recall's feed pages or an encoding's reads does not refuse the transaction
+service's commit of a caller's large write, admitted already where that call arrived,
+for traffic that is not its own (issue 58). The mark chooses a budget, never a right
+(authentication does that); a process's memory for requests and replies is bounded by
+its budgets together.
+
 Every refusal is the structured error of shared/grpc_errors.py naming its limit.
 """
 from __future__ import annotations
@@ -37,6 +46,10 @@ from morphz.shared.grpc_errors import abort
 
 # A server at its limit still answers probes (a health Watch, a stream, is counted).
 UNCOUNTED = ("/grpc.health.v1.Health/Check",)
+# Who a service-to-service call comes from, and the services that may say so: each has a
+# budget of bytes in flight of its own ("" is the callers').
+FROM_HEADER = "morphz-from"
+SERVICES = frozenset({"storage", "transaction", "recall", "encoding", "all"})
 SMALL_REPLY = 64 << 10  # bytes: a reply that fits a client's first flow-control window
 _log = logging.getLogger("morphz.rpc")
 
@@ -50,18 +63,19 @@ class _Refused:
 
 
 class _Call:
-    """One RPC's holdings: a concurrency slot and the request bytes it reserved, given
-    back once when it ends (or, should it never run, when it is dropped)."""
-    __slots__ = ("_guard", "counted", "size")
+    """One RPC's holdings: a concurrency slot and the request bytes it reserved (in its
+    budget, `account`), given back once when it ends (or, should it never run, when it
+    is dropped)."""
+    __slots__ = ("_guard", "counted", "size", "account")
 
-    def __init__(self, guard: "Guard", counted: bool) -> None:
+    def __init__(self, guard: "Guard", counted: bool, account: str = "") -> None:
         self._guard: Optional[Guard] = guard
-        self.counted, self.size = counted, 0
+        self.counted, self.size, self.account = counted, 0, account
 
     def release(self) -> None:
         guard, self._guard = self._guard, None
         if guard is not None:
-            guard._release(self.counted, self.size)
+            guard._release(self.counted, self.size, self.account)
 
     __del__ = release
 
@@ -98,7 +112,7 @@ class Guard(grpc.ServerInterceptor):
         self._stalled = StalledReplies(reply_stall_seconds)
         self._lock = threading.Lock()
         self.active_rpcs = 0
-        self.bytes_in_flight = 0
+        self._in_flight: dict[str, int] = {}  # budget ("" or a calling service) -> bytes
         self._undecodable = _Throttled(log_interval)
         # Refusals at the RPC limit are answered on a thread of their own: the workers
         # may all be busy (that is when the limit is reached).
@@ -109,6 +123,17 @@ class Guard(grpc.ServerInterceptor):
         """gRPC's own cap (maximum_concurrent_rpcs, answered without details): above
         ours, so that ours is the one met, with room for the refusals and health checks."""
         return 2 * self.max_rpcs + 16
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Bytes held now, every budget's."""
+        with self._lock:
+            return sum(self._in_flight.values())
+
+    def held(self, account: str = "") -> int:
+        """Bytes held now in one budget ("": the callers')."""
+        with self._lock:
+            return self._in_flight.get(account, 0)
 
     # -- admission ----------------------------------------------------------------------
     def intercept_service(self, continuation, handler_call_details):
@@ -127,16 +152,18 @@ class Guard(grpc.ServerInterceptor):
                     limits.CONCURRENT_RPCS.reason, f"the server is holding its limit of "
                     f"{self.max_rpcs} concurrent RPCs; retry later",
                     **limits.CONCURRENT_RPCS.details(self.max_rpcs)))
-        return self._guarded(handler, method, _Call(self, counted))
+        return self._guarded(handler, method, _Call(self, counted, _account(
+            handler_call_details.invocation_metadata)))
 
-    def _reserve(self, size: int) -> bool:
+    def _reserve(self, size: int, account: str = "") -> bool:
         with self._lock:
-            if self.bytes_in_flight + size > self.max_bytes:
+            held = self._in_flight.get(account, 0)
+            if held + size > self.max_bytes:
                 return False
-            self.bytes_in_flight += size
+            self._in_flight[account] = held + size
             return True
 
-    def _held(self, reply, context) -> Optional[Callable[[], None]]:
+    def _held(self, reply, context, account: str = "") -> Optional[Callable[[], None]]:
         """Count a reply in bytes_in_flight, or refuse it; watch it for a client that
         does not read. Returns what gives it back once delivered (None: not held)."""
         if not isinstance(reply, Message):
@@ -149,7 +176,7 @@ class Guard(grpc.ServerInterceptor):
                 **limits.REPLY_BYTES.details(self.max_reply, size=size)))
         if size < SMALL_REPLY:
             return None  # fits a client's first window: never held
-        if not self._reserve(size):
+        if not self._reserve(size, account):
             abort(context, MorphzError(
                 limits.BYTES_IN_FLIGHT.reason, f"the server is holding its limit of "
                 f"{self.max_bytes} request and reply bytes; retry later",
@@ -161,24 +188,24 @@ class Guard(grpc.ServerInterceptor):
             if not released:
                 released.append(True)
                 delivered()
-                self._release(False, size)
+                self._release(False, size, account)
         return release
 
-    def _hold_reply(self, reply, context) -> None:
+    def _hold_reply(self, reply, context, account: str = "") -> None:
         """A unary reply, held until gRPC has delivered it (the call's callbacks run
         then)."""
-        release = self._held(reply, context)
+        release = self._held(reply, context, account)
         if release is not None and not context.add_callback(release):
             release()
 
-    def _held_stream(self, replies, context):
+    def _held_stream(self, replies, context, account: str = ""):
         """A stream's replies, each held from when it is handed to gRPC until gRPC asks
         for the next (it has sent this one then) or the stream ends (also when it is
         cancelled: the generator is closed)."""
         release = None
         try:
             for reply in replies:
-                release = self._held(reply, context)
+                release = self._held(reply, context, account)
                 yield reply
                 if release is not None:
                     release()
@@ -187,10 +214,11 @@ class Guard(grpc.ServerInterceptor):
             if release is not None:
                 release()
 
-    def _release(self, counted: bool, size: int) -> None:
+    def _release(self, counted: bool, size: int, account: str = "") -> None:
         with self._lock:
             self.active_rpcs -= counted
-            self.bytes_in_flight -= size
+            if size:
+                self._in_flight[account] -= size
         if size >= memory.LARGE:  # its pieces are freed: give them back to the system
             memory.trim_soon()
 
@@ -210,7 +238,7 @@ class Guard(grpc.ServerInterceptor):
                     f"most {self.max_message}",
                     **limits.MESSAGE_BYTES.details(self.max_message, size=size)))
             if not streaming:  # request streams (reflection) are not held to the budget
-                if not self._reserve(size):
+                if not self._reserve(size, call.account):
                     return _Refused(MorphzError(
                         limits.BYTES_IN_FLIGHT.reason, f"the server is processing its limit "
                         f"of {self.max_bytes} request bytes; retry later",
@@ -248,7 +276,7 @@ class Guard(grpc.ServerInterceptor):
                 try:
                     check(request, call, context)
                     reply = inner(request, context)
-                    hold(reply, context)
+                    hold(reply, context, call.account)
                     return reply
                 finally:
                     call.release()
@@ -259,7 +287,7 @@ class Guard(grpc.ServerInterceptor):
             def unary_stream(request, context):
                 try:
                     check(request, call, context)
-                    yield from hold_stream(inner(request, context), context)
+                    yield from hold_stream(inner(request, context), context, call.account)
                 finally:
                     call.release()
             return _handler(handler, unary_stream, decode)
@@ -282,10 +310,19 @@ class Guard(grpc.ServerInterceptor):
 
         def stream_stream(requests, context):
             try:
-                yield from hold_stream(inner(checked(requests, context), context), context)
+                yield from hold_stream(inner(checked(requests, context), context), context,
+                                       call.account)
             finally:
                 call.release()
         return _handler(handler, stream_stream, decode)
+
+
+def _account(metadata) -> str:
+    """The budget a call's bytes count in: the calling service it names, else ""."""
+    for key, value in metadata or ():
+        if key == FROM_HEADER:
+            return value if value in SERVICES else ""
+    return ""
 
 
 def _handler(like, behavior, decode) -> grpc.RpcMethodHandler:

@@ -182,7 +182,7 @@ class Node:
 
     def channel(self, address: str) -> grpc.Channel:
         """A channel to a service this one calls, with the services' credentials."""
-        ch = dependency_channel(address, self.tracer, self.guard.client)
+        ch = dependency_channel(address, self.tracer, self.guard.client, caller=self.role)
         self._channels.append(ch)
         return ch
 

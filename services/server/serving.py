@@ -18,7 +18,7 @@ from morphz.shared.admission import Admission
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
 from morphz.shared.rpc_admission import AdmissionInterceptor
-from morphz.shared.rpc_guard import Guard
+from morphz.shared.rpc_guard import FROM_HEADER, Guard
 from morphz.shared.rpc_tracing import client_tracing, server_tracing
 
 MAX_MESSAGE_BYTES = MESSAGE_BYTES.max  # event text is capped at 32 MiB by the core
@@ -84,14 +84,49 @@ def mark(checker: health.HealthServicer, names: list[str], status) -> None:
 
 
 def dependency_channel(address: str, tracer: TracerProvider,
-                       auth: ClientAuth = PLAINTEXT) -> grpc.Channel:
+                       auth: ClientAuth = PLAINTEXT, caller: str = "") -> grpc.Channel:
     """A channel to a service this process calls, with this process's service
-    credentials (`auth`), passing on the trace of the request it serves. Reconnect
-    backoff is capped at 1 s (gRPC's default grows to 120 s), so a dependency that
-    comes back is seen soon."""
-    return client_tracing(auth.channel(address, options=_MESSAGE_OPTIONS + [
+    credentials (`auth`), passing on the trace of the request it serves, its calls
+    marked as the calling service's (`caller`: its role), whose bytes in flight the
+    callee keeps in a budget of their own (shared/rpc_guard.py). Reconnect backoff is
+    capped at 1 s (gRPC's default grows to 120 s), so a dependency that comes back is
+    seen soon."""
+    channel = auth.channel(address, options=_MESSAGE_OPTIONS + [
         ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 1000)]), tracer)
+        ("grpc.max_reconnect_backoff_ms", 1000)])
+    if caller:
+        channel = grpc.intercept_channel(channel, _From(caller))
+    return client_tracing(channel, tracer)
+
+
+class _Details(grpc.ClientCallDetails):
+    def __init__(self, d: grpc.ClientCallDetails, metadata: list) -> None:
+        self.method, self.timeout, self.metadata = d.method, d.timeout, metadata
+        self.credentials, self.wait_for_ready = d.credentials, d.wait_for_ready
+        self.compression = d.compression
+
+
+class _From(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+            grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Names the calling service on every call (FROM_HEADER)."""
+
+    def __init__(self, caller: str) -> None:
+        self._mark = (FROM_HEADER, caller)
+
+    def _details(self, d: grpc.ClientCallDetails) -> _Details:
+        return _Details(d, [*(d.metadata or ()), self._mark])
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):
+        return continuation(self._details(details), requests)
 
 
 class Readiness:

@@ -54,16 +54,19 @@ class StorageClient(Store):
         return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> "_CommitCall":
+               fence: int = 0, timeout: Optional[float] = None) -> "_CommitCall":
         """Send the Commit without waiting for it: the transaction core builds the next
         commit of the context on this one meanwhile (its pipeline), and the storage
-        service group-commits those that arrive together."""
+        service group-commits those that arrive together. `timeout`: the caller's
+        deadline, carried by the call (at most this client's own)."""
         req = pb.CommitRequest(context=context, expect_commit_seq=expect_commit_seq, writes=[
             pb.Write(table=w.table, key=key_to_proto(w.key), value=w.value,
                      quarantine=w.quarantine, erase=w.erase) for w in writes],
             fence=fence)
-        return _CommitCall(self._stub.Commit.future(req, timeout=self._timeout),
-                           expect_commit_seq)
+        if timeout is not None:
+            timeout = max(0.001, min(timeout, self._timeout)) if self._timeout else timeout
+        return _CommitCall(self._stub.Commit.future(
+            req, timeout=self._timeout if timeout is None else timeout), expect_commit_seq)
 
     def wait(self, ticket: Ticket) -> int:
         return ticket.get()

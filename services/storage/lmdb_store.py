@@ -295,7 +295,7 @@ class LmdbStore(Store):
         return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> Ticket:
+               fence: int = 0, timeout: Optional[float] = None) -> Ticket:
         encoded = []
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables/keys fail here, before anything is queued

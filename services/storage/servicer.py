@@ -173,6 +173,8 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
         # predecessor is being handled (reorder.py) or the context keeps moving toward it;
         # else it answers within _PREDECESSOR_GRACE_SECONDS.
         expect = request.expect_commit_seq
+        remaining = context.time_remaining()  # the caller's deadline reaches the store
+        until = None if remaining is None or remaining > 10 ** 8 else time.monotonic() + remaining
         with self._in_flight.entered(request.context, expect):
             start = time.monotonic()
             deadline = start + self._reorder_wait
@@ -180,8 +182,9 @@ class StorageServicer(pb_grpc.StorageServiceServicer):
             while True:
                 head = self._store.feed_head()
                 try:  # submit/wait: concurrent Commit RPCs share one write transaction
-                    seq = self._store.wait(self._store.submit(request.context, expect, writes,
-                                                              fence=request.fence))
+                    seq = self._store.wait(self._store.submit(
+                        request.context, expect, writes, fence=request.fence,
+                        timeout=None if until is None else until - time.monotonic()))
                     return pb.CommitResponse(commit_seq=seq)
                 except StaleCommit as e:
                     now = time.monotonic()

@@ -85,6 +85,10 @@ class Meta:
     # Bounds of the order ranks handed out; appends go past the tail, `first` before the head.
     order_head: int = 1 << 62
     order_tail: int = 1 << 62
+    # Whether its sessions keep counts of their waiting inputs (Session.pending/waiting):
+    # contexts created since; older ones count their rows. Stored only when true, so a
+    # meta written before keeps its bytes.
+    counts: bool = False
     # The seq of the first event linked by envelope; None: none is (a store written before
     # envelopes), and then the row holds no such field, as it was written.
     links_from: Optional[int] = None
@@ -171,6 +175,12 @@ class Session:
     id: str
     state: str = ACTIVE
     level: str = "full"
+    # In a context that keeps counts (Meta.counts): its inputs not claimed yet, and the
+    # messages from other sessions among them, kept by the reducer so a status or an
+    # encoding reads one row per session, not every waiting input. None: not kept
+    # (stored only when kept).
+    pending: Optional[int] = None
+    waiting: Optional[int] = None
 
 
 @dataclass
@@ -240,8 +250,12 @@ def dumps(rec: Any) -> bytes:
     into the history's chain and compared by audit, so they never change: msgspec writes
     them (many times json's speed) when it writes what json would, else json does."""
     kind = type(rec)
-    if kind is Meta and rec.links_from is None:  # the bytes a meta had before
-        rec = {k: v for k, v in vars(rec).items() if k != "links_from"}
+    if kind is Meta:
+        unkept = _meta_unkept(rec)
+        if unkept:  # the bytes a meta had before these fields
+            rec = {k: v for k, v in vars(rec).items() if k not in unkept}
+    elif kind is Session and rec.pending is None:
+        rec = {k: v for k, v in vars(rec).items() if k not in _UNKEPT}  # bytes as before
     elif kind is Frame:
         if _frame_exact(rec):  # `erased` unset: its key and value cut from the bytes (no
             raw = _encode(rec)  # quote stands unescaped in a JSON string: only the key's)
@@ -253,6 +267,11 @@ def dumps(rec: Any) -> bytes:
         return _encode(rec)
     return json.dumps(plain(rec), ensure_ascii=False, separators=(",", ":"),
                       sort_keys=True).encode()
+
+
+def _meta_unkept(m: "Meta") -> tuple[str, ...]:
+    """A meta's fields stored only once set: `counts` while false, `links_from` while None."""
+    return ("counts",) * (not m.counts) + ("links_from",) * (m.links_from is None)
 
 
 def frame_row(f: "Frame") -> Any:
@@ -307,6 +326,7 @@ def _exact(obj: Any) -> bool:
 
 
 _FRAME_FIELDS = len(Frame.__dataclass_fields__)
+_UNKEPT = ("pending", "waiting")  # a session's fields stored only where they are kept
 NEW_OBSERVATION = dumps(Observation())  # every input's first observation row: made once
 _decode = msgspec.json.Decoder().decode
 

@@ -227,8 +227,24 @@ class MindState(MindView):
     def put_session(self, s: R.Session) -> None:
         self._put("sessions", (s.id,), R.dumps(s))
 
+    def new_session(self, sid: str) -> None:
+        """A session's first record (counting its waiting inputs where the context does)."""
+        counted = self.meta().counts
+        self.put_session(R.Session(sid, pending=0 if counted else None,
+                                   waiting=0 if counted else None))
+
     def set_pending(self, sid: str, seq: int, on: bool) -> None:
         self._put("pending", (sid, seq), b"" if on else None)
+
+    def count_waiting(self, sid: str, inputs: int, messages: int = 0) -> None:
+        """`inputs` more (or fewer) of the session's inputs wait to be claimed, `messages`
+        of them from other sessions: its counts, where the context keeps them."""
+        if not self.meta().counts:
+            return
+        s = self.session(sid)
+        s.pending += inputs
+        s.waiting += messages
+        self.put_session(s)
 
     def put_activation(self, a: R.Activation) -> None:
         """Store an activation; an undelivered one keeps its root request protected."""

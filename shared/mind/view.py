@@ -378,6 +378,14 @@ class MindView:
     def pending(self, sid: str) -> list[int]:
         return [k[1] for k, _ in self._scan("pending", (sid,))]
 
+    def pending_count(self, s: R.Session) -> int:
+        """len(pending(s.id)): one row read where the context keeps counts."""
+        return s.pending if s.pending is not None else len(self.pending(s.id))
+
+    def waiting_count(self, s: R.Session) -> int:
+        """len(waiting(s.id)): one row read where the context keeps counts."""
+        return s.waiting if s.waiting is not None else len(self.waiting(s.id))
+
     def activation(self, aid: str) -> Optional[R.Activation]:
         return R.loads(R.Activation, self._get("activations", (aid,)))
 

@@ -339,11 +339,15 @@ class Store(abc.ABC):
         STORAGE_TABLE_INVALID for a side table, ...)."""
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> Ticket:
+               fence: int = 0, timeout: Optional[float] = None) -> Ticket:
         """Queue a commit; commits of one context apply in submission order (a store that
         batches concurrent commits, group commit, applies a context's commits in one
         batch by the versions they expect). Such stores override this and `wait`; the
-        default commits at once."""
+        default commits at once. `timeout`: seconds its caller waits at most (None: the
+        store's own bound), for stores that can stop a commit midway (a remote one's
+        call, PostgreSQL's statement timeout): past it the commit is refused
+        DEADLINE_EXCEEDED having changed nothing, or its outcome is unknown
+        (STORAGE_UNAVAILABLE, UNAVAILABLE)."""
         ticket = Ticket()
         try:
             ticket.result = self.commit(context, expect_commit_seq, writes, fence=fence)

@@ -182,8 +182,9 @@ class OwnerCache:
             return CachedReader(self, context, fence, entry)
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> Ticket:
-        ticket = self._store.submit(context, expect_commit_seq, writes, fence=fence)
+               fence: int = 0, timeout: Optional[float] = None) -> Ticket:
+        ticket = self._store.submit(context, expect_commit_seq, writes, fence=fence,
+                                    timeout=timeout)
         with self._lock:
             entry = self._contexts.get(context)
             if entry is not None:

@@ -9,7 +9,7 @@ one by one; the per-context feed is routed like the context's reads.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Callable, Optional
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import FEED_PAGE, FeedPage, Reader, Store, Ticket, Write
@@ -68,9 +68,9 @@ class ShardedStore(Store):
                                                      fence=fence)
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> Ticket:
+               fence: int = 0, timeout: Optional[float] = None) -> Ticket:
         store = self._for(context, place=True)
-        ticket = store.submit(context, expect_commit_seq, writes, fence=fence)
+        ticket = store.submit(context, expect_commit_seq, writes, fence=fence, timeout=timeout)
         ticket.store = store  # wait() on the shard that took it
         return ticket
 

@@ -12,6 +12,7 @@ a process of its own."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import shlex
@@ -39,7 +40,8 @@ TOKEN = "tok-kit-PLANTED-9b1e4d"  # sent as a bearer token; must appear nowhere
 SECOND_TOKEN = "tok-second-PLANTED-51c07a"  # SEC-01's second principal
 # The extensions' run (Security: the authenticated run's), apart from the profile's, so the
 # profile's verdict is its own.
-EXTENSIONS = ("Hybrid", "Assembly", "Kit")
+EXTENSIONS = ("Hybrid", "Assembly", "Soak", "Kit")
+SOAK_SECONDS = "45"  # SOAK-01's soak in the extensions' run (the kit's default: 60)
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class KitRun:
 
 def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path | None = None,
             extra: list[str] = (), profile: str = PROFILE, serve_extra: list[str] = (),
-            mcp: bool = False) -> KitRun:
+            mcp: bool = False, env: dict | None = None) -> KitRun:
     """`morphz-conformance run` over a fresh server on data in `tmp` (through a proxy
     with `fault` when given)."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -111,7 +113,8 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
         args += ["--extension", "MCP", "--mcp-cmd", shlex.join(
             [sys.executable, "-m", "morphz.services.cli.main", "mcp", "--server", server])]
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_BOUND)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_BOUND,
+                              env={**os.environ, **(env or {})})
     finally:
         if proxy is not None:
             proxy.stop()
@@ -146,7 +149,8 @@ def runs(tmp_path_factory, keys) -> dict[str, KitRun]:
     jobs = {"clean": lambda: kit_run(tmp_path_factory.mktemp("clean"), key=keys[0]),
             "extensions": lambda: kit_run(
                 tmp_path_factory.mktemp("extensions"), profile=EXTENSIONS[0],
-                extra=[a for e in EXTENSIONS[1:] for a in ("--extension", e)])}
+                extra=[a for e in EXTENSIONS[1:] for a in ("--extension", e)],
+                env={"MORPHZ_KIT_SOAK_SECONDS": SOAK_SECONDS})}
     for name, (fault, _) in BROKEN.items():
         jobs[name] = (lambda f=fault, n=name: kit_run(
             tmp_path_factory.mktemp(re.sub(r"\W+", "-", n)), fault=f()))

@@ -133,13 +133,44 @@ def test_dist_01_one_instance_owns_a_context_the_other_is_refused_naming_it(owne
     assert key_holder(etcd, "c1")[0] == "b"
 
 
-def test_dist_01_a_second_process_with_the_same_id_does_not_take_a_live_context(owners):
-    """A key naming this instance's id under another lease (a duplicate id, or the
-    previous process of a restarted instance) is waited out like any other owner's."""
-    first, second = owners("a"), owners("a")
+def test_dist_01_a_restarted_instance_reclaims_its_contexts_at_once(etcd):
+    """An instance killed while owning a context (its lease left to run out: 60 s here)
+    and started again under its id owns the context at once, with a higher token: it
+    revokes its former process's lease (before, it was refused NOT_OWNER by its own
+    former lease until the TTL ran out)."""
+    coords = [EtcdCoordinator(etcd.address, timeout=1.0) for _ in range(2)]
+    killed = LeaseOwnership(coords[0], Instance("a", "a.test:7072"), ttl=60)
+    restarted = LeaseOwnership(coords[1], Instance("a", "a.test:7072"), ttl=60)
+    try:
+        killed.start()
+        token = killed.token("c")
+        killed._stop.set()  # as SIGKILL leaves it: no renewal, no revocation
+        killed._keeper.join()
+        started = time.monotonic()
+        restarted.start()
+        assert restarted.token("c") > token
+        assert time.monotonic() - started < 10
+        assert key_holder(etcd, "c") == ("a", restarted.token("c"))
+    finally:
+        restarted.close()
+        for c in coords:
+            c.close()
+
+
+def test_dist_01_a_second_process_with_the_same_id_supersedes_the_first(owners):
+    """Two live processes under one instance id (a duplicate, or a restart the old one
+    survived): the newer one takes the contexts with a higher token, and the older one,
+    its lease revoked, refuses every commit from then on (fails closed), for good."""
+    first = owners("a")
     token = first.token("c")
-    assert refused("NOT_OWNER", second.token, "c").details["owner"] == "a"
-    assert first.token("c") == token  # still the owner
+    second = owners("a")
+    assert second.token("c") > token
+    until_refused(lambda: first.token("c"), "OWNERSHIP_LOST", "the superseded process")
+    assert "another process runs as instance a" in first.trouble()
+    time.sleep(TTL)  # it never takes its contexts back
+    refused("OWNERSHIP_LOST", first.token, "c")
+    refused("OWNERSHIP_LOST", first.token, "other")
+    assert second.token("c") > token and not second.trouble()
 
 
 def test_dist_04_a_lease_not_renewed_refuses_at_once_and_resumes_once_owning_again(

@@ -43,10 +43,11 @@ class HeldStore(Store):
     def commit(self, context, expect_commit_seq, writes, *, fence=0):
         return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
 
-    def submit(self, context, expect_commit_seq, writes, *, fence=0):
+    def submit(self, context, expect_commit_seq, writes, *, fence=0, timeout=None):
         with self.changed:
             if not self.holding:
-                return self._store.submit(context, expect_commit_seq, writes, fence=fence)
+                return self._store.submit(context, expect_commit_seq, writes, fence=fence,
+                                          timeout=timeout)
             ticket = _Held((context, expect_commit_seq, writes, fence))
             self.held.append(ticket)
             self.changed.notify_all()

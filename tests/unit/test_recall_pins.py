@@ -9,7 +9,7 @@ import pytest
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.runtime.pins import SearchPins
+from morphz.services.recall.runtime.pins import PIN_BYTES, SearchPins
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -29,14 +29,14 @@ def setup(tmp_path):
     tx = TransactionCore(store)
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
     clock = Clock()
-    recall = RecallCore(store, tx, indexer, pins=SearchPins(capacity=2, seconds=60,
-                                                            clock=clock))
+    recall = RecallCore(store, tx, indexer, pins=SearchPins(max_bytes=2 * PIN_BYTES + 4096,
+                                                            seconds=60, clock=clock))
     tx.create_context("c", caller=IN_PROCESS_CALLER)
     for i in range(6):
         tx.append_event("c", "s1", "tool-result", f"incident report {i}", caller=IN_PROCESS_CALLER)
     while indexer.catch_up("c"):
         pass
-    yield tx, indexer, recall, clock
+    yield tx, indexer, recall, clock, store
     store.close()
 
 
@@ -48,7 +48,7 @@ def _moved(tx, indexer) -> None:
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
 def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
-    tx, indexer, recall, clock = setup
+    tx, indexer, recall, clock, _ = setup
     # Hybrid keeps its fused ranking with the lexical searcher (its vector leg moved too).
     first = recall.search("c", "incident", limit=4, mode=mode, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
@@ -62,12 +62,12 @@ def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
 
 @pytest.mark.parametrize("how", ["expired", "evicted"])
 def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
-    tx, indexer, recall, clock = setup
+    tx, indexer, recall, clock, _ = setup
     first = recall.search("c", "incident", limit=4, caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     if how == "expired":
         clock.now = 61
-    else:  # two newer pinned searches push it out (capacity 2)
+    else:  # two newer pinned searches push it out (room for about two)
         recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
         _moved(tx, indexer)
         recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
@@ -80,7 +80,7 @@ def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
 def test_recall_03_hybrid_cursor_without_its_kept_ranking_is_stale(setup):
     """Even with the index where it was: a fused ranking cannot be made again as it was
     (the vector leg follows on its own), so its cursor needs the ranking kept for it."""
-    tx, indexer, recall, clock = setup
+    tx, indexer, recall, clock, _ = setup
     first = recall.search("c", "incident", limit=4, mode="hybrid", caller=IN_PROCESS_CALLER)
     assert first.results[0].vector_rank and first.next_cursor
     clock.now = 61
@@ -88,3 +88,21 @@ def test_recall_03_hybrid_cursor_without_its_kept_ranking_is_stale(setup):
         recall.search("c", "incident", limit=4, cursor=first.next_cursor, mode="hybrid",
                       caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"
+
+
+def test_recall_03_cursors_survive_a_burst_of_200_hybrid_searches(setup):
+    """Each paged hybrid search keeps a fused ranking of its own: 200 of them within the
+    two minutes a pin lives all stay within the pins' bytes, so the first one's cursor
+    still pages (before: a count of 64 pushed it out, RECALL_CURSOR_STALE)."""
+    tx, indexer, _, _, store = setup
+    pins = SearchPins()
+    recall = RecallCore(store, tx, indexer, pins=pins)
+    queries = [f"incident report {i % 6}" for i in range(200)]
+    firsts = [recall.search("c", q, limit=2, mode="hybrid", caller=IN_PROCESS_CALLER)
+              for q in queries]
+    assert all(f.next_cursor for f in firsts)
+    for i in (0, 99):
+        second = recall.search("c", queries[i], limit=2, mode="hybrid",
+                               cursor=firsts[i].next_cursor, caller=IN_PROCESS_CALLER)
+        assert second.results
+        assert not {h.ref for h in second.results} & {h.ref for h in firsts[i].results}

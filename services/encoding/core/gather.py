@@ -124,7 +124,7 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     relations = [list(e) for e in edges if e[0] in shown]
     checkpoints = m.checkpoint_revisions()
     sessions = [{"id": s.id, "state": s.state, "level": s.level,
-                 "waiting": len(m.waiting(s.id))} for s in m.sessions()]
+                 "waiting": m.waiting_count(s)} for s in m.sessions()]
 
     present = ({R.ref(o.seq) for o in observations} | {f.id for f in rendered}) \
         if must_read else set()

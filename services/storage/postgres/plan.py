@@ -12,11 +12,15 @@ class Submission(Ticket):
     """A commit or side record queued for the next batch."""
 
     def __init__(self, context: str, expect: Optional[int], writes: list[Write],
-                 change: Optional[Change] = None, fence: int = 0) -> None:
+                 change: Optional[Change] = None, fence: int = 0, *, until: float = 0.0,
+                 bounded: bool = False) -> None:
         super().__init__()
         self.context, self.expect, self.writes, self.fence = context, expect, writes, fence
         self.change = change
         self.done = False
+        # When its caller stops waiting (time.monotonic()); `bounded`: that is the call's
+        # deadline (else the store's own bound for a commit).
+        self.until, self.bounded = until, bounded
         self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
 
 

@@ -91,6 +91,8 @@ class Statements:
                               "ON CONFLICT DO NOTHING")
         self.set_head = one("UPDATE {}._store SET head = %s")
         self.set_id = one("UPDATE {}._store SET id = %s")
+        self.notify = "SELECT pg_notify(%s, %s)"
+        self.statement_timeout = "SELECT set_config('statement_timeout', %s, true)"
         self.contexts_of = one("SELECT ctx, commit_seq, fence FROM {}._context "
                                "WHERE ctx = ANY(%s)")
         self.commit_seq = one("SELECT commit_seq FROM {}._context WHERE ctx = %s")

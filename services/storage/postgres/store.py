@@ -21,6 +21,19 @@ quarantine, which this store flags in its own transaction.
 Faults get named reasons: a lost or refused connection, a read-only (standby) server or
 any other database error is STORAGE_UNAVAILABLE (for a commit: it may or may not have
 been applied), a full disk STORAGE_FULL.
+
+Bounded waits. A commit carries its caller's deadline (`submit(timeout=)`; without one,
+COMMIT_BOUND_SECONDS) and its batch runs under PostgreSQL's statement_timeout of the
+latest deadline among its submissions, so a batch stuck on a lock or a slow database is
+cancelled there, changing nothing (DEADLINE_EXCEEDED). A database that does not answer
+at all (a stopped process over a Unix socket, where no keepalive notices) cannot cancel
+anything: a watchdog severs the writer's connection SEVER_GRACE_SECONDS after that
+deadline, and the batch ends STORAGE_UNAVAILABLE (its outcome unknown). A commit still
+queued behind a writer past its deadline leaves the queue unapplied. close() does not
+wait on a writer that hangs.
+
+Other writers of the same store (another storage process on the database) are heard
+through LISTEN/NOTIFY (notify.py): wait_changes wakes at their commits too.
 """
 from __future__ import annotations
 
@@ -28,6 +41,7 @@ import hashlib
 import os
 import secrets
 import select
+import socket
 import threading
 import time
 from contextlib import nullcontext
@@ -41,6 +55,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from morphz.services.storage.postgres.errors import no_context, unavailable
 from morphz.services.storage.postgres.lmdb_copy import copy_into_lmdb, load_from_lmdb
+from morphz.services.storage.postgres.notify import FeedListener, channel_of
 from morphz.services.storage.postgres.plan import (Refused, Submission, expected_seq,
                                                    plan_writes)
 from morphz.services.storage.postgres.pool import ConnectionPool
@@ -75,6 +90,13 @@ _BIGINT_MAX = (1 << 63) - 1
 # (Pipelines of 1 MiB commit 5-7% faster than statement by statement at 200 KB a commit;
 # what made large ones hang is _send_all's.)
 PIPELINE_MAX_BYTES = 1 << 20
+# How long a commit without a deadline of its own may take (statement_timeout), how long
+# past a batch's deadline its connection is severed if PostgreSQL does not answer, and how
+# often the watchdog looks.
+COMMIT_BOUND_SECONDS = 30.0
+SEVER_GRACE_SECONDS = 2.0
+WATCH_SECONDS = 0.25
+CLOSE_WAIT_SECONDS = 5.0  # what close() waits for a writer before severing it
 
 def _send_all(conn: psycopg.Connection) -> None:
     """Hand all of libpq's output to the kernel, waiting while the socket is full: done
@@ -134,6 +156,9 @@ class PostgresStore(Store):
             raise unavailable(e, "open the store") from None
         self._head = head
         self._feed_moved = threading.Condition()
+        self._listener: Optional[FeedListener] = None  # started by the first wait_changes
+        self._listener_lock = threading.Lock()
+        self._channel = channel_of(schema)
         self._pool = ConnectionPool(lambda: self._connect(autocommit=True), pool)
         self.snapshot_capacity = max(1, pool - READS_KEPT_FREE)
         self.space = Space(data_dir or os.getcwd())
@@ -144,6 +169,14 @@ class PostgresStore(Store):
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
         self.stats = {"write_transactions": 0, "commits": 0}
+        # The watchdog's view of the writer: a duplicate of its socket (shutdown() on it
+        # ends any wait on the connection) and when its batch must be done (None: idle).
+        self._writer_sock: Optional[socket.socket] = None
+        self._writer_until: Optional[float] = None
+        self._sock_lock = threading.Lock()
+        self._severed = 0  # connections severed so far
+        self._closing = threading.Event()
+        threading.Thread(target=self._watch, name="pg-writer-watchdog", daemon=True).start()
 
     def _create(self, conn: psycopg.Connection) -> None:
         with conn.transaction():  # a savepoint: committed with the caller's transaction
@@ -206,9 +239,27 @@ class PostgresStore(Store):
             return FeedPage([unpack_change(p, bytes(c)) for p, c in rows], head, self._id)
 
     def wait_changes(self, after: int, timeout: float) -> int:
+        self._listen()
         with self._feed_moved:
             self._feed_moved.wait_for(lambda: self._head > after, timeout)
             return self._head
+
+    def _listen(self) -> None:
+        """Hear other writers' commits from now on (once: the feed's first follower)."""
+        if self._listener is not None:
+            return
+        with self._listener_lock:
+            if self._listener is None and not self._closing.is_set():
+                self._listener = FeedListener(
+                    lambda: self._connect(autocommit=True), self._channel,
+                    lambda conn: conn.execute(self._q.read_head).fetchone()[0], self._heard)
+                self._listener.start()
+
+    def _heard(self, head: int) -> None:
+        with self._feed_moved:
+            if head > self._head:
+                self._head = head
+                self._feed_moved.notify_all()
 
     # -- writes -------------------------------------------------------------------------
     def commit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
@@ -216,15 +267,17 @@ class PostgresStore(Store):
         return self.wait(self.submit(context, expect_commit_seq, writes, fence=fence))
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
-               fence: int = 0) -> Ticket:
+               fence: int = 0, timeout: Optional[float] = None) -> Ticket:
         prefix = keys.context_prefix(context)
         for w in writes:  # bad tables and keys fail here, before anything is queued
             if w.table not in TABLES or w.table in SIDE_TABLES:
                 keys.check_commit_table(w.table)
             check_write(w)
             keys.encode_in(prefix, w.key)
+        bound = COMMIT_BOUND_SECONDS if timeout is None else max(0.0, timeout)
         sub = Submission(context, expect_commit_seq, writes,
-                          change_of(0, context, 0, writes), fence)
+                         change_of(0, context, 0, writes), fence,
+                         until=time.monotonic() + bound, bounded=timeout is not None)
         with self._queue_lock:
             self._queue.append(sub)
         return sub
@@ -234,7 +287,8 @@ class PostgresStore(Store):
         prefix = keys.context_prefix(context)
         for w in records:
             keys.encode_in(prefix, w.key)
-        sub = Submission(context, None, list(records))
+        sub = Submission(context, None, list(records),
+                         until=time.monotonic() + COMMIT_BOUND_SECONDS)
         with self._queue_lock:
             self._queue.append(sub)
         self.wait(sub)
@@ -242,17 +296,39 @@ class PostgresStore(Store):
     def wait(self, ticket: Ticket) -> int:
         sub: Submission = ticket  # type: ignore[assignment]
         while not sub.done:  # leader/follower, as LmdbStore.wait
-            with self._leader:
-                if sub.done:
-                    break
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                self._apply(batch)
+            left = sub.until - time.monotonic()
+            if self._leader.acquire(timeout=min(1.0, left) if left > 0.01 else 0.5):
+                try:
+                    if sub.done:
+                        break
+                    with self._queue_lock:
+                        batch, self._queue = self._queue, []
+                    self._apply(batch)
+                finally:
+                    self._leader.release()
+            elif time.monotonic() >= sub.until and self._withdraw(sub):
+                break  # still queued behind a writer that outlived this one's bound
         return sub.get()
 
+    def _withdraw(self, sub: Submission) -> bool:
+        """Take `sub` out of the queue, unapplied, if no batch took it yet."""
+        with self._queue_lock:
+            if not any(queued is sub for queued in self._queue):
+                return False  # in the batch being written: its writer reports how it ended
+            self._queue = [queued for queued in self._queue if queued is not sub]
+        sub.error = _bound_passed(sub, "waited for the store's writer")
+        sub.done = True
+        return True
+
     def _apply(self, batch: list[Submission]) -> None:
+        severed = self._severed
         try:
             self._write_batch(batch)
+        except pg_errors.QueryCanceled:  # statement_timeout: rolled back, nothing changed
+            self._roll_back_writer()
+            for sub in batch:
+                if sub.error is None or sub.result is not None:
+                    sub.result, sub.error = None, _bound_passed(sub, "ran in PostgreSQL")
         except pg_errors.DiskFull:
             self._drop_writer()
             self._refuse_all(batch, self.space.refuse("disk", 0, 0))
@@ -260,11 +336,18 @@ class PostgresStore(Store):
             self._refuse_all(batch, e)
         except psycopg.Error as e:  # lost, or refused: it may or may not have committed
             self._drop_writer()
-            self._refuse_all(batch, unavailable(e, "commit"))
+            cause: BaseException = e
+            if self._severed != severed:
+                cause = psycopg.OperationalError(
+                    f"no answer within {SEVER_GRACE_SECONDS:g} s past the commit's deadline "
+                    "(stopped or unreachable): the connection was closed; the commit may "
+                    "or may not have been applied")
+            self._refuse_all(batch, unavailable(cause, "commit"))
         except BaseException as e:  # noqa: BLE001 - every waiter must wake up
             self._drop_writer()
             self._refuse_all(batch, e)
         finally:
+            self._writer_until = None  # idle: nothing for the watchdog to sever
             for sub in batch:
                 sub.done = True
 
@@ -276,7 +359,18 @@ class PostgresStore(Store):
             if sub.error is None or sub.result is not None:
                 sub.result, sub.error = None, err
 
+    def _roll_back_writer(self) -> None:
+        try:
+            if self._writer is not None and not self._writer.closed:
+                self._writer.rollback()
+        except psycopg.Error:
+            self._drop_writer()
+
     def _drop_writer(self) -> None:
+        with self._sock_lock:
+            sock, self._writer_sock = self._writer_sock, None
+        if sock is not None:
+            sock.close()
         if self._writer is not None:
             try:
                 self._writer.close()
@@ -285,34 +379,65 @@ class PostgresStore(Store):
 
     def _writer_conn(self) -> psycopg.Connection:
         if self._writer is None or self._writer.closed:
+            self._drop_writer()
             self._writer = self._connect(autocommit=False)
             self._writer.add_notice_handler(self._writer_notice)
+            with self._sock_lock:
+                self._writer_sock = socket.socket(fileno=os.dup(self._writer.pgconn.socket))
         return self._writer
+
+    # -- the watchdog -------------------------------------------------------------------
+    def _watch(self) -> None:
+        """Sever the writer's connection once its batch is SEVER_GRACE_SECONDS past its
+        deadline: PostgreSQL's own statement_timeout had its chance, so the server does
+        not answer at all (a socket shut down ends libpq's wait on it)."""
+        while not self._closing.wait(WATCH_SECONDS):
+            until = self._writer_until
+            if until is not None and time.monotonic() > until:
+                self._sever()
+
+    def _sever(self) -> None:
+        with self._sock_lock:
+            if self._writer_sock is None:
+                return
+            try:
+                self._writer_sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # not connected any more: nothing waits on it
+            self._severed += 1
+            self._writer_until = None
 
     def _writer_notice(self, diag: psycopg.errors.Diagnostic) -> None:
         if diag.severity_nonlocalized == "WARNING":  # not translated, unlike the text
             self._writer_warnings.append(diag.message_primary or "")
 
-    def _begin(self, prefixes: list[bytes], appends: dict[str, set[bytes]]) -> tuple:
+    def _begin(self, prefixes: list[bytes], appends: dict[str, set[bytes]],
+               until: float) -> tuple:
         """Open the batch's transaction in one round trip: lock the feed head (writers take
         turns), then, read after it, the contexts' versions and tokens and which of the
         rows the batch appends exist already. (connection, head, {context: (commit_seq,
         fence)}, {(table, key) that exists}). A connection that died while idle (a
-        restarted server) is replaced once: nothing had been applied on it."""
+        restarted server) is replaced once: nothing had been applied on it. `until`: the
+        batch's latest deadline (its statement_timeout; the watchdog's, a little later)."""
         reused = self._writer is not None and not self._writer.closed
+        severed = self._severed
         try:
-            return self._read_state(self._writer_conn(), prefixes, appends)
+            return self._read_state(self._writer_conn(), prefixes, appends, until)
         except psycopg.OperationalError:
             self._drop_writer()
-            if not reused:
+            if not reused or self._severed != severed:
                 raise
-        return self._read_state(self._writer_conn(), prefixes, appends)
+        return self._read_state(self._writer_conn(), prefixes, appends, until)
 
     def _read_state(self, conn: psycopg.Connection, prefixes: list[bytes],
-                    appends: dict[str, set[bytes]]) -> tuple:
+                    appends: dict[str, set[bytes]], until: float) -> tuple:
         q = self._q
         keyed = sum(map(len, prefixes)) + sum(len(k) for ks in appends.values() for k in ks)
+        self._writer_until = until + SEVER_GRACE_SECONDS
         with conn.pipeline() if keyed <= PIPELINE_MAX_BYTES else nullcontext():
+            # The batch's statements may take until its latest deadline (ms, local to it).
+            conn.execute(q.statement_timeout,
+                         (str(max(1, int((until - time.monotonic()) * 1000))),))
             lock = conn.cursor(binary=True).execute(q.lock_head)
             contexts = conn.cursor(binary=True).execute(q.contexts_of, (prefixes,))
             found = [(table, conn.cursor(binary=True).execute(q.existing[table], (list(ks),)))
@@ -349,7 +474,8 @@ class PostgresStore(Store):
         careful = any(kind in ("aside", "erase") for plan in plans.values()
                       for kind, _, _ in plan)
         pipelined = not careful and _sent_bytes(plans.values()) <= PIPELINE_MAX_BYTES
-        conn, head, state, existing = self._begin(list(prefixes.values()), appends)
+        conn, head, state, existing = self._begin(list(prefixes.values()), appends,
+                                                  max(sub.until for sub in batch))
         seqs = {c: seq for c, (seq, _) in state.items()}
         fences = {c: fence for c, (_, fence) in state.items()}
         inserted: set[tuple[str, bytes]] = set()  # appended by this batch so far
@@ -404,11 +530,16 @@ class PostgresStore(Store):
                                                  [fences[c] for c in ordered]))
                     cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
                     cur.execute(q.set_head, (head,))
+                    # Delivered at COMMIT only: other processes' followers wake (notify.py).
+                    cur.execute(q.notify, (self._channel, str(head)))
                 logged = [(sub.context, sub.result, sub.erased) for sub in batch
                           if sub.erased and sub.result is not None]
                 if logged and self.erasure_log is not None:  # before the commit: never an
                     self.erasure_log.append(self._id, logged)  # erasure the log lacks
                 self._faults.hit("after-puts-before-commit")
+                # COMMIT may wait for the synchronous standby: that wait is not cancelled
+                # by the timeout (a cancelled one commits here alone, visible at once).
+                cur.execute(q.statement_timeout, ("0",))
                 if pipelined:
                     _send_all(conn)
                 self._writer_warnings.clear()
@@ -428,9 +559,7 @@ class PostgresStore(Store):
             raise MorphzError("STORAGE_UNAVAILABLE", "PostgreSQL committed without confirming "
                               "replication: " + self._writer_warnings[0][:200])
         self.space.committed(True)
-        with self._feed_moved:  # durable now: followers may read it
-            self._head = head
-            self._feed_moved.notify_all()
+        self._heard(head)  # durable now: followers may read it
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
 
@@ -565,9 +694,23 @@ class PostgresStore(Store):
                 "duration_ms": int((time.monotonic() - started) * 1000)}
 
     def close(self) -> None:
+        """Stop; a writer waiting on a database that does not answer is not waited for
+        past CLOSE_WAIT_SECONDS (its connection is severed: its batch ends
+        STORAGE_UNAVAILABLE)."""
+        self._closing.set()
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         self._pool.close()
-        with self._leader:
+        if not self._leader.acquire(timeout=CLOSE_WAIT_SECONDS):
+            self._sever()
+            if not self._leader.acquire(timeout=CLOSE_WAIT_SECONDS):
+                return  # the writer's thread is stuck beyond libpq: leave it to exit
+        try:
             self._drop_writer()
+        finally:
+            self._leader.release()
 
     # -- backups ------------------------------------------------------------------------
     def copy_compacted(self, directory: str) -> dict:
@@ -593,7 +736,15 @@ class PostgresStore(Store):
         except psycopg.Error as e:
             raise unavailable(e, "load the backup") from None
         self._id = identity
-        with self._feed_moved:
-            self._head = head
-            self._feed_moved.notify_all()
+        self._heard(head)
         return {"feed_head": head, "contexts": contexts, "store": identity}
+
+
+def _bound_passed(sub: Submission, doing: str) -> MorphzError:
+    """The error of a submission refused unapplied because its bound passed while it
+    `doing`: its caller's deadline (DEADLINE_EXCEEDED), or the store's own bound."""
+    if sub.bounded:
+        return MorphzError("DEADLINE_EXCEEDED", f"the commit {doing} past the call's "
+                           "deadline; nothing was changed")
+    return MorphzError("STORAGE_UNAVAILABLE", f"the commit {doing} for more than "
+                       f"{COMMIT_BOUND_SECONDS:g} s; nothing was changed")

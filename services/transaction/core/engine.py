@@ -243,7 +243,8 @@ class TransactionCore:
             # Validated: the last moment a caller that gave up stops it, all of it unsent.
             deadline.check("the commit")
             self._faults.hit("after-token-before-submit")
-            ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence)
+            ticket = self._writes.submit(context, reader.commit_seq, writes, fence=fence,
+                                         timeout=deadline.remaining())
             pipe.push(reader.commit_seq + 1, writes, ticket)
             return ev, reply, writes, ticket, reader.commit_seq + 1
 
@@ -297,7 +298,8 @@ class TransactionCore:
             # An authenticated creator (not a service) administers it.
             admin = caller.principal if caller.authenticated and not caller.service else ""
             return self._event(m, context, R.CONTEXT_CREATED,
-                               P.Created(window or R.DEFAULT_WINDOW, admin), actor="runtime")
+                               P.Created(window or R.DEFAULT_WINDOW, admin, counts=True),
+                               actor="runtime")
         self._write(context, build)
         return self.status(context, caller=caller)
 
@@ -311,8 +313,8 @@ class TransactionCore:
             by_state = {R.ACTIVE: 0, R.RETIRING: 0, R.RETIRED: 0}
             for state in m.frame_states():
                 by_state[state] += 1
-            sessions = tuple(SessionStatus(s.id, s.state, s.level, len(m.pending(s.id)),
-                                           len(m.waiting(s.id)), len(m.open_calls(s.id)))
+            sessions = tuple(SessionStatus(s.id, s.state, s.level, m.pending_count(s),
+                                           m.waiting_count(s), len(m.open_calls(s.id)))
                              for s in m.sessions() if readable is None or s.id in readable)
             return StatusResult(context, meta.revision, meta.tick, meta.window, by_state,
                                 sessions, meta.next_seq, reader.commit_seq,

@@ -14,6 +14,15 @@ Fail closed: once a renewal fails, or the lease may have expired by the local cl
 every commit is refused at once (OWNERSHIP_LOST) until a renewal succeeds (the lease
 and its keys are intact) or, the lease being gone, a new one is granted and the
 context taken again.
+
+One process per instance id: each lease it is granted is recorded under
+`/morphz/instances/<id>` (bound to that lease). A process starting under an id whose
+record names another live lease is that instance restarted (its former process was
+killed, and its lease would otherwise keep its contexts for a TTL): it revokes that
+lease, so the contexts are free at once, and takes them with higher tokens. A process
+that finds its id taken by a newer process's lease later (its own lease having ended)
+was superseded: it refuses every commit for good (a duplicate id fails closed; fencing
+keeps either from writing over the other).
 """
 from __future__ import annotations
 
@@ -29,6 +38,7 @@ from morphz.shared.coord.api import CoordinationUnavailable, Coordinator, Holder
 from morphz.shared.errors import MorphzError
 
 OWNERS_PREFIX = "/morphz/owners/"
+INSTANCES_PREFIX = "/morphz/instances/"
 DEFAULT_TTL = 10  # seconds
 _log = logging.getLogger("morphz.ownership")
 
@@ -91,11 +101,15 @@ class Instance:
 class LeaseOwnership(Ownership):
     def __init__(self, coordinator: Coordinator, instance: Instance, *,
                  ttl: int = DEFAULT_TTL, prefix: str = OWNERS_PREFIX,
+                 instances: str = INSTANCES_PREFIX,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if ttl < 2:
             raise ValueError("the lease TTL must be at least 2 seconds")
         self._coord, self.instance, self._ttl = coordinator, instance, ttl
         self._prefix, self._clock = prefix, clock
+        self._record = instances + instance.id  # which lease this instance id runs under
+        self._recorded = 0  # the lease named there by this process (0: not yet)
+        self._superseded = ""  # why a newer process with this id took over ("" if none)
         self._renew_every = ttl / 3
         # Commits stop this long before the lease could expire (measured from when its
         # last renewal was sent), leaving time for one already checked to reach storage.
@@ -112,7 +126,8 @@ class LeaseOwnership(Ownership):
 
     def start(self) -> None:
         """Ask for the first lease now (so a started instance can commit at once), then
-        keep it in the background; an etcd that does not answer yet is retried there."""
+        keep it in the background; an etcd that does not answer yet is retried there.
+        A former process of this instance that still holds a lease loses it now."""
         self._grant()
         self._keeper.start()
 
@@ -224,7 +239,11 @@ class LeaseOwnership(Ownership):
         while not self._stop.wait(self._renew_every):
             with self._lock:
                 lease = self._lease
-            if lease:
+            if self._superseded:
+                continue
+            if lease and self._recorded != lease:
+                self._record_lease(lease)
+            elif lease:
                 self._renew(lease)
             else:
                 self._grant()
@@ -240,8 +259,39 @@ class LeaseOwnership(Ownership):
         with self._lock:
             self._lease, self._tokens = lease, {}
             self._valid_until = sent + self._ttl - self._margin
-            self._trouble = ""
+            self._trouble = "the lease is not recorded for this instance yet"
         _log.info("instance %s holds lease %x (TTL %d s)", self.instance.id, lease, self._ttl)
+        self._record_lease(lease)
+
+    def _record_lease(self, lease: int) -> None:
+        """Name `lease` as this instance's in etcd, before any context is taken under it.
+        At the first lease, another lease named there is this instance's former process
+        (restarted): revoked, its contexts free now. Later, one is a newer process with
+        this id: this one was superseded and stops for good."""
+        first = not self._recorded
+        try:
+            created, holder = self._coord.create(self._record, self.instance.encode(), lease)
+            if not created and holder.lease != lease and first:
+                _log.warning("instance %s: revoking lease %x of its former process",
+                             self.instance.id, holder.lease)
+                self._coord.revoke(holder.lease)
+                created, holder = self._coord.create(self._record, self.instance.encode(),
+                                                     lease)
+        except CoordinationUnavailable as e:
+            with self._lock:
+                if self._lease == lease:
+                    self._trouble = f"lease not recorded: etcd did not answer ({e})"
+            return
+        with self._lock:
+            if holder.lease != lease:
+                self._superseded = (f"another process runs as instance {self.instance.id} "
+                                    f"(lease {holder.lease:x}): this one stopped")
+                self._trouble = self._superseded
+                self._lease, self._tokens = 0, {}
+            elif self._lease == lease:
+                self._recorded, self._trouble = lease, ""
+        if self._superseded:
+            _log.error("instance %s: %s", self.instance.id, self._superseded)
 
     def _renew(self, lease: int) -> None:
         sent = self._clock()  # the lease lives at least TTL from here if this succeeds
@@ -267,4 +317,5 @@ class LeaseOwnership(Ownership):
             self._lease, self._tokens = 0, {}
             self._trouble = "the lease expired"
         _log.error("lease %x expired: refusing commits until a new lease is granted", lease)
-        self._grant()
+        if not self._superseded:
+            self._grant()

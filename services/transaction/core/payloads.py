@@ -26,13 +26,17 @@ def _rules(version: int) -> dict:
 class Created:
     window: int
     admin: str = ""  # the authenticated creator, who administers the context
+    # Its sessions count their waiting inputs (Meta.counts): contexts created since
+    # issue 58; absent before, so their replays keep the rows they wrote.
+    counts: bool = False
 
     def to_data(self) -> dict:
-        return {"window": self.window, **({"admin": self.admin} if self.admin else {})}
+        return {"window": self.window, **({"admin": self.admin} if self.admin else {}),
+                **({"counts": True} if self.counts else {})}
 
     @staticmethod
     def from_data(d: dict) -> "Created":
-        return Created(d["window"], d.get("admin", ""))
+        return Created(d["window"], d.get("admin", ""), d.get("counts", False) is True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ def apply_event(m: MindState, ev: R.Event,
     if payload is None:
         payload = P.decode(ev)
     if ev.kind == R.CONTEXT_CREATED:
-        m.init_meta(R.Meta(ev.context, window=payload.window))
+        m.init_meta(R.Meta(ev.context, window=payload.window, counts=payload.counts))
     meta = m.require_meta(ev.context)
     if ev.seq != meta.next_seq:
         raise MorphzError("INTERNAL", f"event seq {ev.seq} out of order (next {meta.next_seq})")
@@ -67,8 +67,9 @@ def _apply_input(m: MindState, ev: R.Event, _: P.Input = None) -> AppendReceipt:
     if ev.kind not in R.INPUT_KINDS:
         raise MorphzError("EVENT_KIND_INVALID", f"unknown event kind {ev.kind!r}", kind=ev.kind)
     if not m.has_session(ev.session):
-        m.put_session(R.Session(ev.session))
+        m.new_session(ev.session)
     m.set_pending(ev.session, ev.seq, True)
+    m.count_waiting(ev.session, 1)
     m.add_observation(ev.seq)
     return AppendReceipt(ev.seq, ev.id)
 
@@ -84,6 +85,8 @@ def _apply_activation(m: MindState, ev: R.Event, data: P.Activation) -> R.Activa
     kinds = {seq: m.event(seq).kind for seq in claimed}
     for seq in claimed:
         m.set_pending(sid, seq, False)
+    if claimed:
+        m.count_waiting(sid, -len(claimed), -sum(k == R.MESSAGE for k in kinds.values()))
     advanced = any(k in R.EXTERNAL_KINDS for k in kinds.values())
     retired: list[str] = []
     if advanced:

@@ -34,6 +34,7 @@ def apply_call_result(m: MindState, ev: R.Event, data: Input) -> AppendReceipt:
     call.result, call.late = ev.seq, act.delivered
     if call.late:
         m.set_pending(ev.session, ev.seq, True)
+        m.count_waiting(ev.session, 1)
     else:
         act.results.append(ev.seq)
         m.put_activation(act)
@@ -46,9 +47,10 @@ def apply_message(m: MindState, ev: R.Event, data: Input) -> AppendReceipt:
     """A message waits, pending, in its target's inbox; the target is not activated."""
     target = data.target_session
     if not m.has_session(ev.session):
-        m.put_session(R.Session(ev.session))
+        m.new_session(ev.session)
     m.add_observation(ev.seq)
     m.set_pending(target, ev.seq, True)
+    m.count_waiting(target, 1, 1)
     return _receipt(ev, target_session=target)
 
 

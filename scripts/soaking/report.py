@@ -1,0 +1,171 @@
+"""The soak's checks and its report: what the run must show (SOAK-01, issue 58), judged
+from the ledger, the processes' samples and the history read back at the end, as one
+JSON object and a table."""
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import Optional
+
+WARM_UP = 600.0  # seconds: memory and open files are judged from here on
+SHORT = 1200.0   # a run shorter than this is not long enough to judge them
+FLAT = 0.10      # growth allowed after warm-up
+FD_SLACK = 4     # open files: connections come and go; a few either way is no leak
+P50_RATIO = 3.0  # the normal principal's p50 outside fault windows, over the quiet one
+TIMED = ("append", "commit", "search", "encode", "status")
+# What a write of a former owner meets: refused (storage's fencing token, the lease).
+FENCING = ("FENCED", "NOT_OWNER", "OWNERSHIP_LOST")
+
+
+def p50(values: list[float]) -> Optional[float]:
+    return statistics.median(values) if values else None
+
+
+def exactly_once(events: list[Optional[dict]], acked: list[dict]) -> tuple[int, int]:
+    """(acknowledged requests missing from the history, requests applied more than once)."""
+    applied = Counter(ev["request_id"] for ev in events if ev and ev.get("request_id"))
+    ids = {a["request_id"] for a in acked}
+    return sum(1 for rid in ids if rid not in applied), sum(1 for n in applied.values() if n > 1)
+
+
+def flatness(series: dict[str, list[tuple[float, int, int]]], duration: float) -> dict:
+    """Per process incarnation (NAME#START): RSS and open files at the start and the end of
+    what is judged (after warm-up, and 2 minutes into a restarted process's life), and
+    whether each grew by more than FLAT."""
+    warm = WARM_UP if duration >= SHORT else duration / 3
+    out = {}
+    for name, samples in series.items():
+        if not samples:
+            continue
+        born = samples[0][0]
+        judged = [s for s in samples if s[0] >= max(warm, born + 120)]
+        if len(judged) < 6 or judged[-1][0] - judged[0][0] < min(300.0, duration / 4):
+            continue  # too short a life to judge
+        first = [statistics.median(s[k] for s in judged[:3]) for k in (1, 2)]
+        last = [statistics.median(s[k] for s in judged[-3:]) for k in (1, 2)]
+        rss_growth = (last[0] - first[0]) / first[0]
+        fd_growth = (last[1] - first[1]) / max(first[1], 1)
+        out[name] = {"rss_mib": [round(first[0] / 2**20, 1), round(last[0] / 2**20, 1)],
+                     "fds": [first[1], last[1]], "rss_growth": round(rss_growth, 3),
+                     "fd_growth": round(fd_growth, 3),
+                     "flat": rss_growth <= FLAT and (fd_growth <= FLAT or
+                                                     last[1] - first[1] <= FD_SLACK)}
+    return {"judged": duration >= SHORT, "warm_up_s": round(warm), "processes": out}
+
+
+def latencies(ops: list[tuple[str, float, float]], quiet: list[tuple[float, float]],
+              windows: list[tuple[float, float]], t0: float, *, judged: bool) -> dict:
+    """p50 (ms) of each timed op in the quiet windows (the normal load alone: no abuser,
+    no fault; the first before anything else, then one every few minutes, so the baseline
+    grows with the data as the load does) and under load outside fault windows, and
+    their ratio. `judged`: the run is long enough for the ratio to be a verdict (a short
+    run's quiet baseline is seconds long, on a machine whose other work it does not
+    control: its ratio is shown, not judged)."""
+    def within(t: float, spans: list[tuple[float, float]]) -> bool:
+        return any(a <= t <= b for a, b in spans)
+    base, loaded = defaultdict(list), defaultdict(list)
+    for name, sent, seconds in ops:
+        t = sent - t0
+        if within(t, quiet):
+            base[name].append(seconds)
+        elif not within(t, windows):
+            loaded[name].append(seconds)
+    quiet = base
+    rows = {"all": _row([s for n in TIMED for s in quiet[n]],
+                        [s for n in TIMED for s in loaded[n]])}
+    for name in TIMED:
+        rows[name] = _row(quiet[name], loaded[name])
+    # The principal's p50 is over all its timed calls; each op's is shown beside it (an
+    # encoding is an expensive call: it is paced, by design, while cheap calls are served).
+    return {"ops": rows, "ratio": rows["all"]["ratio"], "judged": judged}
+
+
+def _row(quiet: list[float], loaded: list[float]) -> dict:
+    q, l_ = p50(quiet), p50(loaded)
+    return {"quiet_p50_ms": round(q * 1000, 1) if q else None,
+            "p50_ms": round(l_ * 1000, 1) if l_ else None,
+            "ratio": round(l_ / q, 2) if q and l_ else None,
+            "quiet_n": len(quiet), "n": len(loaded)}
+
+
+def recoveries(runs: list) -> dict:
+    by_kind = defaultdict(list)
+    for r in runs:
+        by_kind[r.kind].append(r)
+    out = {}
+    for kind, rs in sorted(by_kind.items()):
+        times = [r.recovery() for r in rs if r.recovery() is not None]
+        out[kind] = {"faults": len(rs), "recovered": len(times),
+                     "p50_s": round(p50(times), 2) if times else None,
+                     "max_s": round(max(times), 2) if times else None,
+                     "errors": [r.error for r in rs if r.error][:3]}
+    return out
+
+
+def verdict(report: dict) -> list[str]:
+    """What failed (empty: SOAK-01 holds for this run)."""
+    failed = []
+    h = report["history"]
+    if h["lost"] or h["duplicated"] or h["problems"]:
+        failed.append(f"history: {h['lost']} lost, {h['duplicated']} duplicated, "
+                      f"{len(h['problems'])} problems")
+    if h["unsettled"]:
+        failed.append(f"{h['unsettled']} writes never settled")
+    if not all(report["audits"].values()):
+        failed.append("audits: " + ", ".join(c for c, ok in report["audits"].items() if not ok))
+    if report["ledger_audits"].get("mismatch"):
+        failed.append(f"{report['ledger_audits']['mismatch']} audits during the run mismatched")
+    if report["internal"]["count"]:
+        failed.append(f"{report['internal']['count']} INTERNAL")
+    if report["read_your_writes"].get("missed"):
+        failed.append(f"{report['read_your_writes']['missed']} read-your-writes searches missed")
+    if report["resources"]["judged"]:
+        grew = [n for n, p in report["resources"]["processes"].items() if not p["flat"]]
+        if grew:
+            failed.append(f"memory or open files grew: {', '.join(grew)}")
+    ratio = report["latency"]["ratio"]
+    if report["latency"]["judged"] and ratio is not None and ratio > P50_RATIO:
+        failed.append(f"p50 outside fault windows {ratio:.1f}x the quiet one")
+    unrecovered = [k for k, r in report["recovery"].items() if r["recovered"] < r["faults"]]
+    if unrecovered:
+        failed.append(f"no write after: {', '.join(unrecovered)}")
+    return failed
+
+
+def table(report: dict) -> str:
+    lines = [f"soak {report['topology']}  seed {report['seed']}  "
+             f"{report['minutes']:g} min  faults every {report['fault_every_s']:g} s",
+             f"  acknowledged writes {report['history']['acknowledged']}, lost "
+             f"{report['history']['lost']}, duplicated {report['history']['duplicated']}, "
+             f"refused {report['history']['refused']}, resent {report['resends']}; "
+             f"history problems {len(report['history']['problems'])} (stale writes "
+             f"{len(report['history']['problems'])}; fenced or ownership refusals "
+             f"{sum(report['errors'].get(r, 0) for r in FENCING)})",
+             f"  audits match {sum(report['audits'].values())}/{len(report['audits'])}; "
+             f"INTERNAL {report['internal']['count']}; read-your-writes found "
+             f"{report['read_your_writes'].get('found', 0)}, missed "
+             f"{report['read_your_writes'].get('missed', 0)}",
+             "  fault kind              n  recovered  p50 s   max s"]
+    for kind, r in report["recovery"].items():
+        lines.append(f"  {kind:<22} {r['faults']:>2}  {r['recovered']:>9}  "
+                     f"{_f(r['p50_s']):>6}  {_f(r['max_s']):>6}")
+    lines.append("  op        quiet p50 ms  p50 ms  ratio"
+                 f"{'' if report['latency']['judged'] else '  (run too short to judge)'}")
+    for name, r in report["latency"]["ops"].items():
+        lines.append(f"  {name:<9} {_f(r['quiet_p50_ms']):>12}  {_f(r['p50_ms']):>6}  "
+                     f"{_f(r['ratio']):>5}")
+    res = report["resources"]
+    lines.append(f"  memory and open files after {res['warm_up_s']} s"
+                 f"{'' if res['judged'] else ' (run too short to judge)'}:")
+    for name, p in res["processes"].items():
+        lines.append(f"  {name:<16} RSS {p['rss_mib'][0]:>7} -> {p['rss_mib'][1]:>7} MiB "
+                     f"({p['rss_growth']:+.1%})  fds {p['fds'][0]:>4} -> {p['fds'][1]:>4}")
+    for kind, why in report["not_injected"].items():
+        lines.append(f"  not injected: {kind}: {why}")
+    lines.append("  " + ("PASS" if not report["failed"] else "FAIL: " + "; ".join(
+        report["failed"])))
+    return "\n".join(lines)
+
+
+def _f(v) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, int) else f"{v:.2f}"
