@@ -116,6 +116,9 @@ def python_steps(mz: Client, ctx: str) -> dict[str, Callable[[], object]]:
         "jobs": lambda: mz.jobs(ctx),
         "cancel_job": lambda: (mz.cancel_job(state["tx_job"]),
                                mz.cancel_job(state["recall_job"])),
+        "export": lambda: list(mz.export(ctx)),
+        "erase": lambda: mz.erase(ctx, refs=[state["secret"]], reason="coverage walk"),
+        "delete_context": lambda: mz.delete_context(ctx, reason="coverage walk"),
         "close": lambda: mz.close(),
     }
 

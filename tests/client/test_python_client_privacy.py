@@ -67,3 +67,29 @@ def test_priv_05_async_client_deletes_a_context(endpoints, cx):
             assert (await mz.delete_context(cx, reason="gone")).context == cx
             assert cx not in await mz.contexts()
     asyncio.run(story())
+
+
+def test_priv_05_client_exports_the_events_with_erased_ones_as_placeholders(mz, cx):
+    gone = mz.append_event(cx, session="a", kind="user-message",
+                           text="my number is 555-0101").ref
+    mz.append_event(cx, session="a", kind="tool-result", text="weather: rain")
+    mz.erase(cx, refs=[gone], reason="asked to forget")
+    pages = list(mz.export(cx))
+    events = [e for p in pages for e in p.events]
+    assert pages[-1].done == pages[-1].total and pages[-1].total >= 2
+    assert {e.ref: e.erased for e in events}[gone]
+    assert not any("555-0101" in e.text for e in events)
+    assert ("tool-result", "weather: rain") in {(e.kind, e.text) for e in events}
+    with pytest.raises(MorphzError) as info:
+        list(mz.export("no-such-context"))
+    assert info.value.reason == "CONTEXT_NOT_FOUND"
+
+
+def test_priv_05_async_client_exports(endpoints, cx):
+    async def story():
+        async with AsyncClient(endpoints.transaction, credentials=Credentials()) as mz:
+            await mz.append_event(cx, session="s", kind="user-message", text="hello there")
+            pages = [p async for p in mz.export(cx)]
+            texts = [e.text for p in pages for e in p.events]
+            assert "hello there" in texts
+    asyncio.run(story())

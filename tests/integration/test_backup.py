@@ -293,7 +293,8 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     assert (store.feed_head() > saved) == (feed == "past")
     core = follow(store, tx, tmp_path / "recall", then=lambda: tx.append_event(
         "c", "s1", "user-message", "after note last", caller=IN_PROCESS_CALLER))
-    words = {w: [h.ref for h in core.search("c", w, limit=50,
+    # Lexical: which words the index holds (a hybrid search adds vector hits and neighbours).
+    words = {w: [h.ref for h in core.search("c", w, limit=50, mode="lexical",
                                             caller=IN_PROCESS_CALLER).results]
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)

@@ -17,7 +17,7 @@ def test_priv_01_03_an_erasure_reaches_storage_and_recall_in_any_topology(endpoi
     mind.tx(f"(derive courier (from {gone['ref']}) (code MARZIPAN-3310))")
     channel = PLAINTEXT.channel(endpoints.recall)
     recall = RecallClient(channel, timeout=60)
-    until(lambda: recall.search(mind.context, "marzipan")["results"], 60,
+    until(lambda: recall.search(mind.context, "marzipan")["results"], 120,
           "the index holds the words")
     done = mind.client.erase(mind.context, Selector(session="s1"), "asked")
     assert done["events"] == [gone["ref"]] and done["frames"] == ["courier"]

@@ -10,18 +10,23 @@ def morphz(address: str, *args: str, expect: int = 0) -> dict:
     return run_json(*args, address=address, expect=expect)
 
 
+def caught_up(address: str, context: str) -> dict:
+    """`recall-index inspect` once both legs hold every commit (bounded: a loaded machine)."""
+    deadline = time.monotonic() + 120
+    while True:
+        st = morphz(address, "context", "recall-index", "inspect", context)
+        if st["lag"] == 0 and st.get("vectors", {}).get("lag", 0) == 0:
+            return st
+        assert time.monotonic() < deadline, f"the index did not catch up: {st}"
+        time.sleep(0.05)
+
+
 def test_recall_cli_search_read_frame_and_index(endpoints, mind):
     address = endpoints.recall  # the recall commands' service
     c = ["--context", mind.context]
     ev = mind.event("部署到 cn-hangzhou 时 sandbox permission 沙箱权限配置失败")
     mind.tx(f'(derive memory/sandbox (from {ev["ref"]}) (note "沙箱权限配置失败"))')
-    for _ in range(500):
-        st = morphz(address, "context", "recall-index", "inspect", mind.context)
-        if st["lag"] == 0:
-            break
-        time.sleep(0.02)
-    else:
-        raise AssertionError(f"the index did not catch up: {st}")
+    st = caught_up(address, mind.context)
     assert st["documents"] == st["events"] + st["frames"] and st["frames"] == 1
     hits = morphz(address, "context", "recall", "search", "sandbox permission", "--limit=20",
                   *c)["results"]
@@ -54,10 +59,7 @@ def test_hyb_01_cli_hybrid_search_json_hits_carry_each_legs_rank(endpoints, mind
     c = ["--context", mind.context]
     both = mind.event("the launch is on hold")["ref"]
     only_vector = mind.event("launching tomorrow")["ref"]
-    for _ in range(500):
-        if morphz(address, "context", "recall-index", "inspect", mind.context)["lag"] == 0:
-            break
-        time.sleep(0.02)
+    caught_up(address, mind.context)
     hits = morphz(address, "context", "recall", "search", "launch", "--mode", "hybrid",
                   *c)["results"]
     ranks = {h["ref"]: (h["lexical_rank"], h["vector_rank"]) for h in hits}

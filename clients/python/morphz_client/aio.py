@@ -94,6 +94,26 @@ class AsyncClient:
                 raise err
             await asyncio.sleep(wait)
 
+    async def _stream(self, call: Call) -> AsyncIterator[Any]:
+        """A server stream's messages as they come; retried (when its call is safe to
+        repeat) only until its first message, so no message is given twice."""
+        backoffs = self.retry.backoffs()
+        while True:
+            started = False
+            try:
+                async for message in getattr(self._stubs[call.service], call.method)(
+                        call.request, timeout=call.timeout or self.timeout,
+                        metadata=self._metadata):
+                    started = True
+                    yield message
+                return
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            wait = None if started or not retryable(call, err) else next(backoffs, None)
+            if wait is None:
+                raise err
+            await asyncio.sleep(wait)
+
     # -- contexts ------------------------------------------------------------------------------
     async def create_context(self, context: str, *, window: int = 0) -> txn.ContextStatus:
         """A new context (`window`: the organizing window in ticks; 0: default 8)."""
@@ -241,6 +261,14 @@ class AsyncClient:
         """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
         name is free again. Administrators, with a reason (docs/privacy.md)."""
         return await self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+
+    def export(self, context: str, *, since: str = "", until: str = "",
+               reveal_secrets: bool = False) -> AsyncIterator[txn.ExportPage]:
+        """The context's events, a page at a time with its progress (`done` of `total`),
+        as the lines `morphz context import` reads (docs/privacy.md): occurred time in
+        [since, until); secrets' text only with `reveal_secrets` (and the reveal right);
+        erased events as placeholders. The whole stream has one deadline (an hour)."""
+        return self._stream(C.export(context, since, until, reveal_secrets, REBUILD_TIMEOUT))
 
     async def policy(self, context: str) -> txn.Policy:
         return await self._send(C.policy(context))

@@ -204,6 +204,13 @@ def delete_context(context: str, reason: str, timeout: float) -> Call:
         txn.DeleteContextRequest, context=context, reason=reason), Safety.NEVER, timeout)
 
 
+def export(context: str, since: str, until: str, reveal_secrets: bool, timeout: float) -> Call:
+    # A server stream: read page by page, never resent part way (a retry would repeat pages).
+    return Call(TRANSACTION, "Export", _build(
+        txn.ExportRequest, context=context, since=since, until=until,
+        reveal_secrets=reveal_secrets), Safety.READ, timeout)
+
+
 def policy(context: str) -> Call:
     return Call(TRANSACTION, "GetPolicy", _build(txn.GetPolicyRequest, context=context),
                 Safety.READ)

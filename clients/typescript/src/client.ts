@@ -18,7 +18,7 @@ import {
   Call, DEFAULT_TIMEOUT_MS, MAX_REDIRECTS, REBUILD_TIMEOUT_MS, RetryPolicy, Safety, UnaryMethod,
   backoffs, newRequestId, once, redirect, retryPolicy, retryable, sleep,
 } from "./call";
-import { MorphzError, inputError } from "./errors";
+import { MorphzError, fromServiceError, inputError } from "./errors";
 import { CHANNEL_OPTIONS, Credentials, channelCredentials, credentialsFromEnv, targetFor } from "./options";
 import { services } from "./protos";
 import { Tx } from "./tx";
@@ -260,9 +260,11 @@ export class Client {
 
   private noteWrite(request: object, reply: unknown): void {
     const context = (request as { context?: string }).context;
-    // A batch's replies (AppendEvents) each carry the commitSeq of the one commit.
-    const r = reply as { commitSeq?: number; events?: { commitSeq?: number }[] } | null;
-    const seq = Number(r?.commitSeq ?? r?.events?.[r.events.length - 1]?.commitSeq ?? 0);
+    // A batch's replies (AppendEvents) each carry the commitSeq of the one commit; a
+    // reply whose `events` is a count (RebuildIndex's) names no write.
+    const r = reply as { commitSeq?: number; events?: unknown } | null;
+    const batch = Array.isArray(r?.events) ? (r?.events as { commitSeq?: number }[]) : [];
+    const seq = Number(r?.commitSeq ?? batch[batch.length - 1]?.commitSeq ?? 0);
     if (context && seq > (this.positions.get(context) ?? 0)) this.positions.set(context, seq);
   }
 
@@ -452,6 +454,25 @@ export class Client {
       ...rest, dryRun: dryRun ?? false,
     };
     return this.send("transaction", { method: "Erase", request, safety: dryRun ? "read" : "never", timeoutMs: REBUILD_TIMEOUT_MS });
+  }
+
+  /** The context's events, a page at a time with its progress (`done` of `total`), as the
+   * lines `morphz context import` reads: occurred time in [since, until); secrets' text only
+   * with `revealSecrets` (and the reveal right); erased events as placeholders. One
+   * deadline (an hour) for the whole stream; never resent part way. */
+  async *export(context: string, options: { since?: string; until?: string; revealSecrets?: boolean } = {}): AsyncGenerator<T.ExportPage> {
+    const request = { context, since: options.since ?? "", until: options.until ?? "", revealSecrets: options.revealSecrets ?? false };
+    const stub = this.stubs.transaction as unknown as Record<string, (
+      req: object, md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientReadableStream<T.ExportPage>>;
+    const stream = stub.Export.call(stub, request, this.metadata(), { deadline: new Date(Date.now() + REBUILD_TIMEOUT_MS) });
+    try {
+      for await (const page of stream) yield page as T.ExportPage;
+    } catch (e) {
+      const serviceError = e instanceof Error && typeof (e as grpc.ServiceError).code === "number";
+      throw serviceError ? fromServiceError(e as grpc.ServiceError) : e;
+    } finally {
+      stream.cancel();
+    }
   }
 
   /** The contexts this principal may read. */

@@ -16,6 +16,7 @@ export type { Policy__Output as Policy } from "./generated/morphz/api/transactio
 export type { Grant__Output as Grant } from "./generated/morphz/api/transaction/v1/Grant";
 export type { ContextList__Output as ContextList } from "./generated/morphz/api/transaction/v1/ContextList";
 export type { Erasure__Output as Erasure } from "./generated/morphz/api/transaction/v1/Erasure";
+export type { ExportPage__Output as ExportPage } from "./generated/morphz/api/transaction/v1/ExportPage";
 export type { ContextDeleted__Output as ContextDeleted } from "./generated/morphz/api/transaction/v1/ContextDeleted";
 export type { Frame__Output as Frame } from "./generated/morphz/api/transaction/v1/Frame";
 export type { FrameList__Output as FrameList } from "./generated/morphz/api/transaction/v1/FrameList";

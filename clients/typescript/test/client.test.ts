@@ -513,6 +513,25 @@ describe("privacy", () => {
     assert.equal(Number(report.chain?.erased), 2);  // the event, and the transaction's body
   });
 
+  test("priv_05_ts_export_streams_the_events_with_erased_ones_as_placeholders", async () => {
+    const ctx = fresh("priv05x");
+    await mz.createContext(ctx);
+    const gone = (await mz.appendEvent(ctx, { session: "a", kind: "user-message", text: "my number is 555-0101" })).ref;
+    await mz.appendEvent(ctx, { session: "a", kind: "tool-result", text: "weather: rain" });
+    await mz.erase(ctx, { refs: [gone], reason: "asked to forget" });
+    const pages = [];
+    for await (const page of mz.export(ctx)) pages.push(page);
+    const events = pages.flatMap((p) => p.events);
+    const last = pages[pages.length - 1];
+    assert.equal(Number(last.done), Number(last.total));
+    const byRef = new Map(events.map((e) => [e.ref, e]));
+    assert.ok(byRef.get(gone)?.erased);
+    assert.ok(!events.some((e) => e.text.includes("555-0101")));
+    assert.ok(events.some((e) => e.kind === "tool-result" && e.text === "weather: rain"));
+    assert.equal((await rejection((async () => { for await (const p of mz.export("no-such-ctx")) void p; })())).reason,
+      "CONTEXT_NOT_FOUND");
+  });
+
   test("priv_05_ts_delete_context_frees_its_name", async () => {
     const ctx = fresh("priv05");
     await mz.createContext(ctx);

@@ -65,6 +65,9 @@ const steps: Record<string, () => Promise<unknown>> = {
   jobs: () => mz.jobs(ctx),
   cancelJob: async () => { await mz.cancelJob(state.txJob); await mz.cancelJob(state.recallJob); },
   writePosition: async () => mz.writePosition(ctx),
+  export: async () => { for await (const page of mz.export(ctx)) void page; },
+  erase: () => mz.erase(ctx, { refs: [state.secret], reason: "coverage walk" }),
+  deleteContext: () => mz.deleteContext(ctx, { reason: "coverage walk" }),
   close: async () => mz.close(),
 };
 

@@ -33,8 +33,9 @@ class PassageMarks:
     def digests(self, row: int) -> tuple[bytes, ...]:
         return tuple(bytes(d) for d in self._digests[row] if d.any())
 
-    def source(self, row: int) -> Optional[int]:
-        return int(self._source[row]) - 1 if self._source[row] else None
+    def source_key(self, row: int, keys: list[str]) -> Optional[str]:
+        """The key of the row the row's context passage read (None: none)."""
+        return keys[int(self._source[row]) - 1] if self._source[row] else None
 
     def taken(self, erased: Iterable[int], rows: int) -> list[bytes]:
         """The cache keys of every text an erased row's content was embedded in (of

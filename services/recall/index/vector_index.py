@@ -3,8 +3,9 @@ search in numpy.
 
 Where it lives: `<generation dir>/vectors/`, beside the tantivy files of the same
 index generation, so a rebuild's swap replaces both legs at once. The vectors are an
-append-only log (`log.<n>`: one record per write: upserts with their filter fields,
-deletes); the fitted embedder's state sits beside it (`state.<n>`). The leg follows the
+append-only log (`log.<n>`, vector_log.py); the fitted embedder's state sits beside it
+(`state.<n>`). Each session's turns are chained (turn_chain.py) and each row says what
+its vector was made from (passage_marks.py), both rebuilt as the log is read. The leg follows the
 lexical leg on its own (core/vectorfollow.py) and keeps its own position: `commit`
 writes `HEAD` (atomically: written, fsynced, renamed) naming the log, its committed
 length, its digest and the context version the leg covers, after the records it names
@@ -14,9 +15,8 @@ from HEAD's position (an index written before HEAD existed names its leg in the 
 and the embedder state: with the embedder identity and the text version it is the
 leg's fingerprint.
 
-Compact: each vector is kept as int8 with a float32 scale per vector (v ~ q * scale,
-scale = max|v| / 127): 388 bytes a 384-dimension vector instead of 1,536. Scoring
-dequantizes the rows it looks at, a slice at a time.
+Compact: each vector is kept as int8 with a float32 scale (388 bytes a 384-dimension
+vector instead of 1,536); scoring dequantizes the rows it looks at, a slice at a time.
 
 Search: below IVF_MIN live rows, exact: one matrix-vector product over the rows and a
 partial sort. At 200k rows of 256 dimensions that product alone took about 50 ms on
@@ -25,10 +25,9 @@ the shared two-core machines, so larger legs are searched through a coarse parti
 was built (scored exactly). The partition is rebuilt when the leg is loaded, after a
 (re)fill, and when the rows outside it pass a quarter of those in it (IVF_MIN / 2 at
 least; the vector follower partitions only once it has caught up: scoring them is the
-cost it bounds, and building it is off the hot paths). Both are deterministic for
-the same vectors, so a rebuild gives the same results. Building it also lays the matrix
-out list after list (a row's place in the matrix, its position, is no longer its row
-number): gathering a probe's scattered rows cost more than scoring them.
+cost it bounds, and building it is off the hot paths); deterministic for the same vectors.
+Building it lays the matrix out list after list (a row's place in the matrix, its
+position, is no longer its row number): gathering scattered rows cost more than scoring.
 """
 from __future__ import annotations
 
@@ -45,7 +44,8 @@ from morphz.services.recall.index import vector_log
 from morphz.services.recall.index.coarse import Partition
 from morphz.services.recall.index.passage_marks import PassageMarks
 from morphz.services.recall.index.turn_chain import TurnChain
-from morphz.services.recall.index.vector_log import FORMAT, VecDoc, quantized  # noqa: F401
+from morphz.services.recall.index.vector_log import (FORMAT, Dequantized, VecDoc,  # noqa: F401
+                                                    quantized)
 from morphz.shared.durable_files import sync_dir, write_synced
 from morphz.shared.values import HitKey
 
@@ -56,16 +56,6 @@ HEAD = "HEAD"
 # the CPU cache between the conversion and the product. 20k rows of 384 dimensions
 # scored in 2.8 ms so, against 21 ms converted whole and 5.4 ms as float32 rows.
 SCORE_SLICE = 1024
-
-
-class _Dequantized:
-    """Rows of an int8 matrix as float32, for code that indexes a float matrix."""
-
-    def __init__(self, q: np.ndarray, scale: np.ndarray) -> None:
-        self._q, self._scale = q, scale
-
-    def __getitem__(self, rows) -> np.ndarray:
-        return self._q[rows].astype(np.float32) * self._scale[rows][:, None]
 
 
 @dataclass
@@ -154,10 +144,9 @@ class VectorLeg:
         write_synced(os.path.join(self.dir, log), b"")
         self.meta = {"format": FORMAT, "embedder": embedder_label, "dimension": dimension,
                      "text_version": text_version, "passage_version": passage_version,
-                     "log": log, "bytes": 0,
-                     "state_file": state_file, "fit_count": fit_count,
-                     "fitted_at": fit_count,
-                     "digest": hashlib.sha256(state).hexdigest()}  # no position: uncommitted
+                     "log": log, "bytes": 0, "state_file": state_file, "fit_count": fit_count,
+                     "fitted_at": fit_count, "digest": hashlib.sha256(state).hexdigest()}
+        # (no position: uncommitted)
         self.dimension = dimension
         self._reset()
 
@@ -220,7 +209,7 @@ class VectorLeg:
             matrix, scale, pos, row_at = self._matrix, self._scale, self._pos, self._row_at
         # Outside the lock, so searches go on; appends come from the same thread as
         # this (the vector leg's, one per context), so no row below n changes meanwhile.
-        built, listed = Partition.build(_Dequantized(matrix, scale), pos[live])
+        built, listed = Partition.build(Dequantized(matrix, scale), pos[live])
         rest = np.ones(n, dtype=bool)
         rest[listed] = False
         order = np.concatenate([listed, np.flatnonzero(rest)])  # new position -> old
@@ -429,14 +418,11 @@ class VectorLeg:
             live = sorted(self._rows.values())  # as they came: a turn after the one before
             names = {code: name for name, code in self._sessions.items()}
             none = np.iinfo(np.int64).min
-            docs = []
-            for r in live:
-                source = self._marks.source(r)
-                docs.append(VecDoc(self._keys[r], names[int(self._session[r])],
-                                   None if self._time[r] == none else int(self._time[r]),
-                                   self._turns.before_key(r, self._is_live, self._keys),
-                                   self._keys[source] if source is not None else None,
-                                   self._marks.digests(r)))
+            docs = [VecDoc(self._keys[r], names[int(self._session[r])],
+                           None if self._time[r] == none else int(self._time[r]),
+                           self._turns.before_key(r, self._is_live, self._keys),
+                           self._marks.source_key(r, self._keys), self._marks.digests(r))
+                    for r in live]
             q = self._matrix[self._pos[live]] if live else np.zeros((0, self.dimension), np.int8)
             scale = self._scale[self._pos[live]] if live else np.zeros(0, np.float32)
         self._rewrite(docs, q, scale)

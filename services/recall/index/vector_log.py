@@ -49,6 +49,16 @@ def quantized(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(vectors / safe).astype(np.int8), scale
 
 
+class Dequantized:
+    """Rows of an int8 matrix as float32, for code that indexes a float matrix."""
+
+    def __init__(self, q: np.ndarray, scale: np.ndarray) -> None:
+        self._q, self._scale = q, scale
+
+    def __getitem__(self, rows) -> np.ndarray:
+        return self._q[rows].astype(np.float32) * self._scale[rows][:, None]
+
+
 def encode(docs: list[VecDoc], q: np.ndarray, scale: np.ndarray,
            deletes: list[str]) -> bytes:
     """One record of these upserts (already quantized) and deletes."""

@@ -128,6 +128,7 @@ class Indexer:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._progress: dict[str, dict] = {}
+        self._deleted: set[str] = set()  # contexts whose deletion the feed brought last
         self._rebuild_read_chunk = rebuild_read_chunk
         self._outdated: set[str] = set()  # contexts whose older-text rebuild was begun
         self._purging: set[str] = set()  # contexts whose post-erasure rebuild runs
@@ -264,10 +265,9 @@ class Indexer:
         return self._vectors.try_apply_vectors(context, step)
 
     def _gone(self, context: str) -> bool:
-        """Whether the store has no such context (deleted: a step would open an index
-        for it again)."""
-        with self._store.latest(context) as reader:
-            return MindState(reader).meta() is None
+        """Whether the context was deleted since its changes were last indexed (a vector
+        step would open an index for it again): known from the feed, no store read."""
+        return context in self._deleted
 
     def _lexical_docs(self, context: str, events: int,
                       changed_by: list[tuple[R.Frame, Optional[R.Event]]],
@@ -310,6 +310,7 @@ class Indexer:
             changes = changes[gone[-1] + 1:]
             if not changes:
                 return 0
+        self._deleted.discard(context)  # (made again under its name, if it was)
         with self._lock(context):
             if self._rebuilding(context):
                 return 0
@@ -430,6 +431,7 @@ class Indexer:
     def _dropped(self, context: str) -> None:
         """A deleted context (PRIV-05): what the vector cache holds of its texts goes, then
         its index's folders (every generation, both legs)."""
+        self._deleted.add(context)
         with self._lock(context), self._vlock(context):
             idx = self._indexes.get(context)
             if not self.vectors_off and idx.vectors.exists:
@@ -453,9 +455,13 @@ class Indexer:
         def run() -> None:
             try:
                 self.rebuild(context)
-            except Exception:  # noqa: BLE001 - the next use of the index purges again
-                _log.warning("%s: rewriting the index after an erasure failed", context,
-                             exc_info=True)
+            except Exception as e:  # noqa: BLE001 - the next use of the index purges again
+                if getattr(e, "reason", "") == "CONTEXT_NOT_FOUND":
+                    # Deleted since: its index goes whole when the feed brings the deletion.
+                    _log.info("%s: deleted before its index was rewritten", context)
+                else:
+                    _log.warning("%s: rewriting the index after an erasure failed", context,
+                                 exc_info=True)
             finally:
                 with self._locks_guard:
                     self._purging.discard(context)

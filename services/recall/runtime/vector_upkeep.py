@@ -254,7 +254,7 @@ class VectorUpkeep:
         chunk = next(iter(change_chunks(changes, step)))
         started = time.monotonic()
         with self._tracer.start_as_current_span("recall.vector_apply") as span:
-            part, chunk = self._gather_vectors(context, chunk)
+            part, chunk = self._gather_vectors(context, leg, chunk)
             if self.learned() and leg.count + len(part.docs) >= max(
                     REFIT_MIN, REFIT_GROWTH * int(leg.meta.get("fitted_at", 0))):
                 self._refit(context, idx)
@@ -279,7 +279,7 @@ class VectorUpkeep:
         self.start_leg(context, leg, self.fit_sample(context, events, frames))
         leg.commit(0)
 
-    def _gather_vectors(self, context: str,
+    def _gather_vectors(self, context: str, leg: VectorLeg,
                         chunk: list[Change]) -> tuple[_VecPart, list[Change]]:
         """The vector documents and texts of a run of changes, rows as they are now (a
         frame read past them is what the leg should hold anyway); the run is cut after
@@ -287,7 +287,6 @@ class VectorUpkeep:
         held at once). Returns the part and the changes it covers."""
         part = _VecPart()
         size = 0
-        leg = self._index(context).vectors
         with self._store.latest(context) as reader:
             m = MindState(reader)
             passages = Passages(leg.last_turn, lambda key: _said_in(m, key))

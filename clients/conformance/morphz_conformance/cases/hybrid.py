@@ -275,11 +275,17 @@ def hyb_08_vector_leg_pace_and_a_new_write_by_meaning(t: CaseRun):
         for i in range(300):
             d.append(ctx, f"s{i % 3}", "user-message",
                      f"note {i}: shipment {i * 7} left dock {i % 11} for warehouse {i % 5}")
-            if i % 20 == 19:
-                st = d.index_status(ctx)
-                workers = max(workers, st.embed_workers)
-                if st.vector_lag and st.documents_per_second > 0:
-                    behind.append(st)
+        # 300 turns (600 passages) take the leg seconds: watch it cover them (bounded).
+        t.search(ctx, "warm")  # the lexical leg reaches the current version
+        deadline = time.monotonic() + VECTOR_BOUND
+        while True:
+            st = d.index_status(ctx)
+            workers = max(workers, st.embed_workers)
+            if st.vector_lag and st.documents_per_second > 0:
+                behind.append(st)
+            if st.lag == 0 and st.vector_lag == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         t.check(workers >= 1, "the target names no process its vector leg embeds in")
         t.check(behind, "the vector leg never said its pace while it lagged")
         t.check(all(st.eta_seconds > 0 for st in behind),
