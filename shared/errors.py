@@ -153,6 +153,8 @@ REASONS: dict[str, Status] = {
     # runtime event, of no one's content, is not erasable)
     "ERASE_REASON_REQUIRED": Status.INVALID_ARGUMENT,
     "ERASE_NOT_ERASABLE": Status.FAILED_PRECONDITION,
+    # a retention job asked of a context that has no retention policy
+    "RETENTION_NOT_SET": Status.FAILED_PRECONDITION,
     # recall (issue 4)
     "RECALL_QUERY_INVALID": Status.INVALID_ARGUMENT,
     "RECALL_TIME_INVALID": Status.INVALID_ARGUMENT,

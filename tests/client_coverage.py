@@ -93,6 +93,8 @@ def python_steps(mz: Client, ctx: str) -> dict[str, Callable[[], object]]:
         "grant": lambda: mz.grant(ctx, "dave", ["read"]),
         "revoke": lambda: mz.revoke(ctx, "dave", ["read"]),
         "policy": lambda: mz.policy(ctx),
+        "set_retention": lambda: mz.set_retention(
+            ctx, "(retention (kinds tool-result) (days 30))"),
         "contexts": lambda: mz.contexts(),
         "search": lambda: mz.search(ctx, "release"),
         "read": lambda: mz.read(ctx, "release"),

@@ -14,7 +14,6 @@ from typing import Optional
 # (tests/unit/test_conformance_kit.py) fails when one of them gets a case (take it off this
 # list) and when any other id has none.
 CASE_MISSING = frozenset({
-    "PRIV-01", "PRIV-02", "PRIV-03", "PRIV-04", "PRIV-05",  # issue 55
 })
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -82,6 +82,12 @@ def cmd_rebuild(client: TransactionClient, args: argparse.Namespace) -> dict:
 def cmd_policy(client: TransactionClient, args: argparse.Namespace) -> dict:
     if args.policy_op == "show":
         return client.get_policy(args.context)
+    if args.policy_op == "retention":  # the policy's words, however the shell split them
+        text = " ".join([args.principal, *args.rights]).strip()
+        if not text:
+            raise input_error("policy retention needs the policy, e.g. '(retention (kinds "
+                              "tool-result external) (days 30))', or none", field="retention")
+        return client.set_retention(args.context, text)
     if not args.principal or not args.rights:
         raise input_error(f"policy {args.policy_op} needs PRINCIPAL and at least one RIGHT",
                           field="rights" if args.principal else "principal")
@@ -192,10 +198,13 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     detach_option(p)
 
     p = add("policy", "show or change who may read, write, recall, encode or administer "
-            "the context (--context); administrators only")
-    p.add_argument("policy_op", metavar="show|grant|revoke", choices=("show", "grant", "revoke"))
+            "the context (--context), or its retention policy; administrators only")
+    p.add_argument("policy_op", metavar="show|grant|revoke|retention",
+                   choices=("show", "grant", "revoke", "retention"))
     p.add_argument("principal", metavar="PRINCIPAL", nargs="?", default="",
-                   help="grant/revoke: a principal, or * for every authenticated one")
+                   help="grant/revoke: a principal, or * for every authenticated one; "
+                   "retention: the policy, '(retention (kinds KIND...) (days N))', or none "
+                   "(docs/privacy.md)")
     p.add_argument("rights", metavar="RIGHT", nargs="*", default=[],
                    help="grant/revoke: read, write, recall, encode, admin")
     p.add_argument("--session", default="",

@@ -35,6 +35,7 @@ def render_status(r: dict, out: TextIO) -> None:
         state = r["storage_space"]
         _line(out, "storage_space", f"{state}: {space.NOTE[state]}" if state in space.NOTE
               else state)
+    render_retention(r, out)
     _line(out, "sessions", len(r.get("sessions") or []))
     for s in r.get("sessions") or []:
         print(f"  {s['id']} state={s['state']} level={s['level']} pending={s['pending']}"
@@ -167,6 +168,15 @@ def render_policy(r: dict, out: TextIO) -> None:
     for g in r.get("grants") or []:
         print(f"  {g['principal']} {g['right']}"
               f"{' session ' + g['session'] if g.get('session') else ''}", file=out)
+    render_retention(r, out)
+
+
+def render_retention(r: dict, out: TextIO) -> None:
+    """The retention policy line of a status or a policy (none: nothing)."""
+    kept = r.get("retention")
+    if kept:
+        due = kept.get("next_due") or "on demand only (morphz job start retention)"
+        _line(out, "retention", f"{kept['policy']} set at {kept['set_at']}; next due {due}")
 
 
 def render_list(r: dict, out: TextIO) -> None:

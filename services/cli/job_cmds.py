@@ -1,6 +1,7 @@
-"""`morphz job get|list|cancel`: server-side jobs (shared/jobs.py) started with `--detach`
-(`morphz context audit|rebuild-projections --detach`, `morphz context recall-index rebuild
---detach`). A job id names its service (tx-..., recall-...), which the command asks."""
+"""`morphz job start|get|list|cancel`: server-side jobs (shared/jobs.py), started by
+`morphz job start KIND CONTEXT` or with `--detach` (`morphz context audit|rebuild-projections
+--detach`, `morphz context recall-index rebuild --detach`). A job id names its service
+(tx-..., recall-...), which the command asks; a kind, the service that runs it."""
 from __future__ import annotations
 
 import argparse
@@ -16,12 +17,23 @@ from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 
 SERVICES = ("transaction", "recall")
+# Each kind of job, by the service that runs it (shared/jobs.py runners of each).
+KINDS = {"audit": "transaction", "rebuild-projections": "transaction",
+         "retention": "transaction", "rebuild-index": "recall"}
 
 
 def add_commands(top, common, credentials) -> None:
     job = top.add_parser("job", parents=[common, credentials],
                          help="poll or cancel server-side jobs (started with --detach)")
     sub = job.add_subparsers(dest="job_action", required=True, metavar="ACTION")
+    p = sub.add_parser("start", parents=[common, credentials],
+                       help="start a job on a context and print it at once (its id for get "
+                       "and cancel): " + ", ".join(KINDS))
+    p.add_argument("kind", metavar="KIND", choices=tuple(KINDS),
+                   help="audit, rebuild-projections, retention (apply the context's "
+                   "retention policy now: docs/privacy.md) or rebuild-index (recall)")
+    p.add_argument("job_context", metavar="CONTEXT", nargs="?", default=None,
+                   help="default: --context")
     for name, help_ in (("get", "a job's state, progress and (finished) result or error"),
                         ("cancel", "stop a job at its next check; nothing is left half-done")):
         p = sub.add_parser(name, parents=[common, credentials], help=help_, description=help_)
@@ -43,6 +55,14 @@ def client_for(service: str, channel: grpc.Channel, timeout: float):
 
 def run(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> dict:
     """`connect(service)`: a channel to that service's server."""
+    if args.job_action == "start":
+        service = KINDS[args.kind]
+        channel = connect(service)
+        try:
+            return client_for(service, channel, args.timeout).start_job(
+                args.job_context or args.context, args.kind)
+        finally:
+            channel.close()
     services = SERVICES if args.job_action == "list" else (service_of(args.job_id),)
     replies = []
     for service in services:

@@ -10,6 +10,7 @@ from morphz.services.cli.inputs import input_error
 from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
+from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, EXPENSIVE_CPU,
                                   EXPENSIVE_RPCS, PRINCIPAL_CPU, PRINCIPAL_RPCS, REPLY_BYTES,
@@ -98,6 +99,11 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        "its index brought up to date at its next search or inspection, or "
                        f"this long after its first change waiting (default: {RECALL_IDLE_SECONDS:g}; "
                        "0: index every change as it comes)")
+    serve.add_argument("--retention-every", metavar="SECONDS", type=seconds_up_to_a_day,
+                       default=RETENTION_EVERY,
+                       help="all, transaction: apply each context's retention policy at every "
+                       f"multiple of this many seconds (default: {RETENTION_EVERY:g}; 0: only on "
+                       "demand, `morphz job start retention`; docs/privacy.md)")
     security_options(serve)
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,
@@ -218,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
                      lease_ttl=args.lease_ttl, shard=args.shard,
                      storage_listen=args.storage_listen, embedder=args.embedder,
                      recall_idle_seconds=args.recall_idle,
+                     retention_every=args.retention_every,
                      **({"embed_workers": args.embed_workers} if args.embed_workers else {}),
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,

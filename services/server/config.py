@@ -13,6 +13,7 @@ from morphz.services.storage.snapshots import MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.core.ownership import DEFAULT_TTL
+from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.admission import Budgets
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,
                                   REPLY_STALL_SECONDS)
@@ -80,5 +81,8 @@ class ServerConfig:
     # Seconds a context goes unsearched before recall holds its changes back, applied at
     # its next search or inspection or this long after (services/recall/runtime/holds.py; 0: never held).
     recall_idle_seconds: float = RECALL_IDLE_SECONDS
+    # The retention timer's period in seconds: each context's retention policy is applied
+    # at every multiple of it (services/transaction/retention_timer.py; 0: on demand only).
+    retention_every: float = RETENTION_EVERY
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN

@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 from morphz.services.server.config import ServerConfig
 from morphz.services.server.defaults import RECALL_IDLE_SECONDS
+from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.errors import MorphzError
 
 ALL = "all"  # `morphz serve` with no role: every part in one process
@@ -84,6 +85,10 @@ def check_addresses(role: str, config: ServerConfig) -> None:
     if config.recall_idle_seconds != RECALL_IDLE_SECONDS and role not in ("all", "recall"):
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --recall-idle: "
                           "only recall indexes", field="recall_idle", role=role)
+    if config.retention_every != RETENTION_EVERY and role not in ("all", "transaction"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --retention-every: "
+                          "the transaction service applies retention policies",
+                          field="retention_every", role=role)
     if config.store not in ("lmdb", "postgres"):
         raise MorphzError("CONTEXT_INPUT_INVALID", "--store is lmdb or postgres, got "
                           f"{config.store[:100]!r}", field="store", role=role)

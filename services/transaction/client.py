@@ -134,6 +134,12 @@ class TransactionClient:
         return self._call("SetPolicy", pb.SetPolicyRequest, context=context, op=op,
                           principal=principal, rights=list(rights), session=session)
 
+    def set_retention(self, context: str, policy: str) -> dict:
+        """Set the context's retention policy ("(retention (kinds ...) (days N))"), or
+        remove it ("none")."""
+        return self._call("SetPolicy", pb.SetPolicyRequest, context=context, op="retention",
+                          retention=policy)
+
     def get_policy(self, context: str) -> dict:
         return self._call("GetPolicy", pb.GetPolicyRequest, context=context)
 
@@ -164,7 +170,7 @@ class TransactionClient:
                           since=selector.since, until=selector.until, reason=reason,
                           dry_run=dry_run)
 
-    # -- server-side jobs: kind "audit" or "rebuild-projections" (shared/jobs.py) ------------
+    # -- server-side jobs: kind "audit", "rebuild-projections" or "retention" (shared/jobs.py)
     def start_job(self, context: str, kind: str) -> dict:
         return job_reply(self._call("StartJob", common.StartJobRequest, context=context,
                                     kind=kind))

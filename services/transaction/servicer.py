@@ -110,7 +110,8 @@ class TransactionServicer(JobRpcs, pb_grpc.TransactionServiceServicer):
     def SetPolicy(self, request, context):
         return result_to_proto(self._core.set_policy(
             _context(request), request.op, request.principal, list(request.rights),
-            request.session, caller=caller_of(context)), pb.Policy)
+            request.session, retention_policy=request.retention,
+            caller=caller_of(context)), pb.Policy)
 
     @rpc_boundary
     def GetPolicy(self, request, context):

@@ -12,7 +12,9 @@ from morphz.api.transaction.v1 import transaction_pb2, transaction_pb2_grpc
 from morphz.services.transaction.remote import RemoteTransactions
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
+from morphz.services.transaction.core.retention import Schedule
 from morphz.services.transaction.jobs import transaction_jobs
+from morphz.services.transaction.retention_timer import RetentionTimer, owned_here
 from morphz.services.transaction.servicer import TransactionServicer
 from morphz.shared.faults import NO_FAULTS, Faults
 from morphz.shared.storage.owner_cache import OwnerCache
@@ -27,7 +29,8 @@ def register(host: Host, *, faults: Faults = NO_FAULTS, owners: Ownership = SOLE
              shard_of: Callable[[str], str] = lambda context: "",
              on_store_change: Optional[Callable[[Callable[[], None]], None]] = None) -> Wired:
     """Add the transaction servicer to host.server, with its server-side jobs (audits,
-    rebuilds: transaction/jobs.py) under host.admission; Wired.core is its TransactionCore.
+    rebuilds, retention: transaction/jobs.py) under host.admission and the retention
+    timer (every host.config.retention_every seconds); Wired.core is its TransactionCore.
 
     `owners`: the contexts this instance may write (with etcd, under its lease);
     `shard_of`: a context's storage shard; `on_store_change(forget)`: where the store is
@@ -39,14 +42,18 @@ def register(host: Host, *, faults: Faults = NO_FAULTS, owners: Ownership = SOLE
     cache = OwnerCache(host.store)
     if on_store_change is not None:
         on_store_change(cache.forget)
+    schedule = Schedule(host.config.retention_every)
     core = TransactionCore(host.store, faults=faults, rules_version=host.config.rules_version,
                            tracer=core_tracer(host.tracer, "morphz.transaction"),
-                           owners=owners, shard_of=shard_of, cache=cache)
+                           owners=owners, shard_of=shard_of, cache=cache,
+                           retention_schedule=schedule)
     jobs = transaction_jobs(core, host.admission)
     transaction_pb2_grpc.add_TransactionServiceServicer_to_server(
         TransactionServicer(core, jobs), host.server)
-    # jobs are cancelled and awaited when the server stops, before the store closes
-    return Wired([TRANSACTION], core, [jobs.close])
+    timer = RetentionTimer(core, jobs, schedule, here=owned_here(owners)).start()
+    # the timer stops first; jobs are cancelled and awaited when the server stops,
+    # before the store closes
+    return Wired([TRANSACTION], core, [timer.stop, jobs.close])
 
 
 def startup_check(core: TransactionCore) -> list[str]:

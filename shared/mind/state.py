@@ -333,6 +333,11 @@ class MindState(MindView):
         self._put("policy", (principal, right, session), b"" if on else None)
         self._grants.pop(principal, None)
 
+    def set_policy_row(self, key: tuple[str, str, str], value: Optional[bytes]) -> None:
+        """A row of the policy table that is no grant (its principal is empty: the
+        retention policy, services/transaction/core/retention.py); None deletes it."""
+        self._put("policy", key, value)
+
     # -- idempotency ----------------------------------------------------------------------
     def put_idempotency(self, request_id: str, record: receipts.IdempotencyRecord) -> None:
         self._put("idempotency", (request_id,), receipts.dumps(record))

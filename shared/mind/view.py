@@ -430,14 +430,19 @@ class MindView:
         """(right, session) granted to `principal` ('' session: the whole context); read
         once per view (a request checks several rights, a remote scan is a round trip)."""
         found = self._grants.get(principal)
-        if found is None:
+        if found is None:  # no principal holds a grant (its rows are no grants)
             found = self._grants[principal] = frozenset(
-                (k[1], k[2]) for k, _ in self._scan("policy", (principal,)))
+                (k[1], k[2]) for k, _ in self._scan("policy", (principal,))) \
+                if principal else frozenset()
         return found
 
     def policy(self) -> list[tuple[str, str, str]]:
-        """Every grant: (principal, right, session)."""
-        return [k for k, _ in self._scan("policy")]
+        """Every grant: (principal, right, session); a row with no principal is none."""
+        return [k for k, _ in self._scan("policy") if k[0]]
+
+    def policy_row(self, key: tuple[str, str, str]) -> Optional[bytes]:
+        """A row of the policy table that is no grant (state.set_policy_row)."""
+        return self._get("policy", key)
 
     # -- what an encoding compile reads (services/encoding) ----------------------------
     # Intent-named read-aheads (one round trip each where the store is remote) and the

@@ -93,3 +93,18 @@ def test_priv_05_async_client_exports(endpoints, cx):
             texts = [e.text for p in pages for e in p.events]
             assert "hello there" in texts
     asyncio.run(story())
+
+
+def test_priv_04_client_sets_and_reads_a_retention_policy(mz, cx):
+    policy = mz.set_retention(cx, "(retention (days 30) (kinds external tool-result))")
+    assert (set(policy.retention.kinds), policy.retention.days) == (
+        {"tool-result", "external"}, 30)
+    assert policy.retention.set_at == policy.event_ref
+    read = mz.policy(cx)
+    assert read.retention.policy == policy.retention.policy
+    assert mz.status(cx).retention.policy == policy.retention.policy
+    with pytest.raises(MorphzError) as bad:
+        mz.set_retention(cx, "(retention (kinds user-message) (days 0))")
+    assert bad.value.reason == "CONTEXT_INPUT_INVALID"
+    assert not mz.set_retention(cx, "none").HasField("retention")
+    assert not mz.policy(cx).HasField("retention")

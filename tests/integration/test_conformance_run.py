@@ -40,7 +40,7 @@ TOKEN = "tok-kit-PLANTED-9b1e4d"  # sent as a bearer token; must appear nowhere
 SECOND_TOKEN = "tok-second-PLANTED-51c07a"  # SEC-01's second principal
 # The extensions' run (Security: the authenticated run's), apart from the profile's, so the
 # profile's verdict is its own.
-EXTENSIONS = ("Hybrid", "Assembly", "Soak", "Kit")
+EXTENSIONS = ("Hybrid", "Assembly", "Privacy", "Soak", "Kit")
 SOAK_SECONDS = "45"  # SOAK-01's soak in the extensions' run (the kit's default: 60)
 
 
@@ -104,7 +104,7 @@ def kit_run(tmp: pathlib.Path, *, fault: Fault | None = None, key: pathlib.Path 
             "--restore-cmd", restore,
             # DUR-08 holds "with replicated storage": this LMDB store is not replicated
             "--not-offered", "replicated-storage",
-            "--target-log", str(tmp / "server.log"),
+            "--target-log", str(tmp / "server.log"), "--target-data", str(tmp / "data"),
             "--report", str(report), "--token-file", str(token_file),
             "--implementation-version", "test", *extra]
     if key is not None:

@@ -42,8 +42,9 @@ def test_core_entry_point_takes_and_answers_records(name):
 
 
 def test_core_entry_points_are_all_walked():
-    # the 14 of issue 41, list_contexts, and issue 55's erase, delete_context, export
-    assert len(ENTRY_POINTS) == 18, ENTRY_POINTS
+    # the 14 of issue 41, list_contexts, and issue 55's erase, delete_context, export,
+    # apply_retention and retention_policy
+    assert len(ENTRY_POINTS) == 20, ENTRY_POINTS
 
 
 @pytest.fixture(scope="module")

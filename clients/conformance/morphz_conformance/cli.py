@@ -103,7 +103,9 @@ def _parser() -> argparse.ArgumentParser:
                      "does not offer FEATURE: the requirements that hold only with it are "
                      "reported not-offered, and the declaration is in the report")
     run.add_argument("--target-log", default="", help="where a target the kit starts writes "
-                     "its output (default: discarded)")
+                     "its output (default: discarded; PRIV-01 reads it)")
+    run.add_argument("--target-data", default="", metavar="DIR", help="PRIV-03: the folder "
+                     "the target keeps its data in on this machine (searched as bytes)")
     run.add_argument("--report", required=True, metavar="FILE")
     run.add_argument("--sign", default="", metavar="KEY", help="Ed25519 private key (PEM)")
     run.add_argument("--implementation", default="morphz", help="name in the report")
@@ -194,7 +196,7 @@ def _run(args) -> int:
                                                       args.implementation_version),
                         storage_shards=_shards(args.storage_shard),
                         second_recall_target=args.second_recall_target,
-                        otlp_receiver=args.otlp_receiver)
+                        otlp_receiver=args.otlp_receiver, data_dir=args.target_data)
     known = all_cases()
     case_ids = {c.id for c in known}
     cases = select(known, args.profile, args.extension, args.only)

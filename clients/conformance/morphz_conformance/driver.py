@@ -146,6 +146,15 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class ErasedMark:
+    """PRIV-01: what an erased item says of the erasure that took its content."""
+    erasure: str  # the erasure's own event, @eN
+    by: str       # the principal that made it
+    reason: str
+    at: str       # when (ISO 8601)
+
+
+@dataclass(frozen=True)
 class Frame:
     id: str
     revision: int
@@ -157,6 +166,7 @@ class Frame:
     generation: int = 0
     relations: tuple[Relation, ...] = ()
     secret: bool = False
+    erased: Optional[ErasedMark] = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,8 @@ class Event:
     protected: bool
     context: str
     secret: bool = False
+    occurred_at: str = ""
+    erased: Optional[ErasedMark] = None
 
 
 @dataclass(frozen=True)
@@ -398,6 +410,35 @@ class IndexState:
 class AuditResult:
     match: bool
     problems: tuple[str, ...] = ()
+    erased: int = 0  # PRIV-02: events whose content an erasure removed (wholly or in part)
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """PRIV-01: what an erasure took (or, a dry run, would take)."""
+    erasures: tuple[str, ...]  # the erasure events it committed (@eN); none for a dry run
+    events: tuple[str, ...]    # the events whose content it took (@eN)
+    frames: tuple[str, ...]    # the frames whose body it took (derived only from those)
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Exported:
+    """PRIV-05: one observation as a context's export gives it, in the form import_events()
+    takes (session, kind, text, actor, occurred_at); `erased`: a placeholder for an erased
+    one, `text` its marker."""
+    session: str
+    kind: str
+    text: str
+    actor: str = ""
+    occurred_at: str = ""
+    secret: bool = False
+    erased: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """As import_events() takes it."""
+        return {"session": self.session, "kind": self.kind, "text": self.text,
+                "actor": self.actor, "occurred_at": self.occurred_at}
 
 
 @dataclass(frozen=True)
@@ -546,12 +587,41 @@ class Driver:
         holds append()'s arguments (session, kind, text, request_id, ...)."""
         raise NotSupported("import")
 
+    # privacy -------------------------------------------------------------------------
+    def erase(self, context: str, *, refs: Sequence[str] = (), session: str = "",
+              actor: str = "", phrase: str = "", since: str = "", until: str = "",
+              kinds: Sequence[str] = (), reason: str = "", dry_run: bool = False) -> Erasure:
+        """PRIV-01: remove the content of the observations every given criterion selects
+        (refs, a session, an actor, a phrase in the text, kinds, occurred time in [since,
+        until)) and of what was derived only from them, as the kit's principal (it holds
+        the right to); `reason` is required. Returns once the erasure is done: every copy
+        the target keeps (store, index, vectors, caches) no longer holds it."""
+        raise NotSupported("erase")
+
+    def delete_context(self, context: str, *, reason: str) -> None:
+        """PRIV-05: remove the context whole, with a reason; its name is free again."""
+        raise NotSupported("delete")
+
+    def export(self, context: str, *, since: str = "", until: str = "") -> list[Exported]:
+        """PRIV-05: the context's observations in the import format, in order."""
+        raise NotSupported("export")
+
+    def set_retention(self, context: str, *, kinds: Sequence[str], days: int) -> None:
+        """PRIV-04: the context's retention policy: the content of observations of `kinds`
+        that occurred more than `days` days ago is erased when it falls due."""
+        raise NotSupported("retention")
+
+    def apply_retention(self, context: str) -> None:
+        """PRIV-04: apply the context's retention policy now (as when it falls due) and
+        return once what it erased is done as an erasure is (erase())."""
+        raise NotSupported("retention")
+
     # control hooks -------------------------------------------------------------------
     def capabilities(self) -> frozenset[str]:
         """Among "stop", "start", "kill" (SIGKILL), "restart", "tamper", "space",
         "embedder", "default_embedder", "rules", "backup", "replication", "principals",
         "raw_store", "deadline", "stall", "memory", "mcp", "inspector", "second_runtime",
-        "lease", "fence";
+        "lease", "fence", "data" (stored_bytes), "log" (target_log);
         the default driver has none."""
         return frozenset()
 
@@ -617,6 +687,15 @@ class Driver:
         """SEC-08: the target's memory in use now, in bytes (its processes' anonymous
         resident memory)."""
         raise NotSupported("memory")
+
+    def stored_bytes(self, needle: bytes) -> list[str]:
+        """PRIV-03: the files of the target's data at rest (store, index, vectors, caches)
+        whose bytes hold `needle`, by path."""
+        raise NotSupported("data")
+
+    def target_log(self) -> str:
+        """PRIV-01: everything the target has logged so far (its output)."""
+        raise NotSupported("log")
 
     def second_runtime(self) -> "Driver":
         """SC-Distributed: a driver for a second runtime instance over the same store."""

@@ -13,6 +13,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from morphz_conformance.control import Commands, ProcessControl, run_command, wait_until
+from morphz_conformance.grpc_privacy import PrivacyCalls, erased_mark
 from morphz_conformance.h2_stall import StalledCall
 from morphz_conformance.inspector_client import InspectorClient
 from morphz_conformance.mcp_client import McpSession
@@ -79,7 +80,7 @@ def _json(value: str) -> Any:
         return value
 
 
-class GrpcDriver(Driver):
+class GrpcDriver(PrivacyCalls, Driver):
     """`target`: HOST:PORT of the all-in-one server (or of the transaction service, with
     `encoding_target` and `recall_target` for those services). `storage_target`: the
     internal storage API (`morphz serve --storage-listen`), used only by the tamper hook
@@ -95,7 +96,8 @@ class GrpcDriver(Driver):
     `second_recall_target`: a second recall replica (DIST-06); `otlp_receiver`: HOST:PORT
     where the driver receives the spans the target exports over OTLP/gRPC (DIST-07).
     SEC-01: `second_token` is a second principal's (holding no grant on the kit's
-    contexts)."""
+    contexts). PRIV-03: `data_dir` is the folder the target keeps its data in, on this
+    machine (searched as bytes)."""
 
     def __init__(self, target: str, *, encoding_target: str = "", recall_target: str = "",
                  storage_target: str = "", token: str = "", tls_ca: Optional[bytes] = None,
@@ -106,7 +108,8 @@ class GrpcDriver(Driver):
                  implementation: Implementation = MORPHZ,
                  storage_shards: Optional[Mapping[str, str]] = None,
                  second_recall_target: str = "", otlp_receiver: str = "",
-                 receiver: Optional[Receiver] = None, traceparent: str = "") -> None:
+                 receiver: Optional[Receiver] = None, traceparent: str = "",
+                 data_dir: str = "") -> None:
         self._targets = (target, encoding_target or target, recall_target or target,
                          storage_target)
         self._shards, self._second_recall = dict(storage_shards or {}), second_recall_target
@@ -116,6 +119,9 @@ class GrpcDriver(Driver):
         self._traceparent = traceparent
         self._token, self._tls_ca, self._timeout = token, tls_ca, timeout
         self._control = ProcessControl(commands, self.answers, target_log)
+        # PRIV-01/03: the target's log (when the kit starts it) and data folder
+        self._log_path = target_log if commands.start else None
+        self._data_dir = data_dir
         self._impl, self._second, self._follow_owner = implementation, second_target, follow_owner
         self._second_token, self._mcp_command = second_token, mcp_command
         # UI: the inspector's address and each caller's inspector token ("self", "other")
@@ -174,6 +180,8 @@ class GrpcDriver(Driver):
                 if redirects > MAX_REDIRECTS:
                     raise
                 stub, asked = self._owner_stub(owner), owner
+
+    _rejection = staticmethod(lambda e: rejection(e))
 
     def _owner_stub(self, address: str):
         if address not in self._owners:
@@ -258,7 +266,7 @@ class GrpcDriver(Driver):
         return Event(id=e.id, seq=e.seq, ref=e.ref, kind=e.kind, actor=e.actor,
                      session=e.session, causal_refs=tuple(e.causal_refs), time=e.time,
                      text=e.text, state=e.state, protected=e.protected, context=e.context,
-                     secret=e.secret)
+                     secret=e.secret, occurred_at=e.occurred_at, erased=erased_mark(e))
 
     def encoding(self, context: str, session: str, *, activation: str = "",
                  budget_bytes: int = 0, preview_bytes: int = 0,
@@ -328,7 +336,7 @@ class GrpcDriver(Driver):
             problems.append(f"chain broken at {r.chain.first_broken}: {r.chain.problem}")
         if r.replay_error:
             problems.append(f"replay: {r.replay_error}")
-        return AuditResult(match=r.match, problems=tuple(problems))
+        return AuditResult(match=r.match, problems=tuple(problems), erased=r.chain.erased)
 
     # -- recall ---------------------------------------------------------------------------
     def search(self, context, query="", *, since="", until="", limit=0, kinds=(), states=(),
@@ -406,7 +414,8 @@ class GrpcDriver(Driver):
             {"principals"} if self._token and self._second_token else frozenset()) | {
             "deadline"} | ({"stall"} if self._tls_ca is None else frozenset()) | (  # h2c
             {"mcp"} if self._mcp_command and mcp_available() else frozenset()) | (
-            {"inspector"} if self._inspector_url else frozenset())
+            {"inspector"} if self._inspector_url else frozenset()) | (
+            self.privacy_capabilities())
 
     def raw_store_attempts(self, context: str) -> dict[str, str]:
         """The storage API's Get and Commit, with the kit's credentials, on the public port
@@ -680,7 +689,7 @@ def _frame(f) -> Frame:
                  sources=tuple(f.sources), body=f.body, retire=retire,
                  generation=f.generation,
                  relations=tuple(Relation(x.subject, x.name, x.object) for x in f.relations),
-                 secret=f.secret)
+                 secret=f.secret, erased=erased_mark(f))
 
 
 __all__ = ["GrpcDriver", "NotSupported", "rejection"]

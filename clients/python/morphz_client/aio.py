@@ -242,6 +242,11 @@ class AsyncClient:
                session: str = "") -> txn.Policy:
         return await self._send(C.set_policy(context, "revoke", principal, rights, session))
 
+    async def set_retention(self, context: str, policy: str) -> txn.Policy:
+        """Set the context's retention policy, "(retention (kinds KIND...) (days N))", or
+        "none" (administrators; docs/privacy.md)."""
+        return await self._send(C.set_retention(context, policy))
+
     async def erase(self, context: str, *, refs: Iterable[str] = (), session: str = "",
                     actor: str = "", phrase: str = "", kinds: Iterable[str] = (),
                     since: str = "", until: str = "", reason: str = "",

@@ -188,6 +188,13 @@ def set_policy(context: str, op: str, principal: str, rights: Iterable[str],
         rights=list(rights), session=session), Safety.NEVER)
 
 
+def set_retention(context: str, policy: str) -> Call:
+    # Each change is a policy event (it carries no request id): never resent.
+    return Call(TRANSACTION, "SetPolicy", _build(
+        txn.SetPolicyRequest, context=context, op="retention", retention=policy),
+        Safety.NEVER)
+
+
 def erase(context: str, *, refs: Iterable[str], session: str, actor: str, phrase: str,
           kinds: Iterable[str], since: str, until: str, reason: str, dry_run: bool,
           timeout: float) -> Call:

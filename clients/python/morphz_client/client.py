@@ -263,6 +263,13 @@ class Client:
                session: str = "") -> txn.Policy:
         return self._send(C.set_policy(context, "revoke", principal, rights, session))
 
+    def set_retention(self, context: str, policy: str) -> txn.Policy:
+        """Set the context's retention policy, "(retention (kinds KIND...) (days N))", or
+        "none" to have none (administrators; docs/privacy.md): the content of those kinds
+        older than N days by occurred time is erased when it falls due. policy() and
+        status() show it and when it is next due."""
+        return self._send(C.set_retention(context, policy))
+
     def erase(self, context: str, *, refs: Iterable[str] = (), session: str = "",
               actor: str = "", phrase: str = "", kinds: Iterable[str] = (), since: str = "",
               until: str = "", reason: str = "", dry_run: bool = False) -> txn.Erasure:

@@ -436,6 +436,14 @@ export class Client {
     return this.tx("GetPolicy", { context }, "read");
   }
 
+  /** Set the context's retention policy, "(retention (kinds KIND...) (days N))", or "none"
+   * to have none (administrators; docs/privacy.md): the content of those kinds older than
+   * N days by occurred time is erased when it falls due. `policy()` and `status()` show it
+   * and when it is next due. A policy event: never resent. */
+  setRetention(context: string, policy: string): Promise<T.Policy> {
+    return this.tx("SetPolicy", { context, op: "retention", principal: "", rights: [], session: "", retention: policy }, "never");
+  }
+
   // -- privacy (docs/privacy.md) -----------------------------------------------------------
   /** Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its name is
    * free again. Administrators, with a reason; never resent. */

@@ -513,6 +513,18 @@ describe("privacy", () => {
     assert.equal(Number(report.chain?.erased), 2);  // the event, and the transaction's body
   });
 
+  test("priv_04_ts_sets_reads_and_clears_a_retention_policy", async () => {
+    const ctx = fresh("priv04");
+    await mz.createContext(ctx);
+    const set = await mz.setRetention(ctx, "(retention (days 30) (kinds external tool-result))");
+    assert.deepEqual([[...(set.retention?.kinds ?? [])].sort(), set.retention?.days], [["external", "tool-result"], 30]);
+    assert.equal(set.retention?.setAt, set.eventRef);
+    assert.equal((await mz.policy(ctx)).retention?.policy, set.retention?.policy);
+    assert.equal((await mz.status(ctx)).retention?.policy, set.retention?.policy);
+    assert.equal((await rejection(mz.setRetention(ctx, "(retention (kinds user-message) (days 0))"))).reason, "CONTEXT_INPUT_INVALID");
+    assert.equal((await mz.setRetention(ctx, "none")).retention, null);
+  });
+
   test("priv_05_ts_export_streams_the_events_with_erased_ones_as_placeholders", async () => {
     const ctx = fresh("priv05x");
     await mz.createContext(ctx);

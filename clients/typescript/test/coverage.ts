@@ -35,6 +35,7 @@ const steps: Record<string, () => Promise<unknown>> = {
   grant: () => mz.grant(ctx, "dave", ["read"]),
   revoke: () => mz.revoke(ctx, "dave", ["read"]),
   policy: () => mz.policy(ctx),
+  setRetention: () => mz.setRetention(ctx, "(retention (kinds tool-result) (days 30))"),
   contexts: () => mz.contexts(),
   search: () => mz.search(ctx, "release"),
   read: () => mz.read(ctx, "release"),

@@ -27,7 +27,7 @@ from morphz.shared.storage.api import StaleCommit, StaleRead, Store, Write
 from morphz.shared.storage.owner_cache import OwnerCache
 from morphz.shared.mind import records as R, secrets
 from morphz.services.transaction.core import (
-    chain, erasure, export, payloads as P, read_views, rules as rulebook)
+    chain, erasure, export, payloads as P, read_views, retention, rules as rulebook)
 from morphz.services.transaction.core.export import ExportPage
 from morphz.services.transaction.core.erase_select import Plan, Selector, plan
 from morphz.services.transaction.core.erasure import erasure_result, showing_snapshots
@@ -45,7 +45,8 @@ from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (
     ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
     DeleteResult, ErasureResult, EventResult, FrameListResult, FrameResult, PolicyResult,
-    RebuildResult, Reclaimed, Result, SessionStatus, StatusResult)
+    RebuildResult, Reclaimed, Result, RetentionResult, RetentionState, SessionStatus,
+    StatusResult)
 from morphz.shared.mind.receipts import AppendReceipt, TxReceipt
 from morphz.shared.mind.state import MindState
 from morphz.shared.mind.view import MindView
@@ -88,8 +89,12 @@ class TransactionCore:
                  rules_version: int = rulebook.CURRENT,
                  owners: Ownership = SOLE_OWNER,
                  shard_of: Callable[[str], str] = lambda context: "",
-                 cache: Optional[OwnerCache] = None) -> None:
+                 cache: Optional[OwnerCache] = None,
+                 retention_schedule: retention.Schedule = retention.ON_DEMAND) -> None:
         self._store = store
+        # When the service's timer applies retention policies (status shows the next time;
+        # the default, 0: a core with no timer, applied only on demand).
+        self._retention = retention_schedule
         # The write path's rows over a remote store (owner_cache.py); only it reads there.
         self._cache = cache
         self._writes: Union[Store, OwnerCache] = cache or store
@@ -318,7 +323,9 @@ class TransactionCore:
                              for s in m.sessions() if readable is None or s.id in readable)
             return StatusResult(context, meta.revision, meta.tick, meta.window, by_state,
                                 sessions, meta.next_seq, reader.commit_seq,
-                                self._shard_of(context), **self._owners.describe(context))
+                                self._shard_of(context), **self._owners.describe(context),
+                                retention=policy_change.retention_view(
+                                    m, self._retention, self._clock()))
 
     # -- events and activations --------------------------------------------------------------
     def append_event(self, context: Context, session: str, kind: str, text: str, *,
@@ -645,6 +652,28 @@ class TransactionCore:
                 return erasure_result(context, [found], [], showing_snapshots(m, [found]))
         reason = erasure.check_reason(reason)
         steps: list[tuple[Plan, str]] = []
+        reclaimed: dict = {}
+        try:
+            commit_seq = self._erase_steps(context, sel, reason, caller, deadline, steps)
+        finally:
+            if steps:  # what committed steps took leaves the disk, whatever stopped the rest
+                reclaimed = self._store.reclaim(context)
+                log.info("erasure of %s by %s: %s (%d events, %d frame versions); store "
+                         "rewritten in %s ms", context[:80], echo(caller.principal or "runtime"),
+                         " ".join(at for _, at in steps), sum(len(p.events) for p, _ in steps),
+                         sum(len(p.versions) for p, _ in steps),
+                         reclaimed.get("duration_ms", 0))
+        if not steps:
+            return erasure_result(context, [], [], ())
+        with self._store.reader(context) as reader:
+            shown = showing_snapshots(MindView(reader), [p for p, _ in steps])
+        return erasure_result(context, [p for p, _ in steps], [at for _, at in steps], shown,
+                              commit_seq, reclaimed)
+
+    def _erase_steps(self, context: str, sel: Selector, reason: str, caller: Caller,
+                     deadline: Deadline, steps: list[tuple[Plan, str]]) -> int:
+        """Commit the erasure a step (ERASE_BATCH events) at a time, each step appended to
+        `steps` once committed; the last commit's commit_seq."""
         made: list[tuple[Plan, str]] = []  # what the last build took, and its erasure
         commit_seq = 0
         while True:
@@ -664,22 +693,11 @@ class TransactionCore:
                     actor=caller.principal or "runtime")
             commit_seq = self._write(context, build, with_seq=True, deadline=deadline)[1] \
                 or commit_seq
-            if not made:
-                break
+            if not made:  # nothing (more) to take
+                return commit_seq
             steps.append(made[0])
             if not made[0][0].more:
-                break
-        if not steps:
-            return erasure_result(context, [], [], ())
-        reclaimed = self._store.reclaim(context)
-        log.info("erasure of %s by %s: %s (%d events, %d frame versions); store rewritten "
-                 "in %s ms", context[:80], echo(caller.principal or "runtime"),
-                 " ".join(at for _, at in steps), sum(len(p.events) for p, _ in steps),
-                 sum(len(p.versions) for p, _ in steps), reclaimed.get("duration_ms", 0))
-        with self._store.reader(context) as reader:
-            shown = showing_snapshots(MindView(reader), [p for p, _ in steps])
-        return erasure_result(context, [p for p, _ in steps], [at for _, at in steps], shown,
-                              commit_seq, reclaimed)
+                return commit_seq
 
     def export(self, context: Context, *, since: str = "", until: str = "",
                reveal_secrets: bool = False, caller: Caller,
@@ -728,11 +746,15 @@ class TransactionCore:
 
     # -- policy -----------------------------------------------------------------------------
     def set_policy(self, context: Context, op: str, principal: str, rights: list[str],
-                   session: str = "", *, caller: Caller) -> PolicyResult:
-        """Grant or revoke rights (shared/policy.py), as a `policy` event: chained,
-        audited and replayed like every other. Administrators only."""
+                   session: str = "", *, retention_policy: str = "",
+                   caller: Caller) -> PolicyResult:
+        """Grant or revoke rights (shared/policy.py), or (op retention) set the retention
+        policy (`retention_policy`: its text, or `none`; core/retention.py), as a
+        `policy` event: chained, audited and replayed like every other. Administrators
+        only."""
         context = _context(context)
-        change = policy_change.check_change(op, principal, list(rights), session)
+        change = policy_change.check_change(op, principal, list(rights), session,
+                                            retention_policy)
         made = []
 
         def build(m: MindState) -> Proposed:
@@ -744,8 +766,8 @@ class TransactionCore:
         self._write(context, build)
         # Not get_policy: its admin check would refuse an admin who just revoked their own.
         with self._store.reader(context) as reader:
-            return policy_change.view(MindState(reader), context,
-                                      R.ref(made[0].event.seq))
+            return policy_change.view(MindState(reader), context, R.ref(made[0].event.seq),
+                                      self._retention, self._clock())
 
     def get_policy(self, context: Context, *, caller: Caller) -> PolicyResult:
         context = _context(context)
@@ -753,7 +775,44 @@ class TransactionCore:
             m = MindState(reader)
             policy.check(m, context, caller, policy.ADMIN)
             m.require_meta(context)
-            return policy_change.view(m, context)
+            return policy_change.view(m, context, "", self._retention, self._clock())
+
+    def retention_policy(self, context: Context, *, caller: Caller) -> RetentionState:
+        """The context's retention policy, as those who may apply it (the erase right)
+        see it: who may run a retention job (jobs.py), and whether the timer has one to
+        apply."""
+        context = _context(context)
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            policy.check(m, context, caller, policy.ERASE)
+            m.require_meta(context)
+            return RetentionState(context, policy_change.retention_view(
+                m, self._retention, self._clock()))
+
+    def apply_retention(self, context: Context, *, caller: Caller,
+                        deadline: Deadline = NEVER) -> RetentionResult:
+        """Apply the context's retention policy now (core/retention.py): erase what it
+        names, by `caller`, who needs the erase right (the retention timer's caller is the
+        server's own), with a reason naming the policy; nothing due, nothing written.
+        RETENTION_NOT_SET where the context has none."""
+        context = _context(context)
+        with self._store.reader(context) as reader:
+            m = MindState(reader)
+            policy.check(m, context, caller, policy.ERASE)
+            m.require_meta(context)
+            kept = retention.from_row(m.policy_row(retention.ROW))
+        if kept is None:
+            raise MorphzError("RETENTION_NOT_SET", f"context {context[:80]} has no retention "
+                              "policy: set one with `morphz context policy retention`",
+                              context=context[:80])
+        rule, set_at = kept
+        now = self._clock()
+        done = self.erase(context, rule.selector(now), f"retention policy {rule.text()} (set "
+                          f"at {set_at}), applied {now.isoformat(timespec='seconds')}",
+                          caller=caller, deadline=deadline)
+        return RetentionResult(context, rule.text(), rule.cutoff(now).isoformat(),
+                               len(done.events), done.erasures, done.commit_seq,
+                               done.reclaimed)
 
     def list_contexts(self, *, caller: Caller) -> ContextList:
         """The contexts the caller may read (every one for an unrestricted caller)."""

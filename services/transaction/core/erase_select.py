@@ -28,6 +28,7 @@ from morphz.services.transaction.core.txlang import FRAME_OPS
 # content, and a transaction loses only the frame bodies it wrote that are erased.
 ERASABLE_KINDS = frozenset(R.APPEND_KINDS)
 MAX_REFS = 4096  # refs one selector names (a longer list: select by session or time)
+PROGRESS_EVERY = (1 << 12) - 1  # the walk reports its progress every 4,096 events
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class Selector:
     """Which events: all the given criteria hold (refs, session, actor, kinds, a phrase in
     the text, occurred time in [since, until)). `keep_protected`, `keep_active_sources`:
     leave protected observations (and the root requests of open activations) and the
-    sources of active frames (a retention policy's)."""
+    sources of active frames; `derived` False: take the events' content only, never a
+    frame body derived from them (a retention policy's: core/retention.py)."""
     refs: tuple[str, ...] = ()
     session: str = ""
     actor: str = ""
@@ -45,6 +47,7 @@ class Selector:
     until: str = ""
     keep_protected: bool = False
     keep_active_sources: bool = False
+    derived: bool = True
 
     def check(self) -> "Selector":
         """The selector with its times normalized, or CONTEXT_INPUT_INVALID naming the
@@ -71,7 +74,7 @@ class Selector:
         since, until = _time(self.since, "since"), _time(self.until, "until")
         return Selector(tuple(self.refs), self.session, self.actor, tuple(sorted(self.kinds)),
                         self.phrase, since, until, self.keep_protected,
-                        self.keep_active_sources)
+                        self.keep_active_sources, self.derived)
 
     def recorded(self) -> dict:
         """What the erasure event records of the selector: never the phrase (it is what
@@ -131,9 +134,12 @@ class _Scan:
         self._m = m
 
     def walk(self, m: MindView, deadline: Deadline) -> "_Scan":
-        revision = 0
+        meta = m.meta()
+        revision, total = 0, meta.next_seq if meta is not None else 0
         for ev in m.events():
             deadline.check("the erasure's walk of the history")
+            if not ev.seq & PROGRESS_EVERY:
+                deadline.advanced(ev.seq, total)  # a job's progress (the retention job)
             if ev.kind == R.CONTEXT_TX:
                 revision += 1
                 for op in (ev.data.get("tx") or {}).get("ops", ()):
@@ -147,6 +153,7 @@ class _Scan:
                         self.more = True
                     else:
                         self.chosen.append(ev.seq)
+        deadline.advanced(total, total)
         return self
 
     def _selects(self, ev: R.Event) -> bool:
@@ -187,7 +194,7 @@ def plan(m: MindView, sel: Selector, *, limit: int,
     missing = sorted(scan._refs - set(scan.chosen) - scan.erased_before)
     _check_refs(m, missing)
     erased = scan.erased_before | set(scan.chosen)
-    versions = _erased_versions(m, erased, deadline)
+    versions = _erased_versions(m, erased, deadline) if sel.derived else []
     out = Plan(events=scan.chosen, more=scan.more)
     if not versions:
         return out

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from morphz.shared.mind import records as R
+from morphz.services.transaction.core.retention import Retention
 from morphz.services.transaction.core.txlang import Tx
+
+RETENTION_OP = "retention"  # a Policy change that sets the retention policy
 
 
 def _rules(version: int) -> dict:
@@ -93,18 +96,26 @@ class Commit:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    op: str  # grant | revoke
+    op: str  # grant | revoke | retention
     principal: str
     rights: tuple[str, ...]
     session: str = ""
+    # op retention: the context's retention policy from now on (None: none). Its event
+    # keeps the grant fields, empty, so a reader older than retention applies nothing.
+    retention: Optional[Retention] = None
 
     def to_data(self) -> dict:
-        return {"op": self.op, "principal": self.principal, "rights": list(self.rights),
-                "session": self.session}
+        d = {"op": self.op, "principal": self.principal, "rights": list(self.rights),
+             "session": self.session}
+        if self.op == RETENTION_OP:
+            d["retention"] = self.retention.to_data() if self.retention else None
+        return d
 
     @staticmethod
     def from_data(d: dict) -> "Policy":
-        return Policy(d["op"], d["principal"], tuple(d["rights"]), d["session"])
+        kept = d.get("retention")
+        return Policy(d["op"], d["principal"], tuple(d["rights"]), d["session"],
+                      Retention.from_data(kept) if kept else None)
 
 
 @dataclass(frozen=True, slots=True)

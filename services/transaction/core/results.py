@@ -167,6 +167,7 @@ class StatusResult(Result):
     owner: Optional[str] = None  # with a coordinator (ownership.describe)
     owner_address: Optional[str] = None
     fencing_token: Optional[int] = None
+    retention: Optional["RetentionView"] = None  # its retention policy, if it has one
 
 
 @_result
@@ -252,10 +253,31 @@ class Grant(Result):
 
 
 @_result
+class RetentionView(Result):
+    """A context's retention policy (core/retention.py): its text, kinds and days, the
+    policy event that set it, and when this server's timer next applies it ("": only on
+    demand) and its period in seconds."""
+    policy: str
+    kinds: tuple[str, ...]
+    days: int
+    set_at: str
+    next_due: str
+    every_seconds: int
+
+
+@_result
+class RetentionState(Result):
+    """A context's retention policy (None: it has none)."""
+    context: str
+    retention: Optional[RetentionView] = None
+
+
+@_result
 class PolicyResult(Result):
     context: str
     grants: tuple[Grant, ...]
     event_ref: str
+    retention: Optional[RetentionView] = None
 
 
 @_result
@@ -323,6 +345,20 @@ class ErasureResult(Result):
     frame_versions: tuple[str, ...]
     checkpoints: tuple[str, ...]
     snapshots: tuple[str, ...]
+    commit_seq: int = 0
+    reclaimed: Optional[Reclaimed] = None
+
+
+@_result
+class RetentionResult(Result):
+    """A retention policy applied (the `retention` job): the policy, the time before
+    which the events of its kinds occurred to be erased, how many events it erased and
+    the erasure events it committed (none when nothing was due), the store's rewrite."""
+    context: str
+    policy: str
+    cutoff: str
+    erased_events: int
+    erasures: tuple[str, ...]
     commit_seq: int = 0
     reclaimed: Optional[Reclaimed] = None
 

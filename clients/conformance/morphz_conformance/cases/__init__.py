@@ -1,6 +1,7 @@
 """The kit's cases, one module per profile; MODULES is the order a run takes them in."""
 from morphz_conformance.cases import (assembly, concurrent, core, distributed, durable,
-                                      hybrid, kit, mcp, recall, security, soak, ui)
+                                      hybrid, kit, mcp, privacy, recall, security, soak,
+                                      ui)
 
 MODULES = (core, recall, durable, concurrent, distributed, security, hybrid, assembly, mcp,
-           ui, soak, kit)
+           ui, privacy, soak, kit)
