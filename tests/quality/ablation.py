@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 from collections import defaultdict
+from typing import Optional
 
 import numpy as np
 
@@ -66,6 +67,29 @@ def _vectors(embedder, groups: list[tuple[str, ...]]) -> np.ndarray:
     return np.stack(out)
 
 
+MIX_SHARE = 0.3
+
+
+def _answered(conv: Conversation) -> list[Optional[int]]:
+    """Each turn's answered turn (the call a tool result answers, else the turn before it
+    in its session), by index; None for a session's first."""
+    order = {t.id: i for i, t in enumerate(conv.turns)}
+    last: dict[str, int] = {}
+    out: list[Optional[int]] = []
+    for i, t in enumerate(conv.turns):
+        out.append(order.get(t.answers) if t.answers else last.get(t.session))
+        last[t.session] = i
+    return out
+
+
+def _mixed(own: np.ndarray, answered: list[Optional[int]]) -> np.ndarray:
+    rows = own.copy()
+    for i, j in enumerate(answered):
+        if j is not None:
+            rows[i] = own[i] + MIX_SHARE * own[j]
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+
 def _rrf(lists: list[list], gate=None, k: int = 60) -> list[str]:
     score: dict[str, float] = defaultdict(float)
     for leg, hits in enumerate(lists):
@@ -104,8 +128,13 @@ def evaluate(convs: list[Conversation]) -> dict[str, dict[str, list]]:
         for q, (lex, _) in zip(conv.questions, lexical):
             out[group]["lexical"].append(_scores([h.key for h in lex],
                                                  {f"e:{order[e]}" for e in q.evidence}))
-        for variant, groups in passages(conv).items():
-            scores = _vectors(embedder, groups) @ asked.T  # [turns, questions]
+        variants = {name: _vectors(embedder, groups) for name, groups in passages(conv).items()}
+        # A candidate for fewer tokens (issue 53): each turn embedded once, as said, its row
+        # the unit mean of its vector and MIX_SHARE of the vector of the turn it answers.
+        variants[f"said + {MIX_SHARE} of the answered turn's vector"] = _mixed(
+            variants["said"], _answered(conv))
+        for variant, rows in variants.items():
+            scores = rows @ asked.T  # [turns, questions]
             for qi, q in enumerate(conv.questions):
                 evidence = {f"e:{order[e]}" for e in q.evidence}
                 lex, idf_total = lexical[qi]
