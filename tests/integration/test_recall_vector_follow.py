@@ -137,8 +137,11 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         assert reply.vector_lag == 0 and set(more) <= refs(reply)
         # Each distinct text embedded once (core/passages.py): a turn's row mixes in the
         # vector of the turn before it, already embedded as that turn's own; the three
-        # appends of one text are one; the typical texts once, for the first turn's row.
-        assert embedded(gate) == 5 + 1 + len(TYPICAL)
+        # appends of one text are one; the context's creation has an empty text; the
+        # typical texts once, for the first turn's row.
+        assert embedded(gate) == 5 + 1 + 1 + len(TYPICAL)
+        # A row of nothing said is found by no search (not the typical vector alone).
+        assert "@e0" not in refs(core.search("c", "lantern shed", mode="vector", caller=ME))
 
 
 def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
@@ -154,9 +157,9 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         before = core.inspect("c", caller=ME)
         calls = embedded(gate)
-        # Distinct texts, each embedded once: every document's own but the context's
-        # creation (no text), and the typical texts (core/passages.py).
-        assert calls == before.documents - 1 + len(TYPICAL)
+        # Distinct texts, each embedded once: every document's own (the context's
+        # creation's empty one too), and the typical texts (core/passages.py).
+        assert calls == before.documents + len(TYPICAL)
         ranked = core.search("c", "lantern note 7", mode="vector", caller=ME).results
         core.rebuild("c", caller=ME)
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
@@ -315,6 +318,8 @@ def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_pa
         # The third turn's row was made again without it: the erased turn before it has
         # no text left to give it context.
         assert "PLANTED" not in core.read("c", refs[1], caller=ME).text
-        # Nothing more was embedded: the third turn's text was in the cache; the erased
-        # turn and the erasure event have no text (their rows are zero).
+        # Nothing more was embedded: the third turn's text was in the cache, and the
+        # erased turn and the erasure event have no text (its vector, zeros, was too).
         assert embedded(gate) == before
+        found = core.search("c", "card number", mode="vector", caller=ME).results
+        assert refs[1] not in {h.ref for h in found}

@@ -31,10 +31,6 @@ from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 K, DEPTH = 10, hybrid.FUSE_DEPTH
 
 
-def _said(conv: Conversation) -> list[str]:
-    return [said(t.text, t.actor) for t in conv.turns]
-
-
 def _groups(conv: Conversation) -> list[tuple[str, ...]]:
     """The server's texts of every turn, in order (Passages.event)."""
     composer = Passages(lambda session: None, lambda key: None)
@@ -45,16 +41,18 @@ def _groups(conv: Conversation) -> list[tuple[str, ...]]:
 def variants(embedder, conv: Conversation, typical: np.ndarray) -> dict[str, np.ndarray]:
     """Each variant's row of every turn: the bare text, the turn as said, version 1 of the
     passages (2/3 of the turn as said, 1/3 of one text of the turn before it, cut to 300
-    characters, and this one), and the server's (default)."""
+    characters, and this one), and the server's (default). Each turn as said is embedded
+    once: the server's groups are turns as said."""
     groups = _groups(conv)
-    flat = [t for g in groups for t in g]
-    made = embed_texts(embedder, flat)
-    own = _said(conv)
-    before = [(f"{g[1][:300]}\n{g[0]}" if len(g) == 2 else g[0]) for g in groups]
+    own = [said(t.text, t.actor) for t in conv.turns]
+    vector = dict(zip(own, embed_texts(embedder, own)))
+    made = np.stack([vector[t] for g in groups for t in g])
+    said_rows = np.stack([vector[t] for t in own])
+    before = [f"{g[1][:300]}\n{g[0]}" if len(g) == 2 else g[0] for g in groups]
     return {"bare": embed_texts(embedder, [t.text for t in conv.turns]),
-            "said": embed_texts(embedder, own),
+            "said": said_rows,
             "version 1: said + the turn before and it as one text": (
-                2 / 3 * embed_texts(embedder, own) + 1 / 3 * embed_texts(embedder, before)),
+                2 / 3 * said_rows + 1 / 3 * embed_texts(embedder, before)),
             "default: said + 0.3 of the answered turn's vector": rows(
                 made, [len(g) for g in groups], typical)}
 

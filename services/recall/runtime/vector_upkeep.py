@@ -73,6 +73,7 @@ class VectorUpkeep:
         self._tracer = tracer
         # context -> (log, fitted embedder, its LegEmbedder)
         self._fitted: dict[str, tuple[str, Embedder, LegEmbedder]] = {}
+        self._typicals: dict[str, np.ndarray] = {}  # shared by the LegEmbedders
         self._fitter = fitter
         self._cache = cache
         self._embed_workers = embed_workers
@@ -130,7 +131,7 @@ class VectorUpkeep:
 
     def _vectors_of(self, fitted: Embedder) -> LegEmbedder:
         return LegEmbedder(self.embedder, fitted, cache=self._cache,
-                           workers=self._embed_workers)
+                           workers=self._embed_workers, typicals=self._typicals)
 
     def start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
         fitted = self._fitter.fitted(self.embedder, sample)
@@ -380,17 +381,13 @@ class _StepPace:
 def row_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
                 progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
     """One row per group of texts (Passages.event): its own vector mixed with its
-    context's (passages.rows); a zero row, which no search finds, for an event with
-    nothing to say (a runtime event without text, an erased turn: embedded, its text
-    would be a vector close to every query). `progress(documents)`: the groups' share of
-    each batch of texts embedded."""
+    context's (passages.rows), zero for an event with nothing to say (the embedder's
+    vector of an empty text: a runtime event without text, an erased turn).
+    `progress(documents)`: the groups' share of each batch of texts embedded."""
     flat = [t for g in groups for t in g]
-    said = [i for i, t in enumerate(flat) if t.strip()]
-    share = (lambda texts: progress(texts * len(groups) / len(said))) \
-        if progress is not None and said else None
-    made = np.zeros((len(flat), vectors.dimension), dtype=np.float32)
-    if said:
-        made[said] = vectors.vectors([flat[i] for i in said], share)
+    share = (lambda texts: progress(texts * len(groups) / len(flat))) \
+        if progress is not None and flat else None
+    made = vectors.vectors(flat, share)
     if not len(groups):
         return made
     return rows(made, [len(g) for g in groups], vectors.typical())
