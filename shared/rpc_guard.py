@@ -38,9 +38,10 @@ from typing import Callable, Optional
 import grpc
 from google.protobuf.message import Message
 
-from morphz.shared import limits, memory
+from morphz.shared import limits
 from morphz.shared.errors import MorphzError
-from morphz.shared.field_limits import SMALLEST, check_fields
+from morphz.shared.field_limits import SMALLEST, FieldLimits
+from morphz.shared.memory import LARGE, Trimmer
 from morphz.shared.stalled_replies import StalledReplies
 from morphz.shared.grpc_errors import abort
 
@@ -106,8 +107,13 @@ class Guard(grpc.ServerInterceptor):
                  max_message_bytes: int = limits.MESSAGE_BYTES.max,
                  max_reply_bytes: int = limits.REPLY_BYTES.max,
                  reply_stall_seconds: float = limits.REPLY_STALL_SECONDS,
-                 log_interval: float = 60.0) -> None:
+                 log_interval: float = 60.0, trimmer: Optional[Trimmer] = None,
+                 fields: Optional[FieldLimits] = None) -> None:
+        """`trimmer`: the process's, asked for a malloc_trim after a large request (None:
+        no trims); `fields`: the field checks (their plans), else a set of its own."""
         self.max_rpcs, self.max_bytes = max_concurrent_rpcs, max_bytes_in_flight
+        self._trimmer = trimmer
+        self._fields = fields if fields is not None else FieldLimits()
         self.max_message, self.max_reply = max_message_bytes, max_reply_bytes
         self._stalled = StalledReplies(reply_stall_seconds)
         self._lock = threading.Lock()
@@ -219,8 +225,8 @@ class Guard(grpc.ServerInterceptor):
             self.active_rpcs -= counted
             if size:
                 self._in_flight[account] -= size
-        if size >= memory.LARGE:  # its pieces are freed: give them back to the system
-            memory.trim_soon()
+        if size >= LARGE and self._trimmer is not None:  # its pieces are freed: give
+            self._trimmer.trim_soon()  # them back to the system
 
     def _refusal(self, handler, error: MorphzError):
         def refuse(request, context):
@@ -255,13 +261,12 @@ class Guard(grpc.ServerInterceptor):
                                             size=size))
         return decoder
 
-    @staticmethod
-    def _check(request, call: _Call, context) -> None:
+    def _check(self, request, call: _Call, context) -> None:
         if type(request) is _Refused:
             abort(context, request.error)
         if call.size > SMALLEST and isinstance(request, Message):
             try:
-                check_fields(request)
+                self._fields.check(request)
             except MorphzError as err:
                 abort(context, err)
 

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from morphz.shared.admission import Admission
 from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
+from morphz.shared.memory import Trimmer
 from morphz.shared.rpc_admission import AdmissionInterceptor
 from morphz.shared.rpc_guard import FROM_HEADER, Guard
 from morphz.shared.rpc_tracing import client_tracing, server_tracing
@@ -31,7 +32,8 @@ _log = logging.getLogger("morphz.server")
 
 def build_server(config, tracer: TracerProvider,
                  interceptors: Sequence[grpc.ServerInterceptor] = (),
-                 admission: Optional[Admission] = None) -> grpc.Server:
+                 admission: Optional[Admission] = None,
+                 trimmer: Optional[Trimmer] = None) -> grpc.Server:
     """A gRPC server with the config's workers and limits, traced if anything records
     (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
     (authentication: the trace shows the calls it refuses). Its Guard comes first: every
@@ -39,12 +41,13 @@ def build_server(config, tracer: TracerProvider,
     caps stay above the Guard's, as a backstop. Last, once the caller is known, the
     expensive calls' budgets (shared/rpc_admission.py): they never take the workers
     kept for the cheap calls (`admission`: the budgets, shared with the process's
-    server-side jobs; a new one if not given)."""
+    server-side jobs; a new one if not given). `trimmer`: the process's malloc trims
+    after large requests (shared/memory.py; None: none)."""
     config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
                   max_bytes_in_flight=config.max_bytes_in_flight,
                   max_reply_bytes=config.max_reply_bytes,
-                  reply_stall_seconds=config.reply_stall_seconds)
+                  reply_stall_seconds=config.reply_stall_seconds, trimmer=trimmer)
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
         interceptors=[guard, *server_tracing(tracer), *interceptors,
