@@ -28,7 +28,7 @@ class ServerConfig:
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
     # Replies: the largest one message carries, and how long one its client does not
-    # read is held (shared/stalled_replies.py).
+    # read is held (shared/grpc/stalled_replies.py).
     max_reply_bytes: int = REPLY_BYTES.max
     reply_stall_seconds: float = REPLY_STALL_SECONDS
     # Expensive calls' budgets, server-wide and per principal (shared/admission.py).

@@ -383,7 +383,7 @@ def test_sec_06_pg_snapshots_past_the_readers_connections_are_refused_at_once(
     from morphz.api.storage.v1 import storage_pb2 as spb
     from morphz.api.storage.v1 import storage_pb2_grpc
     from morphz.services.storage.client import StorageClient
-    from morphz.shared.grpc_errors import call
+    from morphz.shared.grpc.errors import call
     from tests.topology import ServerProcess
 
     dsn = postgres_server.dsn(new_database(postgres_server))

@@ -679,7 +679,7 @@ def snap(tmp_path):
 
 
 def _reason(fn, *args):
-    from morphz.shared.grpc_errors import call
+    from morphz.shared.grpc.errors import call
     with pytest.raises(MorphzError) as info:
         call(fn, *args, timeout=10)
     return info.value
@@ -912,7 +912,7 @@ def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(sna
         assert next(s).head == 0  # each is being served
     with pytest.raises(grpc.RpcError) as info:
         next(snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30))
-    from morphz.shared.grpc_errors import from_rpc_error
+    from morphz.shared.grpc.errors import from_rpc_error
     assert from_rpc_error(info.value).reason == "STORAGE_WATCH_LIMIT"
     streams[0].cancel()  # a cancelled watch gives its slot back
     deadline = time.monotonic() + 30

@@ -6,7 +6,7 @@ interceptor (services/server/serving.py puts it first) that
   that are not the request message are answered INVALID_ARGUMENT / REQUEST_UNDECODABLE,
   logged at most once a minute (with the count);
 - bounds each request: message_bytes, then every string and list field
-  (shared/field_limits.py);
+  (shared/grpc/field_limits.py);
 - and the server: concurrent_rpcs (health checks aside) and bytes_in_flight, the request
   bytes of the RPCs being processed and the bytes of the replies not yet delivered
   (SEC-08): a unary reply until gRPC has delivered it, a streamed one until gRPC asks
@@ -14,7 +14,7 @@ interceptor (services/server/serving.py puts it first) that
   does not fit is answered RESOURCE_EXHAUSTED at once (retry later), the others keep
   being served; a reply that does not fit is answered the same, one over reply_bytes
   REPLY_TOO_LARGE (ask for it in pages), and one its client does not read within
-  reply_stall_seconds is cancelled (shared/stalled_replies.py).
+  reply_stall_seconds is cancelled (shared/grpc/stalled_replies.py).
 
 Each service's calls to another (metadata FROM_HEADER naming the calling service, which
 dependency channels send) have a bytes_in_flight budget of their own, one per calling
@@ -25,7 +25,7 @@ for traffic that is not its own (issue 58). The mark chooses a budget, never a r
 (authentication does that); a process's memory for requests and replies is bounded by
 its budgets together.
 
-Every refusal is the structured error of shared/grpc_errors.py naming its limit.
+Every refusal is the structured error of shared/grpc/errors.py naming its limit.
 """
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ from google.protobuf.message import Message
 
 from morphz.shared import limits
 from morphz.shared.errors import MorphzError
-from morphz.shared.field_limits import SMALLEST, FieldLimits
+from morphz.shared.grpc.field_limits import SMALLEST, FieldLimits
 from morphz.shared.memory import LARGE, Trimmer
-from morphz.shared.stalled_replies import StalledReplies
-from morphz.shared.grpc_errors import abort
+from morphz.shared.grpc.stalled_replies import StalledReplies
+from morphz.shared.grpc.errors import abort
 
 # A server at its limit still answers probes (a health Watch, a stream, is counted).
 UNCOUNTED = ("/grpc.health.v1.Health/Check",)

@@ -1,6 +1,6 @@
 """A bounded length for every string and list field of every request (SEC-06).
 
-Checked on each request before its servicer runs (shared/rpc_guard.py: its Guard's
+Checked on each request before its servicer runs (shared/grpc/guard.py: its Guard's
 FieldLimits), from the message's descriptor, so a field added later is bounded too: a
 name field by name_chars, an id looked up by lookup_chars, any other string by
 string_chars, and every repeated or map field by list_items (shared/limits.py). The
