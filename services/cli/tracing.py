@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Mapping
 
 import grpc
 
-from morphz.shared.otel_env import tracing_configured
+from morphz.shared.process.otel_env import tracing_configured
 
 Traced = Callable[[grpc.Channel], grpc.Channel]
 
@@ -29,7 +29,7 @@ def command_trace(command: str, context: str, env: Mapping[str, str] = os.enviro
         yield _untraced
         return
     from morphz.shared.grpc.tracing import client_tracing
-    from morphz.shared.telemetry import mark_failed, tracer_provider
+    from morphz.shared.process.telemetry import mark_failed, tracer_provider
     tp = tracer_provider("morphz-cli", env=env)
     try:
         with tp.get_tracer("morphz.cli").start_as_current_span(

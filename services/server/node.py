@@ -26,9 +26,9 @@ from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.wiring import TRANSACTION
 from morphz.shared.admission import Admission
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import Faults
-from morphz.shared.memory import Trimmer
-from morphz.shared.telemetry import tracer_provider as make_tracer_provider
+from morphz.shared.process.faults import Faults
+from morphz.shared.process.memory import Trimmer
+from morphz.shared.process.telemetry import tracer_provider as make_tracer_provider
 from morphz.shared.wired import Host, Wired
 
 Dependencies = list[tuple[grpc.Channel, str]]  # (channel, service) pairs readiness checks

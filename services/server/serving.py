@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from morphz.shared.admission import Admission
 from morphz.shared.grpc.auth import PLAINTEXT, ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
-from morphz.shared.memory import Trimmer
+from morphz.shared.process.memory import Trimmer
 from morphz.shared.grpc.admission import AdmissionInterceptor
 from morphz.shared.grpc.guard import FROM_HEADER, Guard
 from morphz.shared.grpc.tracing import client_tracing, server_tracing
@@ -42,7 +42,7 @@ def build_server(config, tracer: TracerProvider,
     expensive calls' budgets (shared/grpc/admission.py): they never take the workers
     kept for the cheap calls (`admission`: the budgets, shared with the process's
     server-side jobs; a new one if not given). `trimmer`: the process's malloc trims
-    after large requests (shared/memory.py; None: none)."""
+    after large requests (shared/process/memory.py; None: none)."""
     config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
                   max_bytes_in_flight=config.max_bytes_in_flight,

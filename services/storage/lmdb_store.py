@@ -34,7 +34,7 @@ from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
 from morphz.shared.lmdb_compact import rewrite_compacted
 from morphz.shared.reader_gate import ReaderGate
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (FEED_PAGE, FILLER, SIDE_TABLES, TABLES, Change, FeedPage, Key,
                                        Reader, StaleCommit, Store, Ticket, Write, change_of,

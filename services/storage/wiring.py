@@ -17,7 +17,7 @@ from morphz.services.storage.lmdb_store import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.storage.snapshots import SnapshotRegistry
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage.api import Store
 from morphz.shared.storage.sharded import Locator, ShardedStore
 from morphz.shared.wired import Host, Wired

@@ -41,7 +41,7 @@ from google.protobuf.message import Message
 from morphz.shared import limits
 from morphz.shared.errors import MorphzError
 from morphz.shared.grpc.field_limits import SMALLEST, FieldLimits
-from morphz.shared.memory import LARGE, Trimmer
+from morphz.shared.process.memory import LARGE, Trimmer
 from morphz.shared.grpc.stalled_replies import StalledReplies
 from morphz.shared.grpc.errors import abort
 

@@ -27,7 +27,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from morphz.shared.telemetry import REASON, is_recording
+from morphz.shared.process.telemetry import REASON, is_recording
 
 UNTRACED = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 STATUS_CODE = "rpc.grpc.status_code"

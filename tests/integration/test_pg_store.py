@@ -133,7 +133,7 @@ def test_dist_02_pg_a_commit_killed_before_its_commit_leaves_neither_it_nor_its_
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
     crash = ("from morphz.services.storage.postgres import PostgresStore\n"
-             "from morphz.shared.faults import Faults\n"
+             "from morphz.shared.process.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = PostgresStore({dsn!r}, schema={schema!r}, "
              "faults=Faults('after-puts-before-commit'))\n"

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.transaction.client import TransactionClient
-from morphz.shared.telemetry import tracer_provider
+from morphz.shared.process.telemetry import tracer_provider
 
 TX_SERVICE = "morphz.api.transaction.v1.TransactionService"
 

@@ -624,7 +624,7 @@ def test_dist_02_the_highest_token_is_durable_with_its_commit(tmp_path):
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
     crash = ("from morphz.services.storage.lmdb_store import LmdbStore\n"
-             "from morphz.shared.faults import Faults\n"
+             "from morphz.shared.process.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = LmdbStore({path!r}, faults=Faults('after-puts-before-commit'))\n"
              "s.commit('c', 1, [Write('frames', ('a',), b'lost')], fence=50)\n")

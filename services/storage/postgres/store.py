@@ -64,7 +64,7 @@ from morphz.services.storage.postgres.schema import Statements, schema_statement
 from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
                                        FILLER, Change, FeedPage, context_not_found,

@@ -35,12 +35,12 @@ from morphz.services.transaction.core.builds import (
     Batch, Build, Proposed, RawWrite, apply_batch, payload_hash)
 from morphz.services.transaction.core.boundaries import check_base
 from morphz.services.transaction.core.causal import Append, check_shape, route
-from morphz.shared.cycles import cycles_paused
+from morphz.shared.process.cycles import cycles_paused
 from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
 from morphz.services.transaction.core.pipeline import ContextPipeline
 from morphz.services.transaction.core.replay import audit_report, rebuild_plan
 from morphz.shared.mind.strays import orphans
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.services.transaction.core.reducer import Applied, apply_event
 from morphz.services.transaction.core.results import (
     ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList,
@@ -61,7 +61,7 @@ from morphz.shared.limits import COMMIT_BYTES, EVENT_TEXT_BYTES, MESSAGE_BYTES, 
 from morphz.shared import namespaces
 from morphz.shared.names import check_label, check_name
 from morphz.shared.occurred import check_occurred_at
-from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.process.telemetry import NO_TRACING
 from morphz.shared.values import ContextName, EventRef
 from morphz.services.transaction.core.requests import AppendItem
 
