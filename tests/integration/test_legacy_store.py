@@ -85,7 +85,7 @@ def test_priv_02_envelope_links_begin_where_the_meta_records_after_a_store_writt
     """The store's events link by their predecessor's stored bytes (`prev`); the first
     event written since links to its predecessor's envelope (`link`), the meta records
     that seq, and audit verifies both kinds in one chain."""
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.shared.mind import envelope, records as R
 
     shutil.copytree(FIXTURE / "datadir", tmp_path / "data")

@@ -13,7 +13,7 @@ import sys
 LOOP = r"""
 import resource, sys, tempfile, threading
 from morphz.shared.process import memory
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write

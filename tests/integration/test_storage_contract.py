@@ -13,7 +13,7 @@ import pytest
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
@@ -623,7 +623,7 @@ def test_dist_02_the_highest_token_is_durable_with_its_commit(tmp_path):
     store = LmdbStore(path)
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
-    crash = ("from morphz.services.storage.lmdb_store import LmdbStore\n"
+    crash = ("from morphz.services.storage.lmdb import LmdbStore\n"
              "from morphz.shared.process.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = LmdbStore({path!r}, faults=Faults('after-puts-before-commit'))\n"

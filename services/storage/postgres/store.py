@@ -1,7 +1,7 @@
 """The PostgreSQL store: the storage API over PostgreSQL 15 (psycopg 3), for a store
 that a replicated database keeps.
 
-The tables and keys are LMDB's (lmdb_store.py): one SQL table per storage table, in a
+The tables and keys are LMDB's (lmdb/store.py): one SQL table per storage table, in a
 schema of its own, each row (k bytea primary key, v bytea), k the context's prefix and
 the key in keys.encode's order-preserving bytes; bytea compares byte by byte, so a scan
 sees LMDB's order. Beside them `_context` holds each context's commit_seq and the highest

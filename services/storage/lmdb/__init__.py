@@ -1,0 +1,7 @@
+"""The LMDB store (store.py: its design; one environment, one named database per table),
+in files of one job each: store.py (the environment, commits and the change feed),
+reader.py (snapshots and scans). Only the storage service and the composition root's
+commands reach it (tests/unit/test_architecture_imports.py): everyone else has a Store."""
+from morphz.services.storage.lmdb.store import LmdbStore
+
+__all__ = ["LmdbStore"]
