@@ -9,8 +9,10 @@ an item of it), augments it, or calls a changing method on it or on an item of i
 Constants built once at import (tables, read-only maps) are not findings.
 
 ALLOWED lists what stays, each with why; it only shrinks: an entry whose file no longer
-has the finding fails too. Memoizing decorators (functools.cache, lru_cache) of pure
-functions are not looked for: their results are the function's, whoever asks."""
+has the finding fails too. Not looked for: memos of pure functions (functools.cache and
+lru_cache: shared/grpc/protojson.py's converters, encoding's atom_text, recall's
+_layout, digest and analyze's _segment_cached), whose results are the function's
+whoever asks, and per-thread scratch (analyze's BreakIterators, a threading.local)."""
 from __future__ import annotations
 
 import ast
