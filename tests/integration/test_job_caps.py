@@ -7,7 +7,7 @@ cancelled job gives its place back. A real `morphz serve` process with bearer to
 The jobs stay queued or running for the length of the test without sleeps or timing:
 the server runs one expensive call at a time (--max-expensive-rpcs 1, and so --max-principal-rpcs 1), so the first
 job holds the only slot while the others wait queued behind it, and the first is an
-audit of a context large enough, paced to 2% of a core while the other principals'
+audit of a context large enough, paced to 1% of a core while the other principals'
 calls are served, that it is still running when the caps are looked at (checked, not
 assumed). The job cancelled to give a place back is a queued one: a running audit may
 end by itself just before a cancel reaches it."""
@@ -29,7 +29,7 @@ from tests.topology import ServerProcess
 
 TOKENS = {"alice": "alice-token-3f9c1d0b7e2a", "bob": "bob-token-8a2e4c6d1f03",
           "carol": "carol-token-5d7b9e1a3c60"}
-ARGS = ["--expensive-share", "0.02", "--max-expensive-rpcs", "1", "--max-principal-rpcs", "1"]
+ARGS = ["--expensive-share", "0.01", "--max-expensive-rpcs", "1", "--max-principal-rpcs", "1"]
 ACTIVE = ("queued", "running")
 
 

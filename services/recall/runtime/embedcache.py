@@ -20,6 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from morphz.services.recall.core.passages import TYPICAL
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.tokenpool import portable
@@ -63,7 +64,19 @@ class LegEmbedder:
         self._prefix = identity_key(base.identity.label(),
                                     hashlib.sha256(state).hexdigest() if state else "")
         self._blob = portable(base, fitted)
+        self._typical: Optional[np.ndarray] = None
         self.embedded = 0  # texts this embedded (not found in the cache)
+
+    def typical(self) -> np.ndarray:
+        """The mean vector of passages.TYPICAL's texts: what a row without context mixes
+        in (made once, its texts cached like any other)."""
+        if self._typical is None:
+            self._typical = self.vectors(TYPICAL).mean(axis=0)
+        return self._typical
+
+    @property
+    def dimension(self) -> int:
+        return self._fitted.identity.dimension
 
     @property
     def cache_prefix(self) -> bytes:

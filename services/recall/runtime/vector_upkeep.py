@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_key, event_text, frame_key, frame_text, indexed, raw_event_text)
-from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, said, weights
+from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, rows, said
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
@@ -194,17 +194,18 @@ class VectorUpkeep:
                                            ev.get("session", ""), ev.get("actor", ""),
                                            raw_event_text(ev), ev["time"], ev.get("data")))
             if len(batch) == EMBED_BATCH:
-                leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+                leg.append([d for d, _ in batch], row_vectors(vectors, [t for _, t in batch]),
                            partition=False)
                 batch = []
         if batch:
-            leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+            leg.append([d for d, _ in batch], row_vectors(vectors, [t for _, t in batch]),
                        partition=False)
         for start in range(0, len(changed_by), EMBED_BATCH):
             part = changed_by[start:start + EMBED_BATCH]
             leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None,
                                digests=(text_key(frame_text(f)),)) for f, ev in part],
-                       vectors.vectors([frame_text(f) for f, _ in part]), partition=False)
+                       row_vectors(vectors, [(frame_text(f),) for f, _ in part]),
+                       partition=False)
         return self._filled(leg)
 
     @staticmethod
@@ -263,7 +264,7 @@ class VectorUpkeep:
                 # Partitioned (when due) only at the step that reaches the lexical
                 # leg: a leg far behind (after a rebuild) is partitioned once.
                 leg.append(list(part.docs.values()),
-                           mean_vectors(vectors, list(part.texts.values()), pace.covered),
+                           row_vectors(vectors, list(part.texts.values()), pace.covered),
                            part.deletes, partition=chunk[-1].commit_seq >= target)
                 pace.covered(len(part.docs) - pace.documents)  # before it shows
                 leg.commit(chunk[-1].commit_seq)
@@ -376,18 +377,20 @@ class _StepPace:
         self._since, self.documents = now, self.documents + documents
 
 
-def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
-                 progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
-    """One row per group of texts: the weighted mean of their vectors (passages.weights;
-    not made unit again: a query's dot product with it is the mean of its cosines).
-    `progress(documents)`: the groups' share of each batch of texts embedded."""
+def row_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
+                progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
+    """One row per group of texts (Passages.event): its own vector mixed with its
+    context's (passages.rows); a zero row, which no search finds, for an event with
+    nothing to say (a runtime event without text, an erased turn: embedded, its text
+    would be a vector close to every query). `progress(documents)`: the groups' share of
+    each batch of texts embedded."""
     flat = [t for g in groups for t in g]
-    share = (lambda texts: progress(texts * len(groups) / len(flat))) \
-        if progress is not None and flat else None
-    made = vectors.vectors(flat, share)
+    said = [i for i, t in enumerate(flat) if t.strip()]
+    share = (lambda texts: progress(texts * len(groups) / len(said))) \
+        if progress is not None and said else None
+    made = np.zeros((len(flat), vectors.dimension), dtype=np.float32)
+    if said:
+        made[said] = vectors.vectors([flat[i] for i in said], share)
     if not len(groups):
         return made
-    w = np.fromiter((x for g in groups for x in weights(len(g))), dtype=np.float32,
-                    count=len(made))
-    starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
-    return np.add.reduceat(made * w[:, None], starts, axis=0)
+    return rows(made, [len(g) for g in groups], vectors.typical())

@@ -56,8 +56,9 @@ def _copy_into(env: lmdb.Environment, r: PostgresReader, q: Statements,
                      + ([(fence, ctx, _u64(highest), True)] if highest else [])
                      for ctx, seq, highest in r.stream(q.all_context_rows)))
     feed, feed_ctx = env.open_db(b"_feed"), env.open_db(b"_feed_ctx")
-    _write_all(env, ([(feed, _u64(position), change, True),
-                      (feed_ctx, ctx + _u64(seq), _u64(position), False)]
+    # A deleted context's filler (ctx empty, commit_seq -position) has no index entry.
+    _write_all(env, ([(feed, _u64(position), change, True)]
+                     + ([(feed_ctx, ctx + _u64(seq), _u64(position), False)] if ctx else [])
                      for position, ctx, seq, change in r.stream(q.all_feed)))
     store = env.open_db(b"_store")
     with env.begin(write=True) as txn:

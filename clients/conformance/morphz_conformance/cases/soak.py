@@ -23,6 +23,7 @@ from morphz_conformance.registry import CaseFailed, CaseRun, case
 
 SOAK_SECONDS = float(os.environ.get("MORPHZ_KIT_SOAK_SECONDS") or 60)
 FAULT_EVERY = 15.0
+FAULT_HELD = 5.0  # seconds a lease loss or a full store lasts
 RECOVERY_BOUND = 60.0
 WRITERS = 3
 # Refusals after which the same request, sent again, may pass (nothing was applied), and
@@ -103,19 +104,19 @@ def _faults(t: CaseRun) -> list[tuple[str, callable]]:
         d.kill()
         d.start()
 
+    def held(start, end):
+        """A fault that lasts FAULT_HELD seconds, the writers going on meanwhile."""
+        def fault():
+            start()
+            time.sleep(FAULT_HELD)
+            end()
+        return fault
+
     out = [("kill", kill)]
     if "lease" in caps:
-        def lease():
-            d.lose_leases()
-            time.sleep(5)
-            d.restore_leases()
-        out.append(("lease", lease))
+        out.append(("lease", held(d.lose_leases, d.restore_leases)))
     if "space" in caps:
-        def space():
-            d.limit_space()
-            time.sleep(5)
-            d.free_space()
-        out.append(("space", space))
+        out.append(("space", held(d.limit_space, d.free_space)))
     if "replication" in caps:
         out.append(("promote", d.promote_standby))
     return out
