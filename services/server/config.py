@@ -12,7 +12,7 @@ from morphz.services.storage.servicer import MAX_WATCHES
 from morphz.services.storage.snapshots import MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.core import rules as rulebook
-from morphz.services.transaction.core.ownership import DEFAULT_TTL
+from morphz.services.transaction.runtime.lease import DEFAULT_TTL
 from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.admission import Budgets
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,

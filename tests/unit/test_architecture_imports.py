@@ -13,7 +13,8 @@ pyproject.toml maps into it (nothing is imported): the layers point one way.
   of core.
 - recall/core imports nothing of recall/runtime (its threads, processes and files):
   what the core needs of them is a protocol of its own (recall/core/ports.py), and
-  recall/wiring.py hands it the runtime's part.
+  recall/wiring.py hands it the runtime's part. Likewise transaction/core imports
+  nothing of transaction/runtime (the lease thread): it is given an Ownership.
 - shared/ in layers (issue 56): shared/grpc/ (the wire: interceptors, the error
   contract, message conversion) is reached by no core, directly or through another
   module, and imported by nothing else of shared/; shared/process/ (memory, collector,
@@ -38,6 +39,8 @@ STORE = ("lmdb",)
 RECALL_INDEX = "morphz.services.recall.index"  # LMDB of its own (see above)
 RECALL_CORE = "morphz.services.recall.core"
 RECALL_RUNTIME = "morphz.services.recall.runtime"
+TX_CORE = "morphz.services.transaction.core"
+TX_RUNTIME = "morphz.services.transaction.runtime"
 SHARED = "morphz.shared"
 SHARED_GRPC = "morphz.shared.grpc"
 SHARED_PROCESS = "morphz.shared.process"
@@ -209,6 +212,11 @@ def test_cores_reach_no_lmdb_but_through_recalls_own_index(edges):
 def test_recall_core_imports_nothing_of_recall_runtime(edges):
     assert any(within(m, RECALL_RUNTIME) for m in edges)  # the walk reached it
     assert imports_into(edges, RECALL_CORE, RECALL_RUNTIME) == []
+
+
+def test_transaction_core_imports_nothing_of_transaction_runtime(edges):
+    assert any(within(m, TX_RUNTIME) for m in edges)  # the walk reached it
+    assert imports_into(edges, TX_CORE, TX_RUNTIME) == []
 
 
 def test_the_new_layers_are_where_the_checks_look(edges):
