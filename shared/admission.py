@@ -17,7 +17,7 @@ milliseconds: only time left free makes a cheap call as fast as on an idle serve
 per-principal
 budgets apply to authenticated callers; without authentication every caller is the same
 anonymous one, and the server-wide budgets apply alone. Nothing here imports gRPC
-(shared/rpc_admission.py applies it to a server)."""
+(shared/grpc/admission.py applies it to a server)."""
 from __future__ import annotations
 
 import threading

@@ -1,7 +1,7 @@
 """Who calls: the principal a request was authenticated as, in a form the cores take
 (a `Caller`), and the bearer tokens a server knows. Transport-neutral: the gRPC side
 (establishing the principal from a client certificate or a token) is
-shared/grpc_auth.py.
+shared/grpc/auth.py.
 
 A token file maps tokens to principal names, as a JSON object {"TOKEN": "principal"} or
 as lines `TOKEN PRINCIPAL` (blank lines and lines starting with # are skipped). A token

@@ -1,5 +1,5 @@
 """How long a call may still work, as the cores see it: a Deadline the servicer builds
-from the call (shared/grpc_deadline.py) and passes to a core's long loops, which call
+from the call (shared/grpc/deadline.py) and passes to a core's long loops, which call
 check() as they go. A call past its deadline or cancelled by its caller stops there with
 DEADLINE_EXCEEDED / CANCELLED, before it writes anything: nobody is waiting for the rest."""
 from __future__ import annotations

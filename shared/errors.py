@@ -1,6 +1,6 @@
 """Domain errors with stable reason codes.
 
-Cores raise MorphzError; the gRPC layer (shared/grpc_errors.py) maps the reason's
+Cores raise MorphzError; the gRPC layer (shared/grpc/errors.py) maps the reason's
 status class to a gRPC code. Clients branch on `reason`, never on `message`.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Status(Enum):
 
 # The error table: every reason code the services raise, with its status class.
 REASONS: dict[str, Status] = {
-    # authentication (shared/grpc_auth.py): no valid credentials; a principal the
+    # authentication (shared/grpc/auth.py): no valid credentials; a principal the
     # service refuses (the raw storage API serves only the services' own principal)
     "UNAUTHENTICATED": Status.UNAUTHENTICATED,
     "PERMISSION_DENIED": Status.PERMISSION_DENIED,

@@ -44,7 +44,7 @@ TX_DEPTH = Limit("tx_depth", 64, "TX_PARSE_ERROR",
                  "nesting of lists in the text form, (context-tx ...) included")
 TX_NODES = Limit("tx_nodes", 200_000, "TX_PARSE_ERROR",
                  "S-expression nodes (lists, atoms, strings) in the text form")
-# Fields of requests (checked on every request, shared/field_limits.py).
+# Fields of requests (checked on every request, shared/grpc/field_limits.py).
 NAME_CHARS = Limit("name_chars", 128, "CONTEXT_INPUT_INVALID",
                    "a name: context, session, activation, request id, actor, kind, table, "
                    "snapshot, model")

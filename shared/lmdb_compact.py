@@ -11,7 +11,7 @@ from typing import Callable
 
 import lmdb
 
-from morphz.shared.durable_files import sync_dir
+from morphz.shared.process.durable_files import sync_dir
 
 SCRATCH = "compact.tmp"  # the copy's folder, beside data.mdb
 

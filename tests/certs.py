@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.grpc.auth import ClientAuth
 
 ROOT = Path(__file__).resolve().parent.parent
 

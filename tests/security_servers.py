@@ -16,8 +16,8 @@ from morphz.api.encoding.v1 import encoding_pb2
 from morphz.api.recall.v1 import recall_pb2
 from morphz.api.storage.v1 import storage_pb2
 from morphz.api.transaction.v1 import transaction_pb2
-from morphz.shared.grpc_auth import ClientAuth
-from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.grpc.auth import ClientAuth
+from morphz.shared.grpc.errors import from_rpc_error
 
 from tests.certs import Certs, dev_certs
 from tests.topology import ServerProcess

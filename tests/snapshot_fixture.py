@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.scope import Scope
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 
 FIXTURE = "tests/fixtures/snapshot_records.json"

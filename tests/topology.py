@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.server.roles import NEEDS
 from morphz.services.transaction.client import TransactionClient
-from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
+from morphz.shared.grpc.auth import PLAINTEXT, ClientAuth
 
 ALL_IN_ONE, SPLIT = "all-in-one", "split"
 STORE_ENV = "MORPHZ_TEST_STORE"  # lmdb (default) or postgres: the session servers' store

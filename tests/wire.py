@@ -18,7 +18,7 @@ from morphz.api.recall.v1 import recall_pb2
 from morphz.api.storage.v1 import storage_pb2
 from morphz.api.transaction.v1 import transaction_pb2
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.grpc.errors import from_rpc_error
 
 # role (tests/topology.py's Endpoints field) -> the service it serves
 SERVICES = {

@@ -38,7 +38,7 @@ from common import ServerProcess, cpu_times, log, percentile, target, write_json
 
 from morphz.api.transaction.v1 import transaction_pb2 as tpb  # noqa: E402
 from morphz.api.transaction.v1 import transaction_pb2_grpc as tpb_grpc  # noqa: E402
-from morphz.shared.grpc_auth import ClientAuth  # noqa: E402
+from morphz.shared.grpc.auth import ClientAuth  # noqa: E402
 
 TOKENS = {"alice": "alice-bench-token-5b0d0c1e", "bob": "bob-bench-token-7c41e0d2b9"}
 BIG = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]

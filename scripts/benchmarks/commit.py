@@ -562,7 +562,7 @@ def measure_floor(args, tmp: str, mode: str, inflight: int) -> dict:
 
 def measure_core(args, tmp: str) -> dict:
     """Information: CPU per commit of the transaction core (the logic the floor lacks)."""
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.convert import commit_to_proto
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER

@@ -62,7 +62,7 @@ from morphz.services.encoding.core.snapshot import item_rows
 from morphz.shared.mind.snapshots import TABLE as SNAPSHOTS
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.server.app import AllInOne, ServerConfig
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 
 SESSION, BULK = "s1", "bulk"

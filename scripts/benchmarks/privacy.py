@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import log, target, write_json  # noqa: E402
 
-from morphz.services.storage.lmdb_store import LmdbStore  # noqa: E402
+from morphz.services.storage.lmdb import LmdbStore  # noqa: E402
 from morphz.services.transaction.core.engine import TransactionCore  # noqa: E402
 from morphz.services.transaction.core.erase_select import Selector  # noqa: E402
 from morphz.services.transaction.core.requests import AppendItem  # noqa: E402

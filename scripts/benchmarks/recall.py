@@ -57,7 +57,7 @@ from morphz.services.recall.embedding.api import embed_texts  # noqa: E402
 from morphz.services.recall.wiring import embedder_for  # noqa: E402
 from morphz.services.transaction.client import TransactionClient  # noqa: E402
 from morphz.services.server.app import AllInOne, ServerConfig  # noqa: E402
-from morphz.services.storage.lmdb_store import LmdbStore  # noqa: E402
+from morphz.services.storage.lmdb import LmdbStore  # noqa: E402
 from morphz.services.transaction.core.reducer import apply_event  # noqa: E402
 from morphz.shared.mind import records as R  # noqa: E402
 from morphz.shared.mind.state import MindState  # noqa: E402

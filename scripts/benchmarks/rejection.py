@@ -22,7 +22,7 @@ import grpc
 
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.servicer import StorageServicer, key_to_proto
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.services.transaction.core.txlang import TX_LIMITS

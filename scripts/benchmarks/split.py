@@ -43,7 +43,7 @@ from recall import (CONTEXT, build_tantivy, corpus_terms, generate, make_queries
                     ms, tantivy_search)
 
 from morphz.services.recall.client import RecallClient  # noqa: E402
-from morphz.services.storage.lmdb_store import LmdbStore  # noqa: E402
+from morphz.services.storage.lmdb import LmdbStore  # noqa: E402
 
 ROLES = ("storage", "transaction", "recall", "encoding")
 SPLIT = "split-"  # key prefix of the split topology's rows

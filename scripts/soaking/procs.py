@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from morphz.shared.coord.etcd_member import etcd_binary, member_argv
 from morphz.shared.coord.etcd_member import health as etcd_health
-from morphz.shared.grpc_auth import AUTHORIZATION, ClientAuth
+from morphz.shared.grpc.auth import AUTHORIZATION, ClientAuth
 
 from tests.pg_replication import ReplicatedPostgres
 from tests.ports import free_port

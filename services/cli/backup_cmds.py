@@ -85,7 +85,7 @@ def _reapply(restored: dict, args: argparse.Namespace, log: str, lines: list) ->
     """The erasures of `lines` applied again to the restored store, whose own erasure log
     starts as a copy of `log` (a later restore of an older backup of it needs those)."""
     import shutil
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.reapply import reapply
     if args.dsn:
         from morphz.services.storage.postgres import PostgresStore  # only here: psycopg

@@ -10,7 +10,7 @@ import grpc
 
 from morphz.services.cli.inputs import input_error
 from morphz.services.server.defaults import DEFAULT_LISTEN
-from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.grpc.auth import ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES
 
 MAX_MESSAGE_BYTES = MESSAGE_BYTES.max

@@ -9,7 +9,7 @@ from morphz.services.cli.common import seconds_up_to_a_day
 from morphz.services.cli.inputs import input_error
 from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
-from morphz.services.transaction.core.ownership import DEFAULT_TTL as DEFAULT_LEASE_TTL
+from morphz.services.transaction.runtime.lease import DEFAULT_TTL as DEFAULT_LEASE_TTL
 from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, EXPENSIVE_CPU,

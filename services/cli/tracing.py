@@ -1,6 +1,6 @@
 """Tracing of one `morphz context` command when the OTEL_* variables ask for it: a root
 span named after the command, which every RPC the command makes continues (W3C trace
-context, shared/rpc_tracing.py). With tracing off nothing of OpenTelemetry is loaded."""
+context, shared/grpc/tracing.py). With tracing off nothing of OpenTelemetry is loaded."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Mapping
 
 import grpc
 
-from morphz.shared.otel_env import tracing_configured
+from morphz.shared.process.otel_env import tracing_configured
 
 Traced = Callable[[grpc.Channel], grpc.Channel]
 
@@ -28,8 +28,8 @@ def command_trace(command: str, context: str, env: Mapping[str, str] = os.enviro
     if not tracing_configured(env):
         yield _untraced
         return
-    from morphz.shared.rpc_tracing import client_tracing
-    from morphz.shared.telemetry import mark_failed, tracer_provider
+    from morphz.shared.grpc.tracing import client_tracing
+    from morphz.shared.process.telemetry import mark_failed, tracer_provider
     tp = tracer_provider("morphz-cli", env=env)
     try:
         with tp.get_tracer("morphz.cli").start_as_current_span(

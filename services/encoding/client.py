@@ -9,9 +9,9 @@ import grpc
 
 from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
-from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
-from morphz.shared.grpc_errors import call
-from morphz.shared.protojson import to_plain
+from morphz.shared.grpc.client import DEFAULT_TIMEOUT, build_request
+from morphz.shared.grpc.errors import call
+from morphz.shared.grpc.protojson import to_plain
 
 
 class EncodingClient:

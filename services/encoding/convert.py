@@ -12,7 +12,7 @@ from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.results import (
     CheckReport, Encoding, Evaluation, EventRef, ReadPage, ReplayReport, SearchResult,
     Transaction)
-from morphz.shared.protojson import from_plain
+from morphz.shared.grpc.protojson import from_plain
 
 
 def scope_of(msg: pb.Scope) -> Scope:

@@ -5,9 +5,9 @@ from morphz.api.encoding.v1 import encoding_pb2_grpc as pb_grpc
 from morphz.services.encoding import convert
 from morphz.services.encoding.convert import scope_of
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.shared.grpc_auth import caller_of
-from morphz.shared.grpc_deadline import deadline_of
-from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.grpc.auth import caller_of
+from morphz.shared.grpc.deadline import deadline_of
+from morphz.shared.grpc.errors import rpc_boundary
 
 
 class EncodingServicer(pb_grpc.EncodingServiceServicer):

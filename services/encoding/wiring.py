@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from morphz.api.encoding.v1 import encoding_pb2, encoding_pb2_grpc
-from morphz.shared.telemetry import core_tracer
+from morphz.shared.process.telemetry import core_tracer
 from morphz.shared.wired import Host, Wired
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.row_cache import RowCache

@@ -10,10 +10,10 @@ from morphz.api.common.v1 import common_pb2 as common
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.services.recall.convert import evaluation_to_proto
-from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
-from morphz.shared.grpc_errors import call
-from morphz.shared.job_messages import job_reply
-from morphz.shared.protojson import to_plain
+from morphz.shared.grpc.client import DEFAULT_TIMEOUT, build_request
+from morphz.shared.grpc.errors import call
+from morphz.shared.grpc.job_messages import job_reply
+from morphz.shared.grpc.protojson import to_plain
 
 REBUILD_TIMEOUT = 3600.0  # a rebuild reads the whole context
 

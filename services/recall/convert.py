@@ -10,8 +10,8 @@ from msgspec.structs import asdict
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.services.recall.core.request import Evaluation
 from morphz.services.recall.core.results import Hit, IndexStatus
-from morphz.shared.grpc_client import build_request
-from morphz.shared.protojson import from_plain
+from morphz.shared.grpc.client import build_request
+from morphz.shared.grpc.protojson import from_plain
 
 
 def evaluation_from_proto(ev: pb.Evaluation) -> Evaluation:

@@ -7,12 +7,12 @@ from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.services.recall.convert import (evaluation_from_proto, hits_to_proto,
                                             status_to_proto)
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
-from morphz.shared.grpc_auth import caller_of
-from morphz.shared.grpc_deadline import deadline_of
-from morphz.shared.grpc_errors import rpc_boundary
-from morphz.shared.job_messages import JobRpcs
+from morphz.shared.grpc.auth import caller_of
+from morphz.shared.grpc.deadline import deadline_of
+from morphz.shared.grpc.errors import rpc_boundary
+from morphz.shared.grpc.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
-from morphz.shared.protojson import from_plain
+from morphz.shared.grpc.protojson import from_plain
 
 
 # Of the call's deadline, what a search's wait for its index leaves for the search itself.

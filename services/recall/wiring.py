@@ -30,7 +30,7 @@ from morphz.services.recall.jobs import recall_jobs
 from morphz.services.recall.servicer import RecallServicer
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.sharded import ShardedStore
-from morphz.shared.telemetry import core_tracer
+from morphz.shared.process.telemetry import core_tracer
 from morphz.shared.wired import Host, Wired
 
 SHARD_LOOKUP_SECONDS = 2.0  # how soon a storage shard registered later is followed

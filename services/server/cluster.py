@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from morphz.services.transaction.core.ownership import (SOLE_OWNER, Instance, LeaseOwnership,
-                                                        Ownership)
+from morphz.services.transaction.core.ownership import SOLE_OWNER, Ownership
+from morphz.services.transaction.runtime.lease import Instance, LeaseOwnership
 from morphz.shared.coord.placement import Placement
 
 

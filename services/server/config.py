@@ -12,7 +12,7 @@ from morphz.services.storage.servicer import MAX_WATCHES
 from morphz.services.storage.snapshots import MAX_OPEN_SNAPSHOTS, SNAPSHOT_LEASE_SECONDS
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.core import rules as rulebook
-from morphz.services.transaction.core.ownership import DEFAULT_TTL
+from morphz.services.transaction.runtime.lease import DEFAULT_TTL
 from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.admission import Budgets
 from morphz.shared.limits import (BYTES_IN_FLIGHT, CONCURRENT_RPCS, REPLY_BYTES,
@@ -28,7 +28,7 @@ class ServerConfig:
     max_concurrent_rpcs: int = CONCURRENT_RPCS.max
     max_bytes_in_flight: int = BYTES_IN_FLIGHT.max
     # Replies: the largest one message carries, and how long one its client does not
-    # read is held (shared/stalled_replies.py).
+    # read is held (shared/grpc/stalled_replies.py).
     max_reply_bytes: int = REPLY_BYTES.max
     reply_stall_seconds: float = REPLY_STALL_SECONDS
     # Expensive calls' budgets, server-wide and per principal (shared/admission.py).

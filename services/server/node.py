@@ -26,8 +26,9 @@ from morphz.services.transaction.core import rules as rulebook
 from morphz.services.transaction.wiring import TRANSACTION
 from morphz.shared.admission import Admission
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import Faults
-from morphz.shared.telemetry import tracer_provider as make_tracer_provider
+from morphz.shared.process.faults import Faults
+from morphz.shared.process.memory import Trimmer
+from morphz.shared.process.telemetry import tracer_provider as make_tracer_provider
 from morphz.shared.wired import Host, Wired
 
 Dependencies = list[tuple[grpc.Channel, str]]  # (channel, service) pairs readiness checks
@@ -59,10 +60,12 @@ class Node:
         self.storage_server, self.storage_port = None, None
         # One set of expensive-call budgets for the calls and the server-side jobs.
         self.admission = Admission(c.budgets)
+        # Its servers' malloc trims after large requests (one thread, at the first).
+        self.trimmer = Trimmer()
         # The storage API serves the services' own principal only (once authentication
         # is on): the services reach it with their credentials (channel()), no one else.
         self.server = build_server(c, self.tracer, self.guard.interceptors(
-            internal=[STORAGE] if "storage" in d.public else []), self.admission)
+            internal=[STORAGE] if "storage" in d.public else []), self.admission, self.trimmer)
         self.port: Optional[int] = None  # bound once a part asks its address, else after
         try:
             self._names, deps, on_ready = self._build(Faults.from_env())
@@ -161,7 +164,8 @@ class Node:
         registers services per server), with health checking and reflection; bound
         once every part is built."""
         self.storage_server = build_server(self.config, self.tracer,
-                                           self.guard.interceptors(internal=[STORAGE]))
+                                           self.guard.interceptors(internal=[STORAGE]),
+                                           trimmer=self.trimmer)
         self.adopt(storage_wiring.register(replace(host, server=self.storage_server), local))
         self.storage_health = expose(self.storage_server, [STORAGE])
 
@@ -252,3 +256,4 @@ class Node:
             stopper()
         for ch in self._channels:
             ch.close()
+        self.trimmer.close()

@@ -31,7 +31,7 @@ import grpc
 
 from morphz.shared.auth import DEFAULT_SERVICE_PRINCIPAL, Tokens, check_principal
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import (Authenticator, ClientAuth, ServerAuth, read_pem,
+from morphz.shared.grpc.auth import (Authenticator, ClientAuth, ServerAuth, read_pem,
                                      server_credentials)
 from morphz.shared.namespaces import Namespaces
 

@@ -15,11 +15,12 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
 from morphz.shared.admission import Admission
-from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
+from morphz.shared.grpc.auth import PLAINTEXT, ClientAuth
 from morphz.shared.limits import MESSAGE_BYTES, TRANSPORT_SLACK
-from morphz.shared.rpc_admission import AdmissionInterceptor
-from morphz.shared.rpc_guard import FROM_HEADER, Guard
-from morphz.shared.rpc_tracing import client_tracing, server_tracing
+from morphz.shared.process.memory import Trimmer
+from morphz.shared.grpc.admission import AdmissionInterceptor
+from morphz.shared.grpc.guard import FROM_HEADER, Guard
+from morphz.shared.grpc.tracing import client_tracing, server_tracing
 
 MAX_MESSAGE_BYTES = MESSAGE_BYTES.max  # event text is capped at 32 MiB by the core
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -31,20 +32,22 @@ _log = logging.getLogger("morphz.server")
 
 def build_server(config, tracer: TracerProvider,
                  interceptors: Sequence[grpc.ServerInterceptor] = (),
-                 admission: Optional[Admission] = None) -> grpc.Server:
+                 admission: Optional[Admission] = None,
+                 trimmer: Optional[Trimmer] = None) -> grpc.Server:
     """A gRPC server with the config's workers and limits, traced if anything records
-    (continuing the caller's trace: shared/rpc_tracing.py), then `interceptors`
+    (continuing the caller's trace: shared/grpc/tracing.py), then `interceptors`
     (authentication: the trace shows the calls it refuses). Its Guard comes first: every
-    request is decoded, bounded and admitted there (shared/rpc_guard.py); gRPC's own
+    request is decoded, bounded and admitted there (shared/grpc/guard.py); gRPC's own
     caps stay above the Guard's, as a backstop. Last, once the caller is known, the
-    expensive calls' budgets (shared/rpc_admission.py): they never take the workers
+    expensive calls' budgets (shared/grpc/admission.py): they never take the workers
     kept for the cheap calls (`admission`: the budgets, shared with the process's
-    server-side jobs; a new one if not given)."""
+    server-side jobs; a new one if not given). `trimmer`: the process's malloc trims
+    after large requests (shared/process/memory.py; None: none)."""
     config.budgets.check(config.max_workers)
     guard = Guard(max_concurrent_rpcs=config.max_concurrent_rpcs,
                   max_bytes_in_flight=config.max_bytes_in_flight,
                   max_reply_bytes=config.max_reply_bytes,
-                  reply_stall_seconds=config.reply_stall_seconds)
+                  reply_stall_seconds=config.reply_stall_seconds, trimmer=trimmer)
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.max_workers),
         interceptors=[guard, *server_tracing(tracer), *interceptors,
@@ -88,7 +91,7 @@ def dependency_channel(address: str, tracer: TracerProvider,
     """A channel to a service this process calls, with this process's service
     credentials (`auth`), passing on the trace of the request it serves, its calls
     marked as the calling service's (`caller`: its role), whose bytes in flight the
-    callee keeps in a budget of their own (shared/rpc_guard.py). Reconnect backoff is
+    callee keeps in a budget of their own (shared/grpc/guard.py). Reconnect backoff is
     capped at 1 s (gRPC's default grows to 120 s), so a dependency that comes back is
     seen soon."""
     channel = auth.channel(address, options=_MESSAGE_OPTIONS + [

@@ -32,8 +32,8 @@ from typing import Callable, Iterable, Iterator, Optional
 
 import lmdb
 
-from morphz.services.storage.lmdb_store import LmdbStore
-from morphz.shared.durable_files import sync_dir
+from morphz.services.storage.lmdb import LmdbStore
+from morphz.shared.process.durable_files import sync_dir
 from morphz.shared.errors import MorphzError
 
 FORMAT, VERSION = "morphz-backup", 1

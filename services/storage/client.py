@@ -17,8 +17,8 @@ from morphz.shared.storage.api import (FEED_PAGE, FeedPage, Key, Reader, StaleCo
 from morphz.services.storage.backup import Manifest
 from morphz.services.storage.convert import (key_from_proto, key_to_proto, manifest_from_proto,
                                              page_from_proto)
-from morphz.shared.grpc_client import DEFAULT_TIMEOUT
-from morphz.shared.grpc_errors import call, from_rpc_error
+from morphz.shared.grpc.client import DEFAULT_TIMEOUT
+from morphz.shared.grpc.errors import call, from_rpc_error
 from morphz.shared.limits import SCAN_MANY_SCANS
 
 RECLAIM_TIMEOUT = 3600.0  # reclaim(): a whole store copied compacted

@@ -18,7 +18,7 @@ from morphz.shared.storage.api import FEED_PAGE, FeedPage, StaleCommit, Store, W
 from morphz.shared.storage.keys import check_table
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import GET_MANY_KEYS, SCAN_MANY_SCANS, WATCHES
-from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
+from morphz.shared.grpc.errors import rpc_boundary, rpc_stream_boundary
 from morphz.shared.names import check_name
 
 MAX_SCAN_ROWS = 10_000

@@ -13,11 +13,11 @@ import grpc
 from morphz.api.storage.v1 import storage_pb2, storage_pb2_grpc
 from morphz.services.storage.backup import STORE, Backups
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import StorageServicer
 from morphz.services.storage.snapshots import SnapshotRegistry
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage.api import Store
 from morphz.shared.storage.sharded import Locator, ShardedStore
 from morphz.shared.wired import Host, Wired

@@ -24,11 +24,11 @@ from morphz.services.transaction.core.erase_select import Selector
 from morphz.services.transaction.core.txlang import Tx
 from morphz.api.common.v1 import common_pb2 as common
 from morphz.shared.auth import Caller
-from morphz.shared.job_messages import job_reply
-from morphz.shared.grpc_client import DEFAULT_TIMEOUT, build_request
+from morphz.shared.grpc.job_messages import job_reply
+from morphz.shared.grpc.client import DEFAULT_TIMEOUT, build_request
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import call, from_rpc_error
-from morphz.shared.protojson import to_plain
+from morphz.shared.grpc.errors import call, from_rpc_error
+from morphz.shared.grpc.protojson import to_plain
 
 
 MAX_REDIRECTS = 2  # an owner can change once more while a redirect is followed

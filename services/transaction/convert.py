@@ -22,7 +22,7 @@ from morphz.services.transaction.core.txlang import (
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import is_ref, ref, ref_seq
-from morphz.shared.protojson import from_plain
+from morphz.shared.grpc.protojson import from_plain
 
 M = TypeVar("M", bound=Message)
 

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Callable, Optional
 
 from morphz.services.transaction.core.engine import TransactionCore
-from morphz.services.transaction.core.ownership import LeaseOwnership, Ownership
+from morphz.services.transaction.core.ownership import Ownership
+from morphz.services.transaction.runtime.lease import LeaseOwnership
 from morphz.services.transaction.core.retention import Schedule
 from morphz.services.transaction.jobs import RETENTION
 from morphz.shared.auth import IN_PROCESS, Caller

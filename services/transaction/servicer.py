@@ -8,10 +8,10 @@ from morphz.services.transaction.convert import (
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.erase_select import Selector
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import caller_of
-from morphz.shared.grpc_deadline import deadline_of
-from morphz.shared.grpc_errors import rpc_boundary, rpc_stream_boundary
-from morphz.shared.job_messages import JobRpcs
+from morphz.shared.grpc.auth import caller_of
+from morphz.shared.grpc.deadline import deadline_of
+from morphz.shared.grpc.errors import rpc_boundary, rpc_stream_boundary
+from morphz.shared.grpc.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
 from morphz.shared.values import ContextName
 

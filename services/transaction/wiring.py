@@ -16,9 +16,9 @@ from morphz.services.transaction.core.retention import Schedule
 from morphz.services.transaction.jobs import transaction_jobs
 from morphz.services.transaction.retention_timer import RetentionTimer, owned_here
 from morphz.services.transaction.servicer import TransactionServicer
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage.owner_cache import OwnerCache
-from morphz.shared.telemetry import core_tracer
+from morphz.shared.process.telemetry import core_tracer
 from morphz.shared.wired import Host, Wired
 
 TRANSACTION = transaction_pb2.DESCRIPTOR.services_by_name["TransactionService"].full_name

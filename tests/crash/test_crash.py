@@ -12,7 +12,7 @@ import threading
 import time
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import POINTS
+from morphz.shared.process.faults import POINTS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
 from history import check_history  # noqa: E402

@@ -30,8 +30,8 @@ from morphz.services.encoding.client import EncodingClient
 from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
-from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.grpc.auth import PLAINTEXT, ClientAuth
+from morphz.shared.grpc.errors import from_rpc_error
 
 from tests.security_servers import (HANDSHAKE_REFUSED, OK, PUBLIC, SERVER_ADMIN, TOKENS,
                                     UNAUTHENTICATED, in_process_too, rpcs)

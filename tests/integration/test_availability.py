@@ -18,8 +18,8 @@ from morphz_conformance.h2_stall import StalledCall
 from morphz.api.transaction.v1 import transaction_pb2 as tpb
 from morphz.api.transaction.v1 import transaction_pb2_grpc as tpb_grpc
 from morphz.shared import limits
-from morphz.shared.grpc_auth import ClientAuth
-from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.grpc.auth import ClientAuth
+from morphz.shared.grpc.errors import from_rpc_error
 from tests import wire
 from tests.integration.test_limits import proc_status
 from tests.polling import until

@@ -23,7 +23,7 @@ from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.storage.backup import Backups, restore, write_backup
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError

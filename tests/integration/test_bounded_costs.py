@@ -10,11 +10,11 @@ import pytest
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.servicer import StorageServicer, key_to_proto
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import call
+from morphz.shared.grpc.errors import call
 from morphz.shared.storage.api import Write
 
 # Far longer than the call's deadline: a commit that waited it out would answer

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.shared.storage.api import Write
 
 CTX = "chain"

@@ -1,4 +1,4 @@
-"""A started server's long-lived objects are frozen (shared/collector.py), so the cycle
+"""A started server's long-lived objects are frozen (shared/process/collector.py), so the cycle
 collector's full passes visit only what requests made since. Checked in processes of
 their own: gc.freeze is the whole process's."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ main.serve(listen="127.0.0.1:0", data_dir=tempfile.mkdtemp(), role=sys.argv[1])
 
 CYCLE = r"""
 import gc, weakref
-from morphz.shared import collector
+from morphz.shared.process import collector
 
 class Node:
     pass

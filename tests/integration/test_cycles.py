@@ -11,7 +11,7 @@ import pytest
 
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import BIG_TX_OPS, TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
 from morphz.shared.errors import MorphzError

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from morphz.shared.auth import IN_PROCESS_CALLER
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
 

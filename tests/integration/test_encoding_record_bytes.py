@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from tests.snapshot_fixture import FIXTURE, compile_all

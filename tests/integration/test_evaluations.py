@@ -18,7 +18,7 @@ from morphz.client import InvalidInputError, NotFoundError
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.encoding.core.listing import SnapshotQuery, listing_of
 from morphz.services.encoding.core.record import Head
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.mind.snapshots import SnapshotRepository

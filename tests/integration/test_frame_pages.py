@@ -225,7 +225,7 @@ def test_core_18_a_page_reads_the_order_from_where_the_last_page_ended(tmp_path)
     """A listing of 300 frames, one placed first, a frame a page: the pages are the whole
     listing in projection order, and each reads a batch of the order at most (every page
     read all 300 entries, so a listing's cost grew with the square of its frames)."""
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     store = LmdbStore(str(tmp_path / "db"), sync=False)
     try:
         counting = _CountingStore(store)

@@ -14,7 +14,7 @@ from morphz.services.server.serving import _From
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.convert import key_to_proto
 from morphz.shared.errors import MorphzError
-from morphz.shared.rpc_guard import FROM_HEADER
+from morphz.shared.grpc.guard import FROM_HEADER
 from morphz.shared.storage.api import Write
 from morphz_conformance.h2_stall import StalledCall
 

@@ -22,8 +22,8 @@ from morphz.api.common.v1 import common_pb2
 from morphz.api.transaction.v1 import transaction_pb2_grpc as tpb_grpc
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared import limits
-from morphz.shared.grpc_auth import ClientAuth
-from morphz.shared.grpc_errors import from_rpc_error
+from morphz.shared.grpc.auth import ClientAuth
+from morphz.shared.grpc.errors import from_rpc_error
 from tests.integration.test_jobs import fill, polled
 from tests.topology import ServerProcess
 

@@ -22,7 +22,7 @@ from morphz.services.storage.client import StorageClient
 from morphz.shared.storage.api import Write
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.grpc.auth import ClientAuth
 from tests import wire
 from tests.integration.test_availability import cpu_seconds, settled_cpu
 from tests.integration.test_cli import assert_error, run_cli, run_json

@@ -48,7 +48,7 @@ def test_audit_01_dur_05_a_store_written_before_audits_match(client, context):
 def _retried(reply: dict, again: dict) -> dict:
     """A reply as its retry answers it: the same fields, marked replayed. A batch's
     retry in which every item was applied before answers the context's commit_seq now
-    (engine.py, _commit_seq_of: a batch reply names no one event), a position at or past
+    (writer.py, _commit_seq_of: a batch reply names no one event), a position at or past
     the original: read-your-writes holds for it as for the original (RECALL-13)."""
     if "events" in reply:
         seqs = {e["commit_seq"] for e in again["events"]}
@@ -85,7 +85,7 @@ def test_priv_02_envelope_links_begin_where_the_meta_records_after_a_store_writt
     """The store's events link by their predecessor's stored bytes (`prev`); the first
     event written since links to its predecessor's envelope (`link`), the meta records
     that seq, and audit verifies both kinds in one chain."""
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.shared.mind import envelope, records as R
 
     shutil.copytree(FIXTURE / "datadir", tmp_path / "data")

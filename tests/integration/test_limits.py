@@ -28,9 +28,9 @@ from morphz.api.transaction.v1 import transaction_pb2 as tpb
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared import limits as L
 from morphz.shared.errors import MorphzError
-from morphz.shared import field_limits
-from morphz.shared.field_limits import OWN_LIMITS
-from morphz.shared.grpc_errors import call
+from morphz.shared.grpc import field_limits
+from morphz.shared.grpc.field_limits import OWN_LIMITS
+from morphz.shared.grpc.errors import call
 from tests import wire
 from tests.ports import free_address
 from tests.topology import ServerProcess
@@ -280,7 +280,7 @@ def over_limit_cases(desc, path: str = ""):
 def test_sec_06_every_string_and_list_field_is_bounded(endpoints, role):
     """Every name and string field of every request, and every list, one over its limit
     (from the service descriptors): refused before its service, naming the limit and
-    the field (shared/field_limits.py), never echoing the value."""
+    the field (shared/grpc/field_limits.py), never echoing the value."""
     ch = channel(getattr(endpoints, role))
     checked = 0
     try:

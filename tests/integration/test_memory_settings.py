@@ -1,4 +1,4 @@
-"""The server's malloc settings (shared/memory.py) keep what every commit allocates in the
+"""The server's malloc settings (shared/process/memory.py) keep what every commit allocates in the
 heap: LMDB's nested write transaction mallocs a 2 MiB dirty-page list and a 1 MiB
 free-page list per commit, and a threshold below them mapped both afresh at every commit
 (their first pages faulted in each time). Measured in processes of their own, as
@@ -12,8 +12,8 @@ import sys
 
 LOOP = r"""
 import resource, sys, tempfile, threading
-from morphz.shared import memory
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.shared.process import memory
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
 

@@ -15,7 +15,7 @@ from morphz.services.encoding.client import EncodingClient
 from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import ClientAuth
+from morphz.shared.grpc.auth import ClientAuth
 
 from tests.topology import ServerProcess, SplitServers
 

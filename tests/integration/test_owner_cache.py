@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.errors import MorphzError

@@ -22,8 +22,8 @@ import grpc
 import pytest
 
 from morphz.services.storage.client import StorageClient
-from morphz.services.transaction.core.ownership import (OWNERS_PREFIX, Instance,
-                                                        LeaseOwnership)
+from morphz.services.transaction.runtime.lease import (OWNERS_PREFIX, Instance,
+                                                       LeaseOwnership)
 from morphz.shared.coord.etcd import EtcdCoordinator
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write

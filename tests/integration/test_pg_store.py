@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
@@ -133,7 +133,7 @@ def test_dist_02_pg_a_commit_killed_before_its_commit_leaves_neither_it_nor_its_
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
     crash = ("from morphz.services.storage.postgres import PostgresStore\n"
-             "from morphz.shared.faults import Faults\n"
+             "from morphz.shared.process.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = PostgresStore({dsn!r}, schema={schema!r}, "
              "faults=Faults('after-puts-before-commit'))\n"
@@ -383,7 +383,7 @@ def test_sec_06_pg_snapshots_past_the_readers_connections_are_refused_at_once(
     from morphz.api.storage.v1 import storage_pb2 as spb
     from morphz.api.storage.v1 import storage_pb2_grpc
     from morphz.services.storage.client import StorageClient
-    from morphz.shared.grpc_errors import call
+    from morphz.shared.grpc.errors import call
     from tests.topology import ServerProcess
 
     dsn = postgres_server.dsn(new_database(postgres_server))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 from morphz.shared.mind import records as R

@@ -11,7 +11,7 @@ import pytest
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.recall.client import RecallClient
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import PLAINTEXT
+from morphz.shared.grpc.auth import PLAINTEXT
 from tests.integration.test_cli import run_cli
 from tests.polling import until
 from tests.topology import ServerProcess

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.transaction.core.erase_select import Selector
-from morphz.shared.grpc_auth import PLAINTEXT
+from morphz.shared.grpc.auth import PLAINTEXT
 from tests.polling import until
 
 

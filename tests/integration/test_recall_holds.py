@@ -15,7 +15,7 @@ from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.tantivy_index import IndexDirectory
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME

@@ -33,7 +33,7 @@ from morphz.services.recall.runtime.vectorfollow import VectorFollower
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
 
@@ -178,7 +178,7 @@ from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.tantivy_index import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 store = LmdbStore(sys.argv[1], sync=False)
 root = sys.argv[2]
 indexer = Indexer(store, IndexDirectory(root), embedder=HashingEmbedder(64),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core import replay as rp
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.reducer import apply_event

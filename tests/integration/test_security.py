@@ -22,7 +22,7 @@ from morphz.services.recall.client import RecallClient
 from morphz.services.storage.client import StorageClient
 from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import PLAINTEXT, ClientAuth
+from morphz.shared.grpc.auth import PLAINTEXT, ClientAuth
 from morphz.shared.mind import records as R
 from morphz.shared.storage.api import Write
 

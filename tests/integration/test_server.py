@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.transaction.client import TransactionClient
-from morphz.shared.telemetry import tracer_provider
+from morphz.shared.process.telemetry import tracer_provider
 
 TX_SERVICE = "morphz.api.transaction.v1.TransactionService"
 
@@ -144,7 +144,7 @@ def test_wiring_returns_what_it_adds_and_sets_nothing_on_the_server(tmp_path):
     from morphz.services.encoding.core.engine import EncodingCore
     from morphz.services.recall import wiring as recall_wiring
     from morphz.services.recall.core.engine import RecallCore
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.admission import Admission
 

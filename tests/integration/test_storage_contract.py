@@ -13,7 +13,7 @@ import pytest
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.server.app import AllInOne, ServerConfig
 from morphz.services.storage.client import StorageClient
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.storage.postgres import PostgresStore
 from morphz.services.storage.servicer import key_from_proto
 from morphz.shared.errors import MorphzError
@@ -632,8 +632,8 @@ def test_dist_02_the_highest_token_is_durable_with_its_commit(tmp_path):
     store = LmdbStore(path)
     store.commit("c", 0, [Write("frames", ("a",), b"1")], fence=5)
     store.close()
-    crash = ("from morphz.services.storage.lmdb_store import LmdbStore\n"
-             "from morphz.shared.faults import Faults\n"
+    crash = ("from morphz.services.storage.lmdb import LmdbStore\n"
+             "from morphz.shared.process.faults import Faults\n"
              "from morphz.shared.storage.api import Write\n"
              f"s = LmdbStore({path!r}, faults=Faults('after-puts-before-commit'))\n"
              "s.commit('c', 1, [Write('frames', ('a',), b'lost')], fence=50)\n")
@@ -688,7 +688,7 @@ def snap(tmp_path):
 
 
 def _reason(fn, *args):
-    from morphz.shared.grpc_errors import call
+    from morphz.shared.grpc.errors import call
     with pytest.raises(MorphzError) as info:
         call(fn, *args, timeout=10)
     return info.value
@@ -921,7 +921,7 @@ def test_dist_06_following_watches_are_capped_and_end_when_the_server_drains(sna
         assert next(s).head == 0  # each is being served
     with pytest.raises(grpc.RpcError) as info:
         next(snap.stub.Watch(pb.WatchRequest(follow=True), timeout=30))
-    from morphz.shared.grpc_errors import from_rpc_error
+    from morphz.shared.grpc.errors import from_rpc_error
     assert from_rpc_error(info.value).reason == "STORAGE_WATCH_LIMIT"
     streams[0].cancel()  # a cancelled watch gives its slot back
     deadline = time.monotonic() + 30

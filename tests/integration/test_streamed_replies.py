@@ -1,4 +1,4 @@
-"""SEC-08: streamed replies count in bytes in flight (shared/rpc_guard.py) as unary ones
+"""SEC-08: streamed replies count in bytes in flight (shared/grpc/guard.py) as unary ones
 do: each from when the handler hands it to gRPC until gRPC has sent it, so a client that
 does not read a stream holds the budget (and the others are refused, structured) instead
 of the server's memory growing; what a stream held is given back when it is read, ends
@@ -14,8 +14,8 @@ import pytest
 from google.protobuf import wrappers_pb2
 
 from morphz.shared import limits
-from morphz.shared.grpc_errors import from_rpc_error
-from morphz.shared.rpc_guard import Guard
+from morphz.shared.grpc.errors import from_rpc_error
+from morphz.shared.grpc.guard import Guard
 from tests.polling import until
 
 MiB = 1 << 20

@@ -23,8 +23,8 @@ from morphz.services.transaction.core.txlang import (
     TargetsOp, Tx)
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import call
-from morphz.shared.protojson import to_plain
+from morphz.shared.grpc.errors import call
+from morphz.shared.grpc.protojson import to_plain
 from tests.stored_events import event_bytes
 
 

@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from morphz.services.server.app import AllInOne, ServerConfig
-from morphz.shared.telemetry import is_recording
+from morphz.shared.process.telemetry import is_recording
 
 from tests.conftest import ServerProcess
 from tests.integration.test_split import SERVING, wait_health

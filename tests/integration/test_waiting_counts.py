@@ -6,7 +6,7 @@ appends, messages, late tool results and claims, and replay to the same rows (au
 from __future__ import annotations
 
 from morphz.services.encoding.core.engine import EncodingCore
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.requests import AppendItem
 from morphz.shared.auth import IN_PROCESS_CALLER as ME

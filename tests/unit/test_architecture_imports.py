@@ -13,7 +13,15 @@ pyproject.toml maps into it (nothing is imported): the layers point one way.
   of core.
 - recall/core imports nothing of recall/runtime (its threads, processes and files):
   what the core needs of them is a protocol of its own (recall/core/ports.py), and
-  recall/wiring.py hands it the runtime's part.
+  recall/wiring.py hands it the runtime's part. Likewise transaction/core imports
+  nothing of transaction/runtime (the lease thread): it is given an Ownership.
+- shared/ in layers (issue 56): shared/grpc/ (the wire: interceptors, the error
+  contract, message conversion) is reached by no core, directly or through another
+  module, and imported by nothing else of shared/; shared/process/ (memory, collector,
+  files, telemetry, faults) imports neither shared/grpc/ nor grpc.
+- The LMDB store (services/storage/lmdb/) is imported only by the storage service
+  itself and, above it, the composition root and the commands (`morphz restore`):
+  everyone else is given a Store.
 """
 from __future__ import annotations
 
@@ -31,6 +39,14 @@ STORE = ("lmdb",)
 RECALL_INDEX = "morphz.services.recall.index"  # LMDB of its own (see above)
 RECALL_CORE = "morphz.services.recall.core"
 RECALL_RUNTIME = "morphz.services.recall.runtime"
+TX_CORE = "morphz.services.transaction.core"
+TX_RUNTIME = "morphz.services.transaction.runtime"
+SHARED = "morphz.shared"
+SHARED_GRPC = "morphz.shared.grpc"
+SHARED_PROCESS = "morphz.shared.process"
+LMDB_STORE = "morphz.services.storage.lmdb"
+# Who may import the LMDB store: the storage service, the composition root, the commands.
+LMDB_STORE_USERS = ("morphz.services.storage", SERVER) + ABOVE_SERVER
 
 
 SETUPS = ("setup.py", "clients/python/setup.py")  # the server's and morphz-client's builds
@@ -113,6 +129,21 @@ def imports_into(edges: dict[str, set[str]], package: str, target: str) -> list[
             for t in sorted(edges[m]) if within(t, target)]
 
 
+def importers_outside(edges: dict[str, set[str]], target: str,
+                      allowed: tuple[str, ...]) -> list[str]:
+    """Each import of `target` (or a module under it) by a module neither under it nor
+    under one of `allowed`."""
+    return [f"{m} -> {t}" for m in sorted(edges)
+            if not within(m, target) and not any(within(m, a) for a in allowed)
+            for t in sorted(edges[m]) if within(t, target)]
+
+
+def wire_imports_in_shared(edges: dict[str, set[str]]) -> list[str]:
+    """Each import of shared/grpc/ by a module of shared/ outside it."""
+    return importers_outside({m: t for m, t in edges.items() if within(m, SHARED)},
+                             SHARED_GRPC, ())
+
+
 def is_core(module: str) -> bool:
     parts = module.split(".")
     return len(parts) >= 4 and parts[:2] == ["morphz", "services"] and parts[3] == "core"
@@ -183,6 +214,38 @@ def test_recall_core_imports_nothing_of_recall_runtime(edges):
     assert imports_into(edges, RECALL_CORE, RECALL_RUNTIME) == []
 
 
+def test_transaction_core_imports_nothing_of_transaction_runtime(edges):
+    assert any(within(m, TX_RUNTIME) for m in edges)  # the walk reached it
+    assert imports_into(edges, TX_CORE, TX_RUNTIME) == []
+
+
+def test_the_new_layers_are_where_the_checks_look(edges):
+    """The walk reaches each folder the checks below name (moved away, they would pass
+    vacuously)."""
+    for module in ("morphz.shared.grpc.guard", "morphz.shared.grpc.errors",
+                   "morphz.shared.process.memory", "morphz.shared.process.telemetry",
+                   "morphz.services.storage.lmdb.store", "morphz.services.storage.lmdb.reader"):
+        assert module in edges, module
+    assert "morphz.services.storage.lmdb" in edges["morphz.services.storage.wiring"]
+
+
+def test_cores_reach_nothing_of_the_shared_wire(edges):
+    assert core_reaches(edges, (SHARED_GRPC,)) == []
+
+
+def test_shared_imports_its_wire_only_from_within_it(edges):
+    assert wire_imports_in_shared(edges) == []
+
+
+def test_shared_process_imports_neither_the_wire_nor_grpc(edges):
+    assert imports_into(edges, SHARED_PROCESS, SHARED_GRPC) == []
+    assert [arrow for t in TRANSPORT for arrow in imports_into(edges, SHARED_PROCESS, t)] == []
+
+
+def test_only_the_storage_service_and_those_above_it_import_the_lmdb_store(edges):
+    assert importers_outside(edges, LMDB_STORE, LMDB_STORE_USERS) == []
+
+
 def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
     """The same checks over a small tree that breaks each rule once: they must fail."""
     (tmp_path / "setup.py").write_text(
@@ -218,3 +281,44 @@ def test_the_checks_catch_an_upward_import_and_a_core_reaching_lmdb(tmp_path):
     assert core_reaches(small, TRANSPORT) == []
     assert imports_into(small, RECALL_CORE, RECALL_RUNTIME) == [
         "morphz.services.recall.core.search -> morphz.services.recall.runtime.pins"]
+
+
+def test_the_layer_checks_catch_the_wire_below_it_and_a_stray_lmdb_import(tmp_path):
+    """The checks of shared/'s layers and of the LMDB store's users over a small tree that
+    breaks each once: they must fail."""
+    (tmp_path / "setup.py").write_text(
+        'setup(package_dir={"morphz.services": "services", "morphz.shared": "shared"})\n')
+    files = {
+        "shared/__init__.py": "",
+        "shared/grpc/__init__.py": "",
+        "shared/grpc/errors.py": "",  # no grpc: only the wire's own check sees the core
+        "shared/process/__init__.py": "",
+        "shared/process/memory.py": "from morphz.shared.grpc import errors\n",
+        "shared/names.py": "from morphz.shared.grpc.errors import abort\n",
+        "services/__init__.py": "",
+        "services/recall/__init__.py": "",
+        "services/recall/core/__init__.py": "",
+        "services/recall/core/names.py": "from morphz.shared import names\n",
+        "services/recall/opener.py": "from morphz.services.storage.lmdb.store import S\n",
+        "services/storage/__init__.py": "",
+        "services/storage/wiring.py": "from morphz.services.storage.lmdb import LmdbStore\n",
+        "services/storage/lmdb/__init__.py": "from .store import LmdbStore\n",
+        "services/storage/lmdb/store.py": "import lmdb\n",
+        "services/cli/restore.py": "from morphz.services.storage.lmdb import LmdbStore\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    small = graph(tmp_path)
+    assert core_reaches(small, TRANSPORT) == []
+    assert core_reaches(small, (SHARED_GRPC,)) == [
+        "morphz.services.recall.core.names -> morphz.shared.names -> morphz.shared.grpc.errors"]
+    assert wire_imports_in_shared(small) == [
+        "morphz.shared.names -> morphz.shared.grpc.errors",
+        "morphz.shared.process.memory -> morphz.shared.grpc",
+        "morphz.shared.process.memory -> morphz.shared.grpc.errors"]
+    assert imports_into(small, SHARED_PROCESS, SHARED_GRPC) == [
+        "morphz.shared.process.memory -> morphz.shared.grpc",
+        "morphz.shared.process.memory -> morphz.shared.grpc.errors"]
+    assert importers_outside(small, LMDB_STORE, LMDB_STORE_USERS) == [
+        "morphz.services.recall.opener -> morphz.services.storage.lmdb.store"]

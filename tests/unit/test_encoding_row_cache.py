@@ -17,7 +17,7 @@ from morphz.services.encoding.core.row_cache import ENTRY_OVERHEAD, MAX_ROW_BYTE
 from morphz.services.encoding.core.material import FrameIn
 from morphz.services.encoding.core.options import MAX_BUDGET_BYTES
 from morphz.services.encoding.core.scope import Scope
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as CALLER
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from morphz.shared.otel_env import service_name, trace_exporters, tracing_configured
+from morphz.shared.process.otel_env import service_name, trace_exporters, tracing_configured
 
 ENDPOINT = "http://127.0.0.1:4317"
 

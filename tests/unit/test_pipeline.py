@@ -13,7 +13,7 @@ def put(key: str, value: bytes) -> Write:
 
 
 def submit(pipe: ContextPipeline, store: MemoryStore, writes: list[Write]) -> Ticket:
-    """What TransactionCore._write does: read, then push the writes on what it read."""
+    """What Writer.write does (core/writes/writer.py): read, then push the writes on it."""
     with store.reader("c") as durable:
         seq = pipe.reader(durable).commit_seq
     ticket = Ticket()

@@ -5,7 +5,7 @@ from google.protobuf import json_format
 
 from morphz.api.encoding.v1 import encoding_pb2
 from morphz.api.transaction.v1 import transaction_pb2 as pb
-from morphz.shared.protojson import _drop_none, from_plain, to_plain
+from morphz.shared.grpc.protojson import _drop_none, from_plain, to_plain
 
 
 def reference(d: dict, msg):
@@ -40,7 +40,7 @@ def test_from_plain_round_trips_to_plain():
 
 def test_from_plain_assigns_directly_when_types_match():
     # The fast path must really be taken for replies shaped like the core's (no fallback).
-    from morphz.shared.protojson import _fill
+    from morphz.shared.grpc.protojson import _fill
     for cls, d in CASES[:3]:
         msg = cls()
         _fill(msg, d)
@@ -50,7 +50,7 @@ def test_from_plain_assigns_directly_when_types_match():
 def test_from_plain_builds_through_the_constructor_when_types_match(monkeypatch):
     # Replies shaped like the core's take the constructor path; a None for a key the
     # message lacks (CASES[0]'s "extra") is left out by the field-by-field fallback.
-    import morphz.shared.protojson as pj
+    import morphz.shared.grpc.protojson as pj
     calls = []
     real = pj._fill
     monkeypatch.setattr(pj, "_fill", lambda *a: calls.append(a) or real(*a))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
-from morphz.shared.protojson import ReplyShapeError, from_plain
+from morphz.shared.grpc.protojson import ReplyShapeError, from_plain
 
 
 def test_a_key_the_reply_lacks_is_an_error_not_trimmed():

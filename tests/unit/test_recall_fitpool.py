@@ -143,7 +143,7 @@ def test_a_busy_fit_worker_keeps_one_idle_timer_and_stops_once_idle():
 
 def _stored_events(tmp_path, n: int) -> list[bytes]:
     """n events as the store holds them (their JSON bytes), written by the real core."""
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER as ME
 

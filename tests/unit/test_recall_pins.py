@@ -11,7 +11,7 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import PIN_BYTES, SearchPins
 from morphz.services.recall.index.tantivy_index import IndexDirectory
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError
 

@@ -175,7 +175,7 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
     from morphz.services.recall.runtime import indexer as indexer_module
     from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
 
     store = LmdbStore(str(tmp_path / "store"), sync=False)
@@ -252,7 +252,7 @@ def test_recall_10_leftovers_of_a_dead_rebuild_are_removed_at_first_use(tmp_path
 
 
 def _store_with_events(tmp_path, n: int):
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     store = LmdbStore(str(tmp_path / "store"), sync=False)
     core = TransactionCore(store)

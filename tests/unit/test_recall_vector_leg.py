@@ -96,7 +96,7 @@ def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypa
     from morphz.services.recall.runtime import vector_upkeep
     from morphz.services.recall.runtime.indexer import Indexer
     from morphz.services.recall.index.tantivy_index import IndexDirectory
-    from morphz.services.storage.lmdb_store import LmdbStore
+    from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER as ME
 

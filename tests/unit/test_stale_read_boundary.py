@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import call, rpc_boundary, rpc_stream_boundary
+from morphz.shared.grpc.errors import call, rpc_boundary, rpc_stream_boundary
 from morphz.shared.storage.api import StaleRead
 
 

@@ -1,5 +1,5 @@
 """SEC-03: an error's status on the wire carries at most a short form of what a request
-sent, however much a core put into the error (shared/grpc_errors.py: to_status)."""
+sent, however much a core put into the error (shared/grpc/errors.py: to_status)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ import json
 from google.rpc import error_details_pb2
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import (MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS,
+from morphz.shared.grpc.errors import (MAX_DETAIL_CHARS, MAX_MESSAGE_CHARS,
                                        MAX_STRUCTURED_CHARS, to_status)
 
 

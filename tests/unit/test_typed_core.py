@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from morphz.services.storage.lmdb_store import LmdbStore
+from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core import payloads as P
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.services.transaction.core.results import Result

@@ -17,11 +17,11 @@ from opentelemetry import trace
 
 import msgspec
 
-from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.process.telemetry import NO_TRACING
 
 from morphz.shared import policy
 from morphz.shared.auth import SERVICE_CALLER, Caller
-from morphz.shared.cycles import cycles_not_collected
+from morphz.shared.process.cycles import cycles_not_collected
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R, secrets

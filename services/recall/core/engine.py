@@ -25,7 +25,7 @@ from typing import Callable, Optional, TypeVar
 import numpy as np
 from opentelemetry import trace
 
-from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.process.telemetry import NO_TRACING
 
 from morphz.shared import cursor as cursors
 from morphz.services.recall.core import hybrid

@@ -46,7 +46,7 @@ from morphz.services.recall.index.passage_marks import PassageMarks
 from morphz.services.recall.index.turn_chain import TurnChain
 from morphz.services.recall.index.vector_log import (FORMAT, Dequantized, VecDoc,  # noqa: F401
                                                     quantized)
-from morphz.shared.durable_files import sync_dir, write_synced
+from morphz.shared.process.durable_files import sync_dir, write_synced
 from morphz.shared.values import HitKey
 
 DIR = "vectors"

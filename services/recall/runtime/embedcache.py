@@ -24,7 +24,7 @@ from morphz.services.recall.core.passages import TYPICAL
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.tokenpool import portable
-from morphz.services.recall.runtime.worker_process import WorkerUnavailable
+from morphz.services.recall.runtime.worker_process import Keeping, WorkerUnavailable
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.vector_cache import VectorCache, identity_key, text_key
 
@@ -34,23 +34,23 @@ BATCH = 256  # texts per worker call: a pretrained model's batch is seconds of w
 WORKER_NICE = 10
 TYPICALS_KEPT = 64  # typical vectors a server keeps (a pretrained embedder needs one)
 
-# The embedding worker's embedder, only in that process: (key, embedder).
-_kept: tuple[str, Optional[Embedder]] = ("", None)
-
-
-def _embed_there(key: str, blob: Optional[bytes], texts: list[str]) -> Optional[np.ndarray]:
+def _embed_there(kept: dict, key: str, blob: Optional[bytes],
+                 texts: list[str]) -> Optional[np.ndarray]:
     """In the worker: the texts' vectors, or None when it lacks embedder `key` and was
-    not sent it."""
-    global _kept
-    if _kept[0] != key:
+    not sent it. The worker keeps its embedder in `kept` ("embed": (key, embedder))."""
+    held: tuple[str, Optional[Embedder]] = kept.get("embed", ("", None))
+    if held[0] != key:
         if blob is None:
             return None
-        if not _kept[0]:  # the worker's first embedder: lower its priority once
+        if not held[0]:  # the worker's first embedder: lower its priority once
             os.nice(WORKER_NICE)
         import pickle  # noqa: PLC0415 - only in the worker
         base, state = pickle.loads(blob)
-        _kept = (key, base.restore(state) if state else base)
-    return embed_texts(_kept[1], texts)
+        held = kept["embed"] = (key, base.restore(state) if state else base)
+    return embed_texts(held[1], texts)
+
+
+_EMBED_THERE = Keeping(_embed_there)
 
 
 class LegEmbedder:
@@ -132,7 +132,7 @@ class LegEmbedder:
                                for share, out in shares])
 
     def _embed_share(self, worker: Fitter, texts: list[str]) -> np.ndarray:
-        out = worker.call(_embed_there, self._key, None, texts)
+        out = worker.call(_EMBED_THERE, self._key, None, texts)
         if out is None:  # a new worker, or another embedder there: send this one
-            out = worker.call(_embed_there, self._key, self._blob, texts)
+            out = worker.call(_EMBED_THERE, self._key, self._blob, texts)
         return out

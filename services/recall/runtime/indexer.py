@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from opentelemetry import trace
 
-from morphz.shared.telemetry import NO_TRACING
+from morphz.shared.process.telemetry import NO_TRACING
 
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,

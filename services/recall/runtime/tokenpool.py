@@ -25,7 +25,8 @@ import numpy as np
 
 from morphz.services.recall.core.documents import event_key, indexed, raw_event_text
 from morphz.services.recall.runtime.fitpool import Fitter
-from morphz.services.recall.runtime.worker_process import WorkerProcess, WorkerUnavailable
+from morphz.services.recall.runtime.worker_process import (Keeping, WorkerProcess,
+                                                           WorkerUnavailable)
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
 from morphz.services.recall.index.tantivy_index import Doc, doc_json
@@ -89,27 +90,24 @@ def portable(base: Embedder, fitted: Optional[Embedder]) -> Optional[bytes]:
         return None
 
 
-# A rebuild worker's embedder, set once by its first call (per process, never in the
-# server's own process).
-_worker_embedder: Optional[Embedder] = None
-_worker_lexical = True
-
-
 def _restored(blob: bytes) -> Embedder:
     """In a worker: the embedder portable() packed."""
     base, state = pickle.loads(blob)
     return base.restore(state) if state else base
 
 
-def _init_worker(blob: Optional[bytes], lexical: bool) -> None:
-    global _worker_embedder, _worker_lexical
-    if blob is not None:
-        _worker_embedder = _restored(blob)
-    _worker_lexical = lexical
+def _init_worker(kept: dict, blob: Optional[bytes], lexical: bool) -> None:
+    """A rebuild worker's first call: what its _work calls use, kept in the worker
+    ("rebuild": (embedder or None, lexical))."""
+    kept["rebuild"] = (_restored(blob) if blob is not None else None, lexical)
 
 
-def _work(raws: list[bytes]) -> Batch:
-    return analyze(raws, _worker_embedder, lexical=_worker_lexical, as_json=True)
+def _work(kept: dict, raws: list[bytes]) -> Batch:
+    embedder, lexical = kept.get("rebuild", (None, True))
+    return analyze(raws, embedder, lexical=lexical, as_json=True)
+
+
+_INIT_WORKER, _WORK = Keeping(_init_worker), Keeping(_work)
 
 
 def event_batches(raws: Iterable[bytes], total: int, *, base: Embedder,
@@ -142,7 +140,7 @@ def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
         ready: list[Optional[WorkerProcess]] = []
         for proc in procs:
             try:
-                proc.call(_init_worker, blob, lexical)
+                proc.call(_INIT_WORKER, blob, lexical)
                 ready.append(proc)
             except WorkerUnavailable:
                 ready.append(None)
@@ -156,7 +154,7 @@ def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
         def start(proc: Optional[WorkerProcess], chunk: list[bytes]) -> None:
             try:
                 if proc is not None:
-                    proc.send(_work, chunk)
+                    proc.send(_WORK, chunk)
             except WorkerUnavailable:
                 proc = None
             pending.append((proc, chunk))
@@ -182,17 +180,17 @@ def _pooled(raws: Iterable[bytes], workers: int, blob: Optional[bytes],
             proc.stop()
 
 
-# The fit worker's embedder, set only in that process: the last one it was sent (each
-# batch carries it; restored once per key).
-_kept: tuple[str, Optional[Embedder]] = ("", None)
+def _work_with(kept: dict, key: str, blob: bytes, lexical: bool, raws: list[bytes]) -> Batch:
+    """In the fit worker: analyze() with the embedder `blob` holds, restored once: the
+    worker keeps the last one it was sent ("fit": (key, embedder); each batch carries
+    it)."""
+    held = kept.get("fit")
+    if held is None or held[0] != key:
+        held = kept["fit"] = (key, _restored(blob))
+    return analyze(raws, held[1], lexical=lexical, as_json=True)
 
 
-def _work_with(key: str, blob: bytes, lexical: bool, raws: list[bytes]) -> Batch:
-    """In the fit worker: analyze() with the embedder `blob` holds (restored once)."""
-    global _kept
-    if _kept[0] != key:
-        _kept = (key, _restored(blob))
-    return analyze(raws, _kept[1], lexical=lexical, as_json=True)
+_WORK_WITH = Keeping(_work_with)
 
 
 def _in_worker(raws: Iterable[bytes], worker: Fitter, blob: bytes,
@@ -202,7 +200,7 @@ def _in_worker(raws: Iterable[bytes], worker: Fitter, blob: bytes,
     key = hashlib.sha256(blob).hexdigest()
     for chunk in _chunks(raws):
         try:
-            batch = worker.call(_work_with, key, blob, lexical, chunk)
+            batch = worker.call(_WORK_WITH, key, blob, lexical, chunk)
         except WorkerUnavailable:
             batch = analyze(chunk, fitted, lexical=lexical)
         yield _embedded(batch, fitted)

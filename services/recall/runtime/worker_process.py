@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import queue
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 ALIVE_CHECK_SECONDS = 1.0  # while waiting for a reply, how often the worker's life is seen
@@ -35,6 +36,14 @@ class WorkerUnavailable(Exception):
     """The worker cannot do this call (stopping, or its process died): do it here."""
 
 
+@dataclass(frozen=True)
+class Keeping:
+    """A call that is handed, as its first argument, what its worker keeps between calls:
+    a dict the worker's loop owns, empty when the worker starts (an embedder restored
+    once there serves the calls after)."""
+    fn: Callable
+
+
 def _serve(conn) -> None:
     """The worker process: (fn, args) in, (ok, result or exception) out, until EOF.
     ONE_BLAS_THREAD is set first: before the first call's unpickling imports anything
@@ -42,6 +51,7 @@ def _serve(conn) -> None:
     `morphz serve`'s loads no numpy)."""
     os.environ.update(ONE_BLAS_THREAD)
     calls: queue.SimpleQueue = queue.SimpleQueue()
+    kept: dict = {}  # Keeping calls' (this worker's whole life)
 
     def read() -> None:
         while True:
@@ -54,7 +64,7 @@ def _serve(conn) -> None:
     while (call := calls.get()) is not None:
         fn, args = call
         try:
-            reply = (True, fn(*args))
+            reply = (True, fn.fn(kept, *args) if isinstance(fn, Keeping) else fn(*args))
         except BaseException as e:  # noqa: BLE001 - the caller gets it, raised there
             reply = (False, e)
         try:
@@ -75,7 +85,7 @@ class WorkerProcess:
         self.answered = 0  # results received (0 after a death: it never started)
 
     def send(self, fn: Callable, *args) -> None:
-        """Queue fn(*args) there."""
+        """Queue fn(*args) there (a Keeping(fn): fn(what the worker keeps, *args))."""
         try:
             self.conn.send((fn, args))
         except OSError as e:  # BrokenPipeError is an OSError

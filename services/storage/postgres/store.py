@@ -1,7 +1,7 @@
 """The PostgreSQL store: the storage API over PostgreSQL 15 (psycopg 3), for a store
 that a replicated database keeps.
 
-The tables and keys are LMDB's (lmdb_store.py): one SQL table per storage table, in a
+The tables and keys are LMDB's (lmdb/store.py): one SQL table per storage table, in a
 schema of its own, each row (k bytea primary key, v bytea), k the context's prefix and
 the key in keys.encode's order-preserving bytes; bytea compares byte by byte, so a scan
 sees LMDB's order. Beside them `_context` holds each context's commit_seq and the highest
@@ -37,40 +37,37 @@ through LISTEN/NOTIFY (notify.py): wait_changes wakes at their commits too.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
-import select
 import socket
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Iterable, Optional
+from typing import Optional
 
 import psycopg
 from psycopg import errors as pg_errors, sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from morphz.services.storage.postgres.errors import no_context, unavailable
+from morphz.services.storage.postgres.errors import unavailable
 from morphz.services.storage.postgres.lmdb_copy import copy_into_lmdb, load_from_lmdb
 from morphz.services.storage.postgres.notify import FeedListener, channel_of
-from morphz.services.storage.postgres.plan import (Refused, Submission, expected_seq,
-                                                   plan_writes)
+from morphz.services.storage.postgres.plan import (Submission, expected_seq)
 from morphz.services.storage.postgres.pool import ConnectionPool
 from morphz.services.storage.postgres.reader import PostgresReader
 from morphz.services.storage.postgres.schema import Statements, schema_statements
+from morphz.services.storage.postgres import writes as pg_writes
 from morphz.services.storage.erasure_log import ErasureLog
 from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
                                        FILLER, Change, FeedPage, context_not_found,
-                                       StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, erase_missing, fenced, pack_change,
-                                       quarantine_missing, unpack_change)
+                                       Store, Ticket, Write, change_of,
+                                       check_write, pack_change,
+                                       unpack_change)
 
 DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
@@ -88,7 +85,7 @@ _BIGINT_MAX = (1 << 63) - 1
 # The most a batch may send in one pipeline (its rows' keys and values); a larger one
 # runs statement by statement: its round trips are small beside sending its data.
 # (Pipelines of 1 MiB commit 5-7% faster than statement by statement at 200 KB a commit;
-# what made large ones hang is _send_all's.)
+# what made large ones hang is writes.py send_all's.)
 PIPELINE_MAX_BYTES = 1 << 20
 # How long a commit without a deadline of its own may take (statement_timeout), how long
 # past a batch's deadline its connection is severed if PostgreSQL does not answer, and how
@@ -97,30 +94,6 @@ COMMIT_BOUND_SECONDS = 30.0
 SEVER_GRACE_SECONDS = 2.0
 WATCH_SECONDS = 0.25
 CLOSE_WAIT_SECONDS = 5.0  # what close() waits for a writer before severing it
-
-def _send_all(conn: psycopg.Connection) -> None:
-    """Hand all of libpq's output to the kernel, waiting while the socket is full: done
-    before a pipeline's last command. psycopg (3.3) sends a pipeline's commands as the
-    socket takes them, and once the last is queued it stops sending whether or not
-    PQflush sent everything (pipeline_communicate ignores PQflush's 1), then waits for
-    results. If part of a statement is still in libpq's buffer, the server waits for it
-    and psycopg for the server, for ever: seen with commits of 1 MiB over a Unix socket
-    (its send queue is about 200 KiB), about one run in two of 200 commits, and before
-    with a batch of 18 MiB. After this, what is left to send (COMMIT, Sync: a few bytes)
-    fits a socket that reports room."""
-    pgconn = conn.pgconn
-    while pgconn.flush():  # 1: some is still to send (a lost connection raises)
-        try:
-            select.select([], [pgconn.socket], [], 1.0)
-        except (OSError, ValueError) as e:  # the socket went away: a lost connection
-            raise psycopg.OperationalError(f"sending to PostgreSQL failed: {e}") from None
-
-
-def _sent_bytes(plans: Iterable[list]) -> int:
-    """What the planned statements send: their rows' keys and values (no aside rows:
-    a batch with those is not pipelined)."""
-    return sum(len(k) + len(v or b"") for plan in plans for _, _, rows in plan
-               for k, v in rows)
 
 
 class PostgresStore(Store):
@@ -442,7 +415,7 @@ class PostgresStore(Store):
             contexts = conn.cursor(binary=True).execute(q.contexts_of, (prefixes,))
             found = [(table, conn.cursor(binary=True).execute(q.existing[table], (list(ks),)))
                      for table, ks in appends.items()]
-            _send_all(conn)
+            pg_writes.send_all(conn)
         head = lock.fetchone()[0]
         state = {keys.decode(bytes(ctx))[0]: (seq, fence)
                  for ctx, seq, fence in contexts.fetchall()}
@@ -455,83 +428,28 @@ class PostgresStore(Store):
         in one pipeline (up to PIPELINE_MAX_BYTES): the batch costs about three round
         trips and one WAL flush.
         A quarantine's rows must exist when it runs, which only the database knows: such
-        a batch runs statement by statement, each submission in a savepoint."""
+        a batch runs statement by statement, each submission in a savepoint (writes.py)."""
         self._faults.hit("before-lmdb-txn")
         q = self._q
         prefixes = {sub.context: keys.context_prefix(sub.context) for sub in batch}
-        plans: dict[int, list] = {}
-        appends: dict[str, set[bytes]] = {}
-        for sub in batch:
-            try:
-                plan = plans[id(sub)] = plan_writes(sub.writes, prefixes[sub.context], side=(
-                    sub.expect is None))
-            except Refused as refused:  # a delete from an append-only table
-                sub.error = refused.error
-                continue
-            for kind, table, rows in plan:
-                if kind == "insert":
-                    appends.setdefault(table, set()).update(k for k, _ in rows)
+        plans, appends = pg_writes.plan_batch(batch, prefixes)
         careful = any(kind in ("aside", "erase") for plan in plans.values()
                       for kind, _, _ in plan)
-        pipelined = not careful and _sent_bytes(plans.values()) <= PIPELINE_MAX_BYTES
-        conn, head, state, existing = self._begin(list(prefixes.values()), appends,
-                                                  max(sub.until for sub in batch))
-        seqs = {c: seq for c, (seq, _) in state.items()}
-        fences = {c: fence for c, (_, fence) in state.items()}
-        inserted: set[tuple[str, bytes]] = set()  # appended by this batch so far
-        changed: set[str] = set()
-        feed: list[tuple[int, bytes, int, bytes]] = []
+        pipelined = not careful and \
+            pg_writes.sent_bytes(plans.values()) <= PIPELINE_MAX_BYTES
+        conn, head, read, existing = self._begin(list(prefixes.values()), appends,
+                                                 max(sub.until for sub in batch))
+        state = pg_writes.BatchState(head, {c: seq for c, (seq, _) in read.items()},
+                                     {c: fence for c, (_, fence) in read.items()}, existing)
         try:
             with conn.pipeline() if pipelined else nullcontext(), \
                     conn.cursor(binary=True) as cur:
                 for sub in sorted(batch, key=expected_seq):  # see LmdbStore._write_batch
                     plan = plans.get(id(sub))
-                    if plan is None:
-                        continue
-                    if sub.expect is None:
-                        if not seqs.get(sub.context):
-                            sub.error = no_context(sub.context)
-                            continue
-                        try:
-                            self._append(cur, plan, existing, inserted, 0, b"")
-                        except Refused as refused:
-                            sub.error = refused.error
-                        continue
-                    highest = fences.get(sub.context, 0)
-                    if sub.fence < highest:  # before the version: retrying cannot help it
-                        sub.error = fenced(sub.context, sub.fence, highest)
-                        continue
-                    current = seqs.get(sub.context, 0)
-                    if current != sub.expect:
-                        sub.error = StaleCommit(sub.expect, current)
-                        continue
-                    try:
-                        if careful:
-                            self._write_one(cur, plan, prefixes[sub.context], current + 1,
-                                            sub.erased)
-                        else:
-                            self._append(cur, plan, existing, inserted, current + 1,
-                                         prefixes[sub.context])
-                    except Refused as refused:
-                        sub.error = refused.error
-                        sub.erased = []
-                        continue
-                    seqs[sub.context] = sub.result = current + 1
-                    fences[sub.context] = max(highest, sub.fence)
-                    changed.add(sub.context)
-                    head += 1
-                    change = replace(sub.change, position=head, commit_seq=current + 1)
-                    feed.append((head, prefixes[sub.context], current + 1,
-                                 pack_change(change)))
-                if changed:
-                    ordered = sorted(changed)
-                    cur.execute(q.put_contexts, ([prefixes[c] for c in ordered],
-                                                 [seqs[c] for c in ordered],
-                                                 [fences[c] for c in ordered]))
-                    cur.execute(q.put_feed, tuple(map(list, zip(*feed))))
-                    cur.execute(q.set_head, (head,))
-                    # Delivered at COMMIT only: other processes' followers wake (notify.py).
-                    cur.execute(q.notify, (self._channel, str(head)))
+                    if plan is not None:
+                        pg_writes.write_submission(cur, q, sub, plan,
+                                                   prefixes[sub.context], state, careful)
+                pg_writes.record_changes(cur, q, state, prefixes, self._channel)
                 logged = [(sub.context, sub.result, sub.erased) for sub in batch
                           if sub.erased and sub.result is not None]
                 if logged and self.erasure_log is not None:  # before the commit: never an
@@ -541,7 +459,7 @@ class PostgresStore(Store):
                 # by the timeout (a cancelled one commits here alone, visible at once).
                 cur.execute(q.statement_timeout, ("0",))
                 if pipelined:
-                    _send_all(conn)
+                    pg_writes.send_all(conn)
                 self._writer_warnings.clear()
                 conn.commit()  # acknowledged only once this returned
         except BaseException:
@@ -551,6 +469,10 @@ class PostgresStore(Store):
                 except psycopg.Error:
                     self._drop_writer()
             raise
+        self._committed(batch, state.head)
+
+    def _committed(self, batch: list[Submission], head: int) -> None:
+        """After the batch's COMMIT returned: acknowledged, unless PostgreSQL warned."""
         if self._writer_warnings:
             # A COMMIT whose wait for the synchronous standby was cancelled (an operator's
             # pg_cancel_backend, a timeout) returns with a WARNING: committed here, maybe
@@ -562,80 +484,6 @@ class PostgresStore(Store):
         self._heard(head)  # durable now: followers may read it
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
-
-    def _append(self, cur: psycopg.Cursor, plan: list, existing: set, inserted: set,
-                commit_seq: int, prefix: bytes) -> None:
-        """Queue a submission's statements, or refuse it (Refused) if it appends a row
-        that exists (in the database, or appended by this batch or by itself)."""
-        mine: set[tuple[str, bytes]] = set()
-        for kind, table, rows in plan:
-            if kind != "insert":
-                continue
-            for k, _ in rows:
-                row = (table, k)
-                if row in existing or row in inserted or row in mine:
-                    raise Refused(MorphzError("STORAGE_APPEND_ONLY",
-                                               f"table {table} is append-only", table=table))
-                mine.add(row)
-        inserted |= mine
-        for step in plan:
-            self._run_step(cur, step, prefix, commit_seq)
-
-    def _write_one(self, cur: psycopg.Cursor, plan: list, prefix: bytes,
-                   commit_seq: int, erased: Optional[list] = None) -> None:
-        """One submission's writes, statement by statement, in a savepoint where any of
-        them may be refused by the database (a row an append-only table has, a row to
-        quarantine missing)."""
-        risky = any(kind in ("insert", "aside", "erase") for kind, _, _ in plan)
-        if not risky:
-            for step in plan:
-                self._run_step(cur, step, prefix, commit_seq)
-            return
-        cur.execute("SAVEPOINT sub")
-        try:
-            for step in plan:
-                self._run_step(cur, step, prefix, commit_seq, erased)
-        except Refused:
-            cur.execute("ROLLBACK TO SAVEPOINT sub")
-            raise
-        except pg_errors.UniqueViolation as e:
-            cur.execute("ROLLBACK TO SAVEPOINT sub")
-            table = getattr(e.diag, "table_name", None) or "?"
-            raise Refused(MorphzError("STORAGE_APPEND_ONLY", f"table {table} is append-only",
-                                       table=table)) from None
-        cur.execute("RELEASE SAVEPOINT sub")
-
-    def _run_step(self, cur: psycopg.Cursor, step: tuple, prefix: bytes,
-                  commit_seq: int, erased: Optional[list] = None) -> None:
-        kind, table, rows = step
-        q = self._q
-        if kind == "upsert":
-            cur.execute(q.upsert[table], ([k for k, _ in rows], [v for _, v in rows]))
-        elif kind == "insert":
-            cur.execute(q.insert[table], ([k for k, _ in rows], [v for _, v in rows]))
-        elif kind == "delete":
-            cur.execute(q.delete[table], ([k for k, _ in rows],))
-        elif kind == "erase":  # the DELETE let through the append-only trigger, as aside's
-            ks = [k for k, _ in rows]
-            cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
-            cur.execute(q.erase_delete[table], (ks,))
-            gone = cur.fetchall()
-            cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
-            if len(gone) != len(set(ks)):
-                raise Refused(erase_missing(Write(table, (), None)))
-            if table == "events" and erased is not None:  # for the erasure log
-                erased += [(keys.decode(bytes(k), len(prefix))[0],
-                            hashlib.sha256(bytes(v)).hexdigest()) for k, v in gone]
-            cur.execute(q.insert[table], (ks, [v for _, v in rows]))
-        else:  # aside: the quarantine's DELETE is let through the append-only trigger
-            ks = [k for k, _ in rows]
-            cur.execute("SELECT set_config('morphz.quarantine', 'on', true)")
-            aside = keys.encode_in(prefix, (commit_seq, table))
-            cur.execute(q.move_aside[table], (ks, aside, len(prefix) + 1))
-            moved = cur.rowcount
-            cur.execute("SELECT set_config('morphz.quarantine', 'off', true)")
-            if moved != len(ks):
-                raise Refused(quarantine_missing(rows[0][1]))
 
     def delete_context(self, context: str) -> int:
         """Store.delete_context, in one SQL transaction under the store's head lock."""

@@ -1,6 +1,6 @@
-"""What a write's `build` gives the engine (engine.py, _write): an event to apply with
-its typed payload, a record outside the Mind, a batch of appends, or the finished
-answer of an idempotent retry (a Result)."""
+"""What a write's `build` gives the Writer (writes/writer.py, Writer.write): an event to
+apply with its typed payload, a record outside the Mind, a batch of appends, or the
+finished answer of an idempotent retry (a Result)."""
 from __future__ import annotations
 
 import hashlib

@@ -10,7 +10,7 @@ version only proves that when the writer is fenced (storage then refuses every o
 writer of the context): unfenced, another writer's commit can take the predecessor's
 version, and the successor would land on a state it was not computed on (its meta
 counting a transaction that never committed). So only a fenced writer computes over
-commits in flight; an unfenced one waits until they settle (TransactionCore._write).
+commits in flight; an unfenced one waits until they settle (Writer.write, writes/writer.py).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from morphz.services.transaction.core import chain
-from morphz.shared.cycles import cycles_not_collected
+from morphz.shared.process.cycles import cycles_not_collected
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.services.transaction.core.reducer import apply_event, shares_candidate

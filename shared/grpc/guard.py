@@ -6,7 +6,7 @@ interceptor (services/server/serving.py puts it first) that
   that are not the request message are answered INVALID_ARGUMENT / REQUEST_UNDECODABLE,
   logged at most once a minute (with the count);
 - bounds each request: message_bytes, then every string and list field
-  (shared/field_limits.py);
+  (shared/grpc/field_limits.py);
 - and the server: concurrent_rpcs (health checks aside) and bytes_in_flight, the request
   bytes of the RPCs being processed and the bytes of the replies not yet delivered
   (SEC-08): a unary reply until gRPC has delivered it, a streamed one until gRPC asks
@@ -14,7 +14,7 @@ interceptor (services/server/serving.py puts it first) that
   does not fit is answered RESOURCE_EXHAUSTED at once (retry later), the others keep
   being served; a reply that does not fit is answered the same, one over reply_bytes
   REPLY_TOO_LARGE (ask for it in pages), and one its client does not read within
-  reply_stall_seconds is cancelled (shared/stalled_replies.py).
+  reply_stall_seconds is cancelled (shared/grpc/stalled_replies.py).
 
 Each service's calls to another (metadata FROM_HEADER naming the calling service, which
 dependency channels send) have a bytes_in_flight budget of their own, one per calling
@@ -25,7 +25,7 @@ for traffic that is not its own (issue 58). The mark chooses a budget, never a r
 (authentication does that); a process's memory for requests and replies is bounded by
 its budgets together.
 
-Every refusal is the structured error of shared/grpc_errors.py naming its limit.
+Every refusal is the structured error of shared/grpc/errors.py naming its limit.
 """
 from __future__ import annotations
 
@@ -38,11 +38,12 @@ from typing import Callable, Optional
 import grpc
 from google.protobuf.message import Message
 
-from morphz.shared import limits, memory
+from morphz.shared import limits
 from morphz.shared.errors import MorphzError
-from morphz.shared.field_limits import SMALLEST, check_fields
-from morphz.shared.stalled_replies import StalledReplies
-from morphz.shared.grpc_errors import abort
+from morphz.shared.grpc.field_limits import SMALLEST, FieldLimits
+from morphz.shared.process.memory import LARGE, Trimmer
+from morphz.shared.grpc.stalled_replies import StalledReplies
+from morphz.shared.grpc.errors import abort
 
 # A server at its limit still answers probes (a health Watch, a stream, is counted).
 UNCOUNTED = ("/grpc.health.v1.Health/Check",)
@@ -106,8 +107,13 @@ class Guard(grpc.ServerInterceptor):
                  max_message_bytes: int = limits.MESSAGE_BYTES.max,
                  max_reply_bytes: int = limits.REPLY_BYTES.max,
                  reply_stall_seconds: float = limits.REPLY_STALL_SECONDS,
-                 log_interval: float = 60.0) -> None:
+                 log_interval: float = 60.0, trimmer: Optional[Trimmer] = None,
+                 fields: Optional[FieldLimits] = None) -> None:
+        """`trimmer`: the process's, asked for a malloc_trim after a large request (None:
+        no trims); `fields`: the field checks (their plans), else a set of its own."""
         self.max_rpcs, self.max_bytes = max_concurrent_rpcs, max_bytes_in_flight
+        self._trimmer = trimmer
+        self._fields = fields if fields is not None else FieldLimits()
         self.max_message, self.max_reply = max_message_bytes, max_reply_bytes
         self._stalled = StalledReplies(reply_stall_seconds)
         self._lock = threading.Lock()
@@ -219,8 +225,8 @@ class Guard(grpc.ServerInterceptor):
             self.active_rpcs -= counted
             if size:
                 self._in_flight[account] -= size
-        if size >= memory.LARGE:  # its pieces are freed: give them back to the system
-            memory.trim_soon()
+        if size >= LARGE and self._trimmer is not None:  # its pieces are freed: give
+            self._trimmer.trim_soon()  # them back to the system
 
     def _refusal(self, handler, error: MorphzError):
         def refuse(request, context):
@@ -255,13 +261,12 @@ class Guard(grpc.ServerInterceptor):
                                             size=size))
         return decoder
 
-    @staticmethod
-    def _check(request, call: _Call, context) -> None:
+    def _check(self, request, call: _Call, context) -> None:
         if type(request) is _Refused:
             abort(context, request.error)
         if call.size > SMALLEST and isinstance(request, Message):
             try:
-                check_fields(request)
+                self._fields.check(request)
             except MorphzError as err:
                 abort(context, err)
 

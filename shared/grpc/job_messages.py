@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 from morphz.api.common.v1 import common_pb2 as pb
-from morphz.shared.grpc_auth import caller_of
-from morphz.shared.grpc_errors import rpc_boundary
+from morphz.shared.grpc.auth import caller_of
+from morphz.shared.grpc.errors import rpc_boundary
 from morphz.shared.jobs import JobRunner, JobView
 
 

@@ -1,7 +1,7 @@
 """The Deadline (shared/deadline.py) of a gRPC call: its deadline as the client sent it
 (time_remaining) and its cancellation (is_active turns false when the client cancels,
 its deadline passes or its connection drops), paced if the call is an admitted
-expensive one (shared/rpc_admission.py puts its ticket's pace on the context)."""
+expensive one (shared/grpc/admission.py puts its ticket's pace on the context)."""
 from __future__ import annotations
 
 import grpc

@@ -26,7 +26,7 @@ from grpc_status import rpc_status
 
 from morphz.shared.auth import MTLS, OPEN_CALLER, TOKEN, Caller, Tokens
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_errors import to_status
+from morphz.shared.grpc.errors import to_status
 from morphz.shared.namespaces import Namespaces, in_namespace
 
 AUTHORIZATION = "authorization"  # gRPC metadata keys are lower case

@@ -6,7 +6,9 @@ a decoded message, a 30 MB text and its JSON) stay in the process after the requ
 ~1 GB after 8 concurrent 30 MB appends. Two remedies: blocks of MMAP_THRESHOLD or more
 are always served by mmap (glibc otherwise raises that threshold to 32 MiB after freeing
 a large block), so freeing one unmaps it; and after a large request the heaps are
-trimmed (malloc_trim), on a thread of their own, at most every `interval` seconds.
+trimmed (malloc_trim), on a thread of their own, at most every `interval` seconds: one
+Trimmer a server process, built by the composition root (services/server/node.py) and
+handed to its servers' Guards.
 
 The threshold sits above what every commit allocates: LMDB's nested write transaction
 (one per commit in a group) mallocs a 2 MiB dirty-page list and a 1 MiB free-page list.
@@ -19,7 +21,6 @@ requests give back the rest.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Optional
 
 LARGE = 1 << 20  # bytes: a request that gets a trim after it
@@ -49,32 +50,42 @@ def mmap_large_blocks(threshold: int = MMAP_THRESHOLD, trim: int = TRIM_THRESHOL
 
 
 class Trimmer:
-    """trim_soon() asks for a malloc_trim; requests that arrive meanwhile share it."""
+    """trim_soon() asks for a malloc_trim; requests that arrive meanwhile share it. Its
+    thread starts at the first ask and ends at close()."""
 
     def __init__(self, interval: float = 0.2) -> None:
         self._interval = interval
         self._wanted = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
+        self._closed = threading.Event()
 
     def trim_soon(self) -> None:
-        if _LIBC is None:
+        if _LIBC is None or self._closed.is_set():
             return
         self._wanted.set()
         if self._thread is None:
             with self._lock:
-                if self._thread is None:
+                if self._thread is None and not self._closed.is_set():
                     self._thread = threading.Thread(target=self._run, name="malloc-trim",
                                                     daemon=True)
                     self._thread.start()
 
+    def close(self) -> None:
+        """End the thread (after the trim it may be doing); later asks do nothing."""
+        with self._lock:
+            self._closed.set()
+            thread = self._thread
+        self._wanted.set()
+        if thread is not None:
+            thread.join()
+
     def _run(self) -> None:
         while True:
             self._wanted.wait()
+            if self._closed.is_set():
+                return
             self._wanted.clear()
             _LIBC.malloc_trim(0)
-            time.sleep(self._interval)
-
-
-_TRIMMER = Trimmer()
-trim_soon = _TRIMMER.trim_soon
+            if self._closed.wait(self._interval):
+                return

@@ -1,6 +1,6 @@
 """What every service client shares: request construction and the default deadline.
 Clients trace nothing themselves: their composition root hands them a channel that
-carries the trace (shared/rpc_tracing.py client_tracing)."""
+carries the trace (shared/grpc/tracing.py client_tracing)."""
 from __future__ import annotations
 
 from morphz.shared.errors import MorphzError

@@ -1,5 +1,5 @@
 """OpenTelemetry set-up for a composition root: the exporter follows the standard
-OTEL_* variables (none when unset: shared/otel_env.py), and the tracers cores get."""
+OTEL_* variables (none when unset: shared/process/otel_env.py), and the tracers cores get."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import Status, StatusCode
 
-from morphz.shared.otel_env import service_name, trace_exporters
+from morphz.shared.process.otel_env import service_name, trace_exporters
 
 REASON = "morphz.reason"  # a failed span's attribute: the error's reason, never its message
 

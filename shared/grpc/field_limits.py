@@ -1,12 +1,12 @@
 """A bounded length for every string and list field of every request (SEC-06).
 
-Checked on each request before its servicer runs (shared/rpc_guard.py), from the
-message's descriptor, so a field added later is bounded too: a name field by
-name_chars, an id looked up by lookup_chars, any other string by string_chars, and
-every repeated or map field by list_items (shared/limits.py). The fields whose size a
-core checks against a limit of its own are left to it (an event's text, a transaction),
-and bytes fields are bounded by the message size. The error names the limit and the
-field's path; it never echoes the value. Nothing here imports gRPC.
+Checked on each request before its servicer runs (shared/grpc/guard.py: its Guard's
+FieldLimits), from the message's descriptor, so a field added later is bounded too: a
+name field by name_chars, an id looked up by lookup_chars, any other string by
+string_chars, and every repeated or map field by list_items (shared/limits.py). The
+fields whose size a core checks against a limit of its own are left to it (an event's
+text, a transaction), and bytes fields are bounded by the message size. The error names
+the limit and the field's path; it never echoes the value. Nothing here imports gRPC.
 """
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ LOOKUP_FIELDS = frozenset({"frame_id", "ref", "causal_refs", "must_read", "frame
 SMALLEST = min(NAME_CHARS.max, LOOKUP_CHARS.max, STRING_CHARS.max, LIST_ITEMS.max)
 
 _STRING, _MESSAGE, _MAP = "string", "message", "map"
-_plans: dict[str, tuple] = {}
 
 
 def _string_limit(name: str) -> Limit:
@@ -41,12 +40,47 @@ def _string_limit(name: str) -> Limit:
     return LOOKUP_CHARS if name in LOOKUP_FIELDS else STRING_CHARS
 
 
-def _plan(desc: Descriptor) -> tuple:
-    """(field name, kind, repeated, string limit or message descriptor) of each field
-    to check; computed once per message type."""
-    plan = _plans.get(desc.full_name)
-    if plan is not None:
+class FieldLimits:
+    """The checks, with the plan of each message type they met (its Guard's: one a
+    server)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[str, tuple] = {}  # message full name -> _plan's
+
+    def check(self, msg: Message, path: str = "") -> None:
+        """Raise the error of the first field over its limit (MorphzError)."""
+        for name, kind, repeated, arg in self._plan(msg.DESCRIPTOR):
+            value = getattr(msg, name)
+            where = path + name
+            if repeated:
+                _count(value, where)
+            if kind is _STRING:
+                for i, s in enumerate(value) if repeated else ((None, value),):
+                    _length(s, arg, where if i is None else f"{where}[{i}]")
+            elif kind is _MESSAGE:
+                if repeated:
+                    for i, item in enumerate(value):
+                        self.check(item, f"{where}[{i}].")
+                elif msg.HasField(name):
+                    self.check(value, where + ".")
+            else:  # a map: string keys; string or message values
+                for key, item in value.items():
+                    _length(key, STRING_CHARS, f"{where}.key")
+                    if arg.type == FieldDescriptor.TYPE_STRING:
+                        _length(item, STRING_CHARS, f"{where}.value")
+                    elif arg.type == FieldDescriptor.TYPE_MESSAGE:
+                        self.check(item, f"{where}.value.")
+
+    def _plan(self, desc: Descriptor) -> tuple:
+        """(field name, kind, repeated, string limit or message descriptor) of each
+        field to check; computed once per message type."""
+        plan = self._plans.get(desc.full_name)
+        if plan is None:
+            plan = self._plans[desc.full_name] = _fields_to_check(desc)
         return plan
+
+
+def _fields_to_check(desc: Descriptor) -> tuple:
     entries = []
     for f in desc.fields:
         if f.full_name in OWN_LIMITS or f.type == FieldDescriptor.TYPE_BYTES:
@@ -59,33 +93,7 @@ def _plan(desc: Descriptor) -> tuple:
                 entries.append((f.name, _MAP, True, entry.fields_by_name["value"]))
             else:
                 entries.append((f.name, _MESSAGE, f.is_repeated, entry))
-    plan = _plans[desc.full_name] = tuple(entries)
-    return plan
-
-
-def check_fields(msg: Message, path: str = "") -> None:
-    """Raise the error of the first field over its limit (MorphzError)."""
-    for name, kind, repeated, arg in _plan(msg.DESCRIPTOR):
-        value = getattr(msg, name)
-        where = path + name
-        if repeated:
-            _count(value, where)
-        if kind is _STRING:
-            for i, s in enumerate(value) if repeated else ((None, value),):
-                _length(s, arg, where if i is None else f"{where}[{i}]")
-        elif kind is _MESSAGE:
-            if repeated:
-                for i, item in enumerate(value):
-                    check_fields(item, f"{where}[{i}].")
-            elif msg.HasField(name):
-                check_fields(value, where + ".")
-        else:  # a map: string keys; string or message values
-            for key, item in value.items():
-                _length(key, STRING_CHARS, f"{where}.key")
-                if arg.type == FieldDescriptor.TYPE_STRING:
-                    _length(item, STRING_CHARS, f"{where}.value")
-                elif arg.type == FieldDescriptor.TYPE_MESSAGE:
-                    check_fields(item, f"{where}.value.")
+    return tuple(entries)
 
 
 def _count(values, where: str) -> None:

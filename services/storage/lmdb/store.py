@@ -16,31 +16,30 @@ from one read transaction, which commits do not wait for.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
-from itertools import islice, takewhile
-from typing import Iterator, Optional
+from typing import Optional
 
 import lmdb
 
 from morphz.services.storage.erasure_log import ErasureLog
+from morphz.services.storage.lmdb.reader import LmdbReader
+from morphz.services.storage.lmdb.writes import (Submission, delete_under, encode, expected,
+                                                 put_rows, puts_a_row, u64, written)
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE, Space, disk_full
 from morphz.shared.lmdb_compact import rewrite_compacted
 from morphz.shared.reader_gate import ReaderGate
 from morphz.shared.errors import MorphzError
-from morphz.shared.faults import NO_FAULTS, Faults
+from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, FILLER, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       Reader, StaleCommit, Store, Ticket, Write, change_of,
-                                       check_write, context_not_found, erase_missing,
-                                       fenced, pack_change, quarantine_key,
-                                       quarantine_missing, unpack_change)
+from morphz.shared.storage.api import (FEED_PAGE, FILLER, TABLES, Change, FeedPage, StaleCommit,
+                                       Store, Ticket, Write, change_of, context_not_found,
+                                       fenced, pack_change, unpack_change)
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"
@@ -48,62 +47,6 @@ _FENCE_DB = b"_fence"
 _STORE_DB, _STORE_ID = b"_store", b"id"
 _LAST = (1 << 64) - 1
 _log = logging.getLogger("morphz.storage")
-# A whole-prefix scan reads its first 16 rows one at a time, then runs of 64, 256 and
-# 1,024 keys (_scan_runs).
-_FIRST_RUN, _LONGEST_RUN = 16, 1024
-
-
-_ERASE = object()  # an encoded write's "append-only" place: an erasure's rewrite
-
-
-@dataclass(frozen=True)
-class _Quarantine:
-    """An encoded write that moves its row aside (`prefix`: its context's)."""
-    write: Write
-    prefix: bytes
-
-
-class _Submission(Ticket):
-    def __init__(self, context: str, expect: Optional[int], encoded: list,
-                 change: Optional[Change] = None, fence: int = 0) -> None:
-        super().__init__()
-        self.context, self.expect, self.encoded, self.fence = context, expect, encoded, fence
-        self.change = change  # its keys; position and commit_seq are set when it applies
-        self.erased: list[tuple[int, str]] = []  # events it erased: (seq, old record's digest)
-        # Set by the leader that applied it, which holds the leader lock its waiter takes
-        # next: a plain flag (an Event was only ever polled, for 7 us per commit).
-        self.done = False
-
-
-def _expected(sub: "_Submission") -> int:
-    return -1 if sub.expect is None else sub.expect
-
-
-def _written(sub: "_Submission") -> int:
-    """About the bytes a submission adds (a row's key, value and LMDB's node header)."""
-    return sum(len(key) + (0 if value is None or isinstance(value, _Quarantine)
-                           else len(value)) + 16
-               for _, _, _, key, value in sub.encoded)
-
-
-def _adds(sub: "_Submission") -> bool:
-    """Whether a submission puts a row (not only deletes or moves rows aside)."""
-    return any(value is not None and not isinstance(value, _Quarantine)
-               for _, _, _, _, value in sub.encoded)
-
-
-def _u64(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def _delete_under(txn: lmdb.Transaction, db, prefix: bytes) -> None:
-    """Delete every row of `db` whose key starts with `prefix`."""
-    cur = txn.cursor(db=db)
-    if not cur.set_range(prefix):
-        return
-    while cur.key().startswith(prefix):
-        if not cur.delete():  # (moves to the next row)
-            break
 
 
 class LmdbStore(Store):
@@ -132,7 +75,7 @@ class LmdbStore(Store):
             self._live, self._unmeasured = self._live_bytes(txn), 0
         self._faults = faults
         self._gate = ReaderGate()
-        self._queue: list[_Submission] = []
+        self._queue: list[Submission] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()  # one group-commit leader at a time
         self.stats = {"write_transactions": 0, "commits": 0}  # group-commit effectiveness
@@ -217,7 +160,7 @@ class LmdbStore(Store):
         return {"engine": "lmdb", "bytes_before": before, "bytes_after": after,
                 "duration_ms": int((time.monotonic() - started) * 1000)}
 
-    def reader(self, context: str) -> "LmdbReader":
+    def reader(self, context: str) -> LmdbReader:
         return LmdbReader(self, context)
 
     def contexts(self) -> list[str]:
@@ -237,7 +180,7 @@ class LmdbStore(Store):
                 if txn.get(prefix, db=self._version) is None:
                     raise context_not_found(context)
                 for db in self._dbs.values():
-                    _delete_under(txn, db, prefix)
+                    delete_under(txn, db, prefix)
                 cur = txn.cursor(db=self._feed_ctx)
                 filler = pack_change(FILLER)
                 if cur.set_range(prefix):
@@ -248,7 +191,7 @@ class LmdbStore(Store):
                         txn.delete(k, db=self._feed_ctx)
                 txn.delete(prefix, db=self._version)
                 head = self._head + 1
-                txn.put(_u64(head), pack_change(Change(head, context, 0, deleted=True)),
+                txn.put(u64(head), pack_change(Change(head, context, 0, deleted=True)),
                         db=self._feed)
                 self._live, self._unmeasured = self._live_bytes(txn), 0
             with self._feed_moved:
@@ -262,7 +205,7 @@ class LmdbStore(Store):
 
     def changes(self, after: int, limit: int = FEED_PAGE, context: str = "") -> FeedPage:
         limit = max(1, min(limit, FEED_PAGE))
-        first = _u64(min(after + 1, _LAST))
+        first = u64(min(after + 1, _LAST))
         with self.reader(context) as r:
             txn, out = r._txn, []
             if context:
@@ -296,25 +239,9 @@ class LmdbStore(Store):
 
     def submit(self, context: str, expect_commit_seq: int, writes: list[Write], *,
                fence: int = 0, timeout: Optional[float] = None) -> Ticket:
-        encoded = []
-        prefix = keys.context_prefix(context)
-        for w in writes:  # bad tables/keys fail here, before anything is queued
-            db = self._dbs.get(w.table)
-            if db is None or w.table in SIDE_TABLES:
-                keys.check_commit_table(w.table)
-            check_write(w)
-            if w.quarantine:
-                encoded.append((db, True, w.table, keys.encode_in(prefix, w.key),
-                                _Quarantine(w, prefix)))
-                continue
-            if w.erase:  # an existing row rewritten, even of an append-only table
-                encoded.append((db, _ERASE, w.table, keys.encode_in(prefix, w.key),
-                                (w.value, w.key)))
-                continue
-            encoded.append((db, TABLES[w.table], w.table, keys.encode_in(prefix, w.key),
-                            w.value))
-        sub = _Submission(context, expect_commit_seq, encoded,
-                          change_of(0, context, 0, writes), fence)
+        encoded = encode(self._dbs, context, writes)  # bad tables/keys fail here
+        sub = Submission(context, expect_commit_seq, encoded,
+                         change_of(0, context, 0, writes), fence)
         with self._queue_lock:
             self._queue.append(sub)
         return sub
@@ -324,13 +251,13 @@ class LmdbStore(Store):
         prefix = keys.context_prefix(context)
         encoded = [(self._dbs[w.table], True, w.table, keys.encode_in(prefix, w.key), w.value)
                    for w in records]
-        sub = _Submission(context, None, encoded)  # no expected version: see _put_side
+        sub = Submission(context, None, encoded)  # no expected version: see _put_side
         with self._queue_lock:
             self._queue.append(sub)
         self.wait(sub)
 
     def wait(self, ticket: Ticket) -> int:
-        sub: _Submission = ticket  # type: ignore[assignment]
+        sub: Submission = ticket  # type: ignore[assignment]
         # Leader/follower: whoever holds the leader lock commits everything queued so
         # far; a follower whose submission was in that batch finds it done and leaves.
         while not sub.done:
@@ -342,7 +269,7 @@ class LmdbStore(Store):
                 self._apply(batch)
         return sub.get()
 
-    def _apply(self, batch: list[_Submission]) -> None:
+    def _apply(self, batch: list[Submission]) -> None:
         try:
             self._faults.hit("before-lmdb-txn")
             while True:
@@ -372,7 +299,7 @@ class LmdbStore(Store):
                 sub.done = True
 
     @staticmethod
-    def _refuse_all(batch: list[_Submission], err: MorphzError) -> None:
+    def _refuse_all(batch: list[Submission], err: MorphzError) -> None:
         """The batch's transaction did not commit: every submission the store would
         have applied gets `err`; those it refused for their own reason keep it."""
         for sub in batch:
@@ -380,21 +307,21 @@ class LmdbStore(Store):
                 sub.result, sub.error = None, err
 
     @staticmethod
-    def _fail_all(batch: list[_Submission], err: BaseException) -> None:
+    def _fail_all(batch: list[Submission], err: BaseException) -> None:
         """The batch failed for a reason that is no refusal: every waiter wakes to it."""
         for sub in batch:
             if sub.error is None:
                 sub.result, sub.error = None, err
 
     def _live_after(self, txn: lmdb.Transaction, before: Optional[int],
-                    batch: list[_Submission], adds: bool) -> tuple[int, int]:
+                    batch: list[Submission], adds: bool) -> tuple[int, int]:
         """(live bytes measured, bytes written unmeasured) once `txn` commits, checked
         against the quota and the disk (space.py) if `before` was measured (the limits
         are near); else the bytes it wrote are added to the unmeasured (a measure is 30
         page counts, 60 us)."""
         if before is None:
             return self._live, self._unmeasured + sum(
-                _written(sub) for sub in batch if sub.error is None)
+                written(sub) for sub in batch if sub.error is None)
         live = self._live_bytes(txn)
         self.space.check(before, live, adds)
         return live, 0
@@ -413,18 +340,18 @@ class LmdbStore(Store):
             pages += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
         return pages * self._psize
 
-    def _write_batch(self, batch: list[_Submission]) -> None:
+    def _write_batch(self, batch: list[Submission]) -> None:
         head = self._head
         with self._env.begin(write=True) as txn:
             # Near the quota or a full disk, the live bytes are measured before and after.
-            near = self.space.near(self._estimate(), sum(_written(sub) for sub in batch))
+            near = self.space.near(self._estimate(), sum(written(sub) for sub in batch))
             before = self._live_bytes(txn) if near else None
             seqs: dict[str, int] = {}
             fences: dict[str, int] = {}  # highest token per context, as this batch left it
             # In the order of the versions they expect: a remote writer pipelines a
             # context's commits over concurrent RPCs, which may arrive out of order.
             # (Stable, and only commits of one context depend on each other's order.)
-            for sub in sorted(batch, key=_expected):
+            for sub in sorted(batch, key=expected):
                 if sub.expect is None:  # a side record: shares the fsync, not the version
                     self._put_side(txn, sub)
                     continue
@@ -443,37 +370,14 @@ class LmdbStore(Store):
                     continue
                 child = self._env.begin(write=True, parent=txn)
                 try:
-                    for _, append_only, table, key, value in sub.encoded:
-                        # (the handle of this environment: reclaim() may have opened
-                        # another since the write was encoded)
-                        db = self._dbs[table]
-                        if isinstance(value, _Quarantine):
-                            self._move_aside(child, db, key, value, current + 1)
-                            continue
-                        if append_only is _ERASE:
-                            old = child.get(key, db=db)
-                            if old is None:
-                                raise erase_missing(Write(table, (), None))
-                            child.put(key, value[0], db=db)
-                            if table == "events":  # for the erasure log
-                                sub.erased.append((value[1][0],
-                                                   hashlib.sha256(old).hexdigest()))
-                        elif append_only:  # a new row only: a put that overwrites nothing
-                            if value is None or not child.put(key, value, db=db,
-                                                              overwrite=False):
-                                raise MorphzError("STORAGE_APPEND_ONLY",
-                                                  f"table {table} is append-only", table=table)
-                        elif value is None:
-                            child.delete(key, db=db)
-                        else:
-                            child.put(key, value, db=db)
+                    put_rows(child, self._dbs, sub, current + 1)
                     prefix = keys.context_prefix(sub.context)
-                    child.put(prefix, _u64(current + 1), db=self._version)
+                    child.put(prefix, u64(current + 1), db=self._version)
                     if sub.fence > highest:
-                        child.put(prefix, _u64(sub.fence), db=self._fence)
+                        child.put(prefix, u64(sub.fence), db=self._fence)
                     change = replace(sub.change, position=head + 1, commit_seq=current + 1)
-                    child.put(_u64(change.position), pack_change(change), db=self._feed)
-                    child.put(prefix + _u64(current + 1), _u64(change.position),
+                    child.put(u64(change.position), pack_change(change), db=self._feed)
+                    child.put(prefix + u64(current + 1), u64(change.position),
                               db=self._feed_ctx)
                 except MorphzError as e:
                     child.abort()
@@ -487,7 +391,7 @@ class LmdbStore(Store):
                 seqs[sub.context] = sub.result = current + 1
                 fences[sub.context] = max(highest, sub.fence)
                 head += 1
-            adds = any(_adds(sub) for sub in batch if sub.error is None)
+            adds = any(puts_a_row(sub) for sub in batch if sub.error is None)
             live, unmeasured = self._live_after(txn, before, batch, adds)  # or STORAGE_FULL
             logged = [(sub.context, sub.result, sub.erased) for sub in batch
                       if sub.erased and sub.result is not None]
@@ -502,16 +406,7 @@ class LmdbStore(Store):
         self.stats["write_transactions"] += 1
         self.stats["commits"] += sum(1 for sub in batch if sub.result is not None)
 
-    def _move_aside(self, txn: lmdb.Transaction, db, key: bytes, q: "_Quarantine",
-                    commit_seq: int) -> None:
-        row = txn.get(key, db=db)
-        if row is None:
-            raise quarantine_missing(q.write)
-        aside = keys.encode_in(q.prefix, quarantine_key(q.write, commit_seq))
-        txn.put(aside, row, db=self._dbs["quarantine"])
-        txn.delete(key, db=db)
-
-    def _put_side(self, txn: lmdb.Transaction, sub: _Submission) -> None:
+    def _put_side(self, txn: lmdb.Transaction, sub: Submission) -> None:
         """put_records' writes, in the group's write transaction, all or none (a child
         transaction): the context's commit_seq is read (it must exist) but never moved."""
         if not self._commit_seq(txn, sub.context):
@@ -543,175 +438,3 @@ class LmdbStore(Store):
 
     def close(self) -> None:
         self._env.close()
-
-
-class LmdbReader(Reader):
-    """One LMDB read transaction: a consistent snapshot until closed."""
-
-    def __init__(self, store: LmdbStore, context: str) -> None:
-        self._store = store
-        self._context = context
-        self._prefix = keys.context_prefix(context)
-        store._gate.enter()
-        try:
-            self._txn = store._env.begin()
-        except BaseException:
-            store._gate.leave()
-            raise
-        self.commit_seq = store._commit_seq(self._txn, context)
-
-    def get(self, table: str, key: Key) -> Optional[bytes]:
-        db = self._store._dbs.get(table)
-        if db is None:
-            keys.check_table(table)
-        return self._txn.get(keys.encode_in(self._prefix, key), db=db)
-
-    def get_many(self, table: str, wanted: list[Key]) -> list[Optional[bytes]]:
-        db = self._store._dbs.get(table)
-        if db is None and wanted:  # as get() of each: nothing asked, nothing checked
-            keys.check_table(table)
-        get, encode, prefix = self._txn.get, keys.encode_in, self._prefix
-        return [get(encode(prefix, k), db=db) for k in wanted]
-
-    def _cursor_at(self, table: str, prefix: Key, after: Optional[Key],
-                   reverse: bool) -> tuple[Optional[lmdb.Cursor], bytes]:
-        """A cursor on the scan's first row (None: no row), and the prefix's encoding."""
-        keys.check_table(table)
-        pre = keys.encode_in(self._prefix, prefix)
-        cur = self._txn.cursor(db=self._store._dbs[table])
-        if not reverse:
-            start = keys.encode_in(self._prefix, after) if after is not None else pre
-            if not cur.set_range(start):
-                return None, pre
-            if after is not None and cur.key() == start:
-                if not cur.next():
-                    return None, pre
-        else:
-            # Position at the last key below `after` (exclusive) or the end of the prefix.
-            bound = keys.encode_in(self._prefix, after) if after is not None else pre + b"\xff"
-            ok = cur.prev() if cur.set_range(bound) else cur.last()
-            if not ok:
-                return None, pre
-        return cur, pre
-
-    def scan(self, table: str, prefix: Key = (), after: Optional[Key] = None,
-             limit: int = 0, reverse: bool = False) -> Iterator[tuple[Key, bytes]]:
-        if not (limit or reverse):  # the common whole-prefix scan
-            return self._scan_runs(table, prefix, after)
-        return self._scan_rows(table, prefix, after, limit, reverse)
-
-    def _scan_rows(self, table: str, prefix: Key, after: Optional[Key], limit: int,
-                   reverse: bool) -> Iterator[tuple[Key, bytes]]:
-        cur, pre = self._cursor_at(table, prefix, after, reverse)
-        if cur is None:
-            return
-        skip, decode = len(self._prefix), keys.decode
-        n = 0
-        for k, v in cur.iterprev() if reverse else cur.iternext():
-            if not k.startswith(pre):
-                return
-            yield decode(k, skip), v
-            n += 1
-            if n == limit:  # never, with no limit (0)
-                return
-
-    def scan_tables(self, wanted: list[tuple[str, Key]]) -> list[list[tuple[Key, bytes]]]:
-        out: list[list[tuple[Key, bytes]]] = []
-        for table, prefix in wanted:
-            cur, pre = self._cursor_at(table, prefix, None, False)
-            out.append([] if cur is None else self._rows_from(table, cur, pre))
-        return out
-
-    def _rows_from(self, table: str, cur: lmdb.Cursor,
-                   pre: bytes) -> list[tuple[Key, bytes]]:
-        """Every row under the prefix from the cursor's, its keys decoded as one run."""
-        ahead, walk = self._walks(table, cur, pre)
-        rows = list(zip(keys.decode_run(list(ahead), len(self._prefix)), walk))
-        rows += self._past_the_bound(cur, pre)
-        return rows
-
-    def _walks(self, table: str, cur: lmdb.Cursor,
-               pre: bytes) -> tuple[Iterator[bytes], Iterator[bytes]]:
-        """From the cursor's row: the keys under the prefix, read by the cursor (keys
-        only), and the values of the same rows, read by a second cursor as they are
-        taken. The keys under the prefix are those below prefix + 0xff (a tag byte
-        follows the prefix); see _past_the_bound for a key past it."""
-        values = self._txn.cursor(db=self._store._dbs[table])
-        values.set_key(cur.key())
-        return (takewhile((pre + b"\xff").__gt__, cur.iternext(keys=True, values=False)),
-                values.iternext(keys=False, values=True))
-
-    def _scan_runs(self, table: str, prefix: Key,
-                   after: Optional[Key]) -> Iterator[tuple[Key, bytes]]:
-        """The common whole-prefix scan (after `after`). Its first rows are read one at a
-        time (most scans are short: a frame's relations, a session's pending), then
-        keys are read ahead in runs, each run decoded together (keys.decode_run) with no
-        Python step per row where it can, while the values are read a row at a time, so
-        a scan never holds more than one value ahead (events may be 32 MiB each)."""
-        cur, pre = self._cursor_at(table, prefix, after, False)
-        if cur is None:
-            return
-        read = 0
-        for row in self._one_by_one(cur, pre):
-            yield row
-            read += 1
-            if read == _FIRST_RUN:
-                break
-        else:
-            return  # the prefix's or the table's end
-        if not cur.next():
-            return
-        ahead, walk = self._walks(table, cur, pre)
-        skip, size = len(self._prefix), _FIRST_RUN * 4
-        while True:
-            run = list(islice(ahead, size))
-            if run:
-                yield from zip(keys.decode_run(run, skip), walk)
-            if len(run) < size:
-                break
-            size = min(size * 4, _LONGEST_RUN)
-        yield from self._past_the_bound(cur, pre)
-
-    def _past_the_bound(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
-        """The rows from the cursor's that still start with the prefix: none, unless a key
-        with a 0xff tag byte is there, past the bound _walks reads to (never written by
-        keys.encode: a damaged store), which is read as any other, one at a time."""
-        if not cur.key().startswith(pre):  # also past the last row: iternext would restart
-            return
-        yield from self._one_by_one(cur, pre)
-
-    def _one_by_one(self, cur: lmdb.Cursor, pre: bytes) -> Iterator[tuple[Key, bytes]]:
-        """The rows from the cursor's on while their keys start with the prefix."""
-        skip = len(self._prefix)
-        for k, v in cur.iternext():
-            if not k.startswith(pre):
-                return
-            yield keys.decode(k, skip), v
-
-    def scan_keys(self, table: str, prefix: Key = (),
-                  after: Optional[Key] = None) -> Iterator[Key]:
-        cur, pre = self._cursor_at(table, prefix, after, False)
-        if cur is None:
-            return
-        skip, decode = len(self._prefix), keys.decode
-        for k in cur.iternext(keys=True, values=False):
-            if not k.startswith(pre):
-                return
-            yield decode(k, skip)
-
-    def scan_values(self, table: str, prefix: Key = ()) -> Iterator[bytes]:
-        keys.check_table(table)
-        pre = keys.encode_in(self._prefix, prefix)
-        cur = self._txn.cursor(db=self._store._dbs[table])
-        if not cur.set_range(pre):
-            return
-        for k, v in cur.iternext():
-            if not k.startswith(pre):
-                return
-            yield v
-
-    def close(self) -> None:
-        if self._txn is not None:
-            self._txn.abort()
-            self._txn = None
-            self._store._gate.leave()

@@ -12,8 +12,8 @@ from google.protobuf.message import Message
 
 from morphz.shared.admission import Admission
 from morphz.shared.errors import MorphzError
-from morphz.shared.grpc_auth import caller_of
-from morphz.shared.grpc_errors import abort
+from morphz.shared.grpc.auth import caller_of
+from morphz.shared.grpc.errors import abort
 
 EXPENSIVE_METHODS = frozenset({
     "/morphz.api.transaction.v1.TransactionService/Audit",
@@ -30,7 +30,7 @@ NOT_CHEAP = ("/grpc.health.v1.Health/", "/grpc.reflection.")  # probes pace noth
 
 class _PacedContext:
     """An expensive call's context: gRPC's (or authentication's) plus its ticket's pace,
-    which the servicer's Deadline calls at each check (shared/grpc_deadline.py)."""
+    which the servicer's Deadline calls at each check (shared/grpc/deadline.py)."""
     __slots__ = ("_context", "pace")
 
     def __init__(self, context, pace) -> None:

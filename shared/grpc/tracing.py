@@ -4,7 +4,7 @@ a server interceptor continuing it in a SERVER span, so one trace follows a requ
 across processes.
 
 Why not opentelemetry-instrumentation-grpc's interceptors: its server span misses
-every failure answered with abort_with_status (shared/grpc_errors.py's rpc_boundary
+every failure answered with abort_with_status (shared/grpc/errors.py's rpc_boundary
 answers all of them so), reporting status 0; and its client span copies the error's
 message into the span status and an exception event, where a message may echo the
 input it rejects. Here a span carries the method, the status code and the ErrorInfo
@@ -27,7 +27,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from morphz.shared.telemetry import REASON, is_recording
+from morphz.shared.process.telemetry import REASON, is_recording
 
 UNTRACED = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 STATUS_CODE = "rpc.grpc.status_code"
@@ -46,7 +46,7 @@ def _attributes(method: str) -> dict:
 
 
 def _reason(code: grpc.StatusCode, metadata: Optional[Sequence]) -> str:
-    """The ErrorInfo reason in the status details (shared/grpc_errors.py), else the code."""
+    """The ErrorInfo reason in the status details (shared/grpc/errors.py), else the code."""
     for key, value in metadata or ():
         if key == _DETAILS_KEY:
             try:
