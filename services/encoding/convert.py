@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 
-import msgspec
-
 from morphz.api.encoding.v1 import encoding_pb2 as pb
 from morphz.services.encoding.core.listing import Entry, SnapshotPage, SnapshotQuery
 from morphz.services.encoding.core.record import SnapshotRecord
@@ -12,7 +10,6 @@ from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.results import (
     CheckReport, Encoding, Evaluation, EventRef, ReadPage, ReplayReport, SearchResult,
     Transaction)
-from morphz.shared.grpc.protojson import from_plain
 
 
 def scope_of(msg: pb.Scope) -> Scope:
@@ -22,39 +19,43 @@ def scope_of(msg: pb.Scope) -> Scope:
 
 
 def encoding(e: Encoding) -> pb.Encoding:
-    # render's items are maps already: only the few records around them are made plain
-    return from_plain({
-        "snapshot": e.snapshot, "hash": e.hash, "text": e.text, "bytes": e.bytes,
-        "chars": e.chars, "regions": msgspec.to_builtins(e.regions), "items": e.items,
-        "pressure": msgspec.to_builtins(e.pressure), "activation": e.activation,
-        "claimed": e.claimed, "revision": e.revision, "tick": e.tick,
-        "omitted": msgspec.to_builtins(e.omitted), "omitted_total": e.omitted_total},
-        pb.Encoding)
+    # render's items are maps of Item's fields (parts as maps): handed to the message's
+    # constructor as they are, which builds the thousands of a compile in C.
+    p = e.pressure
+    return pb.Encoding(
+        snapshot=e.snapshot, hash=e.hash, text=e.text, bytes=e.bytes, chars=e.chars,
+        regions=[pb.Region(name=r.name, start=r.start, end=r.end) for r in e.regions],
+        items=e.items,
+        pressure=pb.Pressure(used_bytes=p.used_bytes, limit_bytes=p.limit_bytes,
+                             used_tokens=p.used_tokens, limit_tokens=p.limit_tokens,
+                             permille=p.permille, level=p.level,
+                             external_actions_deferred=p.external_actions_deferred),
+        activation=e.activation, claimed=e.claimed, revision=e.revision, tick=e.tick,
+        omitted=[pb.Omission(key=o.key, reason=o.reason) for o in e.omitted],
+        omitted_total=e.omitted_total)
 
 
 def snapshot_record(record: SnapshotRecord) -> pb.SnapshotRecord:
+    # The record's JSON is the message's content (bytes record_json), not a walk to it.
     return pb.SnapshotRecord(record_json=json.dumps(record.plain(),
                                                     ensure_ascii=False).encode())
 
 
-def _check(c: CheckReport) -> dict:
-    return {"snapshot": c.snapshot, "snapshot_revision": c.snapshot_revision,
-            "checked_revision": c.checked_revision, "current": c.current,
-            "valid_for_new_use": c.valid_for_new_use, "inputs_checked": c.inputs_checked,
-            "changed": [{"key": d.key, "kind": d.kind, "status": d.status, "reason": d.reason,
-                         "recorded_revision": d.recorded_revision,
-                         "current_revision": d.current_revision} for d in c.changed]}
-
-
 def check_report(c: CheckReport) -> pb.CheckReport:
-    return from_plain(_check(c), pb.CheckReport)
+    return pb.CheckReport(
+        snapshot=c.snapshot, snapshot_revision=c.snapshot_revision,
+        checked_revision=c.checked_revision, current=c.current,
+        valid_for_new_use=c.valid_for_new_use, inputs_checked=c.inputs_checked,
+        changed=[pb.Dependency(key=d.key, kind=d.kind, status=d.status, reason=d.reason,
+                               recorded_revision=d.recorded_revision,
+                               current_revision=d.current_revision) for d in c.changed])
 
 
 def replay_report(r: ReplayReport) -> pb.ReplayReport:
-    return from_plain({"snapshot": r.snapshot, "hash": r.hash, "replay_hash": r.replay_hash,
-                       "match": r.match, "ranges_match": r.ranges_match, "bytes": r.bytes,
-                       "text": r.text, "dependencies": _check(r.dependencies),
-                       "problems": r.problems}, pb.ReplayReport)
+    return pb.ReplayReport(snapshot=r.snapshot, hash=r.hash, replay_hash=r.replay_hash,
+                           match=r.match, ranges_match=r.ranges_match, bytes=r.bytes,
+                           text=r.text, dependencies=check_report(r.dependencies),
+                           problems=r.problems)
 
 
 def read_result(p: ReadPage) -> pb.ReadResult:

@@ -2,17 +2,15 @@
 replies are frozen values (core/results.py), made protobuf here and in convert.py."""
 from __future__ import annotations
 
-from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
-from morphz.services.recall.convert import (evaluation_from_proto, hits_to_proto,
-                                            status_to_proto)
+from morphz.services.recall.convert import (
+    evaluation_from_proto, read_to_proto, search_to_proto, status_to_proto, traverse_to_proto)
 from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
 from morphz.shared.grpc.auth import caller_of
 from morphz.shared.grpc.deadline import deadline_of
 from morphz.shared.grpc.errors import rpc_boundary
 from morphz.shared.grpc.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
-from morphz.shared.grpc.protojson import from_plain
 
 
 # Of the call's deadline, what a search's wait for its index leaves for the search itself.
@@ -41,12 +39,7 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
             min_commit_seq=request.min_commit_seq,
             wait_seconds=_wait_seconds(context), caller=caller_of(context),
             deadline=deadline_of(context))
-        # Built directly: the hot path.
-        return pb.SearchResponse(
-            results=hits_to_proto(reply.results), next_cursor=reply.next_cursor,
-            index_position=reply.index_position, lag=reply.lag, empty=reply.empty,
-            observation_ref=reply.observation_ref or "", unclosed_lag=reply.unclosed_lag,
-            vector_position=reply.vector_position or 0, vector_lag=reply.vector_lag or 0)
+        return search_to_proto(reply)
 
     @rpc_boundary
     def Read(self, request, context):
@@ -54,7 +47,7 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
                                 limit=request.limit,
                                 evaluation=evaluation_from_proto(request.evaluation),
                                 caller=caller_of(context))
-        return from_plain(reply.plain(), pb.ReadResponse)
+        return read_to_proto(reply)
 
     @rpc_boundary
     def Traverse(self, request, context):
@@ -66,7 +59,7 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
             max_bytes=request.max_bytes, cursor=request.cursor,
             evaluation=evaluation_from_proto(request.evaluation), caller=caller_of(context),
             deadline=deadline_of(context))
-        return from_plain(reply.plain(), pb.TraverseResponse)
+        return traverse_to_proto(reply)
 
     @rpc_boundary
     def InspectIndex(self, request, context):

@@ -9,22 +9,21 @@ transaction. The rules are documented on the messages in transaction.proto.
 """
 from __future__ import annotations
 
-from typing import TypeVar
-
-from google.protobuf.message import Message
+from typing import Optional
 
 from morphz.api.transaction.v1 import transaction_pb2 as pb
+from morphz.services.transaction.core.export import ExportPage
 from morphz.services.transaction.core.requests import AppendItem
-from morphz.services.transaction.core.results import AppendResult, CommitResult, Result
+from morphz.services.transaction.core.results import (
+    ActivationResult, AppendBatchResult, AppendResult, AuditResult, CommitResult, ContextList, DeleteResult,
+    ErasedNote, ErasureResult, EventResult, FrameListResult, FrameResult, PolicyResult,
+    Reclaimed, RebuildResult, RetentionView, StatusResult)
 from morphz.services.transaction.core.txlang import (
     MAX_OPS, TX_LIMITS, EdgeOp, FrameOp, NamedOp, Op, PlaceOp, TargetsOp, Tx, check_tx,
     header_nodes, limit_details, parse_body, text_nodes, too_many_ops)
 from morphz.shared import sexpr
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.records import is_ref, ref, ref_seq
-from morphz.shared.grpc.protojson import from_plain
-
-M = TypeVar("M", bound=Message)
 
 _TARGET_FIELDS = ("retire", "restore", "protect", "unprotect")
 
@@ -170,6 +169,132 @@ def append_to_proto(r: AppendResult) -> pb.AppendEventResponse:
     return out
 
 
-def result_to_proto(r: Result, cls: type[M]) -> M:
-    """Any other result, through its plain form."""
-    return from_plain(r.plain(), cls)
+def append_batch_to_proto(r: AppendBatchResult) -> pb.AppendEventsResponse:
+    return pb.AppendEventsResponse(events=[append_to_proto(e) for e in r.events])
+
+
+# Each reply message field by field. An optional result field left None leaves its
+# message field unset, as the dict walk these replaced (protojson.from_plain) did.
+def status_to_proto(r: StatusResult) -> pb.ContextStatus:
+    out = pb.ContextStatus(
+        context=r.context, revision=r.revision, cognitive_tick=r.cognitive_tick,
+        window=r.window, frames_by_state=r.frames_by_state,
+        sessions=[pb.Session(id=s.id, state=s.state, level=s.level, pending=s.pending,
+                             messages_waiting=s.messages_waiting,
+                             outstanding_calls=s.outstanding_calls) for s in r.sessions],
+        event_count=r.event_count, commit_seq=r.commit_seq, shard=r.shard,
+        owner=r.owner or "", owner_address=r.owner_address or "",
+        fencing_token=r.fencing_token or 0)
+    _set_retention(out.retention, r.retention)
+    return out
+
+
+def activation_to_proto(r: ActivationResult) -> pb.Activation:
+    return pb.Activation(id=r.id, session=r.session, claimed=r.claimed, root=r.root,
+                         tick=r.tick, tick_advanced=r.tick_advanced,
+                         retired_frames=r.retired_frames, delivered=r.delivered,
+                         results=r.results)
+
+
+def frame_to_proto(r: FrameResult) -> pb.Frame:
+    out = pb.Frame(id=r.id, revision=r.revision, state=r.state, protected=r.protected,
+                   sources=r.sources, body=r.body, changed_at=r.changed_at,
+                   as_of_revision=r.as_of_revision, generation=r.generation,
+                   relations=[pb.Relation(subject=e.subject, name=e.name, object=e.object)
+                              for e in r.relations], secret=r.secret)
+    if r.retire is not None:
+        t = r.retire
+        out.retire.CopyFrom(pb.RetireRequest(
+            generation=t.generation, requested_tick=t.requested_tick, due_tick=t.due_tick,
+            remaining_ticks=t.remaining_ticks, reason=t.reason,
+            frame_revision=t.frame_revision))
+    _set_erased(out.erased, r.erased)
+    return out
+
+
+def frame_list_to_proto(r: FrameListResult) -> pb.FrameList:
+    return pb.FrameList(revision=r.revision, frames=[frame_to_proto(f) for f in r.frames],
+                        next_cursor=r.next_cursor)
+
+
+def event_to_proto(r: EventResult) -> pb.Event:
+    out = pb.Event(id=r.id, seq=r.seq, ref=r.ref, kind=r.kind, actor=r.actor,
+                   session=r.session, causal_refs=r.causal_refs, time=r.time, text=r.text,
+                   state=r.state, protected=r.protected, context=r.context,
+                   request_id=r.request_id, secret=r.secret, occurred_at=r.occurred_at)
+    for name in ("activation", "call", "target_session"):
+        value = getattr(r, name)
+        if value is not None:  # optional fields: set only where the event has them
+            setattr(out, name, value)
+    _set_erased(out.erased, r.erased)
+    return out
+
+
+def audit_to_proto(r: AuditResult) -> pb.AuditReport:
+    c = r.chain
+    return pb.AuditReport(
+        context=r.context, match=r.match, events_replayed=r.events_replayed,
+        projections=[pb.ProjectionCheck(projection=p.projection, match=p.match,
+                                        differences=p.differences) for p in r.projections],
+        chain=pb.ChainCheck(match=c.match, checked=c.checked, first_broken=c.first_broken,
+                            problem=c.problem, erased=c.erased),
+        replay_error=r.replay_error)
+
+
+def rebuild_to_proto(r: RebuildResult) -> pb.RebuildReport:
+    return pb.RebuildReport(context=r.context, events_replayed=r.events_replayed,
+                            rewritten=r.rewritten, unrepairable=r.unrepairable,
+                            quarantined=r.quarantined)
+
+
+def policy_to_proto(r: PolicyResult) -> pb.Policy:
+    out = pb.Policy(context=r.context, event_ref=r.event_ref,
+                    grants=[pb.Grant(principal=g.principal, right=g.right, session=g.session)
+                            for g in r.grants])
+    _set_retention(out.retention, r.retention)
+    return out
+
+
+def erasure_to_proto(r: ErasureResult) -> pb.Erasure:
+    out = pb.Erasure(context=r.context, dry_run=r.dry_run, erasures=r.erasures,
+                     events=r.events, transactions=r.transactions, frames=r.frames,
+                     frame_versions=r.frame_versions, checkpoints=r.checkpoints,
+                     snapshots=r.snapshots, commit_seq=r.commit_seq)
+    _set_reclaimed(out.reclaimed, r.reclaimed)
+    return out
+
+
+def export_page_to_proto(r: ExportPage) -> pb.ExportPage:
+    return pb.ExportPage(
+        events=[pb.ExportedEvent(kind=e.kind, session=e.session, actor=e.actor, text=e.text,
+                                 occurred_at=e.occurred_at, secret=e.secret,
+                                 erased=e.erased, ref=e.ref) for e in r.events],
+        done=r.done, total=r.total, skipped=r.skipped)
+
+
+def deleted_to_proto(r: DeleteResult) -> pb.ContextDeleted:
+    out = pb.ContextDeleted(context=r.context, event_count=r.event_count)
+    _set_reclaimed(out.reclaimed, r.reclaimed)
+    return out
+
+
+def context_list_to_proto(r: ContextList) -> pb.ContextList:
+    return pb.ContextList(contexts=r.contexts)
+
+
+def _set_retention(out: pb.Retention, r: Optional[RetentionView]) -> None:
+    if r is not None:
+        out.CopyFrom(pb.Retention(policy=r.policy, kinds=r.kinds, days=r.days,
+                                  set_at=r.set_at, next_due=r.next_due,
+                                  every_seconds=r.every_seconds))
+
+
+def _set_erased(out: pb.Erased, r: Optional[ErasedNote]) -> None:
+    if r is not None:
+        out.CopyFrom(pb.Erased(erasure=r.erasure, by=r.by, reason=r.reason, at=r.at))
+
+
+def _set_reclaimed(out: pb.Reclaimed, r: Optional[Reclaimed]) -> None:
+    if r is not None:
+        out.CopyFrom(pb.Reclaimed(engine=r.engine, bytes_before=r.bytes_before,
+                                  bytes_after=r.bytes_after, duration_ms=r.duration_ms))
