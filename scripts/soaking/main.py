@@ -68,6 +68,7 @@ class Run:
         self.stop, self.stop_abuse = threading.Event(), threading.Event()
         self.contexts = [f"soak-{k}" for k in range(args.contexts)]
         self.series: dict[str, list] = defaultdict(list)
+        self.births: dict[str, float] = {}  # NAME#N -> when it started (s from t0)
         self.faults: list[FaultRun] = []
         self.quiet: list[tuple[float, float]] = []  # quiet windows (s from t0)
         self.t0 = time.monotonic()
@@ -190,7 +191,9 @@ class Run:
             for p in self.topo.procs.values():
                 got = p.sample()
                 if got is not None:
-                    self.series[f"{p.name}#{p.starts}"].append((self.elapsed(), *got))
+                    name = f"{p.name}#{p.starts}"
+                    self.births.setdefault(name, p.started - self.t0)
+                    self.series[name].append((self.elapsed(), *got))
 
     # -- the end --------------------------------------------------------------------------
     def settle(self) -> int:
@@ -258,7 +261,7 @@ class Run:
                         "error": f.error} for f in self.faults],
             "latency": R.latencies(self.ledger.ops, self.quiet, windows, self.t0,
                                    judged=duration >= R.SHORT),
-            "resources": R.flatness(dict(self.series), duration),
+            "resources": R.flatness(dict(self.series), self.births, duration),
             "not_injected": dict(self.machine.missing),
         }
         report["failed"] = R.verdict(report)

@@ -64,13 +64,16 @@ class Proc:
         self.proc: Optional[subprocess.Popen] = None
         self.paused = False
         self.starts = 0
+        self.started = 0.0
 
     def start(self) -> "Proc":
+        # Counted before the process exists: the sampler files its first sample under it.
+        self.starts += 1
+        self.started = time.monotonic()  # its birth: memory is judged from its own warm-up
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=log, start_new_session=True,
                                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.starts += 1
         self.paused = False
         self.wait_serving()
         return self
