@@ -12,7 +12,7 @@ from morphz.services.server.config import ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.deployment import ALL, Deployment
 from morphz.services.server.node import Node
-from morphz.shared import collector, memory
+from morphz.shared import collector, heap_trace, memory
 
 
 def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
@@ -33,6 +33,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
     deployment = Deployment.of(role, config)  # options that do not go with the role fail here
+    heap_trace.start_from_env()  # off unless MORPHZ_HEAP_TRACE asks (heap_trace.py)
     memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = Node(deployment).start()
     collector.freeze_started_heap()  # full collections skip what lives as long as the process
