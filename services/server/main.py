@@ -33,6 +33,7 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
     deployment = Deployment.of(role, config)  # options that do not go with the role fail here
+    memory.limit_arenas()  # before any thread: 2 malloc arenas, not 16 (shared/memory.py)
     heap_trace.start_from_env()  # off unless MORPHZ_HEAP_TRACE asks (heap_trace.py)
     memory.mmap_large_blocks()  # a large request's buffers go back after it (shared/memory.py)
     app = Node(deployment).start()
