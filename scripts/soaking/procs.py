@@ -122,17 +122,22 @@ class Proc:
             self.proc.kill()
             self.proc.wait(BOUND)
 
-    def sample(self) -> Optional[tuple[int, int]]:
-        """(resident bytes, open files) of the process now, or None if it is not running."""
+    def sample(self) -> Optional[tuple[int, int, int]]:
+        """(resident bytes, open files, anonymous resident bytes) of the process now, or
+        None if it is not running. The anonymous part is the process's own memory: the
+        rest is mapped files (LMDB's data, on tmpfs in the soak, and the indexes), which
+        grow with the data whoever maps them."""
         pid = self.pid
         if not pid or self.paused:
             return None
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
             fds = len(os.listdir(f"/proc/{pid}/fd"))
+            status = Path(f"/proc/{pid}/status").read_text()
+            anon = int(status.split("RssAnon:", 1)[1].split()[0]) << 10
         except (OSError, ValueError, IndexError):
             return None
-        return rss, fds
+        return rss, fds, anon
 
 
 class Principals:

@@ -30,14 +30,16 @@ def exactly_once(events: list[Optional[dict]], acked: list[dict]) -> tuple[int, 
     return sum(1 for rid in ids if rid not in applied), sum(1 for n in applied.values() if n > 1)
 
 
-def flatness(series: dict[str, list[tuple[float, int, int]]], births: dict[str, float],
+def flatness(series: dict[str, list[tuple[float, int, int, int]]], births: dict[str, float],
              duration: float) -> dict:
-    """Per process incarnation (NAME#N, born at `births` s from the start): judged from
-    its own warm-up (WARM_UP from its birth: a restarted process fills its caches again)
-    to its last sample, if that window lasts JUDGED_LIFE or more; RSS and open files at
-    the window's start and end, and whether each grew by more than FLAT (open files: or
-    by FD_SLACK). Every incarnation is listed with its life; each one's series, one point
-    a minute (s, RSS MiB, open files), is kept so a reader can see the curve."""
+    """Per process incarnation (NAME#N, born at `births` s from the start), from samples
+    (s, RSS, open files, anonymous RSS): judged from its own warm-up (WARM_UP from its
+    birth: a restarted process fills its caches again) to its last sample, if that window
+    lasts JUDGED_LIFE or more. Its memory is its anonymous RSS (what it allocated; the
+    rest of RSS is mapped files, LMDB's data among them, which grow with the data) and
+    its open files, at the window's start and end; flat if neither grew by more than FLAT
+    (open files: or by FD_SLACK). Every incarnation is listed with its life and its series,
+    one point a minute (s, RSS MiB, anonymous MiB, open files), so a reader sees the curve."""
     warm = WARM_UP if duration >= SHORT else duration / 3
     least = JUDGED_LIFE if duration >= SHORT else duration / 4
     out = {}
@@ -52,16 +54,18 @@ def flatness(series: dict[str, list[tuple[float, int, int]]], births: dict[str, 
         if len(judged) < 6 or judged[-1][0] - judged[0][0] < least:
             row["judged"] = None  # too short a life after its warm-up to judge
             continue
-        first = [statistics.median(s[k] for s in judged[:3]) for k in (1, 2)]
-        last = [statistics.median(s[k] for s in judged[-3:]) for k in (1, 2)]
-        rss_growth = (last[0] - first[0]) / first[0]
+        first = [statistics.median(s[k] for s in judged[:3]) for k in (1, 2, 3)]
+        last = [statistics.median(s[k] for s in judged[-3:]) for k in (1, 2, 3)]
+        anon_growth = (last[2] - first[2]) / first[2]
         fd_growth = (last[1] - first[1]) / max(first[1], 1)
         row.update(judged=[round(judged[0][0]), round(judged[-1][0])],
-                   rss_mib=[round(first[0] / 2**20, 1), round(last[0] / 2**20, 1)],
-                   fds=[first[1], last[1]], rss_growth=round(rss_growth, 3),
+                   anon_mib=[_mib(first[2]), _mib(last[2])],
+                   rss_mib=[_mib(first[0]), _mib(last[0])],
+                   fds=[first[1], last[1]], anon_growth=round(anon_growth, 3),
+                   rss_growth=round((last[0] - first[0]) / first[0], 3),
                    fd_growth=round(fd_growth, 3),
-                   flat=rss_growth <= FLAT and (fd_growth <= FLAT or
-                                                last[1] - first[1] <= FD_SLACK))
+                   flat=anon_growth <= FLAT and (fd_growth <= FLAT or
+                                                 last[1] - first[1] <= FD_SLACK))
     kinds = {name.split("#")[0] for name in out}
     unjudged = sorted(k for k in kinds if not any(
         p["judged"] for n, p in out.items() if n.split("#")[0] == k))
@@ -69,15 +73,19 @@ def flatness(series: dict[str, list[tuple[float, int, int]]], births: dict[str, 
             "judged_life_s": round(least), "processes": out, "unjudged_kinds": unjudged}
 
 
-def downsample(samples: list[tuple[float, int, int]], every: float = SERIES_EVERY) -> list:
+def downsample(samples: list[tuple[float, int, int, int]], every: float = SERIES_EVERY) -> list:
     """One sample each `every` seconds (the first of each span, and the last of all):
-    [s, RSS MiB, open files]."""
+    [s, RSS MiB, anonymous MiB, open files]."""
     kept, next_at = [], float("-inf")
-    for i, (t, rss, fds) in enumerate(samples):
+    for i, (t, rss, fds, anon) in enumerate(samples):
         if t >= next_at or i == len(samples) - 1:
-            kept.append([round(t), round(rss / 2**20, 1), fds])
+            kept.append([round(t), _mib(rss), _mib(anon), fds])
             next_at = t + every
     return kept
+
+
+def _mib(n: float) -> float:
+    return round(n / 2**20, 1)
 
 
 def latencies(ops: list[tuple[str, float, float]], quiet: list[tuple[float, float]],
@@ -186,15 +194,17 @@ def table(report: dict) -> str:
     lines.append(f"  memory and open files, each process from {res['warm_up_s']} s after "
                  f"its birth if it lived {res['judged_life_s']} s more"
                  f"{'' if res['judged'] else ' (run too short to judge)'}:")
-    lines.append("  process          life s        judged s     RSS MiB             fds")
+    lines.append("  process          life s       judged s     anonymous MiB"
+                 "            (RSS MiB)        fds")
     for name, p in res["processes"].items():
         life = f"{p['born_s']:>5}-{p['last_s']:<5}"
         if not p["judged"]:
-            lines.append(f"  {name:<16} {life}   not judged (too short a life)")
+            lines.append(f"  {name:<16} {life}  not judged (too short a life)")
             continue
-        lines.append(f"  {name:<16} {life}  {p['judged'][0]:>5}-{p['judged'][1]:<5}  "
-                     f"{p['rss_mib'][0]:>6} -> {p['rss_mib'][1]:>6} ({p['rss_growth']:+.1%})  "
-                     f"{p['fds'][0]:>4} -> {p['fds'][1]:>4}")
+        lines.append(f"  {name:<16} {life} {p['judged'][0]:>5}-{p['judged'][1]:<5}  "
+                     f"{p['anon_mib'][0]:>6} -> {p['anon_mib'][1]:>6} "
+                     f"({p['anon_growth']:+.1%})  ({p['rss_mib'][0]:>6} -> "
+                     f"{p['rss_mib'][1]:>6})  {p['fds'][0]:>4} -> {p['fds'][1]:>4}")
     if res["unjudged_kinds"]:
         lines.append(f"  no incarnation judged: {', '.join(res['unjudged_kinds'])}")
     for kind, why in report["not_injected"].items():
