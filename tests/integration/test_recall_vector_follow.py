@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
+from morphz.services.recall.core.passages import TYPICAL
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
@@ -131,14 +132,16 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         st = core.inspect("c", caller=ME)
         assert st.vectors.count == st.documents == 5 + 3 + 1  # with the context's
+        # (which says nothing: its row is zero, found by no search)
         reply = core.search("c", "lantern shed", mode="vector", caller=ME)
         assert reply.vector_lag == 0 and set(more) <= refs(reply)
-        # Each distinct text embedded once: the three appends of one text are one as said
-        # (core/passages.py), and two read after the turn before them (the fifth note,
-        # then the moved one itself, twice).
-        as_said = 5 + 1 + 1  # five notes, the moved one, the event that made the context
-        distinct = as_said + 4 + 2  # read after: notes 2-5, the moved one after each
-        assert embedded(gate) == distinct
+        # Each distinct text embedded once (core/passages.py): a turn's row mixes in the
+        # vector of the turn before it, already embedded as that turn's own; the three
+        # appends of one text are one; the context's creation has an empty text; the
+        # typical texts once, for the first turn's row.
+        assert embedded(gate) == 5 + 1 + 1 + len(TYPICAL)
+        # A row of nothing said is found by no search (not the typical vector alone).
+        assert "@e0" not in refs(core.search("c", "lantern shed", mode="vector", caller=ME))
 
 
 def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
@@ -154,9 +157,9 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         before = core.inspect("c", caller=ME)
         calls = embedded(gate)
-        # Distinct texts, each embedded once: a document's own, and for each of the 39
-        # turns after the session's first its text read after the one before it.
-        assert calls == before.documents + 39 > 40
+        # Distinct texts, each embedded once: every document's own (the context's
+        # creation's empty one too), and the typical texts (core/passages.py).
+        assert calls == before.documents + len(TYPICAL)
         ranked = core.search("c", "lantern note 7", mode="vector", caller=ME).results
         core.rebuild("c", caller=ME)
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
@@ -280,11 +283,10 @@ def test_hyb_08_the_vector_leg_reports_its_pace_and_the_time_to_go_and_a_write_i
 
 
 def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_path):
-    """A turn's text is embedded in three passages (core/passages.py): its own two (as
-    said, and read after the turn before it) and the next turn's context passage. Erasing
-    it takes all three from the vector cache (the leg keeps each row's passage digests:
-    index/passage_marks.py) and keeps every passage that never held it; the rebuild after
-    the erasure embeds the next turn again, with the erased turn's marker for context."""
+    """A turn's text is embedded once, as said (core/passages.py), and its vector mixed
+    into the next turn's row. Erasing it takes that text's vector from the vector cache
+    (the leg keeps each row's text digests: index/passage_marks.py) and keeps the others';
+    the rebuild after the erasure makes the next turn's row again without it."""
     from morphz.services.recall.core.passages import said
     from morphz.services.recall.index.vector_cache import identity_key, text_key
     from morphz.services.transaction.core.erase_select import Selector
@@ -299,7 +301,7 @@ def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_pa
                 for t in texts]
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         own = [said(t, "mara") for t in texts]
-        held = [own[1], f"{own[0]}\n{own[1]}", f"{own[1]}\n{own[2]}"]  # the planted text's
+        held = [own[1]]  # the planted text
         kept = [own[0], own[2]]
         prefix = identity_key(embedder.identity.label())
         cache = indexer._vectors._cache
@@ -313,9 +315,11 @@ def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_pa
               and core.inspect("c", caller=ME).vectors.lag == 0)
         assert not any(cached(t) for t in held), [t for t in held if cached(t)]
         assert all(cached(t) for t in kept)
-        # The third turn was embedded again as said alone: the erased turn before it has
+        # The third turn's row was made again without it: the erased turn before it has
         # no text left to give it context.
         assert "PLANTED" not in core.read("c", refs[1], caller=ME).text
-        # One text more was embedded: the erasure event's own; the third turn's as said was
-        # in the cache, and the erased turn's empty text embeds nothing.
-        assert embedded(gate) == before + 1
+        # Nothing more was embedded: the third turn's text was in the cache, and the
+        # erased turn and the erasure event have no text (its vector, zeros, was too).
+        assert embedded(gate) == before
+        found = core.search("c", "card number", mode="vector", caller=ME).results
+        assert refs[1] not in {h.ref for h in found}

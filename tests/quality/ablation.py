@@ -1,6 +1,7 @@
 """What each part of hybrid recall adds on the labelled conversations (conversation_set.py):
-the passages the vector leg embeds (the bare text, the turn as said, the turn read after the
-one before it, both: services/recall/core/passages.py) crossed with the fusions (plain
+the rows the vector leg makes (the bare text, the turn as said, version 1's two passages,
+today's turn with 0.3 of the answered turn's vector: services/recall/core/passages.py)
+crossed with the fusions (plain
 reciprocal rank fusion, the coverage-gated RRF Morphz used before issue 53, score fusion,
 score fusion with neighbour smoothing: services/recall/core/hybrid.py). Both legs are scored
 in process with the server's analyzer, index adapter, embedder, passages and fusion; recall@10
@@ -14,7 +15,6 @@ import os
 import sys
 import tempfile
 from collections import defaultdict
-from typing import Optional
 
 import numpy as np
 
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conversation_set import Conversation, conversations  # noqa: E402
 
 from morphz.services.recall.core import hybrid  # noqa: E402
-from morphz.services.recall.core.passages import Passages, said, weights  # noqa: E402
+from morphz.services.recall.core.passages import TYPICAL, Passages, rows, said  # noqa: E402
 from morphz.services.recall.embedding.api import QUERY, embed_texts  # noqa: E402
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
 from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
@@ -31,16 +31,30 @@ from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 K, DEPTH = 10, hybrid.FUSE_DEPTH
 
 
-def passages(conv: Conversation) -> dict[str, list[tuple[str, ...]]]:
-    """Each variant's texts of every turn, in order (the default: the server's Passages)."""
-    turns = conv.turns
+def _groups(conv: Conversation) -> list[tuple[str, ...]]:
+    """The server's texts of every turn, in order (Passages.event)."""
     composer = Passages(lambda session: None, lambda key: None)
-    default = [composer.event(t.id, t.kind, t.session, t.actor, t.text, t.answers)[1]
-               for t in turns]
-    return {"bare": [(t.text,) for t in turns],
-            "said": [(said(t.text, t.actor),) for t in turns],
-            "context": [texts[-1:] for texts in default],
-            "both": default}
+    return [composer.event(t.id, t.kind, t.session, t.actor, t.text, t.answers)[2]
+            for t in conv.turns]
+
+
+def variants(embedder, conv: Conversation, typical: np.ndarray) -> dict[str, np.ndarray]:
+    """Each variant's row of every turn: the bare text, the turn as said, version 1 of the
+    passages (2/3 of the turn as said, 1/3 of one text of the turn before it, cut to 300
+    characters, and this one), and the server's (default). Each turn as said is embedded
+    once: the server's groups are turns as said."""
+    groups = _groups(conv)
+    own = [said(t.text, t.actor) for t in conv.turns]
+    vector = dict(zip(own, embed_texts(embedder, own)))
+    made = np.stack([vector[t] for g in groups for t in g])
+    said_rows = np.stack([vector[t] for t in own])
+    before = [f"{g[1][:300]}\n{g[0]}" if len(g) == 2 else g[0] for g in groups]
+    return {"bare": embed_texts(embedder, [t.text for t in conv.turns]),
+            "said": said_rows,
+            "version 1: said + the turn before and it as one text": (
+                2 / 3 * said_rows + 1 / 3 * embed_texts(embedder, before)),
+            "default: said + 0.3 of the answered turn's vector": rows(
+                made, [len(g) for g in groups], typical)}
 
 
 def _lexical(texts: list[str], questions: list[str]) -> list[tuple[list, float]]:
@@ -56,38 +70,6 @@ def _lexical(texts: list[str], questions: list[str]) -> list[tuple[list, float]]
             out.append((idx.search(searcher, Query(terms=words), 0, DEPTH),
                         sum(ContextIndex.idf(searcher, words))))
         return out
-
-
-def _vectors(embedder, groups: list[tuple[str, ...]]) -> np.ndarray:
-    flat = embed_texts(embedder, [t for g in groups for t in g])
-    out, at = [], 0
-    for g in groups:
-        out.append((flat[at:at + len(g)] * np.asarray(weights(len(g)))[:, None]).sum(axis=0))
-        at += len(g)
-    return np.stack(out)
-
-
-MIX_SHARE = 0.3
-
-
-def _answered(conv: Conversation) -> list[Optional[int]]:
-    """Each turn's answered turn (the call a tool result answers, else the turn before it
-    in its session), by index; None for a session's first."""
-    order = {t.id: i for i, t in enumerate(conv.turns)}
-    last: dict[str, int] = {}
-    out: list[Optional[int]] = []
-    for i, t in enumerate(conv.turns):
-        out.append(order.get(t.answers) if t.answers else last.get(t.session))
-        last[t.session] = i
-    return out
-
-
-def _mixed(own: np.ndarray, answered: list[Optional[int]]) -> np.ndarray:
-    rows = own.copy()
-    for i, j in enumerate(answered):
-        if j is not None:
-            rows[i] = own[i] + MIX_SHARE * own[j]
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
 def _rrf(lists: list[list], gate=None, k: int = 60) -> list[str]:
@@ -109,6 +91,7 @@ def _scores(ranked: list[str], evidence: set[str]) -> tuple[float, float, float]
 def evaluate(convs: list[Conversation]) -> dict[str, dict[str, list]]:
     """{group: {"variant / fusion": [(recall@10, any@10, rr) per question]}}."""
     embedder = default_embedder()
+    typical = embed_texts(embedder, list(TYPICAL)).mean(axis=0)
     out: dict = defaultdict(lambda: defaultdict(list))
     for conv in convs:
         group = "chats" if conv.is_chat else "agent"
@@ -128,13 +111,8 @@ def evaluate(convs: list[Conversation]) -> dict[str, dict[str, list]]:
         for q, (lex, _) in zip(conv.questions, lexical):
             out[group]["lexical"].append(_scores([h.key for h in lex],
                                                  {f"e:{order[e]}" for e in q.evidence}))
-        variants = {name: _vectors(embedder, groups) for name, groups in passages(conv).items()}
-        # A candidate for fewer tokens (issue 53): each turn embedded once, as said, its row
-        # the unit mean of its vector and MIX_SHARE of the vector of the turn it answers.
-        variants[f"said + {MIX_SHARE} of the answered turn's vector"] = _mixed(
-            variants["said"], _answered(conv))
-        for variant, rows in variants.items():
-            scores = rows @ asked.T  # [turns, questions]
+        for variant, made in variants(embedder, conv, typical).items():
+            scores = made @ asked.T  # [turns, questions]
             for qi, q in enumerate(conv.questions):
                 evidence = {f"e:{order[e]}" for e in q.evidence}
                 lex, idf_total = lexical[qi]
@@ -158,8 +136,8 @@ def main() -> int:
     convs = conversations()
     result = evaluate(convs)
     print("| set | passages / ranking | recall@10 | any@10 | MRR |\n| --- | --- | --- | --- | --- |")
-    for group, rows in result.items():
-        for name, scores in rows.items():
+    for group, ranked in result.items():
+        for name, scores in ranked.items():
             m = np.mean(scores, axis=0)
             print(f"| {group} | {name} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} |")
     return 0

@@ -1,8 +1,8 @@
 """Search modes: the lexical leg, the vector leg, and both fused (the default).
 
 - `lexical`: BM25 over the index terms (search.py), unchanged.
-- `vector`: the query's embedding (role "query") against each document's vector (the mean
-  of its passages' unit vectors: core/passages.py). A neighbour at or below
+- `vector`: the query's embedding (role "query") against each document's row (its own
+  vector mixed with the turn it answers: core/passages.py). A neighbour at or below
   VECTOR_MIN_SCORE is noise, not a match.
 - `hybrid` (the default; a search that names no mode falls back to `lexical` while the
   vector leg is stale or not built): score fusion of the top FUSE_DEPTH of each leg, then
@@ -25,8 +25,8 @@ Rank fusion (RRF) threw both scores away: a question in a conversation shares so
 words with its evidence, and a rank says nothing of how many. The coverage-gated RRF this
 replaced (a lexical hit below half the query abstained) made those partial matches abstain:
 on the agent conversations of tests/quality/conversations it was no better than the vector
-leg alone (recall@10 0.582 against 0.582, bare texts), score fusion 0.593 (0.640 over the
-passages of core/passages.py; tests/quality/ablation.py).
+leg alone (recall@10 0.582 against 0.582, bare texts), score fusion 0.593 (0.640 over
+version 1 of the passages of core/passages.py; tests/quality/ablation.py).
 
 Neighbour smoothing. Relevance clusters in a conversation: the answer is next to the
 question, the tool's output next to the call, a confirmation next to what it confirms.
@@ -35,8 +35,8 @@ the turns before and after it in its session NEIGHBOUR_SHARE of its fused score,
 those neighbours join the list with what they gain. Only the best lend: a mediocre hit's
 neighbours are mostly noise (on the labelled set's notes grouped into sessions by
 workstream, every hit lending cost the paraphrase queries 5 points of recall@10). Measured
-on tests/quality/conversations: recall@10 0.640 -> 0.727 (0.723 with every hit lending,
-0.728 with a share of 0.5, which cost the keyword queries' MRR). The weights
+on tests/quality/conversations (passages version 1): recall@10 0.640 -> 0.727 (0.723 with
+every hit lending, 0.728 with a share of 0.5, which cost the keyword queries' MRR). The weights
 (LEXICAL_WEIGHT 0.5, LEXICAL_GATE 0.1, NEIGHBOUR_SHARE 0.3, SPREADERS 10) were chosen on
 both labelled sets together: conversation recall without losing the keyword queries'
 exact hits (HYB-05) or the paraphrase queries' vector hits (tests/quality/hybrid_eval.py

@@ -1,8 +1,8 @@
 """What each row of the vector leg was made from (core/passages.py): the vector cache's
-keys of its passages' texts, and the row whose text its context passage read. An erasure
-(docs/privacy.md) takes from the cache every text an erased event was embedded in: its own
-passages, and the context passages of the turns that read it (the turn after it, a tool
-result answering it), whose vectors the rebuild that follows embeds again without it."""
+keys of its texts (its own, then the answered turn's), and the row it answers. An erasure
+(docs/privacy.md) takes from the cache the erased events' own texts; the rows that mixed
+one of them in (the turn after it, a tool result answering it) are made again without it by
+the rebuild that follows."""
 from __future__ import annotations
 
 from typing import Iterable, Optional
@@ -15,7 +15,7 @@ from morphz.services.recall.index.vector_log import DIGEST_BYTES, PASSAGES
 class PassageMarks:
     def __init__(self) -> None:
         self._digests = np.zeros((0, PASSAGES, DIGEST_BYTES), dtype=np.uint8)
-        self._source = np.zeros(0, dtype=np.int64)  # row -> row + 1 its context read (0: none)
+        self._source = np.zeros(0, dtype=np.int64)  # row -> row + 1 it mixes in (0: none)
 
     def grow(self, cap: int) -> None:
         digests = np.zeros((cap, PASSAGES, DIGEST_BYTES), dtype=np.uint8)
@@ -34,19 +34,10 @@ class PassageMarks:
         return tuple(bytes(d) for d in self._digests[row] if d.any())
 
     def source_key(self, row: int, keys: list[str]) -> Optional[str]:
-        """The key of the row the row's context passage read (None: none)."""
+        """The key of the row whose vector the row mixes in (None: none)."""
         return keys[int(self._source[row]) - 1] if self._source[row] else None
 
-    def taken(self, erased: Iterable[int], rows: int) -> list[bytes]:
-        """The cache keys of every text an erased row's content was embedded in (of
-        `rows` rows): the erased rows' passages, and the context passage (the last) of
-        each row whose context read one of them."""
-        erased = np.fromiter(erased, dtype=np.int64)
-        out = [d for r in erased for d in self.digests(int(r))]
-        readers = np.flatnonzero(np.isin(self._source[:rows] - 1, erased) &
-                                 (self._source[:rows] > 0))
-        for r in readers:
-            own = self.digests(int(r))
-            if len(own) == PASSAGES:
-                out.append(own[-1])
-        return out
+    def taken(self, erased: Iterable[int]) -> list[bytes]:
+        """The cache keys of the erased rows' own texts: a row's other
+        text is the turn it answers, not erased with it."""
+        return [own[0] for own in (self.digests(int(r)) for r in erased) if own]

@@ -410,7 +410,7 @@ class VectorLeg:
             return []
         with self._lock:
             erased = [self._rows[k] for k in keys if k in self._rows]
-            taken = self._marks.taken(erased, len(self._keys))
+            taken = self._marks.taken(erased)
             for key in keys:
                 row = self._rows.pop(key, None)
                 if row is not None:

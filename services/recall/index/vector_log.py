@@ -1,8 +1,8 @@
 """The vector leg's log (vector_index.py): an append-only file of records, one per write.
 
 A record: a header (magic, upserts, deletes, length of the JSON part), the JSON part (each
-upsert's key, session, time, the turn before it and the key whose text its context passage
-read, then the deleted keys), the upserts' vectors as int8 rows, one float32 scale a row
+upsert's key, session, time, the turn before it and the turn it answers, then the deleted
+keys), the upserts' vectors as int8 rows, one float32 scale a row
 (v ~ q * scale, scale = max|v| / 127), and (format 3) each upsert's passage digests: the
 vector cache's keys of the texts its vector was made from (core/passages.py), so an
 erasure can drop from the cache what was embedded of a text that is gone. Older records
@@ -33,10 +33,10 @@ class VecDoc:
     # A turn's (core/passages.py): the key of the turn before it in its session, "" for a
     # session's first; None for a frame or a runtime event.
     prev: Optional[str] = None
-    # The key whose text the turn's context passage read (the turn before it, or the call
-    # a tool result answers); None: no context passage.
+    # The key of the turn whose vector the row mixes in (the turn before it, or the call a
+    # tool result answers); None: none.
     source: Optional[str] = None
-    # The vector cache's keys of the texts its vector was made from, in passage order.
+    # The vector cache's keys of the texts its vector was made from: its own, then that turn's.
     digests: tuple[bytes, ...] = ()
 
 

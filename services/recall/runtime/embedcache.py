@@ -20,6 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from morphz.services.recall.core.passages import TYPICAL
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.tokenpool import portable
@@ -31,6 +32,7 @@ BATCH = 256  # texts per worker call: a pretrained model's batch is seconds of w
 # The embedding worker runs at a lower CPU priority: on a host with few cores, the
 # server's request threads (commits, searches) go first, the vector leg's lag grows.
 WORKER_NICE = 10
+TYPICALS_KEPT = 64  # typical vectors a server keeps (a pretrained embedder needs one)
 
 # The embedding worker's embedder, only in that process: (key, embedder).
 _kept: tuple[str, Optional[Embedder]] = ("", None)
@@ -56,14 +58,32 @@ class LegEmbedder:
 
     def __init__(self, base: Embedder, fitted: Embedder, *,
                  cache: Optional[VectorCache] = None,
-                 workers: Optional[EmbedWorkers] = None) -> None:
+                 workers: Optional[EmbedWorkers] = None,
+                 typicals: Optional[dict[str, np.ndarray]] = None) -> None:
+        """`typicals`: typical vectors by fitted embedder, shared by the LegEmbedders of
+        one server (every context's leg of a pretrained embedder has the same one)."""
         self._fitted, self._cache, self._workers = fitted, cache, workers
         state = fitted.state()
         self._key = hashlib.sha256(base.identity.label().encode() + b"|" + state).hexdigest()
         self._prefix = identity_key(base.identity.label(),
                                     hashlib.sha256(state).hexdigest() if state else "")
         self._blob = portable(base, fitted)
+        self._typicals = typicals if typicals is not None else {}
         self.embedded = 0  # texts this embedded (not found in the cache)
+
+    def typical(self) -> np.ndarray:
+        """The mean vector of passages.TYPICAL's texts: what a row without context mixes
+        in (made once per fitted embedder, its texts cached like any other)."""
+        found = self._typicals.get(self._key)
+        if found is None:
+            if len(self._typicals) >= TYPICALS_KEPT:  # learned embedders: one per fit
+                self._typicals.clear()
+            found = self._typicals[self._key] = self.vectors(TYPICAL).mean(axis=0)
+        return found
+
+    @property
+    def dimension(self) -> int:
+        return self._fitted.identity.dimension
 
     @property
     def cache_prefix(self) -> bytes:

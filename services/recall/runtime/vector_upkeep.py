@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from morphz.services.recall.core.documents import (
     TEXT_VERSION, event_key, event_text, frame_key, frame_text, indexed, raw_event_text)
-from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, said, weights
+from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, rows, said
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
@@ -73,6 +73,7 @@ class VectorUpkeep:
         self._tracer = tracer
         # context -> (log, fitted embedder, its LegEmbedder)
         self._fitted: dict[str, tuple[str, Embedder, LegEmbedder]] = {}
+        self._typicals: dict[str, np.ndarray] = {}  # shared by the LegEmbedders
         self._fitter = fitter
         self._cache = cache
         self._embed_workers = embed_workers
@@ -130,7 +131,7 @@ class VectorUpkeep:
 
     def _vectors_of(self, fitted: Embedder) -> LegEmbedder:
         return LegEmbedder(self.embedder, fitted, cache=self._cache,
-                           workers=self._embed_workers)
+                           workers=self._embed_workers, typicals=self._typicals)
 
     def start_leg(self, context: str, leg: VectorLeg, sample: list[str]) -> Embedder:
         fitted = self._fitter.fitted(self.embedder, sample)
@@ -194,17 +195,18 @@ class VectorUpkeep:
                                            ev.get("session", ""), ev.get("actor", ""),
                                            raw_event_text(ev), ev["time"], ev.get("data")))
             if len(batch) == EMBED_BATCH:
-                leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+                leg.append([d for d, _ in batch], row_vectors(vectors, [t for _, t in batch]),
                            partition=False)
                 batch = []
         if batch:
-            leg.append([d for d, _ in batch], mean_vectors(vectors, [t for _, t in batch]),
+            leg.append([d for d, _ in batch], row_vectors(vectors, [t for _, t in batch]),
                        partition=False)
         for start in range(0, len(changed_by), EMBED_BATCH):
             part = changed_by[start:start + EMBED_BATCH]
             leg.append([VecDoc(frame_key(f.id), "", event_time_us(ev.time) if ev else None,
                                digests=(text_key(frame_text(f)),)) for f, ev in part],
-                       vectors.vectors([frame_text(f) for f, _ in part]), partition=False)
+                       row_vectors(vectors, [(frame_text(f),) for f, _ in part]),
+                       partition=False)
         return self._filled(leg)
 
     @staticmethod
@@ -263,7 +265,7 @@ class VectorUpkeep:
                 # Partitioned (when due) only at the step that reaches the lexical
                 # leg: a leg far behind (after a rebuild) is partitioned once.
                 leg.append(list(part.docs.values()),
-                           mean_vectors(vectors, list(part.texts.values()), pace.covered),
+                           row_vectors(vectors, list(part.texts.values()), pace.covered),
                            part.deletes, partition=chunk[-1].commit_seq >= target)
                 pace.covered(len(part.docs) - pace.documents)  # before it shows
                 leg.commit(chunk[-1].commit_seq)
@@ -376,10 +378,11 @@ class _StepPace:
         self._since, self.documents = now, self.documents + documents
 
 
-def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
-                 progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
-    """One row per group of texts: the weighted mean of their vectors (passages.weights;
-    not made unit again: a query's dot product with it is the mean of its cosines).
+def row_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
+                progress: Optional[Callable[[float], None]] = None) -> np.ndarray:
+    """One row per group of texts (Passages.event): its own vector mixed with its
+    context's (passages.rows), zero for an event with nothing to say (the embedder's
+    vector of an empty text: a runtime event without text, an erased turn).
     `progress(documents)`: the groups' share of each batch of texts embedded."""
     flat = [t for g in groups for t in g]
     share = (lambda texts: progress(texts * len(groups) / len(flat))) \
@@ -387,7 +390,4 @@ def mean_vectors(vectors: LegEmbedder, groups: list[tuple[str, ...]],
     made = vectors.vectors(flat, share)
     if not len(groups):
         return made
-    w = np.fromiter((x for g in groups for x in weights(len(g))), dtype=np.float32,
-                    count=len(made))
-    starts = np.cumsum([0] + [len(g) for g in groups[:-1]])
-    return np.add.reduceat(made * w[:, None], starts, axis=0)
+    return rows(made, [len(g) for g in groups], vectors.typical())
