@@ -37,7 +37,7 @@ from morphz.services.transaction.client import TransactionClient  # noqa: E402
 from morphz.shared.errors import MorphzError  # noqa: E402
 
 import report as R  # noqa: E402
-from faults import FaultRun, Injector, Machine, offered  # noqa: E402
+from faults import FaultRun, Injector, Machine, Schedule, offered  # noqa: E402
 from history import check_events, read_history  # noqa: E402
 from load import SHARED_FRAMES, Abuser, Agent, Clients, Ledger  # noqa: E402
 from procs import AllInOne, SplitPostgres, Topology  # noqa: E402
@@ -49,9 +49,15 @@ QUIET_SECONDS = 30.0  # a quiet window: the abuser rests and no fault is injecte
 QUIET_EVERY = 300.0   # one such window at least this often: the baseline follows the data
 # (a shorter soak: four of them, a minute apart at least)
 SAMPLE_SECONDS = 10.0
+SPARE_SHARE = 0.5  # of a run long enough to judge memory: kills no process (Schedule)
 RECOVERY_BOUND = 120.0  # seconds a fault's recovery is waited for
 SETTLE_BOUND = 180.0    # seconds the end waits for the unsettled writes and an audit
 DISK_BYTES = 2 << 30
+
+
+def spared_until(duration: float) -> float:
+    """Seconds from the start during which no process is killed (0: none spared)."""
+    return duration * SPARE_SHARE if duration >= R.SHORT else 0.0
 
 
 def say(text: str) -> None:
@@ -120,15 +126,13 @@ class Run:
         self.quiet.append((0.0, quiet))
         abuse = threading.Thread(target=abuser.run, daemon=True)
         abuse.start()
-        kinds = offered(self.topo, self.machine)
-        cycle: list[str] = []
+        self.spared = spared_until(duration)
+        schedule = Schedule(offered(self.topo, self.machine), self.rng, self.spared)
         injector = Injector(self.topo, self.rng, self.ledger.wrote_since, say)
         next_fault = quiet + self.args.fault_every / 2
         while self.elapsed() < duration:
             if self.elapsed() >= next_fault and self.elapsed() < duration - 20:
-                if not cycle:
-                    cycle = self.rng.sample(kinds, len(kinds))  # every kind, in seeded order
-                self.fault(injector, cycle.pop())
+                self.fault(injector, schedule.next(self.elapsed()))
                 next_fault += self.args.fault_every
                 if self.elapsed() - self.quiet[-1][1] >= min(QUIET_EVERY,
                                                              max(60.0, duration / 4)):
@@ -248,6 +252,7 @@ class Run:
         report = {
             "topology": self.topo.name, "seed": self.seed, "minutes": self.args.minutes,
             "fault_every_s": self.args.fault_every, "agents": self.args.agents,
+            "kills_spared_until_s": round(self.spared),
             "embedder": "hashing", "history": history, "audits": audits,
             "ledger_audits": dict(self.ledger.audits),
             "internal": {"count": self.ledger.errors["INTERNAL"] + self.ledger.errors["UNKNOWN"]

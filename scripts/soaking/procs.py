@@ -41,6 +41,10 @@ BOUND = 90.0  # seconds a start may take on a loaded machine
 SERVING_LINE = "morphz: serving on "
 MORPHZ = [sys.executable, "-m", "morphz.services.cli.main"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# Encoding's row cache bounded so that it is full within the soak's warm-up: at the soak's
+# rate the default 128 MiB fills for some 35 minutes, growth memory judging would see
+# (docs/soak.md); 16 MiB fills in about 5. A fill is not growth; the bound is tested apart.
+ENCODING_FLAGS = ("--row-cache", "16MiB")
 
 
 def health(address: str) -> str:
@@ -195,7 +199,7 @@ class AllInOne(Topology):
         self.data_dir = data_dir
         self.principals = Principals(root)
         server = serve("server", [], root, self.principals, "--embedder", "hashing",
-                       "--reply-stall-seconds", "15")
+                       "--reply-stall-seconds", "15", *ENCODING_FLAGS)
         server.argv[server.argv.index("--data") + 1] = str(data_dir / "server")
         server.kind = "server"
         self.procs = {"server": server.start()}
@@ -235,7 +239,7 @@ class SplitPostgres(Topology):
         self.procs["recall"] = serve("recall", ["recall"], root, p, "--transaction", tx, *e,
                                      "--embedder", "hashing").start()
         self.procs["encoding"] = serve("encoding", ["encoding"], root, p, "--transaction", tx,
-                                       *e).start()
+                                       *e, *ENCODING_FLAGS).start()
         self.transaction = [tx, self.procs["transaction-2"].address]
         self.recall = self.procs["recall"].address
         self.encoding = self.procs["encoding"].address

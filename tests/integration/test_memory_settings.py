@@ -99,3 +99,29 @@ def test_a_server_mallocs_from_two_arenas_however_many_threads_allocate():
     assert arenas("default")[1] > memory.ARENAS
     # An operator's MALLOC_ARENA_MAX wins.
     assert arenas("server", MALLOC_ARENA_MAX="3") == ("False", 3)
+
+
+def test_serve_row_cache_bounds_the_encoding_row_cache(tmp_path, monkeypatch):
+    """`morphz serve --row-cache BYTES` is the byte bound of encoding's RowCache (the soak
+    sizes it so the cache is full within its warm-up); 0 keeps no rows at all."""
+    from morphz.services.cli.main import build_parser
+    from morphz.services.encoding import wiring
+    from morphz.services.encoding.core.row_cache import RowCache
+    from morphz.services.server.app import AllInOne, ServerConfig
+
+    made = []
+
+    class Recorded(RowCache):
+        def __init__(self, **bounds):
+            made.append(bounds)
+            super().__init__(**bounds)
+
+    monkeypatch.setattr(wiring, "RowCache", Recorded)
+    args = build_parser().parse_args(["serve", "--row-cache", "16MiB"])
+    assert args.row_cache == 16 << 20
+    for given, expected in ((16 << 20, [{"max_bytes": 16 << 20}]), (0, [])):
+        made.clear()
+        server = AllInOne(ServerConfig(str(tmp_path / str(given)), "127.0.0.1:0",
+                                       row_cache_bytes=given)).start()
+        server.stop(grace=1)
+        assert made == expected

@@ -93,3 +93,30 @@ def _report(resources: dict) -> dict:
             "audits": {"c": True}, "ledger_audits": {}, "internal": {"count": 0},
             "read_your_writes": {"found": 1}, "resources": resources,
             "latency": {"ratio": 1.0, "judged": True}, "recovery": {}}
+
+
+def _faults_module():
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts" / "soaking"))
+    spec = importlib.util.spec_from_file_location("soak_faults",
+                                                  ROOT / "scripts" / "soaking" / "faults.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_soak_01_the_first_half_of_a_long_soak_kills_no_process_then_every_kind_comes():
+    import random
+    F = _faults_module()
+    kinds = ["kill:server", "pause:server", "disk-full", "net-slow"]
+    schedule = F.Schedule(kinds, random.Random(7), spared=1800.0)
+    early = [schedule.next(t) for t in range(90, 1800, 60)]
+    late = [schedule.next(t) for t in range(1800, 3580, 60)]
+    assert not any(k.startswith("kill:") for k in early)
+    assert set(early) == {"pause:server", "disk-full", "net-slow"}
+    assert set(late[:4]) == set(kinds)  # a fresh cycle of every kind from the first late one
+    assert late.count("kill:server") >= len(late) // 4
+    # A short soak (CI's) spares nothing: every kind within each cycle from the start.
+    short = F.Schedule(kinds, random.Random(7))
+    assert set(short.next(t) for t in range(4)) == set(kinds)
