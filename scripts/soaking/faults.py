@@ -76,6 +76,27 @@ def offered(topo: Topology, machine: Machine) -> list[str]:
     return kinds
 
 
+class Schedule:
+    """Which fault comes next: every offered kind once in a seeded order, then again. A
+    process's memory is judged over a life of 15 minutes at least (report.py: warm-up and
+    judged life), which a kill every few minutes never leaves (all-in-one: one in four
+    faults). So before `spared` seconds no process is killed: the faults are the other
+    kinds, one a minute all the same; from then on every kind, kills of each process too."""
+
+    def __init__(self, kinds: list[str], rng: random.Random, spared: float = 0.0) -> None:
+        self.kinds, self.rng, self.spared = kinds, rng, spared
+        self.unkilled = [k for k in kinds if not k.startswith("kill:")] or kinds
+        self.cycle: list[str] = []
+        self.sparing = False  # what the cycle was drawn for
+
+    def next(self, elapsed: float) -> str:
+        sparing = elapsed < self.spared
+        if not self.cycle or sparing != self.sparing:
+            pool = self.unkilled if sparing else self.kinds
+            self.cycle, self.sparing = self.rng.sample(pool, len(pool)), sparing
+        return self.cycle.pop()
+
+
 def _is_tmpfs(path: Path) -> bool:
     best, fs = "", ""
     for line in Path("/proc/mounts").read_text().splitlines():

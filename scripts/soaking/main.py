@@ -37,7 +37,7 @@ from morphz.services.transaction.client import TransactionClient  # noqa: E402
 from morphz.shared.errors import MorphzError  # noqa: E402
 
 import report as R  # noqa: E402
-from faults import FaultRun, Injector, Machine, offered  # noqa: E402
+from faults import FaultRun, Injector, Machine, Schedule, offered  # noqa: E402
 from history import check_events, read_history  # noqa: E402
 from load import SHARED_FRAMES, Abuser, Agent, Clients, Ledger  # noqa: E402
 from procs import AllInOne, SplitPostgres, Topology  # noqa: E402
@@ -49,9 +49,15 @@ QUIET_SECONDS = 30.0  # a quiet window: the abuser rests and no fault is injecte
 QUIET_EVERY = 300.0   # one such window at least this often: the baseline follows the data
 # (a shorter soak: four of them, a minute apart at least)
 SAMPLE_SECONDS = 10.0
+SPARE_SHARE = 0.5  # of a run long enough to judge memory: kills no process (Schedule)
 RECOVERY_BOUND = 120.0  # seconds a fault's recovery is waited for
 SETTLE_BOUND = 180.0    # seconds the end waits for the unsettled writes and an audit
 DISK_BYTES = 2 << 30
+
+
+def spared_until(duration: float) -> float:
+    """Seconds from the start during which no process is killed (0: none spared)."""
+    return duration * SPARE_SHARE if duration >= R.SHORT else 0.0
 
 
 def say(text: str) -> None:
@@ -68,6 +74,7 @@ class Run:
         self.stop, self.stop_abuse = threading.Event(), threading.Event()
         self.contexts = [f"soak-{k}" for k in range(args.contexts)]
         self.series: dict[str, list] = defaultdict(list)
+        self.births: dict[str, float] = {}  # NAME#N -> when it started (s from t0)
         self.faults: list[FaultRun] = []
         self.quiet: list[tuple[float, float]] = []  # quiet windows (s from t0)
         self.t0 = time.monotonic()
@@ -119,15 +126,13 @@ class Run:
         self.quiet.append((0.0, quiet))
         abuse = threading.Thread(target=abuser.run, daemon=True)
         abuse.start()
-        kinds = offered(self.topo, self.machine)
-        cycle: list[str] = []
+        self.spared = spared_until(duration)
+        schedule = Schedule(offered(self.topo, self.machine), self.rng, self.spared)
         injector = Injector(self.topo, self.rng, self.ledger.wrote_since, say)
         next_fault = quiet + self.args.fault_every / 2
         while self.elapsed() < duration:
             if self.elapsed() >= next_fault and self.elapsed() < duration - 20:
-                if not cycle:
-                    cycle = self.rng.sample(kinds, len(kinds))  # every kind, in seeded order
-                self.fault(injector, cycle.pop())
+                self.fault(injector, schedule.next(self.elapsed()))
                 next_fault += self.args.fault_every
                 if self.elapsed() - self.quiet[-1][1] >= min(QUIET_EVERY,
                                                              max(60.0, duration / 4)):
@@ -190,7 +195,9 @@ class Run:
             for p in self.topo.procs.values():
                 got = p.sample()
                 if got is not None:
-                    self.series[f"{p.name}#{p.starts}"].append((self.elapsed(), *got))
+                    name = f"{p.name}#{p.starts}"
+                    self.births.setdefault(name, p.started - self.t0)
+                    self.series[name].append((self.elapsed(), *got))
 
     # -- the end --------------------------------------------------------------------------
     def settle(self) -> int:
@@ -245,6 +252,7 @@ class Run:
         report = {
             "topology": self.topo.name, "seed": self.seed, "minutes": self.args.minutes,
             "fault_every_s": self.args.fault_every, "agents": self.args.agents,
+            "kills_spared_until_s": round(self.spared),
             "embedder": "hashing", "history": history, "audits": audits,
             "ledger_audits": dict(self.ledger.audits),
             "internal": {"count": self.ledger.errors["INTERNAL"] + self.ledger.errors["UNKNOWN"]
@@ -258,7 +266,7 @@ class Run:
                         "error": f.error} for f in self.faults],
             "latency": R.latencies(self.ledger.ops, self.quiet, windows, self.t0,
                                    judged=duration >= R.SHORT),
-            "resources": R.flatness(dict(self.series), duration),
+            "resources": R.flatness(dict(self.series), self.births, duration),
             "not_injected": dict(self.machine.missing),
         }
         report["failed"] = R.verdict(report)

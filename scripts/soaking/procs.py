@@ -41,6 +41,10 @@ BOUND = 90.0  # seconds a start may take on a loaded machine
 SERVING_LINE = "morphz: serving on "
 MORPHZ = [sys.executable, "-m", "morphz.services.cli.main"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# Encoding's row cache bounded so that it is full within the soak's warm-up: at the soak's
+# rate the default 128 MiB fills for some 35 minutes, growth memory judging would see
+# (docs/soak.md); 16 MiB fills in about 5. A fill is not growth; the bound is tested apart.
+ENCODING_FLAGS = ("--row-cache", "16MiB")
 
 
 def health(address: str) -> str:
@@ -64,13 +68,16 @@ class Proc:
         self.proc: Optional[subprocess.Popen] = None
         self.paused = False
         self.starts = 0
+        self.started = 0.0
 
     def start(self) -> "Proc":
+        # Counted before the process exists: the sampler files its first sample under it.
+        self.starts += 1
+        self.started = time.monotonic()  # its birth: memory is judged from its own warm-up
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=log, start_new_session=True,
                                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        self.starts += 1
         self.paused = False
         self.wait_serving()
         return self
@@ -119,17 +126,22 @@ class Proc:
             self.proc.kill()
             self.proc.wait(BOUND)
 
-    def sample(self) -> Optional[tuple[int, int]]:
-        """(resident bytes, open files) of the process now, or None if it is not running."""
+    def sample(self) -> Optional[tuple[int, int, int]]:
+        """(resident bytes, open files, anonymous resident bytes) of the process now, or
+        None if it is not running. The anonymous part is the process's own memory: the
+        rest is mapped files (LMDB's data, on tmpfs in the soak, and the indexes), which
+        grow with the data whoever maps them."""
         pid = self.pid
         if not pid or self.paused:
             return None
         try:
             rss = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
             fds = len(os.listdir(f"/proc/{pid}/fd"))
+            status = Path(f"/proc/{pid}/status").read_text()
+            anon = int(status.split("RssAnon:", 1)[1].split()[0]) << 10
         except (OSError, ValueError, IndexError):
             return None
-        return rss, fds
+        return rss, fds, anon
 
 
 class Principals:
@@ -187,7 +199,7 @@ class AllInOne(Topology):
         self.data_dir = data_dir
         self.principals = Principals(root)
         server = serve("server", [], root, self.principals, "--embedder", "hashing",
-                       "--reply-stall-seconds", "15")
+                       "--reply-stall-seconds", "15", *ENCODING_FLAGS)
         server.argv[server.argv.index("--data") + 1] = str(data_dir / "server")
         server.kind = "server"
         self.procs = {"server": server.start()}
@@ -227,7 +239,7 @@ class SplitPostgres(Topology):
         self.procs["recall"] = serve("recall", ["recall"], root, p, "--transaction", tx, *e,
                                      "--embedder", "hashing").start()
         self.procs["encoding"] = serve("encoding", ["encoding"], root, p, "--transaction", tx,
-                                       *e).start()
+                                       *e, *ENCODING_FLAGS).start()
         self.transaction = [tx, self.procs["transaction-2"].address]
         self.recall = self.procs["recall"].address
         self.encoding = self.procs["encoding"].address

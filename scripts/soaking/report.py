@@ -7,7 +7,9 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Optional
 
-WARM_UP = 600.0  # seconds: memory and open files are judged from here on
+WARM_UP = 600.0  # seconds from a process's birth: its memory and open files are judged after
+JUDGED_LIFE = 300.0  # a process is judged only if it lives this long after its warm-up
+SERIES_EVERY = 60.0  # seconds between the points of each process's series in the report
 SHORT = 1200.0   # a run shorter than this is not long enough to judge them
 FLAT = 0.10      # growth allowed after warm-up
 FD_SLACK = 4     # open files: connections come and go; a few either way is no leak
@@ -28,29 +30,62 @@ def exactly_once(events: list[Optional[dict]], acked: list[dict]) -> tuple[int, 
     return sum(1 for rid in ids if rid not in applied), sum(1 for n in applied.values() if n > 1)
 
 
-def flatness(series: dict[str, list[tuple[float, int, int]]], duration: float) -> dict:
-    """Per process incarnation (NAME#START): RSS and open files at the start and the end of
-    what is judged (after warm-up, and 2 minutes into a restarted process's life), and
-    whether each grew by more than FLAT."""
+def flatness(series: dict[str, list[tuple[float, int, int, int]]], births: dict[str, float],
+             duration: float) -> dict:
+    """Per process incarnation (NAME#N, born at `births` s from the start), from samples
+    (s, RSS, open files, anonymous RSS): judged from its own warm-up (WARM_UP from its
+    birth: a restarted process fills its caches again) to its last sample, if that window
+    lasts JUDGED_LIFE or more. Its memory is its anonymous RSS (what it allocated; the
+    rest of RSS is mapped files, LMDB's data among them, which grow with the data) and
+    its open files, at the window's start and end; flat if neither grew by more than FLAT
+    (open files: or by FD_SLACK). Every incarnation is listed with its life and its series,
+    one point a minute (s, RSS MiB, anonymous MiB, open files), so a reader sees the curve."""
     warm = WARM_UP if duration >= SHORT else duration / 3
+    least = JUDGED_LIFE if duration >= SHORT else duration / 4
     out = {}
     for name, samples in series.items():
         if not samples:
             continue
-        born = samples[0][0]
-        judged = [s for s in samples if s[0] >= max(warm, born + 120)]
-        if len(judged) < 6 or judged[-1][0] - judged[0][0] < min(300.0, duration / 4):
-            continue  # too short a life to judge
-        first = [statistics.median(s[k] for s in judged[:3]) for k in (1, 2)]
-        last = [statistics.median(s[k] for s in judged[-3:]) for k in (1, 2)]
-        rss_growth = (last[0] - first[0]) / first[0]
+        born = births.get(name, samples[0][0])
+        row = {"born_s": round(born), "last_s": round(samples[-1][0]),
+               "series": downsample(samples)}
+        out[name] = row
+        judged = [s for s in samples if s[0] >= born + warm]
+        if len(judged) < 6 or judged[-1][0] - judged[0][0] < least:
+            row["judged"] = None  # too short a life after its warm-up to judge
+            continue
+        first = [statistics.median(s[k] for s in judged[:3]) for k in (1, 2, 3)]
+        last = [statistics.median(s[k] for s in judged[-3:]) for k in (1, 2, 3)]
+        anon_growth = (last[2] - first[2]) / first[2]
         fd_growth = (last[1] - first[1]) / max(first[1], 1)
-        out[name] = {"rss_mib": [round(first[0] / 2**20, 1), round(last[0] / 2**20, 1)],
-                     "fds": [first[1], last[1]], "rss_growth": round(rss_growth, 3),
-                     "fd_growth": round(fd_growth, 3),
-                     "flat": rss_growth <= FLAT and (fd_growth <= FLAT or
-                                                     last[1] - first[1] <= FD_SLACK)}
-    return {"judged": duration >= SHORT, "warm_up_s": round(warm), "processes": out}
+        row.update(judged=[round(judged[0][0]), round(judged[-1][0])],
+                   anon_mib=[_mib(first[2]), _mib(last[2])],
+                   rss_mib=[_mib(first[0]), _mib(last[0])],
+                   fds=[first[1], last[1]], anon_growth=round(anon_growth, 3),
+                   rss_growth=round((last[0] - first[0]) / first[0], 3),
+                   fd_growth=round(fd_growth, 3),
+                   flat=anon_growth <= FLAT and (fd_growth <= FLAT or
+                                                 last[1] - first[1] <= FD_SLACK))
+    kinds = {name.split("#")[0] for name in out}
+    unjudged = sorted(k for k in kinds if not any(
+        p["judged"] for n, p in out.items() if n.split("#")[0] == k))
+    return {"judged": duration >= SHORT, "warm_up_s": round(warm),
+            "judged_life_s": round(least), "processes": out, "unjudged_kinds": unjudged}
+
+
+def downsample(samples: list[tuple[float, int, int, int]], every: float = SERIES_EVERY) -> list:
+    """One sample each `every` seconds (the first of each span, and the last of all):
+    [s, RSS MiB, anonymous MiB, open files]."""
+    kept, next_at = [], float("-inf")
+    for i, (t, rss, fds, anon) in enumerate(samples):
+        if t >= next_at or i == len(samples) - 1:
+            kept.append([round(t), _mib(rss), _mib(anon), fds])
+            next_at = t + every
+    return kept
+
+
+def _mib(n: float) -> float:
+    return round(n / 2**20, 1)
 
 
 def latencies(ops: list[tuple[str, float, float]], quiet: list[tuple[float, float]],
@@ -120,7 +155,8 @@ def verdict(report: dict) -> list[str]:
     if report["read_your_writes"].get("missed"):
         failed.append(f"{report['read_your_writes']['missed']} read-your-writes searches missed")
     if report["resources"]["judged"]:
-        grew = [n for n, p in report["resources"]["processes"].items() if not p["flat"]]
+        grew = [n for n, p in report["resources"]["processes"].items()
+                if p["judged"] and not p["flat"]]
         if grew:
             failed.append(f"memory or open files grew: {', '.join(grew)}")
     ratio = report["latency"]["ratio"]
@@ -155,11 +191,22 @@ def table(report: dict) -> str:
         lines.append(f"  {name:<9} {_f(r['quiet_p50_ms']):>12}  {_f(r['p50_ms']):>6}  "
                      f"{_f(r['ratio']):>5}")
     res = report["resources"]
-    lines.append(f"  memory and open files after {res['warm_up_s']} s"
+    lines.append(f"  memory and open files, each process from {res['warm_up_s']} s after "
+                 f"its birth if it lived {res['judged_life_s']} s more"
                  f"{'' if res['judged'] else ' (run too short to judge)'}:")
+    lines.append("  process          life s       judged s     anonymous MiB"
+                 "            (RSS MiB)        fds")
     for name, p in res["processes"].items():
-        lines.append(f"  {name:<16} RSS {p['rss_mib'][0]:>7} -> {p['rss_mib'][1]:>7} MiB "
-                     f"({p['rss_growth']:+.1%})  fds {p['fds'][0]:>4} -> {p['fds'][1]:>4}")
+        life = f"{p['born_s']:>5}-{p['last_s']:<5}"
+        if not p["judged"]:
+            lines.append(f"  {name:<16} {life}  not judged (too short a life)")
+            continue
+        lines.append(f"  {name:<16} {life} {p['judged'][0]:>5}-{p['judged'][1]:<5}  "
+                     f"{p['anon_mib'][0]:>6} -> {p['anon_mib'][1]:>6} "
+                     f"({p['anon_growth']:+.1%})  ({p['rss_mib'][0]:>6} -> "
+                     f"{p['rss_mib'][1]:>6})  {p['fds'][0]:>4} -> {p['fds'][1]:>4}")
+    if res["unjudged_kinds"]:
+        lines.append(f"  no incarnation judged: {', '.join(res['unjudged_kinds'])}")
     for kind, why in report["not_injected"].items():
         lines.append(f"  not injected: {kind}: {why}")
     lines.append("  " + ("PASS" if not report["failed"] else "FAIL: " + "; ".join(

@@ -7,6 +7,7 @@ import os
 
 from morphz.services.cli.common import seconds_up_to_a_day
 from morphz.services.cli.inputs import input_error
+from morphz.services.encoding.core.row_cache import MAX_BYTES as ROW_CACHE_BYTES
 from morphz.services.server.defaults import DEFAULT_LISTEN, EMBEDDER_ENV, RECALL_IDLE_SECONDS
 from morphz.services.storage.space import DEFAULT_MAX_MAP_SIZE
 from morphz.services.transaction.runtime.lease import DEFAULT_TTL as DEFAULT_LEASE_TTL
@@ -163,6 +164,11 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        help="all, storage: the most the LMDB map (the store's address "
                        f"space) may grow to (default: {DEFAULT_MAX_MAP_SIZE >> 30} GiB; the "
                        "file grows only as data is written)")
+    serve.add_argument("--row-cache", metavar="BYTES", type=byte_size,
+                       default=ROW_CACHE_BYTES,
+                       help="all, encoding: what compiles keep of stored frames and events "
+                       "for the next compile, by its estimate of the memory held; the oldest "
+                       f"dropped past it (default: {ROW_CACHE_BYTES >> 20} MiB; 0: keep nothing)")
 
 
 def security_options(serve: argparse.ArgumentParser) -> None:
@@ -229,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                      security=security, max_concurrent_rpcs=args.max_concurrent_rpcs,
                      max_bytes_in_flight=args.max_bytes_in_flight,
                      storage_quota=args.storage_quota, max_map_size=args.map_size,
-                     store=args.store, dsn=args.dsn,
+                     store=args.store, dsn=args.dsn, row_cache_bytes=args.row_cache,
                      **({"rules_version": args.rules_version} if args.rules_version else {}),
                      max_reply_bytes=args.max_reply_bytes,
                      reply_stall_seconds=args.reply_stall_seconds,

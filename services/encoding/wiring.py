@@ -14,10 +14,12 @@ def register(app: Host) -> Wired:
 
     The core reads projections and keeps its snapshots in app.store, and claims
     activations through app.transactions, the transaction service's interface; its
-    RowCache keeps what compiles made of frames and inbox events between compiles.
+    RowCache keeps what compiles made of frames and inbox events between compiles, up to
+    the configured bytes (none kept at 0).
     """
     core = EncodingCore(app.store, app.transactions,
                         tracer=core_tracer(app.tracer, "morphz.encoding"),
-                        row_cache=RowCache())
+                        row_cache=RowCache(max_bytes=app.config.row_cache_bytes)
+                        if app.config.row_cache_bytes else None)
     encoding_pb2_grpc.add_EncodingServiceServicer_to_server(EncodingServicer(core), app.server)
     return Wired([encoding_pb2.DESCRIPTOR.services_by_name["EncodingService"].full_name], core)

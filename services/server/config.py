@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from morphz.services.encoding.core.row_cache import MAX_BYTES as ROW_CACHE_BYTES
 from morphz.services.server.defaults import DEFAULT_LISTEN, RECALL_IDLE_SECONDS
 from morphz.services.server.security import OPEN, Security
 from morphz.services.storage.servicer import MAX_WATCHES
@@ -84,5 +85,8 @@ class ServerConfig:
     # The retention timer's period in seconds: each context's retention policy is applied
     # at every multiple of it (services/transaction/retention_timer.py; 0: on demand only).
     retention_every: float = RETENTION_EVERY
+    # The bytes, by its own estimate, encoding's RowCache keeps of decoded and rendered
+    # rows between compiles (services/encoding/core/row_cache.py; 0: none kept).
+    row_cache_bytes: int = ROW_CACHE_BYTES
     # Authentication of callers, and the credentials used to call other services.
     security: Security = OPEN

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from morphz.services.server.config import ServerConfig
+from morphz.services.encoding.core.row_cache import MAX_BYTES as ROW_CACHE_BYTES
 from morphz.services.server.defaults import RECALL_IDLE_SECONDS
 from morphz.services.transaction.core.retention import RETENTION_EVERY
 from morphz.shared.errors import MorphzError
@@ -89,6 +90,9 @@ def check_addresses(role: str, config: ServerConfig) -> None:
         raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --retention-every: "
                           "the transaction service applies retention policies",
                           field="retention_every", role=role)
+    if config.row_cache_bytes != ROW_CACHE_BYTES and role not in ("all", "encoding"):
+        raise MorphzError("CONTEXT_INPUT_INVALID", f"serve {role} takes no --row-cache: "
+                          "only encoding compiles", field="row_cache", role=role)
     if config.store not in ("lmdb", "postgres"):
         raise MorphzError("CONTEXT_INPUT_INVALID", "--store is lmdb or postgres, got "
                           f"{config.store[:100]!r}", field="store", role=role)

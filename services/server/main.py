@@ -12,7 +12,7 @@ from morphz.services.server.config import ServerConfig
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.services.server.deployment import ALL, Deployment
 from morphz.services.server.node import Node
-from morphz.shared.process import collector, memory
+from morphz.shared.process import collector, heap_trace, memory
 
 
 def wait_for(done: threading.Event, poll_seconds: float = 0.2) -> None:
@@ -33,6 +33,8 @@ def serve(listen: str = DEFAULT_LISTEN, data_dir: str = "data", role: str = ALL,
     config = ServerConfig(data_dir=os.path.abspath(data_dir), listen=listen, storage=storage,
                           transaction=transaction, **options)
     deployment = Deployment.of(role, config)  # options that do not go with the role fail here
+    memory.limit_arenas()  # before any thread: 2 malloc arenas, not 16 (process/memory.py)
+    heap_trace.start_from_env()  # off unless MORPHZ_HEAP_TRACE asks (process/heap_trace.py)
     # a large request's buffers go back after it (shared/process/memory.py)
     memory.mmap_large_blocks()
     app = Node(deployment).start()

@@ -4,11 +4,15 @@ free-page list per commit, and a threshold below them mapped both afresh at ever
 (their first pages faulted in each time). Measured in processes of their own, as
 mallopt's settings are the whole process's: minor page faults per commit of a loop of
 5-op revises, run on a thread as the server's commits are, under the server's settings
-and under the earlier ones (1 MiB, glibc's default trim threshold)."""
+and under the earlier ones (1 MiB, glibc's default trim threshold). And a server's threads
+share two malloc arenas, not one each (up to 8 a core), each keeping its own free memory."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+from morphz.shared.process import memory
 
 LOOP = r"""
 import resource, sys, tempfile, threading
@@ -55,3 +59,69 @@ def test_commits_reuse_lmdbs_write_lists_under_the_servers_malloc_settings():
     # Measured: 0.6 against 2.6 (the two lists' first pages, faulted in at every commit).
     assert now <= before - 1.5
     assert now < 1.5
+
+
+THREADS = r"""
+import ctypes, sys, threading
+from morphz.shared.process import memory
+
+print(memory.limit_arenas() if sys.argv[1] == "server" else None, flush=True)
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+together = threading.Barrier(16)
+
+def work():  # each thread holds a block while all the others hold theirs
+    block = libc.malloc(100_000)
+    together.wait()
+    libc.free(ctypes.c_void_p(block))
+
+threads = [threading.Thread(target=work) for _ in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc.malloc_stats()  # to stderr: a line "Arena N:" per arena
+"""
+
+
+def arenas(how: str, **env: str) -> tuple[str, int]:
+    """(what limit_arenas answered, or None if not called; how many arenas malloc made)."""
+    out = subprocess.run([sys.executable, "-c", THREADS, how], capture_output=True, text=True,
+                         timeout=120, check=True, env={**os.environ, **env})
+    return out.stdout.strip(), sum(1 for line in out.stderr.splitlines()
+                                   if line.startswith("Arena "))
+
+
+def test_a_server_mallocs_from_two_arenas_however_many_threads_allocate():
+    # glibc's default: an arena for each thread that allocates, up to 8 a core; each one
+    # keeps its free top and fragments (shared/process/memory.py limit_arenas).
+    assert arenas("server") == ("True", memory.ARENAS)
+    assert arenas("default")[1] > memory.ARENAS
+    # An operator's MALLOC_ARENA_MAX wins.
+    assert arenas("server", MALLOC_ARENA_MAX="3") == ("False", 3)
+
+
+def test_serve_row_cache_bounds_the_encoding_row_cache(tmp_path, monkeypatch):
+    """`morphz serve --row-cache BYTES` is the byte bound of encoding's RowCache (the soak
+    sizes it so the cache is full within its warm-up); 0 keeps no rows at all."""
+    from morphz.services.cli.main import build_parser
+    from morphz.services.encoding import wiring
+    from morphz.services.encoding.core.row_cache import RowCache
+    from morphz.services.server.app import AllInOne, ServerConfig
+
+    made = []
+
+    class Recorded(RowCache):
+        def __init__(self, **bounds):
+            made.append(bounds)
+            super().__init__(**bounds)
+
+    monkeypatch.setattr(wiring, "RowCache", Recorded)
+    args = build_parser().parse_args(["serve", "--row-cache", "16MiB"])
+    assert args.row_cache == 16 << 20
+    for given, expected in ((16 << 20, [{"max_bytes": 16 << 20}]), (0, [])):
+        made.clear()
+        server = AllInOne(ServerConfig(str(tmp_path / str(given)), "127.0.0.1:0",
+                                       row_cache_bytes=given)).start()
+        server.stop(grace=1)
+        assert made == expected

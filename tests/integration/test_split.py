@@ -216,7 +216,10 @@ def test_dist_05_sigterm_drains_every_split_process(cluster):
     (["recall", "--storage", "127.0.0.1:1"], "transaction"),  # one it calls is missing
     (["all", "--storage", "127.0.0.1:1"], "storage"),  # all-in-one calls nothing remote
     (["storage", "--recall-idle", "5"], "recall_idle"),  # only recall indexes
-], ids=["recall-without-transaction", "all-with-storage", "storage-with-recall-idle"])
+    (["recall", "--storage", "127.0.0.1:1", "--transaction", "127.0.0.1:2",
+      "--row-cache", "1MiB"], "row_cache"),  # only encoding compiles
+], ids=["recall-without-transaction", "all-with-storage", "storage-with-recall-idle",
+        "recall-with-row-cache"])
 def test_dist_05_serve_role_gets_exactly_the_addresses_it_calls(tmp_path, argv, field):
     proc = subprocess.run([sys.executable, "-m", "morphz.services.cli.main", "serve", *argv,
                            "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data")],
