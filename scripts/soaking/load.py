@@ -84,13 +84,13 @@ class Clients:
     client follows NOT_OWNER to the owner and moves to the next instance when its own
     does not answer."""
 
-    def __init__(self, topo: Topology, who: str) -> None:
-        self._topo, self._turn = topo, 0
+    def __init__(self, topo: Topology, who: str, timeout: float = TIMEOUT) -> None:
+        self._topo, self._turn, self._timeout = topo, 0, timeout
         self._auth = topo.principals.auth(who)
         self._channels: list[grpc.Channel] = []
         self.tx = self._tx(topo.transaction[0])
-        self.recall = RecallClient(self._channel(topo.recall), timeout=TIMEOUT)
-        self.encoding = EncodingClient(self._channel(topo.encoding), timeout=TIMEOUT)
+        self.recall = RecallClient(self._channel(topo.recall), timeout=timeout)
+        self.encoding = EncodingClient(self._channel(topo.encoding), timeout=timeout)
 
     def _channel(self, address: str) -> grpc.Channel:
         ch = self._auth.channel(address, options=[
@@ -100,7 +100,8 @@ class Clients:
         return ch
 
     def _tx(self, address: str) -> TransactionClient:
-        return TransactionClient(self._channel(address), timeout=TIMEOUT, connect=self._channel)
+        return TransactionClient(self._channel(address), timeout=self._timeout,
+                                 connect=self._channel)
 
     def tx_address(self) -> str:
         return self._topo.transaction[self._turn]

@@ -51,7 +51,12 @@ QUIET_EVERY = 300.0   # one such window at least this often: the baseline follow
 SAMPLE_SECONDS = 10.0
 SPARE_SHARE = 0.5  # of a run long enough to judge memory: kills no process (Schedule)
 RECOVERY_BOUND = 120.0  # seconds a fault's recovery is waited for
-SETTLE_BOUND = 180.0    # seconds the end waits for the unsettled writes and an audit
+SETTLE_BOUND = 180.0    # seconds the end waits for the unsettled writes
+# An audit replays a context's whole history: after an hour (~8,000 writes a context) it
+# took more than the load's 10 s deadline on a machine at load average 30, and each retry
+# started over. The checker's calls get this long each, its audits this long in all.
+CHECK_TIMEOUT = 300.0
+AUDIT_BOUND = 900.0
 DISK_BYTES = 2 << 30
 
 
@@ -230,7 +235,7 @@ class Run:
             if not p.pid:
                 p.start()
         unsettled = self.settle()
-        c = Clients(self.topo, "checker")
+        c = Clients(self.topo, "checker", timeout=CHECK_TIMEOUT)
         audits, history = {}, {"acknowledged": 0, "lost": 0, "duplicated": 0, "refused": 0,
                                "problems": [], "unsettled": unsettled}
         try:
@@ -273,7 +278,8 @@ class Run:
         return report
 
     def audit(self, tx: TransactionClient, ctx: str) -> bool:
-        deadline = time.monotonic() + SETTLE_BOUND
+        say(f"{self.topo.name}: auditing {ctx}")
+        deadline = time.monotonic() + AUDIT_BOUND
         while True:
             try:
                 return bool(tx.audit(ctx)["match"])
