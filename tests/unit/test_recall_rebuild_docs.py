@@ -214,7 +214,7 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         monkeypatch.setattr(index_rebuild, "REBUILD_READ_CHUNK", 4)
         opened.clear()
         info = indexer.rebuild("c")
-        assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
+        assert info.documents == 25 + 1  # 25 events (@e0..@e24) and the frame
         # one snapshot (frames, version), one page of the context's change feed (which
         # commit last wrote each frame), one read of those events, then 7 chunks read once
         # for the lexical leg (the hashing embedder learns nothing: no fit sample), then

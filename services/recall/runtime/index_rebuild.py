@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Optional
 
 from morphz.services.recall.core.documents import TEXT_VERSION, frame_doc
+from morphz.services.recall.core.results import RebuildInfo, RebuildProgress
 from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.services.recall.runtime import index_reads
@@ -52,8 +53,11 @@ class Rebuilding:
     embedder: Embedder
     vectors_off: bool
 
-    def progress(self, context: str) -> dict:
-        return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
+    def progress(self, context: str) -> RebuildProgress:
+        """How far the context's rebuild is (none running: not running, at 0 of 0)."""
+        p = self._progress.get(context)
+        return RebuildProgress(p["running"], p["done"], p["total"]) if p else \
+            RebuildProgress(False, 0, 0)
 
     def _rebuild_outdated(self, context: str) -> None:
         """Begin, once per process, the rebuild of an index built from older texts."""
@@ -99,7 +103,7 @@ class Rebuilding:
                     self._purging.discard(context)
         threading.Thread(target=run, daemon=True, name="recall-erasure-purge").start()
     # -- rebuild ----------------------------------------------------------------------------
-    def rebuild(self, context: str, deadline: Deadline = NEVER) -> dict:
+    def rebuild(self, context: str, deadline: Deadline = NEVER) -> RebuildInfo:
         """Build a new index from one snapshot of events and frames, then swap it in.
         Past `deadline` (looked at between read chunks and before the swap) it stops
         with DEADLINE_EXCEEDED / CANCELLED, its new generation removed and the live
@@ -148,7 +152,7 @@ class Rebuilding:
                                  "text_version": TEXT_VERSION})
                 self._indexes.swap(context, fresh)
                 swapped = True
-            return info
+            return RebuildInfo(**info)
         finally:
             if fresh is not None and not swapped:  # stopped or failed: the live one stays
                 self._indexes.discard(context, fresh)

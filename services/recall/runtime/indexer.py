@@ -37,6 +37,7 @@ from opentelemetry import trace
 
 from morphz.shared.process.telemetry import NO_TRACING
 
+from morphz.services.recall.core.ports import VectorPosition
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
 from morphz.services.recall.runtime.index_apply import ERASURE_PENDING, ChangeApplying
@@ -47,7 +48,7 @@ from morphz.services.recall.embedding.api import QUERY, Embedder, embed_texts
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.index.tantivy_index import ContextIndex
-from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.recall.index.vector_cache import CacheStats, VectorCache
 from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.storage.api import Store
@@ -178,13 +179,13 @@ class Indexer(ChangeApplying, Rebuilding):
         """This server's embedder as fitted for the leg (its stored state restored)."""
         return self._vectors.leg_embedder(context, leg)
 
-    def vector_status(self, context: str, head: int) -> dict:
+    def vector_status(self, context: str, head: int) -> VectorPosition:
         """The vector leg's position and lag behind `head` (the store's version)."""
         if self.vectors_off:  # no leg to be behind
-            return {"position": 0, "lag": 0}
+            return VectorPosition(0, 0)
         leg = self.index(context).vectors
         position = leg.position if leg.committed else 0
-        return {"position": position, "lag": max(0, head - position)}
+        return VectorPosition(position, max(0, head - position))
 
     def vector_pace(self) -> tuple[int, float]:
         """(the processes the vector leg embeds in, documents a second it covered lately)."""
@@ -192,7 +193,7 @@ class Indexer(ChangeApplying, Rebuilding):
             return 0, 0.0
         return self._vectors.embed_workers, self._vectors.pace.per_second()
 
-    def cache_stats(self) -> dict:
+    def cache_stats(self) -> CacheStats:
         return self._vectors.cache_stats()
 
     def want_vectors(self, context: str) -> None:
@@ -275,7 +276,7 @@ class Indexer(ChangeApplying, Rebuilding):
         shows as a search's vector_position and vector_lag."""
         while True:
             want = min(target, self.position(context))
-            if self.vector_status(context, want)["lag"] == 0:
+            if self.vector_status(context, want).lag == 0:
                 return
             left = give_up - time.monotonic()
             if left <= 0:
