@@ -10,7 +10,8 @@ from msgspec.structs import asdict
 from morphz.api.recall.v1 import recall_pb2 as pb
 from morphz.services.recall.core.request import Evaluation
 from morphz.services.recall.core.results import (
-    Hit, IndexStatus, ReadResult, SearchResult, TraverseResult, VectorLegStatus)
+    Hit, IndexStatus, ReadResult, RebuildInfo, RebuildProgress, SearchResult, TraverseResult,
+    VectorLegStatus)
 from morphz.shared.grpc.client import build_request
 
 
@@ -67,17 +68,22 @@ def status_to_proto(s: IndexStatus) -> pb.IndexStatus:
     out = pb.IndexStatus(
         context=s.context, documents=s.documents, events=s.events, frames=s.frames,
         terms=s.terms, position=s.position, head=s.head, lag=s.lag,
-        rebuild=pb.RebuildProgress(running=s.rebuild.running, done=s.rebuild.done,
-                                   total=s.rebuild.total),
+        rebuild=_progress_to_proto(s.rebuild),
         index_bytes=s.index_bytes, path=s.path, feed_position=s.feed_position or 0,
         feed_head=s.feed_head or 0, feed_lag=s.feed_lag or 0, feed_held=s.feed_held or 0,
         vectors=_vectors_to_proto(s.vectors), embedder=s.embedder,
         embedder_note=s.embedder_note, erasure_pending=s.erasure_pending)
     if s.last_rebuild is not None:
-        b = s.last_rebuild
-        out.last_rebuild.CopyFrom(pb.RebuildInfo(at=b.at, duration_ms=b.duration_ms,
-                                                 documents=b.documents))
+        out.last_rebuild.CopyFrom(_rebuild_info_to_proto(s.last_rebuild))
     return out
+
+
+def _progress_to_proto(p: RebuildProgress) -> pb.RebuildProgress:
+    return pb.RebuildProgress(running=p.running, done=p.done, total=p.total)
+
+
+def _rebuild_info_to_proto(b: RebuildInfo) -> pb.RebuildInfo:
+    return pb.RebuildInfo(at=b.at, duration_ms=b.duration_ms, documents=b.documents)
 
 
 def _vectors_to_proto(v: VectorLegStatus) -> pb.VectorLegStatus:

@@ -24,7 +24,7 @@ from morphz.services.recall.embedding.e5 import E5Embedder
 from morphz.services.recall.embedding.hashing import HashingEmbedder
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.embedding.use import UseEmbedder
-from morphz.services.recall.index.tantivy_index import IndexDirectory, lock_root
+from morphz.services.recall.index.index_directory import IndexDirectory, lock_root
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.recall.jobs import recall_jobs
 from morphz.services.recall.servicer import RecallServicer

@@ -20,7 +20,7 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.backup import Backups, restore, write_backup
 from morphz.services.storage.client import StorageClient
 from morphz.services.storage.lmdb import LmdbStore

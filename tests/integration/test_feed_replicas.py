@@ -181,7 +181,7 @@ def test_dist_06_a_stopping_server_holds_its_index_folder_until_its_followers_st
     its writes with theirs."""
 
     from morphz.services.recall.runtime.feeds import Feeds
-    from morphz.services.recall.index.tantivy_index import lock_root
+    from morphz.services.recall.index.index_directory import lock_root
     from morphz.services.server.app import AllInOne, ServerConfig
     from morphz.services.server.roles import ServiceProcess
 
@@ -222,7 +222,7 @@ def test_dist_06_an_application_outliving_the_stop_keeps_the_index_folder_locked
     locked until it ends: it still writes indexes and the feed position there."""
     from morphz.services.recall.runtime import follower
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import lock_root
+    from morphz.services.recall.index.index_directory import lock_root
     from morphz.services.server.app import AllInOne, ServerConfig
     from morphz.shared.auth import IN_PROCESS_CALLER
 

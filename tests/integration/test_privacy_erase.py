@@ -16,7 +16,7 @@ import tantivy
 
 from morphz.services.encoding.client import EncodingClient
 from morphz.services.recall.client import RecallClient
-from morphz.services.recall.index.tantivy_index import SCHEMA
+from morphz.services.recall.index.tantivy_docs import SCHEMA
 from morphz.services.transaction.core.erase_select import Selector
 from tests.inspector import InspectorProcess
 from tests.integration.test_cli import run_cli

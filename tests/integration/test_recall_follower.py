@@ -12,7 +12,7 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.client import RemoteReader, StorageClient
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -316,9 +316,9 @@ def test_recall_10_a_streamed_feed_is_applied_in_batches_of_many_pages(tmp_path)
 def test_recall_10_an_application_longer_than_a_chunk_indexes_every_row(tmp_path, monkeypatch):
     """Chunk by chunk (whole changes, here about 10 rows), each chunk's events and frames
     in one round trip over the storage service, and every event and frame indexed."""
-    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime import index_apply
 
-    monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
+    monkeypatch.setattr(index_apply, "SUPERSEDED_CHECK", 10)
     with storage_service(tmp_path / "server", sync=False) as (app, channel, count):
         tx = app.transactions
         tx.create_context("c", caller=ME)

@@ -14,7 +14,7 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.client import TransactionClient
 from morphz.services.transaction.core.engine import TransactionCore

@@ -13,7 +13,7 @@ from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME
@@ -52,7 +52,7 @@ def test_recall_13_a_search_with_the_vector_leg_sees_its_writes_in_both_legs(sta
                        min_commit_seq=later[-1].commit_seq, caller=ME)
     # Nothing indexed the later writes (no follower runs): the page did not wait for them.
     assert indexer.position("c") == page.index_position == reply.index_position
-    assert indexer.vector_status("c", 0)["position"] == reply.vector_position
+    assert indexer.vector_status("c", 0).position == reply.vector_position
     assert page.unclosed_lag == later[-1].commit_seq - reply.index_position
     assert not set(refs(page)) & set(refs(reply))
     assert not set(refs(page)) & {e.ref for e in later}

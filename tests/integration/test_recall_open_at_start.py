@@ -18,7 +18,7 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.storage.lmdb import LmdbStore

@@ -16,7 +16,8 @@ from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.index.tantivy_index import IndexDirectory, Query
+from morphz.services.recall.index.index_directory import IndexDirectory
+from morphz.services.recall.index.tantivy_search import Query
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.auth import IN_PROCESS_CALLER as ME, SERVICE_CALLER
@@ -71,11 +72,11 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     def rebuilt() -> bool:
         meta = indexer.index("c").snapshot()[1]
         return meta.get("text_version") == TEXT_VERSION and "last_rebuild" in meta \
-            and not indexer.progress("c")["running"]
+            and not indexer.progress("c").running
     until(rebuilt, what="the index of older texts was not rebuilt")
     idx = indexer.index("c")
     assert not idx.search(idx.snapshot()[0], held, 0, 10)  # gone from the index itself
-    until(lambda: indexer.vector_status("c", seen.commit_seq)["lag"] == 0)
+    until(lambda: indexer.vector_status("c", seen.commit_seq).lag == 0)
     assert indexer.leg_current(idx.vectors)
     for mode in ("lexical", "vector", "hybrid"):
         reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
@@ -91,4 +92,4 @@ def test_recall_12_an_index_of_todays_texts_is_not_rebuilt(tmp_path, store):
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
     meta = indexer.index("c").snapshot()[1]
     assert meta["text_version"] == TEXT_VERSION
-    assert "last_rebuild" not in meta and not indexer.progress("c")["running"]
+    assert "last_rebuild" not in meta and not indexer.progress("c").running

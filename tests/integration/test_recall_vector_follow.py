@@ -31,7 +31,7 @@ from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.vectorfollow import VectorFollower
 from morphz.services.recall.embedding.hashing import HashingEmbedder
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -176,7 +176,7 @@ _CRASH_CHILD = r"""
 import sys
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.hashing import HashingEmbedder
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.index.vector_cache import VectorCache
 from morphz.services.storage.lmdb import LmdbStore
 store = LmdbStore(sys.argv[1], sync=False)

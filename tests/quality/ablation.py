@@ -25,7 +25,9 @@ from morphz.services.recall.core import hybrid  # noqa: E402
 from morphz.services.recall.core.passages import TYPICAL, Passages, rows, said  # noqa: E402
 from morphz.services.recall.embedding.api import QUERY, embed_texts  # noqa: E402
 from morphz.services.recall.embedding.default import default_embedder  # noqa: E402
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.services.recall.index.tantivy_docs import Doc  # noqa: E402
+from morphz.services.recall.index.tantivy_index import ContextIndex  # noqa: E402
+from morphz.services.recall.index.tantivy_search import Query  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
 K, DEPTH = 10, hybrid.FUSE_DEPTH

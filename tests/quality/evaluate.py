@@ -12,7 +12,11 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recall_set import DOCS, QUERIES  # noqa: E402
 
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.services.recall.index.tantivy_docs import Doc  # noqa: E402
+
+from morphz.services.recall.index.tantivy_index import ContextIndex  # noqa: E402
+
+from morphz.services.recall.index.tantivy_search import Query  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 
 K = 10

@@ -31,7 +31,9 @@ from morphz.services.recall.embedding.e5 import E5Embedder  # noqa: E402
 from morphz.services.recall.embedding.hashing import HashingEmbedder  # noqa: E402
 from morphz.services.recall.embedding.lsa import LsaEmbedder  # noqa: E402
 from morphz.services.recall.embedding.use import UseEmbedder  # noqa: E402
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query  # noqa: E402
+from morphz.services.recall.index.tantivy_docs import Doc  # noqa: E402
+from morphz.services.recall.index.tantivy_index import ContextIndex  # noqa: E402
+from morphz.services.recall.index.tantivy_search import Query  # noqa: E402
 from morphz.services.recall.index.vector_index import quantized  # noqa: E402
 from morphz.shared.text.analyze import query_terms, terms  # noqa: E402
 

@@ -24,8 +24,6 @@ LARGE: dict[str, int] = {
     "services/encoding/core/render.py:render": 83,
     "services/recall/core/engine.py": 476,
     "services/recall/core/engine.py:RecallCore.search": 94,
-    "services/recall/index/tantivy_index.py": 543,
-    "services/recall/runtime/indexer.py": 593,
     "services/storage/postgres/store.py": 598,
     "shared/mind/view.py": 592,
     "shared/sexpr.py": 469,

@@ -11,7 +11,9 @@ import threading
 
 import pytest
 
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc
+from morphz.services.recall.index.tantivy_docs import Doc
+
+from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.shared.errors import MorphzError, Status
 from tests.polling import until
 

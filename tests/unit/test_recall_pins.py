@@ -10,7 +10,7 @@ from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import PIN_BYTES, SearchPins
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
 from morphz.shared.errors import MorphzError

@@ -14,7 +14,9 @@ from morphz.services.recall.runtime import tokenpool
 from morphz.services.recall.core.documents import event_doc, event_text
 from morphz.services.recall.embedding.lsa import LsaEmbedder
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.index.tantivy_index import ContextIndex, Query, doc_json
+from morphz.services.recall.index.tantivy_docs import doc_json
+from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.tantivy_search import Query
 from morphz.shared.mind import records as R
 from morphz.shared.text.analyze import query_terms
 
@@ -172,9 +174,9 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
     """A rebuild holds no read transaction across the whole event history (it would keep
     LMDB from reusing pages and hold off map growth): events come in chunks, one short
     read transaction each, and every event and frame is indexed exactly once."""
-    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime import index_rebuild
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
     from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
 
@@ -209,10 +211,10 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
         records = list(indexer._event_records("c", 25, chunk=4))
         assert [json.loads(r)["seq"] for r in records] == list(range(25))
         assert len(opened) == 7 and most[0] == 1  # ceil(25 / 4) chunks, never two at once
-        monkeypatch.setattr(indexer_module, "REBUILD_READ_CHUNK", 4)
+        monkeypatch.setattr(index_rebuild, "REBUILD_READ_CHUNK", 4)
         opened.clear()
         info = indexer.rebuild("c")
-        assert info["documents"] == 25 + 1  # 25 events (@e0..@e24) and the frame
+        assert info.documents == 25 + 1  # 25 events (@e0..@e24) and the frame
         # one snapshot (frames, version), one page of the context's change feed (which
         # commit last wrote each frame), one read of those events, then 7 chunks read once
         # for the lexical leg (the hashing embedder learns nothing: no fit sample), then
@@ -230,7 +232,7 @@ def test_recall_10_rebuild_reads_events_in_short_read_transactions(tmp_path, mon
 def test_recall_10_fresh_index_never_shares_the_live_directory(tmp_path):
     """A rebuild of a context never indexed yet gets its own generation directory: the
     outbox worker opening the live index must not write into the one being built."""
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
     indexes = IndexDirectory(str(tmp_path / "recall"))
     fresh = indexes.fresh("c")
     live = indexes.get("c")
@@ -242,7 +244,7 @@ def test_recall_10_fresh_index_never_shares_the_live_directory(tmp_path):
 
 
 def test_recall_10_leftovers_of_a_dead_rebuild_are_removed_at_first_use(tmp_path):
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
     root = str(tmp_path / "recall")
     live = IndexDirectory(root).get("c").path
     dead = IndexDirectory(root).fresh("c").path  # its process died before the swap
@@ -275,7 +277,7 @@ def test_recall_10_follower_leaves_a_rebuilding_context_to_the_rebuild(tmp_path,
     import threading
     from morphz.services.recall.runtime import indexer as indexer_module
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
 
     store, core = _store_with_events(tmp_path, 10)
     try:
@@ -313,7 +315,7 @@ def test_recall_10_a_hole_in_a_context_index_is_filled_from_its_own_feed(tmp_pat
     """Changes a rebuild that died had left to itself are older than the next change the
     follower brings: the index reads them from the context's feed before applying it."""
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
 
     store, core = _store_with_events(tmp_path, 3)
     try:
@@ -338,23 +340,23 @@ def test_recall_10_an_application_gives_way_to_a_rebuild_that_starts_meanwhile(t
     """The follower's long first application of a backlog stops (writing nothing) when a
     rebuild of the context begins; the rebuild covers it and catches up after."""
     import threading
-    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime import index_apply
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
 
     store, _ = _store_with_events(tmp_path, 30)
     try:
         indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
-        monkeypatch.setattr(indexer_module, "SUPERSEDED_CHECK", 10)
+        monkeypatch.setattr(index_apply, "SUPERSEDED_CHECK", 10)
         reading, rebuilding = threading.Event(), threading.Event()
-        real_doc = indexer_module.event_doc
+        real_doc = index_apply.event_doc
 
         def slow_doc(ev):
             if ev.seq == 12:  # mid-backlog: a rebuild is asked for now
                 reading.set()
                 assert rebuilding.wait(10)
             return real_doc(ev)
-        monkeypatch.setattr(indexer_module, "event_doc", slow_doc)
+        monkeypatch.setattr(index_apply, "event_doc", slow_doc)
         page = store.changes(0, context="c").changes
         result = []
         worker = threading.Thread(target=lambda: result.append(indexer.apply("c", page)))
@@ -377,14 +379,15 @@ def test_recall_10_an_application_past_its_byte_bound_is_written_in_several_comm
     (a backlog of 32 MiB events was held whole); every event is indexed. A rebuild that
     begins between two writes keeps what was written and leaves the rest to itself."""
     import threading
-    from morphz.services.recall.runtime import indexer as indexer_module
+    from morphz.services.recall.runtime import index_apply
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import ContextIndex, IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
+    from morphz.services.recall.index.tantivy_index import ContextIndex
 
     store, _ = _store_with_events(tmp_path, 30)
     try:
-        monkeypatch.setattr(indexer_module, "APPLY_BYTES", 100)  # a few events' text
-        monkeypatch.setattr(indexer_module, "READ_AHEAD_BYTES", 300)
+        monkeypatch.setattr(index_apply, "APPLY_BYTES", 100)  # a few events' text
+        monkeypatch.setattr(index_apply, "READ_AHEAD_BYTES", 300)
         positions: list[int] = []
         real_apply = ContextIndex.apply
 

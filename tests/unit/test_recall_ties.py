@@ -8,7 +8,11 @@ import random
 
 import pytest
 
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, Query
+from morphz.services.recall.index.tantivy_docs import Doc
+
+from morphz.services.recall.index.tantivy_index import ContextIndex
+
+from morphz.services.recall.index.tantivy_search import Query
 from morphz.shared.text.analyze import query_terms
 
 

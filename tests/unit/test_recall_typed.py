@@ -18,7 +18,10 @@ from morphz.services.recall.core import hybrid
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.request import Evaluation, SearchRequest
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.core.results import RebuildProgress
+from morphz.services.recall.index.index_directory import IndexDirectory
+from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.vector_cache import CacheStats
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.storage.lmdb import LmdbStore
 from morphz.services.transaction.core.engine import TransactionCore
@@ -154,3 +157,38 @@ def test_recall_09_an_observation_records_each_reply_as_the_dict_replies_did(cor
     assert reply["edges"][0] == {"kind": "source", "from": "b", "to": "a", "name": "sources"}
     assert reply["nodes"][0]["sources"] == ["a", note.ref]
     assert recall.read("c", note.ref, caller=ME).observation_ref == ""  # none recorded
+
+
+# Port -> what RecallCore reads of the index upkeep: each a frozen value (issue 56), no dict.
+PORT_RESULTS = ("vector_status", "progress", "cache_stats", "rebuild")
+
+
+def test_recall_index_port_results_are_frozen_values_and_the_indexer_gives_them():
+    from morphz.services.recall.core.ports import Indexes
+
+    for name in PORT_RESULTS:
+        declared = typing.get_type_hints(getattr(Indexes, name))["return"]
+        assert dataclasses.is_dataclass(declared) and declared.__dataclass_params__.frozen, name
+        assert typing.get_type_hints(getattr(Indexer, name))["return"] is declared, name
+
+
+def test_recall_index_port_results_as_the_indexer_answers(tmp_path):
+    store = LmdbStore(str(tmp_path / "store"), sync=False)
+    try:
+        tx = TransactionCore(store)
+        tx.create_context("c", caller=ME)
+        tx.append_event("c", "s1", "user-message", "lantern", caller=ME)
+        indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
+        indexer.catch_up("c")
+        head = store.changes(0, context="c").changes[-1].commit_seq
+        assert indexer.vector_status("c", head + 2).lag == 2  # (the leg is at head)
+        assert indexer.vector_status("c", head).position == head
+        assert indexer.progress("c") == RebuildProgress(False, 0, 0)
+        counts = ContextIndex.counts(indexer.index("c").snapshot()[0])
+        info = indexer.rebuild("c")  # the documents the feed's application wrote, again
+        assert info.documents == counts["events"] + counts["frames"] >= 1
+        assert info.duration_ms >= 0 and info.at
+        assert not indexer.progress("c").running
+        assert indexer.cache_stats() == CacheStats()  # (this indexer keeps no cache)
+    finally:
+        store.close()

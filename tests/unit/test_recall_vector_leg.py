@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 from morphz.services.recall.embedding.hashing import HashingEmbedder
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc
+from morphz.services.recall.index.tantivy_docs import Doc
+from morphz.services.recall.index.tantivy_index import ContextIndex
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg, quantized
 
 
@@ -95,7 +96,7 @@ class _Learning(HashingEmbedder):
 def test_hyb_02_a_learned_leg_is_refitted_when_it_has_doubled(tmp_path, monkeypatch):
     from morphz.services.recall.runtime import vector_upkeep
     from morphz.services.recall.runtime.indexer import Indexer
-    from morphz.services.recall.index.tantivy_index import IndexDirectory
+    from morphz.services.recall.index.index_directory import IndexDirectory
     from morphz.services.storage.lmdb import LmdbStore
     from morphz.services.transaction.core.engine import TransactionCore
     from morphz.shared.auth import IN_PROCESS_CALLER as ME

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from morphz.services.recall.core.timeparse import event_time_us
-from morphz.services.recall.index.tantivy_index import Doc
+from morphz.services.recall.index.tantivy_docs import Doc
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.text.analyze import terms, terms_text
 

@@ -34,7 +34,7 @@ from morphz.services.recall.core.ports import Indexes, Pinned, Pins, RunsBeside,
 from morphz.services.recall.core.request import (Evaluation, SearchRequest,
                                                  check_limit as _limit)
 from morphz.services.recall.core.results import (
-    Edge, IndexStatus, Node, ReadResult, RebuildInfo, RebuildProgress, SearchResult,
+    Edge, IndexStatus, Node, ReadResult, RebuildInfo, SearchResult,
     TraverseResult, VectorLegStatus)
 from morphz.services.recall.embedding.api import QUERY, embed_texts
 from morphz.shared.mind.records import is_ref
@@ -203,8 +203,8 @@ class RecallCore:
                 vector_position = vector_lag = None
                 if req.mode != "lexical":  # the vector leg follows on its own: its own lag
                     vec = self._indexer.vector_status(context, reader.commit_seq)
-                    vector_position, vector_lag = vec["position"], vec["lag"]
-                    if vec["lag"]:
+                    vector_position, vector_lag = vec.position, vec.lag
+                    if vec.lag:
                         self._indexer.want_vectors(context)
                 next_cursor = ""
                 if page.next_offset is not None:
@@ -398,7 +398,7 @@ class RecallCore:
             feed_head=feed.get("feed_head"), feed_lag=feed.get("feed_lag"),
             feed_held=feed.get("feed_held"),
             last_rebuild=RebuildInfo(**last_rebuild) if last_rebuild else None,
-            rebuild=RebuildProgress(**self._indexer.progress(context)),
+            rebuild=self._indexer.progress(context),
             index_bytes=idx.size_bytes(), path=self._indexer.shown_path(context),
             vectors=self._vector_status(context, idx, head,
                                         counts["events"] + counts["frames"]),
@@ -420,18 +420,18 @@ class RecallCore:
         leg = idx.vectors
         meta = leg.meta
         status = self._indexer.vector_status(context, head)
-        if status["lag"]:
+        if status.lag:
             self._indexer.want_vectors(context)
         cache = self._indexer.cache_stats()
         workers, pace = self._indexer.vector_pace()
-        behind = max(0, documents - leg.count) if status["lag"] else 0
+        behind = max(0, documents - leg.count) if status.lag else 0
         return VectorLegStatus(
             built_by=meta.get("embedder", ""), count=leg.count, dimension=leg.dimension,
             fit_count=meta.get("fit_count", 0), text_version=meta.get("text_version", 0),
             fingerprint=meta.get("digest", ""), log_bytes=meta.get("bytes", 0),
-            current=self._indexer.leg_current(leg), position=status["position"],
-            lag=status["lag"], cached=cache.get("entries", 0),
-            cache_hits=cache.get("hits", 0), cache_misses=cache.get("misses", 0),
+            current=self._indexer.leg_current(leg), position=status.position,
+            lag=status.lag, cached=cache.entries, cache_hits=cache.hits,
+            cache_misses=cache.misses,
             passage_version=meta.get("passage_version", 0), embed_workers=workers,
             documents_per_second=round(pace, 3),
             eta_seconds=round(max(behind / pace, 0.1), 1) if behind and pace else 0.0)

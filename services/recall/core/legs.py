@@ -11,7 +11,8 @@ from typing import Callable, Optional
 import numpy as np
 
 from morphz.services.recall.core import hybrid
-from morphz.services.recall.index.tantivy_index import ContextIndex, Query
+from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.tantivy_search import Query
 
 
 class LexicalLeg:

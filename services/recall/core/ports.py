@@ -7,14 +7,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
+from morphz.services.recall.core.results import RebuildInfo, RebuildProgress
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.vector_cache import CacheStats
 from morphz.services.recall.index.vector_index import VectorLeg
 from morphz.shared.auth import Caller
 from morphz.shared.deadline import NEVER, Deadline
 
 if TYPE_CHECKING:
     from morphz.services.transaction.core.results import AppendResult
+
+
+@dataclass(frozen=True)
+class VectorPosition:
+    """Where a context's vector leg is (Indexes.vector_status): the version it holds and
+    how far that is behind the version asked about (0 with no leg at all)."""
+    position: int
+    lag: int
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class Indexes(Protocol):
 
     def vectors_up_to(self, context: str, target: int, give_up: float) -> None: ...
 
-    def vector_status(self, context: str, head: int) -> dict: ...
+    def vector_status(self, context: str, head: int) -> VectorPosition: ...
 
     def want_vectors(self, context: str) -> None: ...
 
@@ -51,13 +61,13 @@ class Indexes(Protocol):
 
     def leg_embedder(self, context: str, leg: VectorLeg) -> Embedder: ...
 
-    def progress(self, context: str) -> dict: ...
+    def progress(self, context: str) -> RebuildProgress: ...
 
     def shown_path(self, context: str) -> str: ...
 
-    def cache_stats(self) -> dict: ...
+    def cache_stats(self) -> CacheStats: ...
 
-    def rebuild(self, context: str, deadline: Deadline = NEVER) -> dict: ...
+    def rebuild(self, context: str, deadline: Deadline = NEVER) -> RebuildInfo: ...
 
 
 class RunsBeside(Protocol):

@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 
 from morphz.services.recall.core.hybrid import DEFAULT_MODE, MODES
 from morphz.services.recall.core.timeparse import parse_bound
-from morphz.services.recall.index.tantivy_index import Query
+from morphz.services.recall.index.tantivy_search import Query
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.names import check_name

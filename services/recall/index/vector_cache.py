@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+from dataclasses import dataclass
 from typing import Optional
 
 import lmdb
@@ -45,6 +46,18 @@ def identity_key(label: str, state_digest: str = "") -> bytes:
 
 def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """The vector cache's counts (inspect's vectors.cached, cache_hits, cache_misses):
+    vectors held, lookups found and missed since the process began, whether it is full
+    and its map file's size. All zeros where no cache is kept."""
+    entries: int = 0
+    hits: int = 0
+    misses: int = 0
+    full: bool = False
+    bytes: int = 0
 
 
 class VectorCache:
@@ -151,14 +164,14 @@ class VectorCache:
             if closed:
                 self._env = self._open(self._max_bytes)
 
-    def stats(self) -> dict:
+    def stats(self) -> CacheStats:
         self._gate.enter()  # not while compact() has the environment closed
         try:
             entries = self._env.stat()["entries"]
         finally:
             self._gate.leave()
-        return {"entries": entries, "hits": self.hits, "misses": self.misses,
-                "full": self.full, "bytes": os.path.getsize(os.path.join(self.path, "data.mdb"))}
+        return CacheStats(entries, self.hits, self.misses, self.full,
+                          os.path.getsize(os.path.join(self.path, "data.mdb")))
 
     def close(self) -> None:
         self._env.close()

@@ -41,7 +41,7 @@ from typing import Optional
 
 from morphz.services.recall.runtime.holds import Holds
 from morphz.services.recall.runtime.indexer import Indexer
-from morphz.services.recall.index.tantivy_index import IndexDirectory
+from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.shared.storage.api import Change, FeedPage, Store
 
 _log = logging.getLogger("morphz.recall.follower")

@@ -19,6 +19,10 @@ only texts it lacks. An index whose documents hold older texts (its lexical meta
 text_version, documents.TEXT_VERSION, older or absent) is rebuilt in the background the
 first time this process uses it; meanwhile it answers as it is (search drops what is no
 longer indexed when it resolves a hit).
+
+Its parts, each a file of one job: applying the feed's changes (index_apply.py), the
+rebuilds (index_rebuild.py); here the index's opening, the vector leg's upkeep as the
+core sees it, erasure and deletion, and reading one's writes.
 """
 from __future__ import annotations
 
@@ -26,7 +30,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
@@ -34,66 +37,35 @@ from opentelemetry import trace
 
 from morphz.shared.process.telemetry import NO_TRACING
 
-from morphz.services.recall.core.documents import (
-    TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
-    indexed)
-from morphz.services.recall.runtime import index_reads
+from morphz.services.recall.core.ports import VectorPosition
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
-from morphz.services.recall.runtime.index_reads import (
-    APPLY_BYTES, READ_AHEAD_BYTES, REBUILD_READ_CHUNK, change_chunks, frame_changers,
-    frame_changers_upto, skipping_damaged, texts_current)
-from morphz.services.recall.runtime.tokenpool import event_batches
+from morphz.services.recall.runtime.index_apply import ERASURE_PENDING, ChangeApplying
+from morphz.services.recall.runtime.index_rebuild import Rebuilding
+from morphz.services.recall.runtime.index_reads import texts_current
 from morphz.services.recall.runtime.vector_upkeep import VECTOR_STEP, VectorUpkeep
 from morphz.services.recall.embedding.api import QUERY, Embedder, embed_texts
 from morphz.services.recall.embedding.hashing import HashingEmbedder
-from morphz.services.recall.index.tantivy_index import ContextIndex, Doc, IndexDirectory
-from morphz.services.recall.index.vector_cache import VectorCache
+from morphz.services.recall.index.index_directory import IndexDirectory
+from morphz.services.recall.index.tantivy_index import ContextIndex
+from morphz.services.recall.index.vector_cache import CacheStats, VectorCache
 from morphz.services.recall.index.vector_index import VectorLeg
-from morphz.shared.mind.bulk import prefetch_changes
 from morphz.shared.deadline import NEVER, Deadline
-from morphz.shared.errors import MorphzError
-from morphz.shared.mind import records as R
-from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import Change, Store
-
-
-def erased_keys(change: Change) -> set[str]:
-    """The index keys a change's erasure rewrote (of a frame: any of its versions)."""
-    return {event_key(s) for s in change.erased} | {frame_key(f) for f in change.erased_frames}
+from morphz.shared.storage.api import Store
 
 _log = logging.getLogger("morphz.recall.indexer")
-# In an index's meta: the commit_seq of an erasure whose earlier content its files may
-# still hold, until the rebuild that rewrites them swaps in (Indexer._purge).
-ERASURE_PENDING = "erasure_pending"
-REBUILD_HEAP = 256 << 20
 # Read your writes: between pulls while nothing can be indexed (a rebuild runs), and the
 # changes a search embeds at a time while it waits for the vector leg (a step's embedding
 # is not interrupted: small, so the wait ends close to its bound).
 WAIT_STEP_SECONDS = 0.02
 SEARCH_VECTOR_STEP = 16
-SUPERSEDED_CHECK = 1000  # events read between looks at whether a rebuild began
-# (REBUILD_READ_CHUNK, READ_AHEAD_BYTES, APPLY_BYTES: index_reads.py, named here for the
-# lexical leg's reads.)
 # A search waiting for its index to open looks at its deadline and caller this often.
 OPEN_WAIT_SLICE = 0.1
 
 
-@dataclass
-class _Part:
-    """What an application gathered for its next index write."""
-    docs: dict[str, Doc] = field(default_factory=dict)
-    deletes: list[str] = field(default_factory=list)
-    text_bytes: int = 0
-    changes: int = 0  # changes gathered
-    erased: set[str] = field(default_factory=set)  # keys an erasure in them rewrote
+class Indexer(ChangeApplying, Rebuilding):
+    """A context's index kept up to date: the core's `Indexes` (core/ports.py)."""
 
-    def add(self, key: str, doc: Doc, text: str) -> None:
-        self.docs[key] = doc
-        self.text_bytes += len(text)
-
-
-class Indexer:
     def __init__(self, store: Store, indexes: IndexDirectory, *,
                  embedder: Optional[Embedder] = None,
                  tracer: Optional[trace.Tracer] = None,
@@ -189,24 +161,6 @@ class Indexer:
         counts = ContextIndex.counts(idx.snapshot()[0])
         return {"documents": counts["events"] + counts["frames"],
                 "vectors": leg.count if leg.exists else 0}
-
-    def _rebuild_outdated(self, context: str) -> None:
-        """Begin, once per process, the rebuild of an index built from older texts."""
-        with self._locks_guard:
-            if context in self._outdated:
-                return
-            self._outdated.add(context)
-        _log.info("%s: the recall index holds texts of an older version; rebuilding", context)
-        threading.Thread(target=self._rebuild_quietly, args=(context,), daemon=True,
-                         name="recall-rebuild-outdated").start()
-
-    def _rebuild_quietly(self, context: str) -> None:
-        try:
-            self.rebuild(context)
-        except Exception:  # noqa: BLE001 - derived data: `recall-index rebuild` remains
-            _log.warning("%s: rebuilding an index of older texts failed", context,
-                         exc_info=True)
-
     def position(self, context: str) -> int:
         """The context version (commit_seq) the live index holds (kept with its commits)."""
         return self.index(context).snapshot()[1].get("position", 0)
@@ -225,13 +179,13 @@ class Indexer:
         """This server's embedder as fitted for the leg (its stored state restored)."""
         return self._vectors.leg_embedder(context, leg)
 
-    def vector_status(self, context: str, head: int) -> dict:
+    def vector_status(self, context: str, head: int) -> VectorPosition:
         """The vector leg's position and lag behind `head` (the store's version)."""
         if self.vectors_off:  # no leg to be behind
-            return {"position": 0, "lag": 0}
+            return VectorPosition(0, 0)
         leg = self.index(context).vectors
         position = leg.position if leg.committed else 0
-        return {"position": position, "lag": max(0, head - position)}
+        return VectorPosition(position, max(0, head - position))
 
     def vector_pace(self) -> tuple[int, float]:
         """(the processes the vector leg embeds in, documents a second it covered lately)."""
@@ -239,7 +193,7 @@ class Indexer:
             return 0, 0.0
         return self._vectors.embed_workers, self._vectors.pace.per_second()
 
-    def cache_stats(self) -> dict:
+    def cache_stats(self) -> CacheStats:
         return self._vectors.cache_stats()
 
     def want_vectors(self, context: str) -> None:
@@ -268,152 +222,6 @@ class Indexer:
         """Whether the context was deleted since its changes were last indexed (a vector
         step would open an index for it again): known from the feed, no store read."""
         return context in self._deleted
-
-    def _lexical_docs(self, context: str, events: int,
-                      changed_by: list[tuple[R.Frame, Optional[R.Event]]],
-                      deadline: Deadline = NEVER):
-        """One pass over events 0..events-1, then the frames (each with the event that
-        last changed it): their lexical documents."""
-        prog = self._progress.get(context) or {}
-        damaged = 0
-        for b in event_batches(self._event_records(context, events, deadline=deadline),
-                               events,
-                               base=self.embedder, fitted=None, lexical=True,
-                               worker=self._fitter):
-            damaged += b.damaged
-            if prog.get("running"):
-                prog["done"] += len(b.vec_docs) + b.damaged + b.skipped
-                deadline.advanced(prog["done"], prog["total"])
-            yield from b.docs
-        if damaged:
-            _log.warning("%s: %d events do not decode; not indexed", context, damaged)
-        for f, ev in changed_by:
-            if prog.get("running"):
-                prog["done"] += 1
-            yield frame_doc(f, ev)
-
-    def progress(self, context: str) -> dict:
-        return dict(self._progress.get(context) or {"running": False, "done": 0, "total": 0})
-
-    # -- incremental ----------------------------------------------------------------------
-    def apply(self, context: str, changes: list[Change]) -> int:
-        """Index one context's feed entries (in commit order); those the index already
-        holds are skipped, and those it never saw before them (commit_seq counts every
-        commit of a context: a hole is a rebuild that died after the follower had left
-        them to it) are read from the context's own feed first. While a rebuild of the
-        context runs, nothing: its swap catches up from the version it read (indexing
-        into the index it replaces would be work thrown away, and slows it down).
-        Returns how many were applied."""
-        gone = [i for i, c in enumerate(changes) if c.deleted]
-        if gone:  # the context was deleted: what came before it goes with it
-            self._dropped(context)
-            changes = changes[gone[-1] + 1:]
-            if not changes:
-                return 0
-        self._deleted.discard(context)  # (made again under its name, if it was)
-        with self._lock(context):
-            if self._rebuilding(context):
-                return 0
-            position = self.position(context)
-            fresh = [c for c in changes if c.commit_seq > position]
-            if not fresh:
-                return 0
-            applied = 0
-            while fresh[0].commit_seq > position + 1:
-                hole = [c for c in self._store.changes(position, context=context).changes
-                        if c.commit_seq < fresh[0].commit_seq]
-                if not hole:
-                    break
-                applied += self._apply_locked(context, hole)
-                position = hole[-1].commit_seq
-            return applied + self._apply_locked(context, fresh)
-
-    def _rebuilding(self, context: str) -> bool:
-        return bool(self._progress.get(context, {}).get("running"))
-
-    def _apply_locked(self, context: str, fresh: list[Change]) -> int:
-        """apply() of changes past the index's position, its context lock held: a chunk
-        of changes at a time (their rows read in one round trip), written to the index
-        once the documents gathered reach APPLY_BYTES of text, and at the end; each write
-        records the version of the last change it covers. A backlog of large events is
-        indexed in several writes instead of held whole. Given up when a rebuild of the
-        context starts meanwhile (a first application can be long: a whole backlog
-        read, tokenized, fitted on), and the rebuild covers the rest. Returns how many
-        changes were written."""
-        idx = self.index(context)
-        written = 0
-        # Each row as it is now (no snapshot held): a frame read past these changes is
-        # what the index should hold anyway, and the later change indexes it again.
-        with self._tracer.start_as_current_span("recall.index_apply") as span, \
-                self._store.latest(context) as reader:
-            m = MindState(reader)
-            part = _Part()
-            for chunk in change_chunks(fresh, SUPERSEDED_CHECK):
-                if self._rebuilding(context):
-                    return written
-                m.forget_prefetched()
-                changed = frame_changers(chunk)
-                prefetch_changes(m, [s for c in chunk for s in c.events]
-                                 + [e for e in changed.values() if e is not None],
-                                 changed, max_bytes=READ_AHEAD_BYTES)
-                start = 0  # the chunk's changes whose frames are not gathered yet
-                for i, change in enumerate(chunk):
-                    for seq in change.events:
-                        self._gather_event(context, m, seq, part)
-                    part.changes += 1
-                    part.erased.update(erased_keys(change))
-                    if part.text_bytes >= APPLY_BYTES or change is fresh[-1]:
-                        self._gather_frames(context, m, frame_changers(chunk[start:i + 1]),
-                                            part)
-                        if not self._write(context, idx, m, part, change):
-                            return written
-                        written += part.changes
-                        part, start = _Part(), i + 1
-                        m.forget_prefetched()
-                if start < len(chunk):  # the whole chunk's, unless a write cut it
-                    self._gather_frames(context, m, changed if start == 0
-                                        else frame_changers(chunk[start:]), part)
-            span.set_attribute("morphz.changes", len(fresh))
-        return written
-
-    def _gather_event(self, context: str, m: MindState, seq: int, part: "_Part") -> None:
-        with skipping_damaged(context, event_key(seq)):
-            ev = m.event(seq)
-            if ev is None or not indexed(ev.kind):  # moved aside by a repair; not indexed
-                part.deletes.append(event_key(seq))
-            else:
-                part.add(event_key(seq), event_doc(ev), event_text(ev))
-
-    def _gather_frames(self, context: str, m: MindState, changed: dict[str, Optional[int]],
-                       part: "_Part") -> None:
-        for fid, changer in changed.items():
-            with skipping_damaged(context, frame_key(fid)):
-                f = m.frame(fid)
-                if f is None:  # gone (rolled back): drop it from the index too
-                    part.deletes.append(frame_key(fid))
-                else:
-                    ev = m.event(changer) if changer is not None else None
-                    part.add(frame_key(fid), frame_doc(f, ev), frame_text(f))
-
-    def _write(self, context: str, idx: ContextIndex, m: MindState, part: "_Part",
-               last: Change) -> bool:
-        """One index commit of what `part` gathered, at `last`'s version; False (nothing
-        written) when a rebuild of the context began."""
-        if self._rebuilding(context):
-            return False
-        old_meta = idx.snapshot()[1]
-        # A new index holds today's texts; an older one keeps saying it does not.
-        meta = dict(old_meta or {"text_version": TEXT_VERSION}, context=context,
-                    position=last.commit_seq)
-        meta.pop("vectors", None)  # (an older index's: the leg's HEAD names it now)
-        if part.erased:  # until a rebuild's files replace these (self._purge)
-            meta[ERASURE_PENDING] = last.commit_seq
-        idx.apply(part.docs.values(), meta, deletes=part.deletes)
-        if part.erased:
-            self._erase(context, idx, part.erased)
-        self._vectors_follow(context)
-        return True
-
     # -- erasure (docs/privacy.md) ----------------------------------------------------------
     def _erase(self, context: str, idx: ContextIndex, keys: set[str]) -> None:
         """What an erasure leaves to this index, once the lexical write of its change
@@ -439,34 +247,6 @@ class Indexer:
             self._indexes.reset([context])
             self._progress.pop(context, None)
         _log.info("%s: the context was deleted; its index and vectors are gone", context)
-
-    def _purge(self, context: str) -> None:
-        """Rebuild the context's index in the background, so that no file of it keeps
-        what an erasure took: the new generation is built from the store as it is now,
-        and the old one's files are removed at the swap. Its meta says ERASURE_PENDING
-        until then (`recall-index inspect`: erasure_pending). One at a time: a rebuild
-        under way whose read came before the erasure catches the change up after its
-        swap, which purges again."""
-        with self._locks_guard:
-            if context in self._purging or self._progress.get(context, {}).get("running"):
-                return
-            self._purging.add(context)
-
-        def run() -> None:
-            try:
-                self.rebuild(context)
-            except Exception as e:  # noqa: BLE001 - the next use of the index purges again
-                if getattr(e, "reason", "") == "CONTEXT_NOT_FOUND":
-                    # Deleted since: its index goes whole when the feed brings the deletion.
-                    _log.info("%s: deleted before its index was rewritten", context)
-                else:
-                    _log.warning("%s: rewriting the index after an erasure failed", context,
-                                 exc_info=True)
-            finally:
-                with self._locks_guard:
-                    self._purging.discard(context)
-        threading.Thread(target=run, daemon=True, name="recall-erasure-purge").start()
-
     def _vectors_follow(self, context: str) -> None:
         """After a lexical write: the vector follower's turn, or the leg's steps now."""
         if self.vectors_off:
@@ -477,6 +257,7 @@ class Indexer:
         while self.apply_vectors(context):
             pass
 
+    # -- reading one's writes (RECALL-13) -----------------------------------------------------
     def index_up_to(self, context: str, target: int, give_up: float) -> None:
         """Read your writes (RECALL-13): apply the context's feed here until its index
         reaches `target`, or until `give_up` (monotonic); the feed holds every commit the
@@ -495,7 +276,7 @@ class Indexer:
         shows as a search's vector_position and vector_lag."""
         while True:
             want = min(target, self.position(context))
-            if self.vector_status(context, want)["lag"] == 0:
+            if self.vector_status(context, want).lag == 0:
                 return
             left = give_up - time.monotonic()
             if left <= 0:
@@ -509,85 +290,3 @@ class Indexer:
         synchronously). Returns how many entries were applied."""
         page = self._store.changes(self.position(context), context=context)
         return self.apply(context, page.changes)
-
-    def _catch_up_locked(self, context: str) -> int:
-        """Every change of the context's own feed past the index's position, a page at a
-        time (the context lock held: what the follower left to a rebuild)."""
-        applied = 0
-        while True:
-            page = self._store.changes(self.position(context), context=context).changes
-            if not page:
-                return applied
-            applied += self._apply_locked(context, page)
-
-    # -- rebuild ----------------------------------------------------------------------------
-    def rebuild(self, context: str, deadline: Deadline = NEVER) -> dict:
-        """Build a new index from one snapshot of events and frames, then swap it in.
-        Past `deadline` (looked at between read chunks and before the swap) it stops
-        with DEADLINE_EXCEEDED / CANCELLED, its new generation removed and the live
-        index untouched (SEC-07)."""
-        with self._locks_guard:  # check and claim together: one rebuild per context
-            if self._progress.get(context, {}).get("running"):
-                raise MorphzError("RECALL_REBUILD_RUNNING", f"a rebuild of {context} is "
-                                  "running", context=context)
-            self._progress[context] = {"running": True, "done": 0, "total": 0}
-        started = time.monotonic()
-        fresh: Optional[ContextIndex] = None
-        swapped = False
-        try:
-            with self._tracer.start_as_current_span("recall.rebuild"):
-                # One short snapshot for what can change (the frames, the version); the
-                # events below it never change, so they are read afterwards in chunks,
-                # each in its own short read transaction: a long one would keep LMDB from
-                # reusing freed pages and hold off a map growth for the whole rebuild.
-                with self._store.reader(context) as reader:
-                    m = MindState(reader)
-                    events = m.require_meta(context).next_seq
-                    head = reader.commit_seq
-                    frames = list(m.frames())
-                times = frame_changers_upto(self._store, context, head) if frames else {}
-                with self._store.reader(context) as reader:
-                    m = MindState(reader)
-                    changed_by = [(f, m.event(times[f.id]) if times.get(f.id) is not None
-                                   else None) for f in frames]
-                fresh = self._indexes.fresh(context)
-                self._progress[context]["total"] = events + len(frames)
-                count = fresh.apply(self._lexical_docs(context, events, changed_by, deadline),
-                                    {"context": context, "position": head,
-                                     "text_version": TEXT_VERSION},
-                                    heap=REBUILD_HEAP, threads=2, fresh=True)
-                # The vector leg starts over empty, at version 0, fitted on the context's
-                # text; it follows on its own (from the cache, for the texts it holds).
-                if not self.vectors_off:
-                    self._vectors.start_leg(context, fresh.vectors, self._vectors.fit_sample(
-                        context, events, frames, deadline))
-                    fresh.vectors.commit(0)
-            info = {"at": self._clock().isoformat(timespec="seconds"),
-                    "duration_ms": int((time.monotonic() - started) * 1000), "documents": count}
-            with self._lock(context), self._vlock(context):  # no vector step on the old
-                deadline.check("the rebuild")  # the last moment the caller may give up
-                fresh.apply((), {"context": context, "position": head, "last_rebuild": info,
-                                 "text_version": TEXT_VERSION})
-                self._indexes.swap(context, fresh)
-                swapped = True
-            return info
-        finally:
-            if fresh is not None and not swapped:  # stopped or failed: the live one stays
-                self._indexes.discard(context, fresh)
-            with self._lock(context):
-                self._progress[context]["running"] = False
-                try:  # the changes the follower left to this rebuild (or, failed, to none)
-                    self._catch_up_locked(context)
-                    self._vectors_follow(context)
-                except Exception:  # noqa: BLE001 - the next apply fills the hole it leaves
-                    _log.warning("%s: catching up after the rebuild failed", context,
-                                 exc_info=True)
-
-    def _event_records(self, context: str, events: int, chunk: int = 0,
-                       deadline: Deadline = NEVER):
-        """The stored bytes of events 0..events-1, a chunk per read transaction (of
-        `chunk` events or READ_AHEAD_BYTES, whichever comes first), `deadline` looked
-        at before each."""
-        return index_reads.event_records(
-            self._store, context, events, chunk or self._rebuild_read_chunk or REBUILD_READ_CHUNK,
-            READ_AHEAD_BYTES, deadline)

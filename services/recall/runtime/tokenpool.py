@@ -29,7 +29,7 @@ from morphz.services.recall.runtime.worker_process import (Keeping, WorkerProces
                                                            WorkerUnavailable)
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder, embed_texts
-from morphz.services.recall.index.tantivy_index import Doc, doc_json
+from morphz.services.recall.index.tantivy_docs import Doc, doc_json
 from morphz.services.recall.index.vector_index import VecDoc
 from morphz.shared.mind.bulk import decode_event
 from morphz.shared.text.analyze import terms_text

@@ -22,7 +22,7 @@ from morphz.services.recall.core.passages import PASSAGE_VERSION, Passages, rows
 from morphz.services.recall.core.timeparse import event_time_us
 from morphz.services.recall.embedding.api import Embedder
 from morphz.services.recall.index.tantivy_index import ContextIndex
-from morphz.services.recall.index.vector_cache import VectorCache, text_key
+from morphz.services.recall.index.vector_cache import CacheStats, VectorCache, text_key
 from morphz.services.recall.index.vector_index import VecDoc, VectorLeg
 from morphz.services.recall.runtime.embedcache import LegEmbedder
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
@@ -88,8 +88,8 @@ class VectorUpkeep:
         with self._locks_guard:
             return self._locks.setdefault(context, threading.Lock())
 
-    def cache_stats(self) -> dict:
-        return self._cache.stats() if self._cache is not None else {}
+    def cache_stats(self) -> CacheStats:
+        return self._cache.stats() if self._cache is not None else CacheStats()
 
     @property
     def embed_workers(self) -> int:
