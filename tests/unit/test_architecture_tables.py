@@ -123,7 +123,7 @@ def test_the_check_finds_what_it_forbids(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
         "from morphz.shared.mind import records as R\n"
-        "from morphz.shared.mind.view import event_dict\n"
+        "from morphz.shared.mind.view_events import event_dict\n"
         "from morphz.shared.storage.api import TABLES\n"
         "TABLE = 'snapshots'\n"
         "def f(reader, m, store, raw, table):\n"
