@@ -26,7 +26,6 @@ LARGE: dict[str, int] = {
     "services/recall/core/engine.py:RecallCore.search": 94,
     "services/recall/index/tantivy_index.py": 543,
     "services/recall/runtime/indexer.py": 593,
-    "services/storage/postgres/store.py": 598,
     "shared/sexpr.py": 469,
     "shared/storage/api.py": 463,
 }
