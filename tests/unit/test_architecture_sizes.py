@@ -27,7 +27,6 @@ LARGE: dict[str, int] = {
     "services/recall/index/tantivy_index.py": 543,
     "services/recall/runtime/indexer.py": 593,
     "shared/sexpr.py": 469,
-    "shared/storage/api.py": 463,
 }
 
 

@@ -51,9 +51,9 @@ from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, FILLER, TABLES, Change,
-                                       FeedPage, Store, context_not_found, pack_change,
-                                       unpack_change)
+from morphz.shared.mind.tables import ERASABLE_TABLES, TABLES
+from morphz.shared.storage.api import (FEED_PAGE, FILLER, Change, FeedPage, Store,
+                                       context_not_found, pack_change, unpack_change)
 
 DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
