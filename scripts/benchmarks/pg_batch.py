@@ -3,7 +3,7 @@ batch statement by statement, in the same run (run: scripts/bench pg_batch).
 
 PostgresStore in this process over a real PostgreSQL 15 (tests/pg.py: initdb and pg_ctl,
 Unix socket, fsync on). One writer commits five frames a commit, each commit's values
-totalling SIZE bytes; the pipeline bound (store.PIPELINE_MAX_BYTES) is set above every
+totalling SIZE bytes; the pipeline bound (group_commit.PIPELINE_MAX_BYTES) is set above every
 size for "pipelined" and to 0 for "statements", and the two alternate round by round.
 Reported per size: the median over rounds of wall ms per commit and CPU us per commit
 (this process), and statements / pipelined (above 1: the pipeline is faster).
@@ -23,14 +23,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from common import log, table  # noqa: E402
 
-from morphz.services.storage.postgres import store as pg_store  # noqa: E402
+from morphz.services.storage.postgres import group_commit  # noqa: E402
+from morphz.services.storage.postgres.store import PostgresStore  # noqa: E402
 from morphz.shared.storage.api import Write  # noqa: E402
 from tests.pg import new_schema, require, start_postgres  # noqa: E402
 
 WAYS = {"pipelined": 1 << 40, "statements": 0}  # PIPELINE_MAX_BYTES for each
 
 
-def measure(store: pg_store.PostgresStore, context: str, size: int,
+def measure(store: PostgresStore, context: str, size: int,
             commits: int) -> tuple[float, float]:
     """(wall ms, CPU us) per commit of five frames of size // 5 bytes each."""
     values = [os.urandom(size // 5) for _ in range(5)]
@@ -51,21 +52,21 @@ def main() -> None:
     require()
     sizes = [int(s) for s in args.sizes.split(",")]
     server = start_postgres()
-    bound = pg_store.PIPELINE_MAX_BYTES
+    bound = group_commit.PIPELINE_MAX_BYTES
     try:
-        store = pg_store.PostgresStore(server.dsn(), schema=new_schema())
+        store = PostgresStore(server.dsn(), schema=new_schema())
         got: dict[tuple[int, str], list[tuple[float, float]]] = {}
         for r in range(args.rounds):
             for size in sizes:
                 order = list(WAYS) if r % 2 == 0 else list(reversed(WAYS))
                 for way in order:
-                    pg_store.PIPELINE_MAX_BYTES = WAYS[way]
+                    group_commit.PIPELINE_MAX_BYTES = WAYS[way]
                     got.setdefault((size, way), []).append(
                         measure(store, f"{way}-{size}-{r}", size, args.commits))
             log(f"pg_batch: round {r + 1} of {args.rounds} done")
         store.close()
     finally:
-        pg_store.PIPELINE_MAX_BYTES = bound
+        group_commit.PIPELINE_MAX_BYTES = bound
         server.remove()
     rows = []
     for size in sizes:

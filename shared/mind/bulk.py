@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from morphz.shared.mind.view import MindView, event_dict
+from morphz.shared.mind.view import MindView
+from morphz.shared.mind.view_events import event_dict
 from morphz.shared.storage.api import Reader
 
 decode_event = event_dict  # a stored event record as a plain dict

@@ -13,7 +13,8 @@ import msgspec
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.mind import envelope, receipts, records as R
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key, Write
+from morphz.shared.mind.tables import SIDE_TABLES, TABLES
+from morphz.shared.storage.api import Key, Write
 from morphz.shared.storage.overlay import Overlay, OverlayReader
 
 # Every table derived from the events: all but the events themselves, the side tables

@@ -23,7 +23,8 @@ from typing import Optional, Type, TypeVar, Union
 import msgspec
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind.view import MindView, snapshot_corrupt
+from morphz.shared.mind.view import MindView
+from morphz.shared.mind.view_snapshots import snapshot_corrupt
 from morphz.shared.storage.api import Key, Store, Write
 
 TABLE = "snapshots"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import SIDE_TABLES, TABLES
+from morphz.shared.mind.tables import SIDE_TABLES, TABLES
 
 
 def strays(context: str, m: MindState) -> list[tuple[str, tuple]]:

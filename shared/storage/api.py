@@ -1,6 +1,7 @@
 """The storage interface the services write through.
 
-Storage keeps named tables of opaque records (bytes) under per-context keys. Keys
+Storage keeps named tables of opaque records (bytes) under per-context keys (the
+tables are the Mind's catalogue, shared/mind/tables.py). Keys
 are tuples of str and int. Storage enforces only physical rules: one commit is one
 atomic batch, append-only tables are never overwritten, and a commit names the
 context's physical version (`commit_seq`) it was computed from (optimistic control).
@@ -24,45 +25,9 @@ from typing import Callable, Iterator, NamedTuple, Optional, TypeVar, Union
 import msgspec
 
 from morphz.shared.errors import MorphzError
+from morphz.shared.mind.tables import ERASABLE_TABLES
 
 Key = tuple[Union[str, int], ...]
-
-# table -> append-only? Events are never rewritten.
-TABLES: dict[str, bool] = {
-    "meta": False,            # () -> context meta (revision, tick, sequences, window)
-    "events": True,           # (seq,) -> event record
-    "event_ids": True,        # (event id,) -> seq
-    "observations": False,    # (seq,) -> observation state (retired, protected)
-    "inbox": False,           # (seq,) -> b""  active observations, for encodings
-    "frames": False,          # (frame id,) -> frame record
-    "frame_versions": False,  # (frame id, context revision) -> frame record as of then
-    "relations": False,       # (subject, name, object) -> b""
-    "relations_in": False,    # (object, name, subject) -> b""  (reverse index)
-    "order": False,           # (rank,) -> frame id: frame projection order
-    "order_rank": False,      # (frame id,) -> rank
-    "checkpoints": False,     # (name,) -> Mind snapshot
-    "sessions": False,        # (session id,) -> session record
-    "pending": False,         # (session id, seq) -> b""  inputs not yet claimed
-    "activations": False,     # (activation id,) -> activation record
-    "root_requests": False,   # (seq,) -> activation id: roots of undelivered activations
-    "calls": False,           # (action seq,) -> call: activation, session, result seq or none
-    "open_calls": False,      # (session, action seq) -> activation id: calls with no result yet
-    "promoted": False,        # (seq,) -> revision that first cited the event as a frame source
-    "retire_due": False,      # (due tick, frame id) -> retire request generation
-    "idempotency": False,     # (request id,) -> payload hash + original reply
-    "boundaries": False,      # (boundary,) -> revision that last changed it
-    "policy": False,          # (principal, right, session) -> b"": who may do what (policy.py)
-    "snapshots": True,        # (snapshot id,) -> what one evaluation saw (encoding)
-    # (index, *ordering key, snapshot id) -> the snapshot's summary: a context's snapshots
-    # listed newest first by session, activation or the whole context (shared/mind/
-    # snapshots.py), written with each snapshot record (put_records)
-    "snapshot_index": True,
-    "quarantine": True,       # (commit_seq, table, *key) -> a row a repair moved aside then
-}
-
-# Append-only records kept beside a context's versioned state, written by put_record:
-# no transaction reads them, so writing one must not make a concurrent commit stale.
-SIDE_TABLES: frozenset[str] = frozenset({"snapshots", "snapshot_index"})
 
 
 class Write(NamedTuple):
@@ -80,11 +45,6 @@ class Write(NamedTuple):
     # exist, and may be one of an append-only table (an event); the change feed names it
     # as erased, so derived data drops what it held of the row.
     erase: bool = False
-
-
-# The tables an erasure rewrites rows of: events, and frames with their versions and
-# the checkpoints that copied them.
-ERASABLE_TABLES = frozenset({"events", "frames", "frame_versions", "checkpoints"})
 
 
 # The tables whose keys a change names: what recall indexes.

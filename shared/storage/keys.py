@@ -9,7 +9,8 @@ import struct
 from itertools import repeat
 from operator import add
 
-from morphz.shared.storage.api import SIDE_TABLES, TABLES, Key
+from morphz.shared.mind.tables import SIDE_TABLES, TABLES
+from morphz.shared.storage.api import Key
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import echo
 

@@ -9,11 +9,11 @@ import threading
 from dataclasses import replace
 from typing import Iterator, Optional
 
+from morphz.shared.mind.tables import SIDE_TABLES, TABLES
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, FILLER, SIDE_TABLES, TABLES, Change, FeedPage, Key,
-                                       Reader, StaleCommit, StaleRead, Store, Write, change_of,
-                                       check_write, context_not_found, erase_missing,
-                                       fenced, quarantine_key,
+from morphz.shared.storage.api import (FEED_PAGE, FILLER, Change, FeedPage, Key, Reader,
+                                       StaleCommit, StaleRead, Store, Write, change_of, check_write,
+                                       context_not_found, erase_missing, fenced, quarantine_key,
                                        quarantine_missing)
 from morphz.shared.errors import MorphzError
 

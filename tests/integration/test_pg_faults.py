@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from morphz.services.storage.postgres import PostgresStore
-from morphz.services.storage.postgres import store as pg_store
+from morphz.services.storage.postgres import store as pg_store, writer_conn
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage.api import Write
 
@@ -101,7 +101,7 @@ def test_pg_a_stopped_database_ends_the_leader_and_its_queue_unavailable_and_clo
         leader = Outcome(store, "c", 1, "b", timeout=2.0)
         time.sleep(0.3)  # the leader is in PostgreSQL now; this one waits behind it
         queued = Outcome(store, "d", 0, "x", timeout=2.0)
-        bound = 2.0 + pg_store.SEVER_GRACE_SECONDS + pg_store.CONNECT_TIMEOUT_SECONDS + 10
+        bound = 2.0 + writer_conn.SEVER_GRACE_SECONDS + pg_store.CONNECT_TIMEOUT_SECONDS + 10
         for commit in (leader, queued):
             commit.join(bound)
             assert not commit.thread.is_alive(), "a commit hung on the stopped database"

@@ -9,7 +9,7 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.storage.client import StorageClient
-from morphz.shared.storage.api import TABLES
+from morphz.shared.mind.tables import TABLES
 
 CST = timezone(timedelta(hours=8))
 

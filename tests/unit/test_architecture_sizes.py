@@ -24,10 +24,7 @@ LARGE: dict[str, int] = {
     "services/encoding/core/render.py:render": 83,
     "services/recall/core/engine.py": 476,
     "services/recall/core/engine.py:RecallCore.search": 94,
-    "services/storage/postgres/store.py": 598,
-    "shared/mind/view.py": 592,
     "shared/sexpr.py": 469,
-    "shared/storage/api.py": 463,
 }
 
 

@@ -37,7 +37,7 @@ def test_recall_01_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_tr
         tx, monkeypatch):
     """Groups of rows decoded together give what one row at a time does; text_chars cuts
     each text as it is decoded, except a context-tx's (redaction parses it whole)."""
-    from morphz.shared.mind import view as view_module
+    from morphz.shared.mind import view_events
 
     core, store = tx
     seqs = [core.append_event("c", "s1", "tool-result", f"report {i} " + "z" * (40 * i),
@@ -47,7 +47,7 @@ def test_recall_01_event_dicts_decodes_in_bounded_groups_and_cuts_texts_but_a_tr
                          + ")))", caller=IN_PROCESS_CALLER).event_ref
     tx_seq = int(tx_seq[2:])
     whole = {s: view(store).event_dicts([s])[s] for s in seqs + [tx_seq]}
-    monkeypatch.setattr(view_module, "_DECODE_BYTES", 300)  # groups of a few rows
+    monkeypatch.setattr(view_events, "DECODE_BYTES", 300)  # groups of a few rows
     assert view(store).event_dicts(seqs + [tx_seq, 999]) == whole
     cut = view(store).event_dicts(seqs + [tx_seq], text_chars=20)
     assert [cut[s]["text"] for s in seqs] == [whole[s]["text"][:20] for s in seqs]

@@ -17,7 +17,8 @@ from morphz.shared import cursor as cursors, policy
 from morphz.shared.auth import Caller
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.snapshots import Listed, Listing, SnapshotRepository
-from morphz.shared.mind.view import MindView, snapshot_corrupt
+from morphz.shared.mind.view import MindView
+from morphz.shared.mind.view_snapshots import snapshot_corrupt
 from morphz.shared.names import check_name
 from morphz.services.encoding.core.options import bad
 from morphz.services.encoding.core.record import Head

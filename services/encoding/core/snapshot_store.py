@@ -13,7 +13,8 @@ from typing import Iterator, Optional
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.snapshots import Listing, SnapshotRepository, StoredSnapshot
-from morphz.shared.mind.view import MindView, snapshot_corrupt
+from morphz.shared.mind.view import MindView
+from morphz.shared.mind.view_snapshots import snapshot_corrupt
 from morphz.shared.storage.api import Store
 from morphz.services.encoding.core import upcast
 from morphz.services.encoding.core.record import SnapshotRecord

@@ -14,7 +14,7 @@ from msgspec import Raw, Struct
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind.snapshots import StoredSnapshot, validation_why
-from morphz.shared.mind.view import snapshot_corrupt
+from morphz.shared.mind.view_snapshots import snapshot_corrupt
 from morphz.services.encoding.core.record import (
     SCHEMAS, Body, Head, Item, PackedBody, SnapshotRecord)
 

@@ -14,7 +14,7 @@ from psycopg import sql
 from morphz.services.storage.postgres.reader import PostgresReader
 from morphz.services.storage.postgres.schema import Statements
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import TABLES
+from morphz.shared.mind.tables import TABLES
 
 
 COPY_TXN_BYTES = 8 << 20  # rows a table's copy writes before it commits

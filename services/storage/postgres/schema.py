@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from morphz.shared.storage.api import TABLES
+from morphz.shared.mind.tables import TABLES
 
 
 def schema_statements(schema: str) -> list[sql.Composable]:
