@@ -25,7 +25,6 @@ LARGE: dict[str, int] = {
     "services/recall/runtime/indexer.py": 593,
     "services/storage/postgres/store.py": 598,
     "shared/mind/view.py": 592,
-    "shared/storage/api.py": 463,
 }
 
 

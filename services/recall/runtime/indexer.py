@@ -35,8 +35,7 @@ from opentelemetry import trace
 from morphz.shared.process.telemetry import NO_TRACING
 
 from morphz.services.recall.core.documents import (
-    TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text,
-    indexed)
+    TEXT_VERSION, event_doc, event_key, event_text, frame_doc, frame_key, frame_text, indexed)
 from morphz.services.recall.runtime import index_reads
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
 from morphz.services.recall.runtime.fitpool import Fitter
@@ -55,7 +54,8 @@ from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import Change, Store
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import Change
 
 
 def erased_keys(change: Change) -> set[str]:

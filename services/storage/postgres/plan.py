@@ -5,7 +5,8 @@ from typing import Optional
 
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import TABLES, Change, Ticket, Write
+from morphz.shared.storage.api import TABLES, Ticket, Write
+from morphz.shared.storage.feed import Change
 
 
 class Submission(Ticket):

@@ -63,11 +63,10 @@ from morphz.services.storage.space import Space
 from morphz.shared.errors import MorphzError
 from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (ERASABLE_TABLES, FEED_PAGE, SIDE_TABLES, TABLES,
-                                       FILLER, Change, FeedPage, context_not_found,
-                                       Store, Ticket, Write, change_of,
-                                       check_write, pack_change,
-                                       unpack_change)
+from morphz.shared.storage.api import ERASABLE_TABLES, SIDE_TABLES, TABLES, Store, Ticket, Write
+from morphz.shared.storage.feed import (FEED_PAGE, FILLER, Change, FeedPage, change_of, pack_change,
+                                        unpack_change)
+from morphz.shared.storage.rules import check_write, context_not_found
 
 DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)
