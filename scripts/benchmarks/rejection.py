@@ -27,6 +27,7 @@ from morphz.services.storage.servicer import StorageServicer, key_to_proto
 from morphz.services.storage.snapshots import SnapshotRegistry
 from morphz.services.transaction.core.txlang import TX_LIMITS
 from morphz.shared import sexpr
+from morphz.shared.sexpr import reader as sexpr_reader
 from morphz.shared.storage.api import Write
 
 
@@ -45,7 +46,7 @@ def parse(rounds: int) -> None:
     now, exact, ok = [], [], []
     for _ in range(rounds):
         now.append(_time(lambda: sexpr.parse_one(refused, TX_LIMITS)))
-        exact.append(_time(lambda: sexpr._parse(refused, TX_LIMITS)))
+        exact.append(_time(lambda: sexpr_reader._parse(refused, TX_LIMITS)))
         ok.append(_time(lambda: sexpr.parse_one(accepted, TX_LIMITS)))
     m = statistics.median
     print(f"parse: refuse 300k nodes {m(now) * 1e3:.0f} ms; exact reader alone "

@@ -12,8 +12,8 @@ from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.api.storage.v1 import storage_pb2_grpc as pb_grpc
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, FeedPage, Key, Reader, StaleCommit,
-                                       StaleRead, Store, Ticket, Write)
+from morphz.shared.storage.api import Key, Reader, StaleCommit, StaleRead, Store, Ticket, Write
+from morphz.shared.storage.feed import FEED_PAGE, FeedPage
 from morphz.services.storage.backup import Manifest
 from morphz.services.storage.convert import (key_from_proto, key_to_proto, manifest_from_proto,
                                              page_from_proto)

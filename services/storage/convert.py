@@ -8,7 +8,8 @@ from morphz.api.common.v1 import common_pb2
 from morphz.api.storage.v1 import storage_pb2 as pb
 from morphz.services.storage.backup import Manifest
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import Change, FeedPage, Key
+from morphz.shared.storage.api import Key
+from morphz.shared.storage.feed import Change, FeedPage
 
 
 def key_from_proto(parts) -> Key:

@@ -14,7 +14,8 @@ from morphz.services.storage.convert import (key_from_proto, key_to_proto, manif
                                              page_to_proto)
 from morphz.services.storage.reorder import CommitsInFlight
 from morphz.services.storage.snapshots import SnapshotRegistry
-from morphz.shared.storage.api import FEED_PAGE, FeedPage, StaleCommit, Store, Write
+from morphz.shared.storage.api import StaleCommit, Store, Write
+from morphz.shared.storage.feed import FEED_PAGE, FeedPage
 from morphz.shared.storage.keys import check_table
 from morphz.shared.errors import MorphzError
 from morphz.shared.limits import GET_MANY_KEYS, SCAN_MANY_SCANS, WATCHES

@@ -14,18 +14,18 @@ index follows. Side tables are the exception: their records are put one at a tim
 beside the versioned state, and neither move `commit_seq` nor enter the feed (see
 Store.put_record). Implementations: LmdbStore (authoritative), MemoryStore
 (replay/audit), and StorageClient (the same interface over gRPC).
+
+Beside this module: the change feed's entries and pages (feed.py), and the rules every
+store checks a commit's writes by, with the errors it refuses them with (rules.py).
 """
 from __future__ import annotations
 
 import abc
 import threading
-from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, Optional, TypeVar, Union
 
-import msgspec
-
 from morphz.shared.errors import MorphzError
-from morphz.shared.mind.tables import ERASABLE_TABLES
+from morphz.shared.storage.feed import FEED_PAGE, FeedPage
 
 Key = tuple[Union[str, int], ...]
 
@@ -49,143 +49,12 @@ class Write(NamedTuple):
 
 # The tables whose keys a change names: what recall indexes.
 FEED_TABLES = ("events", "frames")
-FEED_PAGE = 500  # changes per page of the change feed
-
-
-@dataclass(frozen=True)
-class Change:
-    """One committed batch in the change feed. `position` orders all commits of the
-    store (1, 2, ...); `commit_seq` is the context's version the batch made. `events` and
-    `frames` are the keys it wrote (put or deleted) in those tables; `erased` and
-    `erased_frames` those an erasure rewrote (of a frame: any of its versions), whose
-    earlier content derived data must drop wherever it kept it."""
-    position: int
-    context: str
-    commit_seq: int
-    events: tuple[int, ...] = ()
-    frames: tuple[str, ...] = ()
-    erased: tuple[int, ...] = ()
-    erased_frames: tuple[str, ...] = ()
-    # The context was deleted (Store.delete_context): derived data drops all of it. Its
-    # commit_seq is 0; a context made again under the name starts at 1.
-    deleted: bool = False
-
-
-def check_write(w: Write) -> None:
-    """A commit's write beyond its table: the keys the change feed names (an event's
-    seq, a frame's id) have their one shape; a quarantine write names another table's row
-    and carries no value; an erasure's rewrite, a row of a table it may rewrite, and a
-    value."""
-    kind = _FEED_KEY.get(w.table)
-    if kind is not None and not (len(w.key) == 1 and type(w.key[0]) is kind):
-        raise MorphzError("STORAGE_KEY_INVALID", f"a {w.table} key is one "
-                          f"{kind.__name__}", table=w.table)
-    check_quarantine(w)
-    if w.erase and (w.table not in ERASABLE_TABLES or w.value is None or w.quarantine):
-        raise MorphzError("STORAGE_TABLE_INVALID", "an erasure rewrites a row of "
-                          f"{', '.join(sorted(ERASABLE_TABLES))} with a value",
-                          table=w.table[:80])
-
-
-def erase_missing(w: Write) -> MorphzError:
-    return MorphzError("STORAGE_KEY_MISSING", f"no row to erase in {w.table}", table=w.table)
-
-
-_FEED_KEY = {"events": int, "frames": str}
-
-
-def check_quarantine(w: Write) -> None:
-    """What a quarantine write may name: a row of a table commits write, no value."""
-    if w.quarantine and (w.table == "quarantine" or w.value is not None):
-        raise MorphzError("STORAGE_TABLE_INVALID", "a quarantine write names a row of "
-                          "another table and carries no value", table=w.table[:80])
-
-
-def quarantine_key(w: Write, commit_seq: int) -> Key:
-    """Where the row goes: unique, since a commit moves a key at most once."""
-    return (commit_seq, w.table, *w.key)
-
-
-def quarantine_missing(w: Write) -> MorphzError:
-    return MorphzError("STORAGE_KEY_MISSING", f"no row to quarantine in {w.table}",
-                       table=w.table)
-
-
-def change_of(position: int, context: str, commit_seq: int, writes: list[Write]) -> Change:
-    """The feed entry of one batch of writes (every store derives it the same way)."""
-    events, frames = set(), set()
-    erased: set[int] = set()
-    erased_frames: set[str] = set()
-    for w in writes:  # one pass: a large transaction's writes are many
-        table = w.table
-        if table == "events":
-            events.add(w.key[0])
-        elif table == "frames":
-            frames.add(w.key[0])
-        if w.erase:
-            if table == "events":
-                erased.add(w.key[0])
-            elif table in ("frames", "frame_versions"):
-                erased_frames.add(w.key[0])
-    return Change(position, context, commit_seq, tuple(sorted(events)), tuple(sorted(frames)),
-                  tuple(sorted(erased)), tuple(sorted(erased_frames)))
-
-
-# A feed record as stores keep it: compact JSON, {"c": context, "s": commit_seq, "e":
-# events, "f": frames}, keys in that order, and "x"/"y" (erased events / frames) only when
-# the commit erased some. msgspec writes the bytes json.dumps(ensure_ascii=False,
-# compact) wrote (ints and strings only), at a fraction of the cost: one per commit.
-_encode_feed = msgspec.json.Encoder().encode
-_decode_feed = msgspec.json.Decoder().decode
-
-
-# What a deleted context's commits become in the feed (Store.delete_context): a change of
-# no context, so feed positions stay consecutive (followers read a hole as a stale
-# stream) and nothing of the context is left. Followers skip it.
-FILLER = Change(0, "", 0)
-
-
-def pack_change(c: Change) -> bytes:
-    d = {"c": c.context, "s": c.commit_seq, "e": c.events, "f": c.frames}
-    if c.erased or c.erased_frames:
-        d.update(x=c.erased, y=c.erased_frames)
-    if c.deleted:
-        d["d"] = 1
-    return _encode_feed(d)
-
-
-def unpack_change(position: int, raw: bytes) -> Change:
-    d = _decode_feed(raw)
-    return Change(position, d["c"], d["s"], tuple(d["e"]), tuple(d["f"]),
-                  tuple(d.get("x", ())), tuple(d.get("y", ())), bool(d.get("d")))
-
-
-def context_not_found(context: str) -> MorphzError:
-    return MorphzError("CONTEXT_NOT_FOUND", f"context {context[:80]} does not exist",
-                       context=context[:80])
-
-
-@dataclass(frozen=True)
-class FeedPage:
-    """Changes after a position, and the feed's head when they were read. `store`
-    identifies the store (empty: a store without one, the in-memory one): a restored
-    copy gets a new identity, since its positions past the backup mean other commits."""
-    changes: list[Change]
-    head: int
-    store: str = ""
 
 
 class StaleRead(Exception):
     """A reader can no longer serve the version it started on (the in-memory store after
     a commit; a remote reader whose snapshot lease ran out after the context moved):
     redo the whole read."""
-
-
-def fenced(context: str, fence: int, highest: int) -> MorphzError:
-    """The rejection of a commit whose fencing token is below the context's highest."""
-    return MorphzError("FENCED", f"context {context} accepted fencing token {highest}; this "
-                       f"commit carries {fence}: a newer owner holds the context",
-                       context=context, fence=fence, highest=highest)
 
 
 class StaleCommit(Exception):

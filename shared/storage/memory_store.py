@@ -11,10 +11,10 @@ from typing import Iterator, Optional
 
 from morphz.shared.mind.tables import SIDE_TABLES, TABLES
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (FEED_PAGE, FILLER, Change, FeedPage, Key, Reader,
-                                       StaleCommit, StaleRead, Store, Write, change_of, check_write,
-                                       context_not_found, erase_missing, fenced, quarantine_key,
-                                       quarantine_missing)
+from morphz.shared.storage.api import (Key, Reader, StaleCommit, StaleRead, Store, Write)
+from morphz.shared.storage.feed import FEED_PAGE, FILLER, Change, FeedPage, change_of
+from morphz.shared.storage.rules import (check_write, context_not_found, erase_missing, fenced,
+                                         quarantine_key, quarantine_missing)
 from morphz.shared.errors import MorphzError
 
 

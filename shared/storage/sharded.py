@@ -12,7 +12,8 @@ import threading
 from typing import Callable, Optional
 
 from morphz.shared.errors import MorphzError
-from morphz.shared.storage.api import FEED_PAGE, FeedPage, Reader, Store, Ticket, Write
+from morphz.shared.storage.api import Reader, Store, Ticket, Write
+from morphz.shared.storage.feed import FEED_PAGE, FeedPage
 
 
 class Locator:

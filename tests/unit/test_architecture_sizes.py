@@ -19,12 +19,8 @@ MAX_FUNCTION_LINES = 80
 LARGE: dict[str, int] = {
     "services/cli/context_cmds.py:add_commands": 91,
     "services/cli/serve_cmd.py:add_command": 131,
-    "services/encoding/core/engine.py:EncodingCore.compile": 98,
-    "services/encoding/core/gather.py:gather": 107,
-    "services/encoding/core/render.py:render": 83,
     "services/recall/core/engine.py": 476,
     "services/recall/core/engine.py:RecallCore.search": 94,
-    "shared/sexpr.py": 469,
 }
 
 

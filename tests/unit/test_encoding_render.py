@@ -6,7 +6,8 @@ import pytest
 from morphz.services.encoding.core.material import FrameIn, Material, Obs
 from morphz.services.encoding.core.options import Budget, Environment
 from morphz.services.encoding.core.pressure import estimate_tokens
-from morphz.services.encoding.core.render import REGIONS, preview_text, render
+from morphz.services.encoding.core.items import preview_text
+from morphz.services.encoding.core.render import REGIONS, render
 from morphz.services.encoding.core.scope import Scope, causal_scope
 from morphz.shared.errors import MorphzError
 from morphz.shared.sexpr import parse_many

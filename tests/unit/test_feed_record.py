@@ -1,4 +1,4 @@
-"""The stores' change-feed record (shared/storage/api.py): the bytes they write are the
+"""The stores' change-feed record (shared/storage/feed.py): the bytes they write are the
 ones json.dumps wrote before msgspec did (stores written then are read the same), and
 they read back; an erasure's adds the keys it rewrote (issue 55)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from morphz.shared.storage.api import Change, pack_change as _pack_change, \
-    unpack_change as _unpack_change
+from morphz.shared.storage.feed import (Change, pack_change as _pack_change,
+                                        unpack_change as _unpack_change)
 
 _TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)  # no lone surrogates
 

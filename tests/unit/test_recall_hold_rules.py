@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from morphz.services.recall.runtime import holds as holds_module
 from morphz.services.recall.runtime.holds import Holds
-from morphz.shared.storage.api import Change
+from morphz.shared.storage.feed import Change
 
 
 class Clock:

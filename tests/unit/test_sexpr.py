@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from morphz.shared import sexpr
+from morphz.shared.sexpr import reader
 from morphz.shared.sexpr import Limits, Ref, SexprError, Symbol, parse_many, parse_one, render, render_items
 
 KNOWN_REASONS = {
@@ -417,9 +418,9 @@ _FORMS = st.recursive(_ATOMS, lambda inner: st.lists(inner, max_size=4).map(
 def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes):
     text = "".join(pieces)
     limits = sexpr.Limits(max_depth=depth, max_nodes=nodes)
-    fast = [_fast_or_none(text, limits, chars) for chars in (sexpr.FAST_CHARS, 0)]
+    fast = [_fast_or_none(text, limits, chars) for chars in (reader.FAST_CHARS, 0)]
     try:
-        exact = sexpr._parse(text, limits)[0]
+        exact = reader._parse(text, limits)[0]
     except sexpr.SexprError as e:
         # None, or past the node limit the exact reader's own error, where it says
         assert all(f is None or f == e.to_dict() for f in fast), (text, fast, e)
@@ -430,20 +431,20 @@ def test_the_fast_reader_reads_what_the_exact_reader_reads(pieces, depth, nodes)
 
 def _fast_or_none(text: str, limits: sexpr.Limits, findall_chars: int):
     try:
-        return sexpr._parse_fast(text, limits, findall_chars)
+        return reader._parse_fast(text, limits, findall_chars)
     except sexpr.SexprError as e:  # past the node limit: the error, to compare
         return e.to_dict() if e.reason == "SEXPR_TOO_MANY_NODES" else None
 
 
 def test_the_fast_reader_reads_a_transaction_and_forms_at_the_limits():
     tx = '(context-tx (base-version 3) (revise f0 (v 17) (note "a\\nb")) (retire @e4))'
-    assert sexpr._parse_fast(tx, sexpr.DEFAULT_LIMITS) == sexpr._parse(tx, sexpr.DEFAULT_LIMITS)[0]
+    assert reader._parse_fast(tx, sexpr.DEFAULT_LIMITS) == reader._parse(tx, sexpr.DEFAULT_LIMITS)[0]
     at_limits = sexpr.Limits(max_depth=3, max_nodes=6)
     text = "(a (b (c)))"  # depth 3, six nodes (three lists, three symbols)
-    assert sexpr._parse_fast(text, at_limits) == [[Symbol("a"), [Symbol("b"), [Symbol("c")]]]]
-    assert sexpr._parse_fast("(a (b (c (d))))", at_limits) is None
+    assert reader._parse_fast(text, at_limits) == [[Symbol("a"), [Symbol("b"), [Symbol("c")]]]]
+    assert reader._parse_fast("(a (b (c (d))))", at_limits) is None
     with pytest.raises(SexprError) as info:  # seven nodes: the exact reader's error
-        sexpr._parse_fast("(a b c d e f)", at_limits)
+        reader._parse_fast("(a b c d e f)", at_limits)
     assert info.value.reason == "SEXPR_TOO_MANY_NODES" and info.value.offset == 11
 
 
@@ -471,11 +472,11 @@ def test_sec_06_a_text_past_the_node_limit_is_read_once_and_no_further_than_the_
     reader up to the limit, then again by the exact one. Now once, up to the limit, the
     same work for 10x the input; the error is the exact reader's, at the same place."""
     limits = sexpr.Limits(max_nodes=20_000)
-    counted = _CountingTokens(sexpr._FAST_TOKEN)
-    monkeypatch.setattr(sexpr, "_FAST_TOKEN", counted)
+    counted = _CountingTokens(reader._FAST_TOKEN)
+    monkeypatch.setattr(reader, "_FAST_TOKEN", counted)
     exact_reads = []
-    exact = sexpr._parse
-    monkeypatch.setattr(sexpr, "_parse", lambda *a: exact_reads.append(1) or exact(*a))
+    exact = reader._parse
+    monkeypatch.setattr(reader, "_parse", lambda *a: exact_reads.append(1) or exact(*a))
     work = []
     for copies in (100_000, 1_000_000):  # longer than FAST_CHARS (findall reads it all)
         text = "(context-tx (x " + shape * copies + "))"

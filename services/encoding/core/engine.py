@@ -27,7 +27,7 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.mind import records as R, secrets
 from morphz.shared.mind.view import MindView
 from morphz.shared.mind.visibility import Viewer
-from morphz.shared.storage.api import Reader, Store, read_at_one_version
+from morphz.shared.storage.api import Store, read_at_one_version
 from morphz.services.encoding.core import depcheck, search as searching, snapshot_store
 from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.evaluation import show as show_evaluation
@@ -39,7 +39,7 @@ from morphz.services.encoding.core.options import (
     MAINTENANCE_PERMILLE, Budget, Environment, bad, check_must_read)
 from morphz.shared.names import check_lookup, check_name
 from morphz.services.encoding.core.record import Omission, Region, SnapshotRecord
-from morphz.services.encoding.core.render import render
+from morphz.services.encoding.core.render import Rendered, render
 from morphz.services.encoding.core.results import (
     CheckReport, Encoding, Evaluation, ReadPage, ReplayReport, SearchResult)
 from morphz.services.encoding.core.scope import Scope, causal_scope
@@ -82,6 +82,8 @@ class EncodingCore:
                 parent_snapshot: str = "", model: str = "", evaluation_profile: str = "",
                 bindings: Optional[Mapping[str, str]] = None, capabilities: bool = False,
                 caller: Caller, deadline: Deadline = NEVER) -> Encoding:
+        """The steps, each below: check the request, read the scope it may see, claim
+        an activation, gather at one version, render, check the budget, freeze."""
         # Everything the caller sent is checked before the activation claims anything.
         check_name(context, "context")
         check_name(session, "session")
@@ -94,61 +96,18 @@ class EncodingCore:
         with self._tracer.start_as_current_span("encoding.compile") as span:
             span.set_attribute("morphz.context", context)
             span.set_attribute("morphz.session", session)
-            # A root scope reveals secrets when the request asks and the caller holds
-            # `reveal` for the session; a child only when its parent did.
-            parent_scope = causal_scope(session, reveal_secrets=requested.reveal_secrets)
-            if parent_snapshot:
-                check_name(parent_snapshot, "parent_snapshot")
-            with self._store.reader(context) as reader:
-                m = MindView(reader)
-                policy.check(m, context, caller, policy.ENCODE, session)
-                if requested.reveal_secrets:
-                    policy.check(m, context, caller, policy.REVEAL, session)
-                parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
-                    if parent_snapshot else None
-                # This reader's last read: the meta and the session in one round trip, which
-                # also lets a remote snapshot go (no CloseSnapshot).
-                m.prefetch_session(session, last=True)
-                m.require_meta(context)
-                evaluated = m.session(session)  # checked below, after the parent's scope
-            if parent is not None:
-                if parent.session != session:
-                    raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
-                                      "session; it cannot be narrowed for another",
-                                      snapshot=parent_snapshot, session=session)
-                parent_scope = parent.head.scope.scope()
-            frozen = parent_scope.narrow(requested)
-            _check_session(evaluated, session)
+            frozen = self._scope(context, session, requested, parent_snapshot, caller)
             # Past its deadline (SEC-07) a compile stops between its stages: before it
             # claims an activation, and before it renders and writes its snapshot.
             deadline.check("the compile")
-            if activation:
-                act_id = activation
-            else:
-                with self._tracer.start_as_current_span("encoding.claim"):
-                    act_id = self._tx.activate(context, session,
-                                               caller=SERVICE_CALLER).id
+            act_id = activation or self._claim(context, session)
             now = self._clock()
-            def read(reader: Reader) -> tuple[R.Activation, Gathered, int]:
-                m = MindView(reader)
-                m.prefetch_activation(act_id)  # one trip
-                act = m.activation(act_id)
-                if act is not None and not policy.allowed(m, caller, policy.ENCODE,
-                                                          act.session):
-                    act = None  # another session's activation reads as a missing one
-                if act is None:
-                    raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
-                                      activation=act_id)
-                if act.session != session:
-                    raise MorphzError("SCOPE_VIOLATION", f"activation {act_id} belongs to "
-                                      f"session {act.session}", activation=act_id)
-                return act, gather(m, context=context, session=session, act=act,
-                                   scope=frozen, budget=budget, env=env, must_read=wanted,
-                                   time=now.isoformat(timespec="seconds"),
-                                   capabilities=CAPABILITIES if env.capabilities else {},
-                                   cache=self._row_cache), m.meta().next_seq - 1
             with self._tracer.start_as_current_span("encoding.gather"):
-                act, g, last_event = read_at_one_version(self._store, context, read)
+                act, g, last_event = read_at_one_version(
+                    self._store, context, lambda reader: self._gather(
+                        MindView(reader), act_id, context=context, session=session,
+                        caller=caller, scope=frozen, budget=budget, env=env,
+                        must_read=wanted, time=now.isoformat(timespec="seconds")))
             if g.missing:
                 raise MorphzError("MUST_READ_MISSING", "must-read items are not available "
                                   f"to this evaluation: {', '.join(sorted(g.missing)[:8])}",
@@ -158,22 +117,83 @@ class EncodingCore:
                 r = render(g.material, self._maintenance)
             self._fit(g.material, r, wanted)
             deadline.check("the compile")
-            snapshot_id = self._new_id()
-            record = freeze(snapshot_id, g.material, r, parent=parent_snapshot,
-                            must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
-                            maintenance_permille=self._maintenance)
-            with self._tracer.start_as_current_span("encoding.freeze"):
-                self._write_snapshot(self._store, context, record, r.rows,
-                                     listing_of(record.head, self._stamp(now), last_event))
+            record = self._freeze(context, g, r, parent_snapshot, wanted, now, last_event)
             span.set_attribute("morphz.encoding.bytes", r.bytes)
             span.set_attribute("morphz.encoding.items", len(r.items))
-            span.set_attribute("morphz.snapshot", snapshot_id)
+            span.set_attribute("morphz.snapshot", record.id)
             span.set_attribute("morphz.activation", act.id)
-        return Encoding(snapshot_id, record.head.hash, r.text, r.bytes, len(r.text),
-                        msgspec.convert(r.regions, list[Region]), r.items,
-                        record.head.pressure, act.id, [R.ref(s) for s in act.claimed],
-                        g.material.revision, g.material.tick,
-                        msgspec.convert(g.omitted, list[Omission]), g.omitted_total)
+        return _encoding(record, r, act, g)
+
+    def _scope(self, context: str, session: str, requested: Scope, parent_snapshot: str,
+               caller: Caller) -> Scope:
+        """The scope the compile freezes: the request's, narrowed from the parent
+        snapshot's (a child never sees more than its parent), once the caller may
+        encode the session (and reveal its secrets, when asked) and the session is
+        live; all read in one reader."""
+        # A root scope reveals secrets when the request asks and the caller holds
+        # `reveal` for the session; a child only when its parent did.
+        parent_scope = causal_scope(session, reveal_secrets=requested.reveal_secrets)
+        if parent_snapshot:
+            check_name(parent_snapshot, "parent_snapshot")
+        with self._store.reader(context) as reader:
+            m = MindView(reader)
+            policy.check(m, context, caller, policy.ENCODE, session)
+            if requested.reveal_secrets:
+                policy.check(m, context, caller, policy.REVEAL, session)
+            parent = _snapshot(m, context, parent_snapshot, caller, head=True) \
+                if parent_snapshot else None
+            # This reader's last read: the meta and the session in one round trip, which
+            # also lets a remote snapshot go (no CloseSnapshot).
+            m.prefetch_session(session, last=True)
+            m.require_meta(context)
+            evaluated = m.session(session)  # checked below, after the parent's scope
+        if parent is not None:
+            if parent.session != session:
+                raise MorphzError("SCOPE_VIOLATION", "a snapshot's scope belongs to its "
+                                  "session; it cannot be narrowed for another",
+                                  snapshot=parent_snapshot, session=session)
+            parent_scope = parent.head.scope.scope()
+        frozen = parent_scope.narrow(requested)
+        _check_session(evaluated, session)
+        return frozen
+
+    def _claim(self, context: str, session: str) -> str:
+        """A new activation of the session, claimed as the services (SERVICE_CALLER):
+        the caller was checked for `encode`, which includes claiming its inputs."""
+        with self._tracer.start_as_current_span("encoding.claim"):
+            return self._tx.activate(context, session, caller=SERVICE_CALLER).id
+
+    def _gather(self, m: MindView, act_id: str, *, context: str, session: str,
+                caller: Caller, env: Environment,
+                **inputs) -> tuple[R.Activation, Gathered, int]:
+        """The activation and what the compile shows of it, read at one version (the
+        caller reads again from the start if the version went), and the last event's
+        seq then."""
+        m.prefetch_activation(act_id)  # one trip
+        act = m.activation(act_id)
+        if act is not None and not policy.allowed(m, caller, policy.ENCODE, act.session):
+            act = None  # another session's activation reads as a missing one
+        if act is None:
+            raise MorphzError("ACTIVATION_NOT_FOUND", f"no activation {act_id}",
+                              activation=act_id)
+        if act.session != session:
+            raise MorphzError("SCOPE_VIOLATION", f"activation {act_id} belongs to "
+                              f"session {act.session}", activation=act_id)
+        return act, gather(m, context=context, session=session, act=act, env=env,
+                           capabilities=CAPABILITIES if env.capabilities else {},
+                           cache=self._row_cache, **inputs), m.meta().next_seq - 1
+
+    def _freeze(self, context: str, g: Gathered, r: Rendered, parent_snapshot: str,
+                wanted: list[str], now: datetime, last_event: int) -> SnapshotRecord:
+        """The snapshot of what the evaluation saw, under a new id, written with its
+        listing entries."""
+        record = freeze(self._new_id(), g.material, r, parent=parent_snapshot,
+                        must_read=wanted, omitted=g.omitted, omitted_total=g.omitted_total,
+                        maintenance_permille=self._maintenance)
+        with self._tracer.start_as_current_span("encoding.freeze"):
+            self._write_snapshot(self._store, context, record, r.rows,
+                                 listing_of(record.head, self._stamp(now), last_event))
+        return record
 
     def _stamp(self, now: datetime) -> int:
         """When a snapshot was frozen, in the index's order: microseconds, and past the
@@ -331,6 +351,15 @@ class EncodingCore:
         docs = [(f"@e{o.seq}", "event", o.text) for o in material.observations]
         docs += [(f.id, "frame", f"{f.id} {f.body}") for f in material.frames]
         return searching.search(terms, limit, docs)
+
+
+def _encoding(record: SnapshotRecord, r: Rendered, act: R.Activation, g: Gathered) -> Encoding:
+    """The compile's reply: the rendered text and its layout, the snapshot made."""
+    return Encoding(record.id, record.head.hash, r.text, r.bytes, len(r.text),
+                    msgspec.convert(r.regions, list[Region]), r.items,
+                    record.head.pressure, act.id, [R.ref(s) for s in act.claimed],
+                    g.material.revision, g.material.tick,
+                    msgspec.convert(g.omitted, list[Omission]), g.omitted_total)
 
 
 def _check_session(s: Optional[R.Session], session: str) -> None:

@@ -14,7 +14,8 @@ from morphz.services.encoding.core.row_cache import RowCache
 from morphz.services.encoding.core.material import (
     FULL, PREVIEW, FrameIn, Material, Obs, SeenEvent)
 from morphz.services.encoding.core.options import Budget, Environment
-from morphz.services.encoding.core.render import frame_item, preview_text
+from morphz.services.encoding.core.items import preview_text
+from morphz.services.encoding.core.regions import frame_item
 from morphz.services.encoding.core.scope import Scope
 from morphz.services.encoding.core.snapshot import frame_input
 
@@ -47,20 +48,19 @@ def frame_in(f: R.Frame, tick: int, reveal: bool = False) -> FrameIn:
 def gather(m: MindView, *, context: str, session: str, act: R.Activation,
            scope: Scope, budget: Budget, env: Environment, must_read: list[str], time: str,
            capabilities: dict, cache: Optional[RowCache] = None) -> Gathered:
+    """The Material of one compile: the inbox's observations, the frames in placement
+    order, and the rest the regions show; what the scope leaves out, in `omitted`, and
+    must-read items that are not there, in `missing`."""
     g = Gathered()
     meta = m.meta()
     # The scans below, in one round trip where the store is remote (not one each).
     m.prefetch_encoding_scans(session)
     pending = set(m.pending(session))
     claimed = set(act.claimed)
-    fresh = claimed | set(act.results)
     viewer = Viewer(m, session)
     # Every undelivered root request stays an objective until its activation is
     # delivered, not only the current activation's (the transaction core indexes them).
     roots = m.root_requests()
-    wanted = set(must_read)
-
-    observations: list[Obs] = []
     inbox = m.inbox()
     # One round trip for the events read below (the inbox's, the pending and claimed
     # results', the open calls') and the inbox's observations, not one or two per item
@@ -68,7 +68,38 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
     calls = m.open_calls(session)
     read = set(inbox) | pending | claimed | {seq for seq, _ in calls}
     m.prefetch_inputs(inbox, sorted(read), max_bytes=READ_AHEAD_BYTES)
-    reveal, preview_bytes = scope.reveal_secrets, budget.preview_bytes
+    observations = _observations(m, g, cache, inbox, session=session, viewer=viewer,
+                                 scope=scope, preview_bytes=budget.preview_bytes,
+                                 wanted=set(must_read), pending=pending,
+                                 fresh=claimed | set(act.results), roots=roots)
+    rendered = _frames(m, g, cache, scope, meta.tick)
+    # One scan of the edge table beats a prefix scan per frame when frames are many.
+    edges = m.relations()
+    shown = {f.id for f in rendered} if edges else set()
+    relations = [list(e) for e in edges if e[0] in shown]
+    checkpoints = m.checkpoint_revisions()
+    sessions = [{"id": s.id, "state": s.state, "level": s.level,
+                 "waiting": m.waiting_count(s)} for s in m.sessions()]
+    _must_read_missing(m, g, viewer, must_read, observations, rendered)
+    g.material = Material(
+        context=context, session=session, revision=meta.revision, tick=meta.tick,
+        window=meta.window, activation=R.activation_view(act), observations=observations,
+        frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
+        pending=len(pending), scope=scope, time=time, env=env, budget=budget,
+        capabilities=capabilities, calls=_open_calls(m, calls),
+        late_results=_late_results(m, pending, claimed))
+    return g
+
+
+def _observations(m: MindView, g: Gathered, cache: Optional[RowCache], inbox: list[int], *,
+                  session: str, viewer: Viewer, scope: Scope, preview_bytes: int,
+                  wanted: set[str], pending: set[int], fresh: set[int],
+                  roots: set[int]) -> list[Obs]:
+    """The inbox's observations the evaluation sees, a preview where a text is over
+    `preview_bytes` and not asked for whole; the others omitted with why (pending: not
+    this activation's yet)."""
+    observations: list[Obs] = []
+    reveal = scope.reveal_secrets
     for seq in inbox:
         seen, kept = _seen(m, cache, seq, reveal)
         ev = seen.event
@@ -94,16 +125,22 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
                 # than this step (the Obs holds its preview).
                 seen if kept else None, occurred=R.occurred_at(ev.data))
         observations.append(o)
+    return observations
 
-    # Placement order first; frames the order does not name follow by id (as ListFrames).
+
+def _frames(m: MindView, g: Gathered, cache: Optional[RowCache], scope: Scope,
+            tick: int) -> list[FrameIn]:
+    """The frames shown, in placement order first, then those the order does not name
+    by id (as ListFrames); retired ones left out, and those outside the scope omitted."""
     rendered: list[FrameIn] = []
+    reveal = scope.reveal_secrets
     keys = m.frame_cache_keys()
     # One lookup per frame (hot: every frame, every compile); None: no cache.
     cached = cache.get_many(keys, reveal) if cache is not None else [None] * len(keys)
     by_id = {}
     for key, f in zip(keys, cached):
         if f is None:
-            f = frame_in(m.frame_of_key(key), meta.tick, reveal)
+            f = frame_in(m.frame_of_key(key), tick, reveal)
             if f.state != R.RETIRING and cache is not None:  # see row_cache.py
                 if f.state == R.ACTIVE:
                     f.rendered = frame_item(f)
@@ -118,14 +155,13 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
             g.omit(f.id, "outside scope: frames")
             continue
         add(f)
-    # One scan of the edge table beats a prefix scan per frame when frames are many.
-    edges = m.relations()
-    shown = {f.id for f in rendered} if edges else set()
-    relations = [list(e) for e in edges if e[0] in shown]
-    checkpoints = m.checkpoint_revisions()
-    sessions = [{"id": s.id, "state": s.state, "level": s.level,
-                 "waiting": m.waiting_count(s)} for s in m.sessions()]
+    return rendered
 
+
+def _must_read_missing(m: MindView, g: Gathered, viewer: Viewer, must_read: list[str],
+                       observations: list[Obs], rendered: list[FrameIn]) -> None:
+    """Why each must-read item the encoding does not show is not there (in g.missing),
+    beyond those the scope left out."""
     present = ({R.ref(o.seq) for o in observations} | {f.id for f in rendered}) \
         if must_read else set()
     for item in must_read:
@@ -142,15 +178,6 @@ def gather(m: MindView, *, context: str, session: str, act: R.Activation,
             g.missing[item] = ("no such frame" if f is None else
                                "retired frame: restore it first" if f.state == R.RETIRED
                                else "outside scope: frames")
-
-    g.material = Material(
-        context=context, session=session, revision=meta.revision, tick=meta.tick,
-        window=meta.window, activation=R.activation_view(act), observations=observations,
-        frames=rendered, relations=relations, checkpoints=checkpoints, sessions=sessions,
-        pending=len(pending), scope=scope, time=time, env=env, budget=budget,
-        capabilities=capabilities, calls=_open_calls(m, calls),
-        late_results=_late_results(m, pending, claimed))
-    return g
 
 
 def _seen(m: MindView, cache: Optional[RowCache], seq: int,

@@ -73,7 +73,7 @@ class FrameIn:
     retire_reason: str = ""
     due_tick: int = 0
     remaining_ticks: int = 0
-    # Its item as render.frame_item makes it, when a RowCache already made it.
+    # Its item as regions.frame_item makes it, when a RowCache already made it.
     rendered: Optional[Any] = field(default=None, compare=False, repr=False)
     # Its snapshot input record as snapshot.frame_input makes it, likewise.
     frozen: Optional[dict] = field(default=None, compare=False, repr=False)

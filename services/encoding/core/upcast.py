@@ -21,7 +21,7 @@ from morphz.services.encoding.core.record import (
 # An item's structured fields (parts aside), as the record's items hold them.
 ITEM_FIELDS = ("region", "kind", "key", "start", "end", "bytes", "residency", "shown_bytes",
                "total_bytes", "revision", "state", "remaining_ticks", "protected")
-# Schema 2 stores an item as [start, row], the row these fields (render.stored_row):
+# Schema 2 stores an item as [start, row], the row these fields (items.stored_row):
 # "length" is end - start, "parts" the parts flattened to owner, start, end relative
 # to the item's start. The row is the item's own wherever it lands, so an item shown
 # again is serialized once.

@@ -42,7 +42,8 @@ from typing import Optional
 from morphz.services.recall.runtime.holds import Holds
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.index_directory import IndexDirectory
-from morphz.shared.storage.api import Change, FeedPage, Store
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import Change, FeedPage
 
 _log = logging.getLogger("morphz.recall.follower")
 QUEUED_CHANGES = 50_000  # changes read ahead of the applier (the reader waits beyond this)
@@ -322,7 +323,7 @@ class FeedFollower:
         everything before is applied up to."""
         by_context: dict[str, list[Change]] = {}
         for c in changes:
-            if c.context:  # not a deleted context's filler (storage/api.py FILLER)
+            if c.context:  # not a deleted context's filler (storage/feed.py FILLER)
                 by_context.setdefault(c.context, []).append(c)
         for context, mine in by_context.items():
             if self._stop.is_set():

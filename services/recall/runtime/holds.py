@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from morphz.shared.storage.api import Change
+from morphz.shared.storage.feed import Change
 
 MAX_CHANGES = 1000   # held for one context: then applied (the commit's cost is spread)
 MAX_TOTAL = 20_000   # held for all: bounds memory and what a restart reads again

@@ -18,7 +18,8 @@ from morphz.services.recall.runtime.index_reads import (
     APPLY_BYTES, READ_AHEAD_BYTES, change_chunks, frame_changers, skipping_damaged)
 from morphz.shared.mind.bulk import prefetch_changes
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import Change, Store
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import Change
 
 if TYPE_CHECKING:
     from opentelemetry import trace

@@ -10,7 +10,8 @@ from typing import Iterable, Iterator, Optional
 from morphz.services.recall.core.documents import TEXT_VERSION
 from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.mind.bulk import event_run
-from morphz.shared.storage.api import Change, Store
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import Change
 
 _log = logging.getLogger("morphz.recall.indexer")
 REBUILD_READ_CHUNK = 8000  # events per read transaction of a rebuild

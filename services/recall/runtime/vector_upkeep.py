@@ -35,7 +35,8 @@ from morphz.shared.deadline import NEVER, Deadline
 from morphz.shared.mind.bulk import decode_event, event_records, prefetch_changes
 from morphz.shared.mind import records as R
 from morphz.shared.mind.state import MindState
-from morphz.shared.storage.api import Change, Store
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import Change
 
 EMBED_BATCH = 1000
 VECTOR_STEP = 2000  # events and frames a step of the vector leg takes at most

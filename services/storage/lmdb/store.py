@@ -38,9 +38,10 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.mind.tables import TABLES
-from morphz.shared.storage.api import (FEED_PAGE, FILLER, Change, FeedPage, StaleCommit, Store,
-                                       Ticket, Write, change_of, context_not_found, fenced,
-                                       pack_change, unpack_change)
+from morphz.shared.storage.api import StaleCommit, Store, Ticket, Write
+from morphz.shared.storage.feed import (FEED_PAGE, FILLER, Change, FeedPage, change_of, pack_change,
+                                        unpack_change)
+from morphz.shared.storage.rules import context_not_found, fenced
 
 _VERSION_DB = b"_version"
 _FEED_DB, _FEED_CTX_DB = b"_feed", b"_feed_ctx"

@@ -13,8 +13,10 @@ import lmdb
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
 from morphz.shared.mind.tables import SIDE_TABLES, TABLES
-from morphz.shared.storage.api import (Change, Ticket, Write, check_write, erase_missing,
-                                       quarantine_key, quarantine_missing)
+from morphz.shared.storage.api import Ticket, Write
+from morphz.shared.storage.feed import Change
+from morphz.shared.storage.rules import (check_write, erase_missing, quarantine_key,
+                                         quarantine_missing)
 
 ERASE = object()  # an encoded write's "append-only" place: an erasure's rewrite
 

@@ -33,7 +33,9 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.process.faults import Faults
 from morphz.shared.storage import keys
 from morphz.shared.mind.tables import SIDE_TABLES, TABLES
-from morphz.shared.storage.api import Ticket, Write, change_of, check_write
+from morphz.shared.storage.api import Ticket, Write
+from morphz.shared.storage.feed import change_of
+from morphz.shared.storage.rules import check_write
 
 # The most a batch may send in one pipeline (its rows' keys and values); a larger one
 # runs statement by statement: its round trips are small beside sending its data.

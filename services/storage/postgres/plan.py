@@ -6,7 +6,8 @@ from typing import Optional
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
 from morphz.shared.mind.tables import TABLES
-from morphz.shared.storage.api import Change, Ticket, Write
+from morphz.shared.storage.api import Ticket, Write
+from morphz.shared.storage.feed import Change
 
 
 class Submission(Ticket):

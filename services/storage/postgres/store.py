@@ -52,8 +52,9 @@ from morphz.shared.errors import MorphzError
 from morphz.shared.process.faults import NO_FAULTS, Faults
 from morphz.shared.storage import keys
 from morphz.shared.mind.tables import ERASABLE_TABLES, TABLES
-from morphz.shared.storage.api import (FEED_PAGE, FILLER, Change, FeedPage, Store,
-                                       context_not_found, pack_change, unpack_change)
+from morphz.shared.storage.api import Store
+from morphz.shared.storage.feed import FEED_PAGE, FILLER, Change, FeedPage, pack_change, unpack_change
+from morphz.shared.storage.rules import context_not_found
 
 DEFAULT_SCHEMA = "morphz"
 DEFAULT_POOL = 64  # reader connections at most (snapshots held open count)

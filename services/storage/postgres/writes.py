@@ -18,8 +18,9 @@ from morphz.services.storage.postgres.plan import Refused, Submission, plan_writ
 from morphz.services.storage.postgres.schema import Statements
 from morphz.shared.errors import MorphzError
 from morphz.shared.storage import keys
-from morphz.shared.storage.api import (StaleCommit, Write, erase_missing, fenced, pack_change,
-                                       quarantine_missing)
+from morphz.shared.storage.api import StaleCommit, Write
+from morphz.shared.storage.feed import pack_change
+from morphz.shared.storage.rules import erase_missing, fenced, quarantine_missing
 
 
 def send_all(conn: psycopg.Connection) -> None:

@@ -1,98 +1,14 @@
-"""S-expression reader/writer for the ``context-tx`` DSL.
-
-Nodes are plain Python values: ``list`` (a parenthesised form), ``str``
-(string literal), ``int`` (integer literal), ``Ref`` (``@e42``) and ``Symbol``
-(any other bare token).  The reader is iterative and linear-time so hostile
-input can only ever produce a ``SexprError``; ``render`` produces canonical,
-single-line text that ``parse_many`` reads back to an equal structure.
-"""
+"""The reader: text (str or UTF-8 bytes) -> nodes. Iterative and linear-time, so hostile
+input can only ever produce a ``SexprError``: a fast reader for well-formed input, and
+the exact one that finds what is wrong and where."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from itertools import islice
-from typing import Iterable, TypeAlias
 
-__all__ = [
-    "DEFAULT_LIMITS",
-    "REASONS",
-    "Limits",
-    "Node",
-    "Ref",
-    "SexprError",
-    "Symbol",
-    "parse_many",
-    "parse_one",
-    "render",
-    "render_items",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Symbol:
-    name: str
-
-    def __str__(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """Reference to a stored entry, written ``@e<seq>``."""
-
-    seq: int
-
-    def __str__(self) -> str:
-        return f"@e{self.seq}"
-
-
-Node: TypeAlias = "Symbol | Ref | str | int | list[Node]"
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_bytes: int = 16 * 1024 * 1024  # measured on the UTF-8 encoding
-    max_depth: int = 64
-    max_nodes: int = 200_000
-
-
-DEFAULT_LIMITS = Limits()
-
-REASONS = frozenset({
-    "SEXPR_INVALID_UTF8",
-    "SEXPR_TOO_LARGE",
-    "SEXPR_TOO_DEEP",
-    "SEXPR_TOO_MANY_NODES",
-    "SEXPR_UNBALANCED",
-    "SEXPR_UNTERMINATED_STRING",
-    "SEXPR_BAD_ESCAPE",
-    "SEXPR_INTEGER_RANGE",
-    "SEXPR_EMPTY",
-    "SEXPR_EXPECTED_ONE_FORM",
-    "SEXPR_INVALID_CHARACTER",
-})
-
-
-class SexprError(Exception):
-    """Parse failure; ``offset`` is a character offset, line/column are 1-based."""
-
-    def __init__(self, reason: str, message: str, offset: int = 0, line: int = 1, column: int = 1):
-        super().__init__(f"{reason}: {message} (line {line}, column {column})")
-        self.reason = reason
-        self.message = message
-        self.offset = offset
-        self.line = line
-        self.column = column
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "reason": self.reason,
-            "message": self.message,
-            "offset": self.offset,
-            "line": self.line,
-            "column": self.column,
-        }
+from morphz.shared.sexpr.nodes import (
+    DEFAULT_LIMITS, INT, MAX_DIGITS, REF, Limits, Node, Ref, SexprError, Symbol)
 
 
 def _error(text: str, reason: str, message: str, offset: int) -> SexprError:
@@ -101,8 +17,6 @@ def _error(text: str, reason: str, message: str, offset: int) -> SexprError:
     column = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return SexprError(reason, message, offset, line, column)
 
-
-# --- reader -----------------------------------------------------------------
 
 # One match per token: leading whitespace/comments are skipped inside the same
 # match.  Python's \s matches exactly the characters for which str.isspace()
@@ -125,11 +39,8 @@ _TOKEN = re.compile(
 _ESCAPE = re.compile(r'\\(?:u\{([0-9A-Fa-f]{1,6})\}|(["\\ntr])|.)', re.DOTALL)
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 _FAST_ESCAPES = (('\\"', '"'), ("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"))
-_INT = re.compile(r"-?([0-9]+)")  # [0-9] is ASCII-only, unlike \d
-_REF = re.compile(r"@e([0-9]+)")
 _BAD_CHAR = re.compile(r"[\x00\ud800-\udfff]")
 _NUMERIC_START = frozenset("-0123456789@")
-_MAX_DIGITS = 18
 FAST_CHARS = 64 << 10  # the longest text _parse_fast reads with one findall
 
 
@@ -196,12 +107,12 @@ def _unescape(text: str, start: int, end: int) -> str:
 def _atom(text: str, token: str, pos: int) -> Node:
     if token[0] not in _NUMERIC_START:
         return Symbol(token)
-    m = _INT.fullmatch(token) or _REF.fullmatch(token)
+    m = INT.fullmatch(token) or REF.fullmatch(token)
     if m is None:
         return Symbol(token)
-    if len(m.group(1)) > _MAX_DIGITS:
+    if len(m.group(1)) > MAX_DIGITS:
         # Also keeps int() clear of CPython's int/str conversion limit.
-        raise _error(text, "SEXPR_INTEGER_RANGE", f"more than {_MAX_DIGITS} digits", pos)
+        raise _error(text, "SEXPR_INTEGER_RANGE", f"more than {MAX_DIGITS} digits", pos)
     return Ref(int(m.group(1))) if token[0] == "@" else int(token)
 
 
@@ -350,120 +261,3 @@ def parse_one(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Node:
     if len(forms) > 1:
         raise _error(decoded, "SEXPR_EXPECTED_ONE_FORM", f"expected one form, found {len(forms)}", starts[1])
     return forms[0]
-
-
-# --- writer -----------------------------------------------------------------
-
-# Escape what the reader needs plus all C0 controls/DEL so output is one line;
-# surrogates are matched only to be rejected (they cannot be read back).
-_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')
-_ESCAPED = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-_SYMBOL_TEXT = re.compile(r'[^\s()";\x00\ud800-\udfff]+')
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    ch = m.group()
-    if "\ud800" <= ch <= "\udfff":
-        raise ValueError("string contains a lone surrogate")
-    return _ESCAPED.get(ch) or f"\\u{{{ord(ch):x}}}"
-
-
-def _render_atom(node: object) -> str:
-    # Reject anything that would not read back as an equal node.
-    if isinstance(node, bool):
-        raise TypeError("bool is not a sexpr node")
-    if isinstance(node, Symbol):
-        name = node.name
-        if (
-            not isinstance(name, str)
-            or not _SYMBOL_TEXT.fullmatch(name)
-            or _INT.fullmatch(name)
-            or _REF.fullmatch(name)
-        ):
-            raise ValueError(f"not valid symbol text: {name!r}")
-        return name
-    if isinstance(node, str):
-        return '"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"'
-    if isinstance(node, Ref):
-        if not isinstance(node.seq, int) or isinstance(node.seq, bool) or not 0 <= node.seq < 10**_MAX_DIGITS:
-            raise ValueError(f"ref seq out of range: {node.seq!r}")
-        return f"@e{node.seq}"
-    if isinstance(node, int):
-        if not -(10**_MAX_DIGITS) < node < 10**_MAX_DIGITS:
-            raise ValueError(f"integer out of range: {node}")
-        return str(node)
-    raise TypeError(f"not a sexpr node: {type(node).__name__}")
-
-
-_END = object()  # iterator-exhausted sentinel
-
-
-def _render_into(nodes: Iterable[object], out: list[str]) -> None:
-    # Explicit stack of [iterator, list id, items emitted] so depth never hits recursion limits.
-    stack: list[list] = [[iter(nodes), None, 0]]
-    open_ids: set[int] = set()  # lists on the current path, to detect cycles
-    while stack:
-        frame = stack[-1]
-        node = next(frame[0], _END)
-        if node is _END:
-            stack.pop()
-            if frame[1] is not None:
-                open_ids.discard(frame[1])
-                out.append(")")
-            continue
-        if frame[2]:
-            out.append(" ")
-        frame[2] += 1
-        if isinstance(node, list):
-            if id(node) in open_ids:
-                raise ValueError("cyclic list cannot be rendered")
-            open_ids.add(id(node))
-            out.append("(")
-            stack.append([iter(node), id(node), 0])
-        else:
-            out.append(_render_atom(node))
-
-
-
-def render(node: Node) -> str:
-    """Canonical single-line text for one node."""
-    if type(node) is str:  # the commonest node (a text, a time): no walk to set up
-        return '"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"'
-    out: list[str] = []
-    _render_into((node,), out)
-    return "".join(out)
-
-
-def render_items(nodes: Iterable[Node]) -> str:
-    """Canonical text for a sequence of top-level nodes, separated by one space."""
-    out: list[str] = []
-    _render_into(nodes, out)
-    return "".join(out)
-
-
-def render_read(nodes: list[Node]) -> str:
-    """render_items of nodes this module's reader made: each of its atoms reads back as
-    itself and its lists nest no deeper than its limits allow (no cycle), so nothing is
-    checked: several times faster, for the hot path that renders what it just read."""
-    out: list[str] = []
-    _render_read_into(nodes, out)
-    return "".join(out)
-
-
-def _render_read_into(nodes: list[Node], out: list[str]) -> None:
-    for i, node in enumerate(nodes):
-        if i:
-            out.append(" ")
-        kind = type(node)
-        if kind is Symbol:
-            out.append(node.name)
-        elif kind is list:
-            out.append("(")
-            _render_read_into(node, out)
-            out.append(")")
-        elif kind is str:
-            out.append('"' + _NEEDS_ESCAPE.sub(_escape_char, node) + '"')
-        elif kind is int:
-            out.append(str(node))
-        else:
-            out.append(f"@e{node.seq}")
