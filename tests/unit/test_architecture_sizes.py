@@ -22,8 +22,6 @@ LARGE: dict[str, int] = {
     "services/encoding/core/engine.py:EncodingCore.compile": 98,
     "services/encoding/core/gather.py:gather": 107,
     "services/encoding/core/render.py:render": 83,
-    "services/recall/core/engine.py": 476,
-    "services/recall/core/engine.py:RecallCore.search": 94,
     "services/recall/index/tantivy_index.py": 543,
     "services/recall/runtime/indexer.py": 593,
     "services/storage/postgres/store.py": 598,
