@@ -8,7 +8,7 @@ from typing import Optional
 from msgspec.structs import asdict
 
 from morphz.api.recall.v1 import recall_pb2 as pb
-from morphz.services.recall.core.request import Evaluation
+from morphz.services.recall.core.request import Evaluation, SearchRequest
 from morphz.services.recall.core.results import (
     Hit, IndexStatus, ReadResult, RebuildInfo, RebuildProgress, SearchResult, TraverseResult,
     VectorLegStatus)
@@ -18,6 +18,16 @@ from morphz.shared.grpc.client import build_request
 def evaluation_from_proto(ev: pb.Evaluation) -> Evaluation:
     """The evaluation a search, read or traversal is made for."""
     return Evaluation(ev.session, ev.activation)
+
+
+def search_from_proto(r: pb.SearchRequest, *, vectors_off: bool = False) -> SearchRequest:
+    """The search asked, checked as it is read (SearchRequest.parse; `vectors_off`: the
+    server runs without a vector leg, checked in its turn among the request's checks)."""
+    return SearchRequest.parse(
+        r.context, r.query, since=r.since, until=r.until, limit=r.limit, kinds=r.kinds,
+        states=r.states, sessions=r.sessions, cursor=r.cursor, mode=r.mode,
+        evaluation=evaluation_from_proto(r.evaluation), min_commit_seq=r.min_commit_seq,
+        vectors_off=vectors_off)
 
 
 def evaluation_to_proto(evaluation: Optional[dict]) -> Optional[pb.Evaluation]:

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 from morphz.api.recall.v1 import recall_pb2_grpc as pb_grpc
 from morphz.services.recall.convert import (
-    evaluation_from_proto, read_to_proto, search_to_proto, status_to_proto, traverse_to_proto)
-from morphz.services.recall.core.engine import MAX_WAIT_SECONDS, RecallCore
+    evaluation_from_proto, read_to_proto, search_from_proto, search_to_proto,
+    status_to_proto, traverse_to_proto)
+from morphz.services.recall.core.engine import RecallCore
 from morphz.shared.grpc.auth import caller_of
 from morphz.shared.grpc.deadline import deadline_of
 from morphz.shared.grpc.errors import rpc_boundary
 from morphz.shared.grpc.job_messages import JobRpcs
 from morphz.shared.jobs import JobRunner
-
-
-# Of the call's deadline, what a search's wait for its index leaves for the search itself.
-DEADLINE_MARGIN = 0.8
-
-
-def _wait_seconds(context) -> float:
-    """How long a search may wait for its index: part of what its deadline leaves."""
-    left = context.time_remaining()
-    return MAX_WAIT_SECONDS if left is None else min(MAX_WAIT_SECONDS, left * DEADLINE_MARGIN)
 
 
 class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
@@ -31,15 +22,9 @@ class RecallServicer(JobRpcs, pb_grpc.RecallServiceServicer):
 
     @rpc_boundary
     def Search(self, request, context):
-        reply = self._core.search(
-            request.context, request.query, since=request.since, until=request.until,
-            limit=request.limit, kinds=list(request.kinds), states=list(request.states),
-            sessions=list(request.sessions), cursor=request.cursor, mode=request.mode,
-            evaluation=evaluation_from_proto(request.evaluation),
-            min_commit_seq=request.min_commit_seq,
-            wait_seconds=_wait_seconds(context), caller=caller_of(context),
-            deadline=deadline_of(context))
-        return search_to_proto(reply)
+        req = search_from_proto(request, vectors_off=self._core.vectors_off)
+        return search_to_proto(self._core.search(req, caller=caller_of(context),
+                                                 deadline=deadline_of(context)))
 
     @rpc_boundary
     def Read(self, request, context):

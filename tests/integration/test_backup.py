@@ -17,6 +17,7 @@ import pytest
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
@@ -294,7 +295,7 @@ def test_dur_06_recall_starts_over_on_a_restored_store(tmp_path, feed):
     core = follow(store, tx, tmp_path / "recall", then=lambda: tx.append_event(
         "c", "s1", "user-message", "after note last", caller=IN_PROCESS_CALLER))
     # Lexical: which words the index holds (a hybrid search adds vector hits and neighbours).
-    words = {w: [h.ref for h in core.search("c", w, limit=50, mode="lexical",
+    words = {w: [h.ref for h in core.search(SearchRequest.parse("c", w, limit=50, mode="lexical"),
                                             caller=IN_PROCESS_CALLER).results]
              for w in ("alpha", "lost", "after")}
     assert (len(words["alpha"]), words["lost"], len(words["after"])) == (5, [], fresh + 1)

@@ -13,6 +13,7 @@ import pytest
 from morphz.services.encoding.core.engine import EncodingCore
 from morphz.services.recall.runtime import tokenpool
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.embedding.lsa import LsaEmbedder
@@ -131,7 +132,7 @@ def recall(core, store, tmp_path):
 def index_answers(recall) -> tuple:
     """What the live index answers: a search's results, its position, its last rebuild."""
     status = recall.inspect("c", caller=CALLER)
-    found = recall.search("c", "event", limit=100, caller=CALLER).results
+    found = recall.search(SearchRequest.parse("c", "event", limit=100), caller=CALLER).results
     return found, status.position, status.last_rebuild, status.documents
 
 

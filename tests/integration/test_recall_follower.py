@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager
 
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
@@ -249,12 +250,13 @@ def test_dist_05_a_search_over_the_storage_service_reads_one_version(tmp_path):
         count.calls.clear()
         # Lexical: a hybrid search of one word also looks it up as an id (more Gets,
         # of the same version).
-        reply = core.search("c", "lantern", states=["active"], mode="lexical", caller=ME)
+        reply = core.search(SearchRequest.parse("c", "lantern", states=["active"], mode="lexical"),
+                            caller=ME)
         assert not client.between  # the commit landed mid-search
         assert sorted(h.ref for h in reply.results) == sorted(refs[1:])  # as of the meta
         assert count.methods() == ["Get", "GetMany"]
         assert len(app.snapshots) == 0  # released with the GetMany
-        reply = core.search("c", "lantern", states=["active"], caller=ME)
+        reply = core.search(SearchRequest.parse("c", "lantern", states=["active"]), caller=ME)
         assert [h.ref for h in reply.results] == [refs[2]]  # the next search sees it
 
 
@@ -280,7 +282,8 @@ def test_dist_05_a_search_whose_snapshot_went_while_the_context_moved_reads_agai
         count.calls.clear()
         # Lexical: a hybrid search of one word also looks it up as an id (more Gets,
         # of the same version).
-        reply = core.search("c", "lantern", states=["active"], mode="lexical", caller=ME)
+        reply = core.search(SearchRequest.parse("c", "lantern", states=["active"], mode="lexical"),
+                            caller=ME)
         assert not client.between
         assert "OpenSnapshot" in count.methods()  # the old version was asked for: gone
         assert count.methods()[-2:] == ["Get", "GetMany"]  # then the whole read again

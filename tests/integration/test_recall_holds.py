@@ -11,6 +11,7 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.runtime.follower import FeedFollower
 from morphz.services.recall.runtime.indexer import Indexer
@@ -61,7 +62,7 @@ def test_recall_10_an_unread_contexts_changes_wait_for_its_next_search(tmp_path)
         assert indexer.position("a") == indexer.position("b") == 0  # nothing applied
         status = follower.status()
         assert status["feed_position"] == 0 < status["feed_head"]  # saved below them
-        reply = core.search("a", "lantern", caller=ME)
+        reply = core.search(SearchRequest.parse("a", "lantern"), caller=ME)
         assert len(reply.results) == 3 and reply.lag == 0  # applied first
         assert indexer.position("b") == 0  # the other context still waits
         assert follower.status()["feed_held"] == head(store, "b")
@@ -80,7 +81,7 @@ def test_recall_10_a_context_searched_lately_is_indexed_as_its_changes_come(tmp_
     with recall(tmp_path, idle=60.0) as (store, tx, indexer, follower, core):
         tx.create_context("a", caller=ME)
         until(lambda: follower.status()["feed_held"] > 0)
-        core.search("a", "lantern", caller=ME)  # read now: not held for 60 s
+        core.search(SearchRequest.parse("a", "lantern"), caller=ME)  # read now: not held for 60 s
         appends(tx, "a", 5)
         until(lambda: indexer.position("a") == head(store, "a"))  # with no read
         assert follower.status()["feed_held"] == 0
@@ -108,7 +109,7 @@ def test_recall_10_a_restart_indexes_the_changes_that_were_held(tmp_path):
         with recall(tmp_path, idle=0.0, store=store) as (_, _, indexer, follower, core):
             until(lambda: follower.status()["feed_lag"] == 0)
             assert indexer.position("a") == head(store, "a")
-            assert len(core.search("a", "lantern", caller=ME).results) == 4
+            assert len(core.search(SearchRequest.parse("a", "lantern"), caller=ME).results) == 4
     finally:
         store.close()
 
@@ -124,10 +125,10 @@ def test_recall_10_a_search_that_cannot_apply_held_changes_answers_and_keeps_the
             indexer.apply = apply
             raise OSError("disk full")
         indexer.apply = fail_once
-        reply = core.search("a", "lantern", caller=ME)
+        reply = core.search(SearchRequest.parse("a", "lantern"), caller=ME)
         assert reply.results == () and reply.lag == head(store, "a")  # as it was
         assert follower.status()["feed_held"] == head(store, "a")  # kept, not lost
-        assert len(core.search("a", "lantern", caller=ME).results) == 2
+        assert len(core.search(SearchRequest.parse("a", "lantern"), caller=ME).results) == 2
 
 
 def hold_three_events(tx: TransactionClient, rc: RecallClient) -> list[str]:

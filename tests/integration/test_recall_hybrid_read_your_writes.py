@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
@@ -40,16 +41,17 @@ def test_recall_13_a_search_with_the_vector_leg_sees_its_writes_in_both_legs(sta
     written = [tx.append_event("c", "s1", "user-message", f"lantern note {i}", caller=ME)
                for i in range(30)]
     last = written[-1].commit_seq
-    reply = core.search("c", "lantern note", limit=10, mode=mode, min_commit_seq=last,
-                        caller=ME)
+    reply = core.search(SearchRequest.parse("c", "lantern note", limit=10, mode=mode,
+                                            min_commit_seq=last), caller=ME)
     assert reply.unclosed_lag == 0 and reply.index_position >= last
     assert reply.vector_position >= last and reply.vector_lag == 0
     assert len(reply.results) == 10 and all(h.vector_rank for h in reply.results)
     # The next page, after more writes and naming them: the first page's ranking, no wait.
     later = [tx.append_event("c", "s1", "user-message", "lantern note", caller=ME)
              for _ in range(3)]
-    page = core.search("c", "lantern note", limit=10, mode=mode, cursor=reply.next_cursor,
-                       min_commit_seq=later[-1].commit_seq, caller=ME)
+    page = core.search(SearchRequest.parse("c", "lantern note", limit=10, mode=mode,
+                                           cursor=reply.next_cursor,
+                                           min_commit_seq=later[-1].commit_seq), caller=ME)
     # Nothing indexed the later writes (no follower runs): the page did not wait for them.
     assert indexer.position("c") == page.index_position == reply.index_position
     assert indexer.vector_status("c", 0).position == reply.vector_position
@@ -62,6 +64,6 @@ def test_recall_13_the_default_mode_on_an_unbegun_vector_leg_waits_for_the_lexic
     tx, indexer, core = stack
     tx.create_context("c", caller=ME)
     last = tx.append_event("c", "s1", "user-message", "lantern", caller=ME).commit_seq
-    reply = core.search("c", "lantern", min_commit_seq=last, caller=ME)
+    reply = core.search(SearchRequest.parse("c", "lantern", min_commit_seq=last), caller=ME)
     assert reply.unclosed_lag == 0 and reply.results
     assert reply.results[0].vector_rank is None  # answered lexically, as it may

@@ -18,6 +18,7 @@ import pytest
 
 from morphz.services.recall.client import RecallClient
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import SearchPins
@@ -100,23 +101,25 @@ def test_sec_07_a_search_waits_for_its_context_open_within_its_deadline(tmp_path
     assert indexes.entered.wait(60)
     try:
         with pytest.raises(MorphzError) as e:
-            core.search("slow", "release", caller=ME, deadline=Deadline.after(0.3))
+            core.search(SearchRequest.parse("slow", "release"),
+                        caller=ME, deadline=Deadline.after(0.3))
         assert e.value.reason == "DEADLINE_EXCEEDED", e.value
         assert "open" in e.value.message, e.value.message
         # Another context is not held up by the open under way: its index is opened,
         # and its writes indexed, by this search.
-        quick = core.search("quick", "release", caller=ME, min_commit_seq=written["quick"],
-                            deadline=Deadline.after(30))
+        quick = core.search(SearchRequest.parse("quick", "release",
+                                                min_commit_seq=written["quick"]),
+                            caller=ME, deadline=Deadline.after(30))
         assert [h.ref for h in quick.results] == ["@e1"] and quick.unclosed_lag == 0
         # A caller that goes away stops waiting too.
         with pytest.raises(MorphzError) as e:
-            core.search("slow", "release", caller=ME,
-                        deadline=Deadline.after(None, cancelled=lambda: True))
+            core.search(SearchRequest.parse("slow", "release"),
+                        caller=ME, deadline=Deadline.after(None, cancelled=lambda: True))
         assert e.value.reason == "CANCELLED", e.value
         assert indexer.is_open("slow") is False
     finally:
         indexes.gate.set()
     opener.join(60)
-    found = core.search("slow", "release", caller=ME, min_commit_seq=written["slow"],
-                        deadline=Deadline.after(30))
+    found = core.search(SearchRequest.parse("slow", "release", min_commit_seq=written["slow"]),
+                        caller=ME, deadline=Deadline.after(30))
     assert [h.ref for h in found.results] == ["@e1"]

@@ -13,6 +13,7 @@ import pytest
 
 from morphz.services.recall.core.documents import TEXT_VERSION, event_doc, event_key
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.indexer import Indexer
@@ -66,7 +67,7 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     indexer = Indexer(store, IndexDirectory(str(tmp_path / "recall")))
     core = RecallCore(store, tx, indexer, pins=SearchPins())
     for mode in ("lexical", "hybrid"):  # whether the rebuild has swapped in yet or not
-        reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
+        reply = core.search(SearchRequest.parse("c", "incident", limit=100, mode=mode), caller=ME)
         assert seen.ref not in refs(reply) and notes <= refs(reply), mode
 
     def rebuilt() -> bool:
@@ -79,9 +80,9 @@ def test_recall_12_an_index_of_older_texts_is_rebuilt_without_recall_observation
     until(lambda: indexer.vector_status("c", seen.commit_seq).lag == 0)
     assert indexer.leg_current(idx.vectors)
     for mode in ("lexical", "vector", "hybrid"):
-        reply = core.search("c", "incident", limit=100, mode=mode, caller=ME)
+        reply = core.search(SearchRequest.parse("c", "incident", limit=100, mode=mode), caller=ME)
         assert seen.ref not in refs(reply), mode
-    assert notes <= refs(core.search("c", "incident", limit=100, caller=ME))
+    assert notes <= refs(core.search(SearchRequest.parse("c", "incident", limit=100), caller=ME))
 
 
 def test_recall_12_an_index_of_todays_texts_is_not_rebuilt(tmp_path, store):

@@ -24,6 +24,7 @@ import pytest
 
 from morphz.services.recall.core.passages import TYPICAL
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.pins import SearchPins
 from morphz.services.recall.core.results import SearchResult
 from morphz.services.recall.runtime.embedworkers import EmbedWorkers
@@ -109,13 +110,13 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         # The lexical leg catches up while the embedder is blocked in the worker.
         until(lambda: embedded(gate) > 0, what="the worker never began embedding")
         until(lambda: core.inspect("c", caller=ME).lag == 0)
-        assert refs(core.search("c", "lantern", caller=ME)) == set(first)
+        assert refs(core.search(SearchRequest.parse("c", "lantern"), caller=ME)) == set(first)
         # Appends (commits) and lexical searches complete while the embedder waits.
         started = time.monotonic()
         more = [tx.append_event("c", "s1", "user-message", "lantern moved to the shed",
                                 caller=ME).ref for _ in range(3)]  # one text, thrice
         until(lambda: core.inspect("c", caller=ME).lag == 0)
-        assert refs(core.search("c", "shed", caller=ME)) == set(more)
+        assert refs(core.search(SearchRequest.parse("c", "shed"), caller=ME)) == set(more)
         # The gate stays shut (it opens below): had anything waited for it, this would
         # have hung until `until` gave up; the bound is only a generous guard.
         assert time.monotonic() - started < 120
@@ -123,17 +124,18 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         assert st.lag == 0 and st.vectors.lag > 0
         assert st.vectors.position < st.position == st.head
         # A hybrid search answers (its lexical leg) and says the vector leg lags.
-        reply = core.search("c", "lantern shed", mode="hybrid", caller=ME)
+        reply = core.search(SearchRequest.parse("c", "lantern shed", mode="hybrid"), caller=ME)
         assert reply.vector_lag > 0 and reply.vector_position < reply.index_position
         assert set(more) <= refs(reply)
-        assert core.search("c", "lantern", mode="lexical", caller=ME).vector_lag is None
+        assert core.search(SearchRequest.parse("c", "lantern", mode="lexical"),
+                           caller=ME).vector_lag is None
         # Released, the vector leg catches up and reports no lag.
         open(os.path.join(gate, "open"), "w").close()
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         st = core.inspect("c", caller=ME)
         assert st.vectors.count == st.documents == 5 + 3 + 1  # with the context's
         # (which says nothing: its row is zero, found by no search)
-        reply = core.search("c", "lantern shed", mode="vector", caller=ME)
+        reply = core.search(SearchRequest.parse("c", "lantern shed", mode="vector"), caller=ME)
         assert reply.vector_lag == 0 and set(more) <= refs(reply)
         # Each distinct text embedded once (core/passages.py): a turn's row mixes in the
         # vector of the turn before it, already embedded as that turn's own; the three
@@ -141,7 +143,8 @@ def test_hyb_06_commits_and_lexical_searches_go_on_while_the_vector_leg_waits(tm
         # typical texts once, for the first turn's row.
         assert embedded(gate) == 5 + 1 + 1 + len(TYPICAL)
         # A row of nothing said is found by no search (not the typical vector alone).
-        assert "@e0" not in refs(core.search("c", "lantern shed", mode="vector", caller=ME))
+        assert "@e0" not in refs(core.search(SearchRequest.parse("c", "lantern shed",
+                                                                 mode="vector"), caller=ME))
 
 
 def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
@@ -160,7 +163,8 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
         # Distinct texts, each embedded once: every document's own (the context's
         # creation's empty one too), and the typical texts (core/passages.py).
         assert calls == before.documents + len(TYPICAL)
-        ranked = core.search("c", "lantern note 7", mode="vector", caller=ME).results
+        ranked = core.search(SearchRequest.parse("c", "lantern note 7", mode="vector"),
+                             caller=ME).results
         core.rebuild("c", caller=ME)
         until(lambda: core.inspect("c", caller=ME).vectors.lag == 0)
         after = core.inspect("c", caller=ME)
@@ -168,7 +172,8 @@ def test_hyb_06_a_rebuild_with_the_same_embedder_embeds_nothing_again(tmp_path):
         assert after.vectors.count == before.vectors.count
         assert after.vectors.cache_hits >= before.documents
         assert after.path != before.path  # a new generation, the cache outside it
-        again = core.search("c", "lantern note 7", mode="vector", caller=ME).results
+        again = core.search(SearchRequest.parse("c", "lantern note 7", mode="vector"),
+                            caller=ME).results
         assert [h.ref for h in again] == [h.ref for h in ranked]
 
 
@@ -274,8 +279,8 @@ def test_hyb_08_the_vector_leg_reports_its_pace_and_the_time_to_go_and_a_write_i
         open(os.path.join(gate, "open"), "w").close()
         written = tx.append_event("c", "s3", "user-message", "the ferry to the island leaves at six",
                                   caller=ME)
-        reply = core.search("c", "ferry island", mode="hybrid", caller=ME,
-                            min_commit_seq=written.commit_seq)
+        reply = core.search(SearchRequest.parse("c", "ferry island", mode="hybrid",
+                                                min_commit_seq=written.commit_seq), caller=ME)
         assert reply.vector_lag == 0  # the search reached the write in both legs
         hit = next(h for h in reply.results if h.ref == written.ref)
         assert hit.vector_rank >= 1
@@ -321,5 +326,6 @@ def test_priv_03_an_erased_turn_leaves_no_vector_of_its_text_in_the_cache(tmp_pa
         # Nothing more was embedded: the third turn's text was in the cache, and the
         # erased turn and the erasure event have no text (its vector, zeros, was too).
         assert embedded(gate) == before
-        found = core.search("c", "card number", mode="vector", caller=ME).results
+        found = core.search(SearchRequest.parse("c", "card number", mode="vector"),
+                            caller=ME).results
         assert refs[1] not in {h.ref for h in found}

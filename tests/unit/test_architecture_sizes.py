@@ -19,8 +19,6 @@ MAX_FUNCTION_LINES = 80
 LARGE: dict[str, int] = {
     "services/cli/context_cmds.py:add_commands": 91,
     "services/cli/serve_cmd.py:add_command": 131,
-    "services/recall/core/engine.py": 476,
-    "services/recall/core/engine.py:RecallCore.search": 94,
 }
 
 

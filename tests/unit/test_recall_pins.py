@@ -8,6 +8,7 @@ import pytest
 
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
+from morphz.services.recall.core.request import SearchRequest
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.runtime.pins import PIN_BYTES, SearchPins
 from morphz.services.recall.index.index_directory import IndexDirectory
@@ -50,11 +51,12 @@ def _moved(tx, indexer) -> None:
 def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
     tx, indexer, recall, clock, _ = setup
     # Hybrid keeps its fused ranking with the lexical searcher (its vector leg moved too).
-    first = recall.search("c", "incident", limit=4, mode=mode, caller=IN_PROCESS_CALLER)
+    first = recall.search(SearchRequest.parse("c", "incident", limit=4, mode=mode),
+                          caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     clock.now = 59
-    second = recall.search("c", "incident", limit=4, cursor=first.next_cursor,
-                           mode=mode, caller=IN_PROCESS_CALLER)
+    second = recall.search(SearchRequest.parse("c", "incident", limit=4, cursor=first.next_cursor,
+                                               mode=mode), caller=IN_PROCESS_CALLER)
     refs = [h.ref for h in first.results + second.results]
     assert len(refs) == len(set(refs)) == 6 and second.next_cursor == ""
     assert second.index_position == first.index_position
@@ -63,16 +65,16 @@ def test_recall_03_kept_searcher_pages_the_first_pages_set(setup, mode):
 @pytest.mark.parametrize("how", ["expired", "evicted"])
 def test_recall_03_cursor_past_its_kept_searcher_is_stale(setup, how):
     tx, indexer, recall, clock, _ = setup
-    first = recall.search("c", "incident", limit=4, caller=IN_PROCESS_CALLER)
+    first = recall.search(SearchRequest.parse("c", "incident", limit=4), caller=IN_PROCESS_CALLER)
     _moved(tx, indexer)
     if how == "expired":
         clock.now = 61
     else:  # two newer pinned searches push it out (room for about two)
-        recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
+        recall.search(SearchRequest.parse("c", "incident", limit=1), caller=IN_PROCESS_CALLER)
         _moved(tx, indexer)
-        recall.search("c", "incident", limit=1, caller=IN_PROCESS_CALLER)
+        recall.search(SearchRequest.parse("c", "incident", limit=1), caller=IN_PROCESS_CALLER)
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=4, cursor=first.next_cursor,
+        recall.search(SearchRequest.parse("c", "incident", limit=4, cursor=first.next_cursor),
                       caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"
 
@@ -81,12 +83,13 @@ def test_recall_03_hybrid_cursor_without_its_kept_ranking_is_stale(setup):
     """Even with the index where it was: a fused ranking cannot be made again as it was
     (the vector leg follows on its own), so its cursor needs the ranking kept for it."""
     tx, indexer, recall, clock, _ = setup
-    first = recall.search("c", "incident", limit=4, mode="hybrid", caller=IN_PROCESS_CALLER)
+    first = recall.search(SearchRequest.parse("c", "incident", limit=4, mode="hybrid"),
+                          caller=IN_PROCESS_CALLER)
     assert first.results[0].vector_rank and first.next_cursor
     clock.now = 61
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=4, cursor=first.next_cursor, mode="hybrid",
-                      caller=IN_PROCESS_CALLER)
+        recall.search(SearchRequest.parse("c", "incident", limit=4, cursor=first.next_cursor,
+                                          mode="hybrid"), caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_STALE"
 
 
@@ -98,11 +101,13 @@ def test_recall_03_cursors_survive_a_burst_of_200_hybrid_searches(setup):
     pins = SearchPins()
     recall = RecallCore(store, tx, indexer, pins=pins)
     queries = [f"incident report {i % 6}" for i in range(200)]
-    firsts = [recall.search("c", q, limit=2, mode="hybrid", caller=IN_PROCESS_CALLER)
+    firsts = [recall.search(SearchRequest.parse("c", q, limit=2, mode="hybrid"),
+                            caller=IN_PROCESS_CALLER)
               for q in queries]
     assert all(f.next_cursor for f in firsts)
     for i in (0, 99):
-        second = recall.search("c", queries[i], limit=2, mode="hybrid",
-                               cursor=firsts[i].next_cursor, caller=IN_PROCESS_CALLER)
+        second = recall.search(SearchRequest.parse("c", queries[i], limit=2, mode="hybrid",
+                                                   cursor=firsts[i].next_cursor),
+                               caller=IN_PROCESS_CALLER)
         assert second.results
         assert not {h.ref for h in second.results} & {h.ref for h in firsts[i].results}

@@ -10,7 +10,7 @@ import pytest
 from morphz.shared.auth import IN_PROCESS_CALLER
 from morphz.services.recall.core.engine import RecallCore
 from morphz.services.recall.runtime.pins import SearchPins
-from morphz.services.recall.core.request import Evaluation
+from morphz.services.recall.core.request import Evaluation, SearchRequest
 from morphz.services.recall.runtime.indexer import Indexer
 from morphz.services.recall.index.index_directory import IndexDirectory
 from morphz.services.storage.lmdb import LmdbStore
@@ -40,23 +40,26 @@ def test_conc_07_search_for_an_evaluation_pages_through_visible_hits_only(cores)
     evaluation = Evaluation("s1", tx.activate("c", "s1", caller=IN_PROCESS_CALLER).id)
     while indexer.catch_up("c"):
         pass
-    everything = [h.ref for h in recall.search("c", "incident", limit=100,
+    everything = [h.ref for h in recall.search(SearchRequest.parse("c", "incident", limit=100),
                                                caller=IN_PROCESS_CALLER).results]
     assert len(everything) == 30
-    pages, reply = [], recall.search("c", "incident", limit=3, evaluation=evaluation,
+    pages, reply = [], recall.search(SearchRequest.parse("c", "incident", limit=3,
+                                                         evaluation=evaluation),
                                      caller=IN_PROCESS_CALLER)
     while True:
         pages.append([h.ref for h in reply.results])
         if not reply.next_cursor:
             break
-        reply = recall.search("c", "incident", limit=3, evaluation=evaluation,
-                              cursor=reply.next_cursor, caller=IN_PROCESS_CALLER)
+        reply = recall.search(SearchRequest.parse("c", "incident", limit=3, evaluation=evaluation,
+                                                  cursor=reply.next_cursor),
+                              caller=IN_PROCESS_CALLER)
     seen = [r for page in pages for r in page]
     assert [len(p) for p in pages] == [3, 3, 3, 1]
     assert seen == [r for r in everything if r in mine]  # rank order, each once
     # A cursor pages one causal scope's evidence set: not an operator's, nor another's.
-    first = recall.search("c", "incident", limit=3, evaluation=evaluation,
+    first = recall.search(SearchRequest.parse("c", "incident", limit=3, evaluation=evaluation),
                           caller=IN_PROCESS_CALLER).next_cursor
     with pytest.raises(MorphzError) as info:
-        recall.search("c", "incident", limit=3, cursor=first, caller=IN_PROCESS_CALLER)
+        recall.search(SearchRequest.parse("c", "incident", limit=3, cursor=first),
+                      caller=IN_PROCESS_CALLER)
     assert info.value.reason == "RECALL_CURSOR_INVALID"

@@ -146,7 +146,8 @@ def test_recall_09_an_observation_records_each_reply_as_the_dict_replies_did(cor
         "occurred_at", "offset", "text", "total_chars", "next_offset", "has_more"]
     frame = recall.read("c", "a", evaluation=evaluation(), caller=ME)
     assert "occurred_at" not in _recorded(tx, frame.observation_ref)["reply"]  # an event's
-    found = recall.search("c", "lantern", mode="lexical", evaluation=evaluation(), caller=ME)
+    found = recall.search(SearchRequest.parse("c", "lantern", mode="lexical",
+                                              evaluation=evaluation()), caller=ME)
     reply = _recorded(tx, found.observation_ref)["reply"]
     assert list(reply) == ["results", "next_cursor", "index_position", "lag",
                            "unclosed_lag", "empty"]  # no vector leg in a lexical search

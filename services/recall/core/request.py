@@ -1,9 +1,11 @@
 """A search as asked, checked once (SearchRequest.parse): bounded, its words analyzed, its
-time range parsed, its filters among the known values. Every check raises the reason
-the error table names for it, in the order a caller fixes them."""
+time range parsed, its filters among the known values, the evaluation it is made for
+named in full. Every check raises the reason the error table names for it, in the order
+a caller fixes them. The servicer makes one from its message (convert.py); in-process
+callers call parse themselves; RecallCore.search takes nothing else."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
 from morphz.services.recall.core.hybrid import DEFAULT_MODE, MODES
@@ -52,11 +54,27 @@ class Evaluation:
         return bool(self.session or self.activation)
 
 
+def check_evaluation(evaluation: Optional[Evaluation]) -> Optional[Evaluation]:
+    """The evaluation, both its names well formed (None: none named). Whether the
+    activation is one of the session's and not yet delivered is the store's to say
+    (core/access.py)."""
+    if not evaluation:
+        return None
+    if not evaluation.session or not evaluation.activation:
+        raise MorphzError("RECALL_ACTIVATION_INVALID",
+                          "a recall for an evaluation names both session and activation")
+    check_name(evaluation.session, "session")
+    check_name(evaluation.activation, "activation")
+    return evaluation
+
+
 @dataclass(frozen=True, slots=True)
 class SearchRequest:
     """`mode`: the mode searched (the default filled in); `asked_mode`: the one the caller
     named ('' for none: a default search may fall back to the lexical leg). `terms`: the
-    query's analyzed words; `since_us`/`until_us`: the time range, None where open."""
+    query's analyzed words; `since_us`/`until_us`: the time range, None where open;
+    `evaluation`: the one the search is made for (None: an operator's search);
+    `min_commit_seq`: the context version to read (read your writes, RecallCore.search)."""
     context: str
     query: str
     terms: tuple[str, ...]
@@ -72,26 +90,24 @@ class SearchRequest:
     mode: str
     asked_mode: str
     min_commit_seq: int
+    evaluation: Optional[Evaluation] = None
 
     @classmethod
     def parse(cls, context: str, query: str = "", *, since: str = "", until: str = "",
               limit: int = 0, kinds: Iterable[str] = (), states: Iterable[str] = (),
               sessions: Iterable[str] = (), cursor: str = "", mode: str = "",
-              min_commit_seq: int = 0, vectors_off: bool = False) -> "SearchRequest":
+              evaluation: Optional[Evaluation] = None, min_commit_seq: int = 0,
+              vectors_off: bool = False) -> "SearchRequest":
         """`vectors_off`: the server has no vector leg (`--embedder none`): a vector
-        search is refused, a hybrid one (named or by default) is lexical."""
+        search is refused, a hybrid one (named or by default) is lexical (served_by:
+        checked here in its turn among the others, and by the core whoever parsed)."""
         check_name(context, "context")
         asked = mode
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise MorphzError("RECALL_MODE_INVALID", f"mode must be one of {', '.join(MODES)}",
                               field="mode")
-        if vectors_off and mode != "lexical":
-            if mode == "vector":
-                raise MorphzError("RECALL_VECTORS_OFF", "this server runs with its vector leg "
-                                  "off (--embedder none): search in lexical or hybrid mode "
-                                  "(hybrid answers from the lexical leg)", field="mode")
-            mode = "lexical"  # hybrid, named or by default: as while the leg is unbuilt
+        mode = _served_mode(mode, vectors_off)
         if len(query) > MAX_QUERY_CHARS:
             raise MorphzError("RECALL_QUERY_INVALID", f"query longer than {MAX_QUERY_CHARS} "
                               "characters", field="query")
@@ -118,7 +134,14 @@ class SearchRequest:
         return cls(context=context, query=query, terms=tuple(words), since=since, until=until,
                    since_us=since_us, until_us=until_us, limit=limit, kinds=kinds,
                    states=states, sessions=sessions, cursor=cursor, mode=mode,
-                   asked_mode=asked, min_commit_seq=min_commit_seq)
+                   asked_mode=asked, min_commit_seq=min_commit_seq,
+                   evaluation=check_evaluation(evaluation))
+
+    def served_by(self, vectors_off: bool) -> "SearchRequest":
+        """The request as a server with its vector leg off (or on) answers it: itself,
+        or lexical (a vector search refused, RECALL_VECTORS_OFF)."""
+        mode = _served_mode(self.mode, vectors_off)
+        return self if mode == self.mode else replace(self, mode=mode)
 
     @property
     def reads_vectors(self) -> bool:
@@ -144,3 +167,14 @@ class SearchRequest:
         if self.reads_vectors:  # (lexical cursors stay as they were)
             params["mode"] = self.mode
         return params
+
+
+def _served_mode(mode: str, vectors_off: bool) -> str:
+    """The mode a server with its vector leg off answers in (`--embedder none`)."""
+    if not vectors_off or mode == "lexical":
+        return mode
+    if mode == "vector":
+        raise MorphzError("RECALL_VECTORS_OFF", "this server runs with its vector leg "
+                          "off (--embedder none): search in lexical or hybrid mode "
+                          "(hybrid answers from the lexical leg)", field="mode")
+    return "lexical"  # hybrid, named or by default: as while the leg is unbuilt
