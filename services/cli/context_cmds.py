@@ -119,10 +119,18 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
 })
 
 
-
-
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
     """Each command's arguments (add(name, help) returns its subparser); the names added."""
+    # In the order `morphz context --help` lists them.
+    _context_commands(add)
+    _input_commands(add)
+    _mind_commands(add)
+    _admin_commands(add)
+    return list(COMMANDS)
+
+
+def _context_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """create and status: a context as a whole."""
     p = add("create", "create a context")
     p.add_argument("context_name", metavar="CONTEXT")
     p.add_argument("--window", metavar="N", type=unsigned(32), default=0,
@@ -131,6 +139,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p = add("status", "show a context's status")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
 
+
+def _input_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """event, activate and deliver: a session's inputs and evaluations."""
     p = add("event", "append an input event, an action or a message")
     p.add_argument("--session", default="",
                    help="the event's session (a message's source); a tool result naming its "
@@ -159,6 +170,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p = add("deliver", "mark an activation delivered")
     p.add_argument("--activation", required=True)
 
+
+def _mind_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """tx, frame, frames and read: the Mind changed and read, the history read."""
     p = add("tx", "commit a context-tx transaction")
     p.add_argument("--session", default="", help="the session whose evaluation made it")
     p.add_argument("--activation", default="",
@@ -189,6 +203,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--reveal-secrets", action="store_true",
                    help="show a secret text as stored (default: [secret @eN])")
 
+
+def _admin_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """audit, rebuild-projections, policy and list: administering contexts."""
     p = add("audit", "replay events and verify the projections")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
     detach_option(p)
@@ -211,7 +228,6 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                    help="the rights hold for this session only (default: the whole context)")
 
     add("list", "list the contexts you may read")
-    return list(COMMANDS)
 
 
 def detach_option(p: argparse.ArgumentParser) -> None:
