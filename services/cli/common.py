@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Callable, Mapping, Optional, TextIO
 
-from morphz.shared.grpc.client import DEFAULT_TIMEOUT
+from morphz.client.options import DEFAULT_TIMEOUT
 
 DEFAULT_CONTEXT = "context-default"
 BACKUP_TIMEOUT = 3600.0  # `morphz backup`: the deadline of its whole stream

@@ -1,13 +1,17 @@
 """Where a command goes and with which credentials: --server, else $MORPHZ_<SERVICE> or
-$MORPHZ_SERVER; the client's TLS and token from its options or the environment."""
+$MORPHZ_SERVER; the client's TLS and token from its options or the environment. The
+`context` and `job` commands call the services through morphz.client (open_client), as
+`morphz mcp` and `morphz ui` do; `morphz backup` calls the storage service on a channel."""
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Optional
+from typing import Callable, Iterable, Optional
 
 import grpc
 
+from morphz.client import NO_RETRY, Client, Credentials
+from morphz.services.cli.common import option_or_env
 from morphz.services.cli.inputs import input_error
 from morphz.services.server.defaults import DEFAULT_LISTEN
 from morphz.shared.grpc.auth import ClientAuth
@@ -41,7 +45,6 @@ def check_server(server: str) -> str:
     return server
 
 
-
 def client_auth(args: argparse.Namespace, env=os.environ) -> ClientAuth:
     """The credentials of a `context` command: its options, else $MORPHZ_TLS_*/$MORPHZ_TOKEN."""
     def pick(name: str) -> str:
@@ -51,6 +54,32 @@ def client_auth(args: argparse.Namespace, env=os.environ) -> ClientAuth:
                                  key=pick("tls_key"), token=pick("token"))
 
 
+def credentials(args: argparse.Namespace, env=os.environ) -> Credentials:
+    """The credentials of a `context` or `job` command: its options, else
+    $MORPHZ_TLS_*/$MORPHZ_TOKEN (the PEM files are read when the client opens its channels);
+    a certificate without its key, or a key alone, is refused before anything is read."""
+    cert, key = option_or_env(args, "tls_cert", env), option_or_env(args, "tls_key", env)
+    if bool(cert) != bool(key):
+        raise input_error("--tls-cert and --tls-key go together",
+                          field="tls_cert" if not cert else "tls_key")
+    return Credentials(tls_ca=option_or_env(args, "tls_ca", env) or None,
+                       tls_cert=cert or None, tls_key=key or None,
+                       token=option_or_env(args, "token", env))
+
+
+def open_client(args: argparse.Namespace, services: Iterable[str],
+                wrap: Optional[Callable[[grpc.Channel], grpc.Channel]] = None) -> Client:
+    """A morphz.client Client on each service's server (server_for), with the command's
+    credentials and --timeout on every call, `wrap` applied to its channels (the command's
+    trace). `services`: those the command calls, whose addresses are checked. Each call is
+    sent once: a command is one call, and its failure is printed, not retried."""
+    for service in services:
+        check_server(server_for(service, args.server))
+    return Client(server_for("transaction", args.server),
+                  recall=server_for("recall", args.server),
+                  encoding=server_for("encoding", args.server),
+                  credentials=credentials(args), timeout=args.timeout, retry=NO_RETRY,
+                  wrap_channel=wrap)
 
 
 def channel(auth: ClientAuth, address: str, *, sends: bool = False) -> grpc.Channel:

@@ -1,106 +1,110 @@
 """The `morphz context` commands the transaction service answers: each one's arguments,
-and its call, one client method returning the reply dict."""
+and its call: one method of morphz.client's Client, its reply as the dict printed."""
 from __future__ import annotations
 
 import argparse
 from types import MappingProxyType
 from typing import Callable, TextIO
 
+from morphz.client import Client
 from morphz.services.cli.common import always_ok, unsigned
 from morphz.services.cli.context_text import (
     audit_exit, render_activation, render_audit, render_event, render_event_receipt,
     render_frame, render_frames, render_list, render_policy, render_rebuild, render_receipt,
     render_status)
 from morphz.services.cli.inputs import STDIN, input_error, read_text
-from morphz.services.transaction.client import TransactionClient
+from morphz.services.cli.replies import job, plain
 
 SERVICE = "transaction"  # the service these commands call (connect.py server_for)
 EVENT_KINDS = ("user-message", "tool-result", "approval", "external", "message", "action")
 
 
-# -- commands: each calls one client method and returns its reply dict ----------------------
-def cmd_create(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.create_context(args.context_name, args.window)
+# -- commands: each calls one client method and returns its reply as a dict ----------------
+def cmd_create(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.create_context(args.context_name, window=args.window))
 
 
-def cmd_status(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.status(args.context if args.context_name is None else args.context_name)
+def cmd_status(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.status(args.context if args.context_name is None
+                               else args.context_name))
 
 
-def cmd_event(client: TransactionClient, args: argparse.Namespace) -> dict:
+def cmd_event(client: Client, args: argparse.Namespace) -> dict:
     text = args.text if args.text is not None else read_text(args.file)
-    reply = client.append_event(args.context, args.session, args.kind, text,
-                                request_id=args.request_id, actor=args.actor,
-                                causal_refs=args.causal_refs, activation=args.activation,
-                                target_session=args.to, secret=args.secret,
-                                occurred_at=args.occurred_at)
+    reply = plain(client.append_event(
+        args.context, session=args.session, kind=args.kind, text=text,
+        request_id=args.request_id, actor=args.actor, causal_refs=args.causal_refs,
+        activation=args.activation, target_session=args.to, secret=args.secret,
+        occurred_at=args.occurred_at))
     # The receipt as it always was: commit_seq serves a client's later searches (a
     # one-shot command has none), and `context status` shows the context's.
     reply.pop("commit_seq", None)
     return reply
 
 
-def cmd_activate(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.activate(args.context, args.session)
+def cmd_activate(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.activate(args.context, session=args.session))
 
 
-def cmd_deliver(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.deliver(args.context, args.activation)
+def cmd_deliver(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.deliver(args.context, args.activation))
 
 
-def cmd_tx(client: TransactionClient, args: argparse.Namespace) -> dict:
+def cmd_tx(client: Client, args: argparse.Namespace) -> dict:
     text = read_text(args.file if args.file is not None else STDIN)
-    return client.commit(args.context, text, session=args.session,
-                         request_id=args.request_id, activation=args.activation)
+    return plain(client.commit(args.context, text, session=args.session,
+                               request_id=args.request_id, activation=args.activation))
 
 
-def cmd_frame(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.get_frame(args.context, args.frame_id, args.at_revision,
-                            reveal_secrets=args.reveal_secrets)
+def cmd_frame(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.frame(args.context, args.frame_id, at_revision=args.at_revision,
+                              reveal_secrets=args.reveal_secrets))
 
 
-def cmd_frames(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.list_frames(args.context, reveal_secrets=args.reveal_secrets,
-                              max_bytes=args.max_bytes, cursor=args.cursor)
+def cmd_frames(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.frames(args.context, reveal_secrets=args.reveal_secrets,
+                               max_bytes=args.max_bytes, cursor=args.cursor))
 
 
-def cmd_read(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.get_event(args.context, args.ref, reveal_secrets=args.reveal_secrets)
+def cmd_read(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.event(args.context, args.ref, reveal_secrets=args.reveal_secrets))
 
 
-def cmd_audit(client: TransactionClient, args: argparse.Namespace) -> dict:
+def cmd_audit(client: Client, args: argparse.Namespace) -> dict:
     context = args.context if args.context_name is None else args.context_name
-    return client.start_job(context, "audit") if args.detach else client.audit(context)
+    return job(client.start_job(context, "audit")) if args.detach \
+        else plain(client.audit(context))
 
 
-def cmd_rebuild(client: TransactionClient, args: argparse.Namespace) -> dict:
+def cmd_rebuild(client: Client, args: argparse.Namespace) -> dict:
     context = args.context if args.context_name is None else args.context_name
-    return client.start_job(context, "rebuild-projections") if args.detach \
-        else client.rebuild_projections(context)
+    if args.detach:
+        return job(client.start_job(context, "rebuild-projections"))
+    return plain(client.rebuild_projections(context, timeout=args.timeout))
 
 
-def cmd_policy(client: TransactionClient, args: argparse.Namespace) -> dict:
+def cmd_policy(client: Client, args: argparse.Namespace) -> dict:
     if args.policy_op == "show":
-        return client.get_policy(args.context)
+        return plain(client.policy(args.context))
     if args.policy_op == "retention":  # the policy's words, however the shell split them
         text = " ".join([args.principal, *args.rights]).strip()
         if not text:
             raise input_error("policy retention needs the policy, e.g. '(retention (kinds "
                               "tool-result external) (days 30))', or none", field="retention")
-        return client.set_retention(args.context, text)
+        return plain(client.set_retention(args.context, text))
     if not args.principal or not args.rights:
         raise input_error(f"policy {args.policy_op} needs PRINCIPAL and at least one RIGHT",
                           field="rights" if args.principal else "principal")
-    return client.set_policy(args.context, args.policy_op, args.principal, args.rights,
-                             args.session)
+    change = client.grant if args.policy_op == "grant" else client.revoke
+    return plain(change(args.context, args.principal, args.rights, session=args.session))
 
 
-def cmd_list(client: TransactionClient, args: argparse.Namespace) -> dict:
-    return client.list_contexts()
+def cmd_list(client: Client, args: argparse.Namespace) -> dict:
+    return {"contexts": client.contexts()}
 
 
 # command name -> (call, text renderer, exit status of a reply)
-Command = tuple[Callable[[TransactionClient, argparse.Namespace], dict],
+Command = tuple[Callable[[Client, argparse.Namespace], dict],
                 Callable[[dict, TextIO], None], Callable[[dict], int]]
 COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
     "create": (cmd_create, render_status, always_ok),
@@ -119,10 +123,18 @@ COMMANDS: "MappingProxyType[str, Command]" = MappingProxyType({
 })
 
 
-
-
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
     """Each command's arguments (add(name, help) returns its subparser); the names added."""
+    # In the order `morphz context --help` lists them.
+    _context_commands(add)
+    _input_commands(add)
+    _mind_commands(add)
+    _admin_commands(add)
+    return list(COMMANDS)
+
+
+def _context_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """create and status: a context as a whole."""
     p = add("create", "create a context")
     p.add_argument("context_name", metavar="CONTEXT")
     p.add_argument("--window", metavar="N", type=unsigned(32), default=0,
@@ -131,6 +143,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p = add("status", "show a context's status")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
 
+
+def _input_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """event, activate and deliver: a session's inputs and evaluations."""
     p = add("event", "append an input event, an action or a message")
     p.add_argument("--session", default="",
                    help="the event's session (a message's source); a tool result naming its "
@@ -159,6 +174,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p = add("deliver", "mark an activation delivered")
     p.add_argument("--activation", required=True)
 
+
+def _mind_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """tx, frame, frames and read: the Mind changed and read, the history read."""
     p = add("tx", "commit a context-tx transaction")
     p.add_argument("--session", default="", help="the session whose evaluation made it")
     p.add_argument("--activation", default="",
@@ -189,6 +207,9 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     p.add_argument("--reveal-secrets", action="store_true",
                    help="show a secret text as stored (default: [secret @eN])")
 
+
+def _admin_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """audit, rebuild-projections, policy and list: administering contexts."""
     p = add("audit", "replay events and verify the projections")
     p.add_argument("context_name", metavar="CONTEXT", nargs="?", help="default: --context")
     detach_option(p)
@@ -211,7 +232,6 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
                    help="the rights hold for this session only (default: the whole context)")
 
     add("list", "list the contexts you may read")
-    return list(COMMANDS)
 
 
 def detach_option(p: argparse.ArgumentParser) -> None:

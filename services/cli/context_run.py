@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, TextIO
+from typing import TextIO
 
-import grpc
-
+from morphz.client import Credentials
+from morphz.client.options import sync_channel
 from morphz.services.cli import (context_cmds, encoding_cmds, import_cmds, job_cmds,
                                  privacy_cmds, recall_cmds, space)
 from morphz.services.cli.common import always_ok, print_json
-from morphz.services.cli.connect import channel as connect_to, client_auth, server_for
+from morphz.services.cli.connect import check_server, open_client, server_for
 from morphz.services.cli.tracing import command_trace
-from morphz.services.transaction.client import TransactionClient
 
 # Modules adding `context` subcommands, each of one service. Each has SERVICE (the service
 # its commands call), add_commands(add) -> names it added (add(name, help) returns a
-# subparser) and COMMANDS: name -> (call, text renderer, exit status of a reply); the
-# transaction service's calls take its client, the others' the channel.
+# subparser) and COMMANDS: name -> (call, text renderer, exit status of a reply); a call
+# takes morphz.client's Client and the arguments.
 AREAS = (context_cmds, recall_cmds, encoding_cmds, import_cmds, privacy_cmds)
 
 
@@ -43,29 +42,14 @@ def add_command(top, common: argparse.ArgumentParser,
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    ext = next(e for e in AREAS if args.action in e.COMMANDS)
-    server = server_for(ext.SERVICE, args.server)
+    area = next(e for e in AREAS if args.action in e.COMMANDS)
+    call, render, exit_status = area.COMMANDS[args.action]
     context = getattr(args, "context_name", None) or args.context
-    auth = client_auth(args)
     with command_trace(args.action, context[:200]) as traced:
-        def connect(address: str) -> grpc.Channel:
-            return traced(connect_to(auth, address, sends=True))
-        channel = connect(server)
-        try:
-            if ext is context_cmds:
-                call, render, exit_status = context_cmds.COMMANDS[args.action]
-                client = TransactionClient(channel, timeout=args.timeout, connect=connect)
-                try:
-                    reply = call(client, args)
-                finally:
-                    client.close()
-                if args.action == "status":  # and the store's space alarm (DUR-07)
-                    reply = dict(reply, storage_space=_space(args, connect))
-            else:  # recall/encoding commands: they build their own client on the channel
-                call, render, exit_status = ext.COMMANDS[args.action]
-                reply = call(channel, args)
-        finally:
-            channel.close()
+        with open_client(args, (area.SERVICE,), traced) as client:
+            reply = call(client, args)
+            if args.action == "status":  # and the store's space alarm (DUR-07)
+                reply = dict(reply, storage_space=_space(args, client.credentials))
     if getattr(args, "detach", False):  # a job's first look, whatever the command
         render, exit_status = job_cmds.render, always_ok
     if args.action == "export":  # its stdout is the exported file: the summary goes aside
@@ -80,8 +64,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 SPACE_TIMEOUT = 5.0  # seconds for the space alarm's health check beside a status
 
 
-def _space(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> str:
-    channel = connect(server_for("storage", args.server))
+def _space(args: argparse.Namespace, credentials: Credentials) -> str:
+    """The alarm of the server holding the store (health checks need no principal)."""
+    channel = sync_channel(check_server(server_for("storage", args.server)), credentials)
     try:
         return space.storage_space(channel, min(args.timeout, SPACE_TIMEOUT))
     finally:

@@ -16,11 +16,10 @@ import argparse
 from types import MappingProxyType
 from typing import Callable, TextIO
 
-import grpc
-
-from morphz.services.encoding.client import EncodingClient
+from morphz.client import Client
 from morphz.services.cli.common import always_ok, print_json, unsigned
 from morphz.services.cli.inputs import input_error
+from morphz.services.cli.replies import plain
 
 
 def _binding(text: str) -> tuple[str, str]:
@@ -78,31 +77,27 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
     return list(COMMANDS)
 
 
-def _client(channel: grpc.Channel, args: argparse.Namespace) -> EncodingClient:
-    return EncodingClient(channel, timeout=args.timeout)
-
-
-def cmd_encode(channel: grpc.Channel, args: argparse.Namespace) -> dict:
-    return _client(channel, args).compile(
-        args.context, args.session, activation=args.activation, budget_bytes=args.budget,
+def cmd_encode(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.compile(
+        args.context, session=args.session, activation=args.activation,
+        budget_bytes=args.budget,
         budget_tokens=args.token_budget, preview_bytes=args.preview_bytes,
         must_read=args.must_read, parent_snapshot=args.parent, model=args.model,
         evaluation_profile=args.profile, bindings=dict(args.bind),
         capabilities=args.capabilities,
         scope={"kinds": args.scope_kinds, "frames": args.scope_frames, "since": args.since,
                "reveal_secrets": args.reveal_secrets,
-               "until": args.until})
+               "until": args.until}))
 
 
-def cmd_encoding(channel: grpc.Channel, args: argparse.Namespace) -> dict:
-    client = _client(channel, args)
+def cmd_encoding(client: Client, args: argparse.Namespace) -> dict:
     if args.verb == "list":
         if args.snapshot:
             raise input_error("encoding list takes no SNAPSHOT: filter with --session, "
                               "--activation, --since, --until", field="snapshot")
-        return {"verb": "list", **client.list_snapshots(
+        return {"verb": "list", **plain(client.list_snapshots(
             args.context, session=args.session, activation=args.activation,
-            since=args.since, until=args.until, limit=args.limit, cursor=args.cursor)}
+            since=args.since, until=args.until, limit=args.limit, cursor=args.cursor))}
     if not args.snapshot:
         raise input_error(f"encoding {args.verb} needs a SNAPSHOT (encoding list names "
                           "them)", field="snapshot")
@@ -112,14 +107,14 @@ def cmd_encoding(channel: grpc.Channel, args: argparse.Namespace) -> dict:
         raise input_error(f"--{listing_only[0]} goes with encoding list only",
                           field=listing_only[0])
     if args.verb == "show":
-        return {"verb": "show", "snapshot": client.show(args.context, args.snapshot)}
+        return {"verb": "show", "snapshot": client.show_snapshot(args.context, args.snapshot)}
     if args.verb == "replay":
-        return {"verb": "replay", **client.replay(args.context, args.snapshot)}
-    return {"verb": "check", **client.check(args.context, args.snapshot)}
+        return {"verb": "replay", **plain(client.replay_snapshot(args.context, args.snapshot))}
+    return {"verb": "check", **plain(client.check_snapshot(args.context, args.snapshot))}
 
 
-def cmd_evaluation(channel: grpc.Channel, args: argparse.Namespace) -> dict:
-    return _client(channel, args).evaluation(args.context, args.activation)
+def cmd_evaluation(client: Client, args: argparse.Namespace) -> dict:
+    return plain(client.evaluation(args.context, args.activation))
 
 
 def render_encode(r: dict, out: TextIO) -> None:
@@ -207,7 +202,7 @@ def encoding_exit(r: dict) -> int:
 
 
 SERVICE = "encoding"  # the service these commands call (services/cli/connect.py server_for)
-# name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
+# name -> (call(client, args) -> dict, render(reply, out), exit status of a reply)
 COMMANDS: MappingProxyType = MappingProxyType({
     "encode": (cmd_encode, render_encode, always_ok),
     "encoding": (cmd_encoding, render_encoding, encoding_exit),

@@ -13,8 +13,8 @@ import time
 from types import MappingProxyType
 from typing import Callable, TextIO
 
+from morphz.client import Client, MorphzError as CallError
 from morphz.services.cli.import_lines import Line, parse_lines
-from morphz.services.transaction.client import TransactionClient
 from morphz.shared.errors import MorphzError
 
 BATCH_LINES = 500
@@ -46,7 +46,7 @@ def batches(lines: list[Line], size: int) -> list[list[Line]]:
     return out
 
 
-def call_import(channel, args: argparse.Namespace) -> dict:
+def call_import(client: Client, args: argparse.Namespace) -> dict:
     if not 1 <= args.batch <= 10_000:
         raise MorphzError("CONTEXT_INPUT_INVALID", "--batch must be 1..10000", field="batch")
     try:
@@ -56,7 +56,6 @@ def call_import(channel, args: argparse.Namespace) -> dict:
         raise MorphzError("CONTEXT_INPUT_INVALID", f"cannot read {args.file}: "
                           f"{e.strerror or e}", field="file", path=args.file) from None
     lines = parse_lines(raw, args.file)
-    client = TransactionClient(channel, timeout=args.timeout)
     bar = Progress(len(lines), None if args.no_progress else sys.stderr)
     applied = replayed = 0
     first = last = ""
@@ -64,17 +63,17 @@ def call_import(channel, args: argparse.Namespace) -> dict:
     for part in batches(lines, args.batch):
         try:
             reply = client.append_events(args.context, [ln.event for ln in part])
-        except MorphzError as e:
+        except CallError as e:
             bar.end()
             if "index" in e.details:  # the batch's line that was refused: none of it applied
                 e.details["line"] = part[e.details.pop("index")].number
             e.details.update(applied=applied, replayed=replayed, file=args.file)
             raise
-        for r in reply["events"]:
-            replayed += bool(r.get("replayed"))
-            first = first or r["ref"]
-            last = r["ref"]
-        applied += len(part) - sum(bool(r.get("replayed")) for r in reply["events"])
+        for r in reply.events:
+            replayed += r.replayed
+            first = first or r.ref
+            last = r.ref
+        applied += len(part) - sum(r.replayed for r in reply.events)
         bar.update(len(part))
     bar.end()
     seconds = time.monotonic() - start

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable, TextIO
+from typing import TextIO
 
-import grpc
-
+from morphz.client import Client
 from morphz.services.cli.common import print_json
-from morphz.services.cli.connect import channel, client_auth, server_for
+from morphz.services.cli.connect import open_client
+from morphz.services.cli.replies import job
 from morphz.services.cli.tracing import command_trace
-from morphz.services.recall.client import RecallClient
-from morphz.services.transaction.client import TransactionClient
 
 SERVICES = ("transaction", "recall")
 # Each kind of job, by the service that runs it (shared/jobs.py runners of each).
@@ -48,35 +46,22 @@ def service_of(job_id: str) -> str:
     return "recall" if job_id.startswith("recall-") else "transaction"
 
 
-def client_for(service: str, channel: grpc.Channel, timeout: float):
-    cls = RecallClient if service == "recall" else TransactionClient
-    return cls(channel, timeout=timeout)
-
-
-def run(args: argparse.Namespace, connect: Callable[[str], grpc.Channel]) -> dict:
-    """`connect(service)`: a channel to that service's server."""
+def services_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The services a job command calls: the one running the kind, or the job (its id
+    names it); both for a listing."""
     if args.job_action == "start":
-        service = KINDS[args.kind]
-        channel = connect(service)
-        try:
-            return client_for(service, channel, args.timeout).start_job(
-                args.job_context or args.context, args.kind)
-        finally:
-            channel.close()
-    services = SERVICES if args.job_action == "list" else (service_of(args.job_id),)
-    replies = []
-    for service in services:
-        channel = connect(service)
-        try:
-            client = client_for(service, channel, args.timeout)
-            if args.job_action == "get":
-                return client.get_job(args.job_id)
-            if args.job_action == "cancel":
-                return client.cancel_job(args.job_id)
-            replies += client.list_jobs(args.job_context)["jobs"]
-        finally:
-            channel.close()
-    return {"jobs": replies}
+        return (KINDS[args.kind],)
+    return SERVICES if args.job_action == "list" else (service_of(args.job_id),)
+
+
+def run(args: argparse.Namespace, client: Client) -> dict:
+    if args.job_action == "start":
+        return job(client.start_job(args.job_context or args.context, args.kind))
+    if args.job_action == "get":
+        return job(client.job(args.job_id))
+    if args.job_action == "cancel":
+        return job(client.cancel_job(args.job_id))
+    return {"jobs": [job(j) for j in client.jobs(args.job_context)]}  # both services'
 
 
 def render_job(j: dict, out: TextIO) -> None:
@@ -98,10 +83,9 @@ def render(reply: dict, out: TextIO) -> None:
 
 def run_command(args: argparse.Namespace, out: TextIO) -> int:
     """`morphz job get|list|cancel`: the reply printed as text or JSON."""
-    auth = client_auth(args)
     with command_trace(f"job {args.job_action}", "", name="morphz job") as traced:
-        reply = run(args, lambda service: traced(channel(auth, server_for(service,
-                                                                         args.server))))
+        with open_client(args, services_of(args), traced) as client:
+            reply = run(args, client)
     if args.format == "json":
         print_json(reply, out)
     else:

@@ -21,12 +21,13 @@ import sys
 from importlib import metadata
 from typing import Optional
 
+from morphz.client import MorphzError as CallError
+from morphz.client.options import DEFAULT_TIMEOUT
 from morphz.services.cli import (backup_cmds, context_run, job_cmds, mcp_cmds, serve_cmd,
                                  ui_cmds)
 from morphz.services.cli.common import (DEFAULT_CONTEXT, client_auth_options, global_options,
                                         print_json)
 from morphz.services.cli.inputs import check_encodable
-from morphz.services.transaction.client import DEFAULT_TIMEOUT
 from morphz.shared.errors import MorphzError
 
 
@@ -47,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "timeout": None,  # resolved by main(): a backup's is longer
                              "context": DEFAULT_CONTEXT})
     client_auth_options(parser, {"tls_ca": None, "tls_cert": None, "tls_key": None,
-                                 "token": None})  # resolved by client_auth()
+                                 "token": None})  # resolved by connect.credentials()
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, None)
     credentials = argparse.ArgumentParser(add_help=False)
@@ -82,7 +83,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.command == "job":
             return job_cmds.run_command(args, out)
         return context_run.run(args, out)
-    except MorphzError as e:
+    except (MorphzError, CallError) as e:  # refused here, or by a service the client called
         print_json({"error": e.to_dict()}, out)
         return 1
 

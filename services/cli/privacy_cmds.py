@@ -9,13 +9,10 @@ import time
 from types import MappingProxyType
 from typing import Callable, TextIO
 
-import grpc
-
-from morphz.services.cli.connect import channel as connect_to, client_auth, server_for
+from morphz.client import Client
+from morphz.services.cli.connect import check_server, server_for
 from morphz.services.cli.inputs import input_error
-from morphz.services.recall.client import RecallClient
-from morphz.services.transaction.client import TransactionClient
-from morphz.services.transaction.core.erase_select import Selector
+from morphz.services.cli.replies import plain
 
 SERVICE = "transaction"
 ERASABLE = ("user-message", "tool-result", "approval", "external", "message", "continuation",
@@ -24,39 +21,35 @@ RECALL_POLL_SECONDS = 0.2
 SHOWN = 20  # refs a text rendering lists of each kind (JSON lists them all)
 
 
-def cmd_erase(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+def cmd_erase(client: Client, args: argparse.Namespace) -> dict:
     """The erasure, then (unless --no-wait) the recall index's: until it holds the
     erasure and has rewritten its files (its erasure_pending back to 0), or --timeout."""
     context = args.context_name or args.context
     if not args.dry_run and not args.reason.strip():
         raise input_error("an erasure needs --reason", field="reason")
-    selector = Selector(refs=tuple(args.refs), session=args.session, actor=args.actor,
-                        kinds=tuple(args.kinds), phrase=args.phrase, since=args.since,
-                        until=args.until)
-    client = TransactionClient(channel, timeout=args.timeout)
-    reply = client.erase(context, selector, args.reason, dry_run=args.dry_run)
+    reply = plain(client.erase(
+        context, refs=args.refs, session=args.session, actor=args.actor, kinds=args.kinds,
+        phrase=args.phrase, since=args.since, until=args.until, reason=args.reason,
+        dry_run=args.dry_run, timeout=args.timeout))
     if args.dry_run or not reply.get("erasures") or args.no_wait:
         return reply
-    return dict(reply, recall=_recall_caught_up(args, context, reply.get("commit_seq", 0)))
+    return dict(reply, recall=_recall_caught_up(client, args, context,
+                                                reply.get("commit_seq", 0)))
 
 
-def _recall_caught_up(args: argparse.Namespace, context: str, commit_seq: int) -> dict:
+def _recall_caught_up(client: Client, args: argparse.Namespace, context: str,
+                      commit_seq: int) -> dict:
     """The recall index's state once it applied the erasure and rewrote its files (or
     where it stood at the deadline: `purged` False)."""
-    channel = connect_to(client_auth(args), server_for("recall", args.server))
-    try:
-        recall = RecallClient(channel, timeout=args.timeout)
-        give_up = time.monotonic() + args.timeout
-        while True:
-            status = recall.inspect(context)
-            done = status.get("position", 0) >= commit_seq and \
-                not status.get("erasure_pending", 0)
-            if done or time.monotonic() >= give_up:
-                return {"purged": done, "position": status.get("position", 0),
-                        "erasure_pending": status.get("erasure_pending", 0)}
-            time.sleep(RECALL_POLL_SECONDS)
-    finally:
-        channel.close()
+    check_server(server_for("recall", args.server))  # the erasure's service was checked
+    give_up = time.monotonic() + args.timeout
+    while True:
+        status = client.inspect_index(context)
+        done = status.position >= commit_seq and not status.erasure_pending
+        if done or time.monotonic() >= give_up:
+            return {"purged": done, "position": status.position,
+                    "erasure_pending": status.erasure_pending}
+        time.sleep(RECALL_POLL_SECONDS)
 
 
 def render_erase(r: dict, out: TextIO) -> None:
@@ -92,11 +85,11 @@ def erase_exit(r: dict) -> int:
     return 0 if (r.get("recall") or {}).get("purged", True) else 1
 
 
-def cmd_delete(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+def cmd_delete(client: Client, args: argparse.Namespace) -> dict:
     if not args.reason.strip():
         raise input_error("a deletion needs --reason", field="reason")
-    return TransactionClient(channel, timeout=args.timeout).delete_context(
-        args.context_name, args.reason)
+    return plain(client.delete_context(args.context_name, reason=args.reason,
+                                       timeout=args.timeout))
 
 
 def render_delete(r: dict, out: TextIO) -> None:
@@ -110,13 +103,14 @@ def render_delete(r: dict, out: TextIO) -> None:
 EXPORT_TIMEOUT = 3600.0  # the whole stream's deadline, at least (a large context)
 
 
-def cmd_export(channel: grpc.Channel, args: argparse.Namespace) -> dict:
+def cmd_export(client: Client, args: argparse.Namespace) -> dict:
     """The lines on stdout as they come (import's format), a progress line on stderr; the
     reply (a summary) goes to stderr too, so stdout is the file."""
-    client = TransactionClient(channel, timeout=max(args.timeout, EXPORT_TIMEOUT))
     lines, skipped, out = 0, {}, sys.stdout
-    for page in client.export(args.context_name or args.context, since=args.since,
-                              until=args.until, reveal_secrets=args.reveal_secrets):
+    pages = client.export(args.context_name or args.context, since=args.since,
+                          until=args.until, reveal_secrets=args.reveal_secrets,
+                          timeout=max(args.timeout, EXPORT_TIMEOUT))
+    for page in map(plain, pages):
         for e in page.get("events", []):
             line = {"kind": e["kind"], "session": e.get("session", ""),
                     "actor": e.get("actor", ""), "text": e.get("text", ""),

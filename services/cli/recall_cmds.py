@@ -6,17 +6,23 @@ import argparse
 import sys
 import threading
 from types import MappingProxyType
-from typing import Callable, TextIO
+from typing import Callable, Optional, TextIO
 
+from morphz.client import Client, Evaluation
+from morphz.services.cli import replies
 from morphz.services.cli.common import (always_ok, client_auth_options, global_options,
                                         unsigned)
-from morphz.services.recall.client import RecallClient
+from morphz.services.cli.replies import job, plain
 
 DIRECTIONS = ("ancestors", "descendants", "both")
 
 
-def _evaluation(args: argparse.Namespace) -> dict:
-    return {"session": args.for_session, "activation": args.activation}
+def _evaluation(args: argparse.Namespace) -> Optional[Evaluation]:
+    """The evaluation a call is recorded for; none when neither option is given (the
+    service reads an empty one as none)."""
+    if not (args.for_session or args.activation):
+        return None
+    return Evaluation(session=args.for_session, activation=args.activation)
 
 
 def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str]:
@@ -88,49 +94,48 @@ def add_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> list[str
 
 
 # -- calls ------------------------------------------------------------------------------
-def call_recall(channel, args: argparse.Namespace) -> dict:
-    client = RecallClient(channel, timeout=args.timeout)
+def call_recall(client: Client, args: argparse.Namespace) -> dict:
     if args.recall_action == "search":
-        return client.search(args.context, args.query, since=args.since, until=args.until,
-                             limit=args.limit, kinds=args.kinds, states=args.states,
-                             sessions=args.sessions, cursor=args.cursor,
-                             mode=args.mode,
-                             evaluation=_evaluation(args), min_commit_seq=args.min_commit_seq)
+        # min_commit_seq as given: a one-shot command has no writes of its own to wait for
+        return replies.search(client.search(
+            args.context, args.query, since=args.since, until=args.until, limit=args.limit,
+            kinds=args.kinds, states=args.states, sessions=args.sessions, cursor=args.cursor,
+            mode=args.mode, evaluation=_evaluation(args),
+            min_commit_seq=args.min_commit_seq), args.mode)
     if args.recall_action == "read":
-        return client.read(args.context, args.ref, offset=args.offset, limit=args.limit,
-                           evaluation=_evaluation(args))
-    return client.traverse(args.context, args.frame_id, depth=args.depth,
-                           direction=args.direction, include_bodies=args.include_bodies,
-                           include_events=args.include_events, max_nodes=args.max_nodes,
-                           max_bytes=args.max_bytes, cursor=args.cursor,
-                           evaluation=_evaluation(args))
+        return plain(client.read(args.context, args.ref, offset=args.offset,
+                                 limit=args.limit, evaluation=_evaluation(args)))
+    return plain(client.traverse(args.context, args.frame_id, depth=args.depth,
+                                 direction=args.direction, include_bodies=args.include_bodies,
+                                 include_events=args.include_events, max_nodes=args.max_nodes,
+                                 max_bytes=args.max_bytes, cursor=args.cursor,
+                                 evaluation=_evaluation(args)))
 
 
-def call_index(channel, args: argparse.Namespace) -> dict:
-    client = RecallClient(channel, timeout=args.timeout)
+def call_index(client: Client, args: argparse.Namespace) -> dict:
     context = args.context if args.context_name is None else args.context_name
     if args.index_action == "inspect":
-        return client.inspect(context)
+        return plain(client.inspect_index(context))
     if args.detach:
-        return client.start_job(context, "rebuild-index")
+        return job(client.start_job(context, "rebuild-index"))
     if not sys.stderr.isatty():
-        return client.rebuild(context)
+        return plain(client.rebuild_index(context))
     done = threading.Event()
     bar = threading.Thread(target=_progress, args=(client, context, done, sys.stderr),
                            daemon=True)
     bar.start()
     try:
-        return client.rebuild(context)
+        return plain(client.rebuild_index(context))
     finally:
         done.set()
         bar.join(2)
 
 
-def _progress(client: RecallClient, context: str, done: threading.Event, out: TextIO) -> None:
+def _progress(client: Client, context: str, done: threading.Event, out: TextIO) -> None:
     """Draw the rebuild's progress (polled from inspect) until it ends."""
     while not done.wait(0.25):
         try:
-            p = client.inspect(context)["rebuild"]
+            p = plain(client.inspect_index(context))["rebuild"]
         except Exception:  # noqa: BLE001 - the bar is cosmetic
             continue
         if p and p["total"]:
@@ -204,7 +209,7 @@ def render_index(r: dict, out: TextIO) -> None:
 
 
 SERVICE = "recall"  # the service these commands call (services/cli/connect.py server_for)
-# name -> (call(channel, args) -> dict, render(reply, out), exit status of a reply)
+# name -> (call(client, args) -> dict, render(reply, out), exit status of a reply)
 COMMANDS: MappingProxyType = MappingProxyType({
     "recall": (call_recall, render_recall, always_ok),
     "recall-index": (call_index, render_index, always_ok),

@@ -43,6 +43,17 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                            help="run the all-in-one server, or one service of a split cluster")
     serve.add_argument("role", nargs="?", default="all", choices=ROLES,
                        help="all (default): every service in one process; else one service")
+    # The options by what they set, in the order --help lists them.
+    where_options(serve)
+    cluster_options(serve)
+    background_options(serve)
+    security_options(serve)
+    limit_options(serve)
+    store_options(serve)
+
+
+def where_options(serve: argparse.ArgumentParser) -> None:
+    """Where this process listens, keeps its data and finds the services it calls."""
     serve.add_argument("--listen", metavar="HOST:PORT", default=None,
                        help="address to listen on (default: the server's default listen "
                        "address)")
@@ -60,6 +71,10 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--dsn", metavar="DSN", default="",
                        help="with --store postgres: the libpq connection string or URI "
                        "(a password is better kept in PGPASSWORD or ~/.pgpass than here)")
+
+
+def cluster_options(serve: argparse.ArgumentParser) -> None:
+    """Several instances: ownership through etcd, shards, the addresses named to others."""
     serve.add_argument("--etcd", metavar="HOST:PORT", default="",
                        help="transaction: own contexts through this etcd (leases, fencing "
                        "tokens), so several transaction instances can share storage; "
@@ -82,6 +97,10 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--storage-listen", metavar="HOST:PORT", default="",
                        help="all: also serve the internal storage API, on this address only "
                        "(default: not served; the public --listen never serves it)")
+
+
+def background_options(serve: argparse.ArgumentParser) -> None:
+    """What runs beside the calls: recall's embedder and indexing, retention's schedule."""
     serve.add_argument("--embedder", metavar="NAME", default="",
                        help="all, recall: the vector leg's embedder: default or e5 "
                        "(multilingual-e5-small on ONNX Runtime), e5-c (the same model on "
@@ -105,7 +124,10 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        help="all, transaction: apply each context's retention policy at every "
                        f"multiple of this many seconds (default: {RETENTION_EVERY:g}; 0: only on "
                        "demand, `morphz job start retention`; docs/privacy.md)")
-    security_options(serve)
+
+
+def limit_options(serve: argparse.ArgumentParser) -> None:
+    """Admission: what this process serves at once, and each principal (docs/limits.md)."""
     serve.add_argument("--max-concurrent-rpcs", metavar="N", type=_positive,
                        default=CONCURRENT_RPCS.max,
                        help="RPCs this process holds at once; more are refused "
@@ -150,6 +172,9 @@ def add_command(top, common: argparse.ArgumentParser) -> None:
                        "cheap calls are being served; they pause to keep to it (default: "
                        "0.25; 1: no pacing)")
 
+
+def store_options(serve: argparse.ArgumentParser) -> None:
+    """The store's size and rules, and what encoding keeps in memory."""
     serve.add_argument("--storage-quota", metavar="BYTES", type=byte_size, default=0,
                        help="all, storage: the bytes the store's data may take; past it (or "
                        "when the disk is full) every write is refused STORAGE_FULL until "
@@ -207,7 +232,6 @@ def security_options(serve: argparse.ArgumentParser) -> None:
     g.add_argument("--service-principal", metavar="NAME", default=DEFAULT_SERVICE_PRINCIPAL,
                    help="the services' own principal: the only one the storage API serves "
                    f"(default: {DEFAULT_SERVICE_PRINCIPAL})")
-
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,11 +34,13 @@ ALLOWED = {
     ("services/recall/jobs.py", "recall_jobs", PLAIN):
         "a job's result is JSON (Job.result_json, common.proto), kept with the job",
     ("services/transaction/client.py", "TransactionClient", "to_plain"):
-        "the dict-returning client the CLI prints as JSON (issue 56 item 3 retires it)",
+        "the dict-returning client tests and scripts still use (issue 56 item 3 retires it)",
     ("services/recall/client.py", "RecallClient", "to_plain"):
-        "the dict-returning client the CLI prints as JSON (issue 56 item 3 retires it)",
+        "the dict-returning client tests and scripts still use (issue 56 item 3 retires it)",
     ("services/encoding/client.py", "EncodingClient", "to_plain"):
-        "the dict-returning client the CLI prints as JSON (issue 56 item 3 retires it)",
+        "the dict-returning client tests and scripts still use (issue 56 item 3 retires it)",
+    ("services/cli/replies.py", "plain", "to_plain"):
+        "the CLI prints a reply as JSON (--format=json), the message's fields in order",
     ("services/ui/steps.py", "_plain", "MessageToDict"):
         "the inspector shows a reply as JSON (its page and /api answers)",
     ("services/ui/views.py", "_plain", "MessageToDict"):

@@ -21,9 +21,9 @@ from morphz.client import calls as C
 from morphz.client.calls import FRAME_PAGE_BYTES, Call, Evaluation, TxInput
 from morphz.client.client import STUBS
 from morphz.client.errors import from_rpc_error
-from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
+from morphz.client.options import (DEFAULT_TIMEOUT, Credentials,
                                    RetryPolicy, aio_channel, check_timeout,
-                                   service_targets)
+                                   long_timeout, service_targets)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
 
@@ -210,10 +210,11 @@ class AsyncClient:
     async def audit(self, context: str) -> txn.AuditReport:
         return await self._send(C.audit(context))
 
-    async def rebuild_projections(self, context: str) -> txn.RebuildReport:
-        return await self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+    async def rebuild_projections(self, context: str, *,
+                                  timeout: Optional[float] = None) -> txn.RebuildReport:
+        return await self._send(C.rebuild_projections(context, long_timeout(timeout)))
 
-    # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
+    # -- server-side jobs (audit, rebuild-projections, retention, rebuild-index) -----------------
     async def start_job(self, context: str, kind: str) -> common.Job:
         """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
         return await self._send(C.start_job(context, kind))
@@ -250,7 +251,8 @@ class AsyncClient:
     async def erase(self, context: str, *, refs: Iterable[str] = (), session: str = "",
                     actor: str = "", phrase: str = "", kinds: Iterable[str] = (),
                     since: str = "", until: str = "", reason: str = "",
-                    dry_run: bool = False) -> txn.Erasure:
+                    dry_run: bool = False,
+                    timeout: Optional[float] = None) -> txn.Erasure:
         """Remove the content of the events these criteria name (all of them hold:
         refs, a session, an actor, a phrase in the text, kinds, occurred time in
         [since, until)) and of what was derived only from them, from every copy the
@@ -260,20 +262,24 @@ class AsyncClient:
         return await self._send(C.erase(context, refs=refs, session=session, actor=actor,
                                         phrase=phrase, kinds=kinds, since=since, until=until,
                                         reason=reason, dry_run=dry_run,
-                                        timeout=REBUILD_TIMEOUT))
+                                        timeout=long_timeout(timeout)))
 
-    async def delete_context(self, context: str, *, reason: str) -> txn.ContextDeleted:
+    async def delete_context(self, context: str, *, reason: str,
+                             timeout: Optional[float] = None) -> txn.ContextDeleted:
         """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
         name is free again. Administrators, with a reason (docs/privacy.md)."""
-        return await self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+        return await self._send(C.delete_context(context, reason, long_timeout(timeout)))
 
     def export(self, context: str, *, since: str = "", until: str = "",
-               reveal_secrets: bool = False) -> AsyncIterator[txn.ExportPage]:
+               reveal_secrets: bool = False,
+               timeout: Optional[float] = None) -> AsyncIterator[txn.ExportPage]:
         """The context's events, a page at a time with its progress (`done` of `total`),
         as the lines `morphz context import` reads (docs/privacy.md): occurred time in
         [since, until); secrets' text only with `reveal_secrets` (and the reveal right);
-        erased events as placeholders. The whole stream has one deadline (an hour)."""
-        return self._stream(C.export(context, since, until, reveal_secrets, REBUILD_TIMEOUT))
+        erased events as placeholders. The whole stream has one deadline (`timeout`,
+        default an hour)."""
+        return self._stream(C.export(context, since, until, reveal_secrets,
+                                     long_timeout(timeout)))
 
     async def policy(self, context: str) -> txn.Policy:
         return await self._send(C.policy(context))
@@ -331,8 +337,9 @@ class AsyncClient:
     async def inspect_index(self, context: str) -> rec.IndexStatus:
         return await self._send(C.inspect_index(context))
 
-    async def rebuild_index(self, context: str) -> rec.IndexStatus:
-        return await self._send(C.rebuild_index(context, REBUILD_TIMEOUT))
+    async def rebuild_index(self, context: str, *,
+                            timeout: Optional[float] = None) -> rec.IndexStatus:
+        return await self._send(C.rebuild_index(context, long_timeout(timeout)))
 
     # -- encoding and snapshots -----------------------------------------------------------------------
     async def compile(self, context: str, *, session: str, activation: str = "",

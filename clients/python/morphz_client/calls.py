@@ -240,7 +240,7 @@ def rebuild_projections(context: str, timeout: float) -> Call:
 
 # -- server-side jobs (both services: the kind, or the id's prefix, names which) ------------------
 JOB_KINDS = {"audit": TRANSACTION, "rebuild-projections": TRANSACTION,
-             "rebuild-index": RECALL}
+             "retention": TRANSACTION, "rebuild-index": RECALL}
 
 
 def job_service(id: str) -> str:

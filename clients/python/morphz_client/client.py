@@ -32,9 +32,8 @@ from morphz.client import calls as C
 from morphz.client.calls import (ENCODING, FRAME_PAGE_BYTES, RECALL, TRANSACTION, Call, Evaluation,
                                  TxInput)
 from morphz.client.errors import MorphzError, from_rpc_error
-from morphz.client.options import (DEFAULT_TIMEOUT, REBUILD_TIMEOUT, Credentials,
-                                   RetryPolicy, check_timeout, service_targets,
-                                   sync_channel)
+from morphz.client.options import (DEFAULT_TIMEOUT, Credentials, RetryPolicy, check_timeout,
+                                   long_timeout, service_targets, sync_channel)
 from morphz.client.retry import MAX_REDIRECTS, redirect, retryable
 
 
@@ -59,18 +58,23 @@ class Client:
     """`target`: the server (all-in-one), default $MORPHZ_SERVER or 127.0.0.1:7070;
     `recall`/`encoding`: those services' addresses when they run apart (default
     $MORPHZ_RECALL/$MORPHZ_ENCODING, else `target`). `credentials`: default from
-    $MORPHZ_TLS_CA, $MORPHZ_TLS_CERT, $MORPHZ_TLS_KEY, $MORPHZ_TOKEN."""
+    $MORPHZ_TLS_CA, $MORPHZ_TLS_CERT, $MORPHZ_TLS_KEY, $MORPHZ_TOKEN. `wrap_channel`:
+    applied to each channel the client opens (to a target, or to the owner a redirect
+    names), e.g. `lambda ch: grpc.intercept_channel(ch, interceptor)` to trace or log
+    every call (the CLI traces its commands so)."""
 
     def __init__(self, target: Optional[str] = None, *, recall: Optional[str] = None,
                  encoding: Optional[str] = None, credentials: Optional[Credentials] = None,
-                 timeout: float = DEFAULT_TIMEOUT,
-                 retry: Optional[RetryPolicy] = None) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, retry: Optional[RetryPolicy] = None,
+                 wrap_channel: Optional[Callable[[grpc.Channel], grpc.Channel]] = None) \
+            -> None:
         self.credentials = Credentials.from_env() if credentials is None else credentials
         self.timeout = check_timeout(timeout)
         self.retry = RetryPolicy() if retry is None else retry
         self._metadata = self.credentials.metadata()
         self.positions = C.WritePositions()  # what searches read after (RECALL-13)
         self.targets = service_targets(target, recall=recall, encoding=encoding)
+        self._wrap = wrap_channel
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs = {service: STUBS[service](self._channel(address))
                        for service, address in self.targets.items()}
@@ -78,7 +82,8 @@ class Client:
     # -- plumbing ----------------------------------------------------------------------------
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = sync_channel(address, self.credentials)
+            channel = sync_channel(address, self.credentials)
+            self._channels[address] = self._wrap(channel) if self._wrap else channel
         return self._channels[address]
 
     def close(self) -> None:
@@ -229,14 +234,18 @@ class Client:
     def audit(self, context: str) -> txn.AuditReport:
         return self._send(C.audit(context))
 
-    def rebuild_projections(self, context: str) -> txn.RebuildReport:
+    def rebuild_projections(self, context: str, *,
+                            timeout: Optional[float] = None) -> txn.RebuildReport:
         """Rebuild the context's projections from its history (admin); what matched is
-        left alone. A long one is better run as a job (start_job)."""
-        return self._send(C.rebuild_projections(context, REBUILD_TIMEOUT))
+        left alone. A long one is better run as a job (start_job). `timeout`: this call's
+        deadline (default: an hour, as for every call that reads a whole context)."""
+        return self._send(C.rebuild_projections(context, long_timeout(timeout)))
 
-    # -- server-side jobs (audit, rebuild-projections, rebuild-index) ---------------------------
+    # -- server-side jobs (audit, rebuild-projections, retention, rebuild-index) -----------------
     def start_job(self, context: str, kind: str) -> common.Job:
-        """Start `kind` on `context` as a server-side job: answered at once (poll job())."""
+        """Start `kind` on `context` as a server-side job: answered at once (poll job()).
+        Kinds: audit, rebuild-projections, retention (apply the context's retention
+        policy now: set_retention) and rebuild-index."""
         return self._send(C.start_job(context, kind))
 
     def job(self, id: str) -> common.Job:
@@ -272,29 +281,37 @@ class Client:
 
     def erase(self, context: str, *, refs: Iterable[str] = (), session: str = "",
               actor: str = "", phrase: str = "", kinds: Iterable[str] = (), since: str = "",
-              until: str = "", reason: str = "", dry_run: bool = False) -> txn.Erasure:
+              until: str = "", reason: str = "", dry_run: bool = False,
+              timeout: Optional[float] = None) -> txn.Erasure:
         """Remove the content of the events these criteria name (all of them hold:
         refs, a session, an actor, a phrase in the text, kinds, occurred time in
         [since, until)) and of what was derived only from them, from every copy the
         server holds (docs/privacy.md); `reason` is required, the caller needs the erase
         right (administrators hold it). `dry_run`: what it would take, nothing changed.
-        The reply lists what was (or would be) taken and the store's rewrite."""
+        The reply lists what was (or would be) taken and the store's rewrite.
+        `timeout`: its deadline (default: an hour)."""
         return self._send(C.erase(context, refs=refs, session=session, actor=actor,
                                    phrase=phrase, kinds=kinds, since=since, until=until,
-                                   reason=reason, dry_run=dry_run, timeout=REBUILD_TIMEOUT))
+                                   reason=reason, dry_run=dry_run,
+                                   timeout=long_timeout(timeout)))
 
-    def delete_context(self, context: str, *, reason: str) -> txn.ContextDeleted:
+    def delete_context(self, context: str, *, reason: str,
+                       timeout: Optional[float] = None) -> txn.ContextDeleted:
         """Remove the context whole (events, Mind, snapshots, index, vectors, jobs); its
-        name is free again. Administrators, with a reason (docs/privacy.md)."""
-        return self._send(C.delete_context(context, reason, REBUILD_TIMEOUT))
+        name is free again. Administrators, with a reason (docs/privacy.md). `timeout`:
+        its deadline (default: an hour)."""
+        return self._send(C.delete_context(context, reason, long_timeout(timeout)))
 
     def export(self, context: str, *, since: str = "", until: str = "",
-               reveal_secrets: bool = False) -> Iterator[txn.ExportPage]:
+               reveal_secrets: bool = False,
+               timeout: Optional[float] = None) -> Iterator[txn.ExportPage]:
         """The context's events, a page at a time with its progress (`done` of `total`),
         as the lines `morphz context import` reads (docs/privacy.md): occurred time in
         [since, until); secrets' text only with `reveal_secrets` (and the reveal right);
-        erased events as placeholders. The whole stream has one deadline (an hour)."""
-        return self._stream(C.export(context, since, until, reveal_secrets, REBUILD_TIMEOUT))
+        erased events as placeholders. The whole stream has one deadline (`timeout`,
+        default an hour)."""
+        return self._stream(C.export(context, since, until, reveal_secrets,
+                                     long_timeout(timeout)))
 
     def policy(self, context: str) -> txn.Policy:
         return self._send(C.policy(context))
@@ -351,8 +368,11 @@ class Client:
     def inspect_index(self, context: str) -> rec.IndexStatus:
         return self._send(C.inspect_index(context))
 
-    def rebuild_index(self, context: str) -> rec.IndexStatus:
-        return self._send(C.rebuild_index(context, REBUILD_TIMEOUT))
+    def rebuild_index(self, context: str, *,
+                      timeout: Optional[float] = None) -> rec.IndexStatus:
+        """Drop and rebuild the context's recall index from its events and frames.
+        `timeout`: its deadline (default: an hour)."""
+        return self._send(C.rebuild_index(context, long_timeout(timeout)))
 
     # -- encoding and snapshots -----------------------------------------------------------------------
     def compile(self, context: str, *, session: str, activation: str = "",

@@ -16,9 +16,11 @@ DEFAULT_SERVER = "127.0.0.1:7070"  # `morphz serve`'s default listen address
 DEFAULT_TIMEOUT = 30.0  # seconds: the deadline of every call (each attempt)
 REBUILD_TIMEOUT = 3600.0  # an index rebuild reads the whole context
 # A restarted server is found again within about a second, whatever failed before
-# (gRPC's own reconnect backoff grows to two minutes).
+# (gRPC's own reconnect backoff grows to two minutes). grpc.min_reconnect_backoff_ms is
+# left at its default: gRPC takes it as the least time a connection attempt is given (20 s),
+# and a busy server's handshake may take more than a fraction of a second (a call that is
+# not retried, a one-shot CLI command's, would fail UNAVAILABLE on it).
 CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200),
-                   ("grpc.min_reconnect_backoff_ms", 200),
                    ("grpc.max_reconnect_backoff_ms", 1000),
                    ("grpc.max_receive_message_length", 64 * 1024 * 1024))
 
@@ -139,6 +141,12 @@ def check_timeout(timeout: float) -> float:
     if not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
         raise input_error("timeout must be a positive number of seconds", field="timeout")
     return float(timeout)
+
+
+def long_timeout(timeout: Optional[float]) -> float:
+    """The deadline of a call that reads a whole context (an erasure, a deletion, an
+    export, a rebuild): the one given, else REBUILD_TIMEOUT."""
+    return REBUILD_TIMEOUT if timeout is None else check_timeout(timeout)
 
 
 def sync_channel(target: str, credentials: Credentials) -> grpc.Channel:
