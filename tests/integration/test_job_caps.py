@@ -92,10 +92,16 @@ def test_sec_07_a_principal_at_its_job_cap_is_refused_while_others_start_and_are
     assert c["carol"].status("carol")["revision"] == before["revision"]
     assert c["carol"].get_event("carol", appended["ref"])["text"] == "still served"
 
-    # The caps held with every job still in place (none ended by itself).
+    # The jobs behind the slot wait queued. The running audit held the slot through the
+    # refusals above (carol's JOB_LIMIT counted four jobs held), and may have ended by
+    # itself since: at load average 30 it did, in the PostgreSQL pass of CI.
     held = [c["alice"].get_job(first["id"]), c["alice"].get_job(second["id"]),
             *(c["bob"].get_job(j["id"]) for j in bobs)]
-    assert [j["state"] for j in held] == ["running", "queued", "queued", "queued"], held
+    states = [j["state"] for j in held]
+    if states[0] == "running":  # the usual case: nothing behind it has moved
+        assert states[1:] == ["queued", "queued", "queued"], held
+    else:  # it ended, and the one slot passed on: still one job running at most
+        assert states[0] == "succeeded" and states[1:].count("running") <= 1, held
 
     # A cancelled job gives its place back. One cancelled while queued (its reply says
     # so) ends cancelled whatever the running one does meanwhile; the running audit may
